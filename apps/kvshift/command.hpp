@@ -1,0 +1,34 @@
+// Sub-command registry. Each cmd_<name>.cpp registers itself with a static
+// RegisterCommand; main() adds them to the CLI in `order` and runs the one the
+// user chose. Adding a command touches no other file.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace kvshift::app {
+
+/// What a chosen sub-command runs after parsing; returns the exit code.
+using Action = std::function<int()>;
+
+struct CommandInfo {
+  std::string name;
+  std::string description;
+  int order = 0;  ///< position in --help
+  /// Declares the command's options on `sub` and returns its action.
+  std::function<Action(CLI::App& sub)> setup;
+};
+
+/// All registered commands, sorted by `order`.
+std::vector<CommandInfo> registered_commands();
+
+struct RegisterCommand {
+  explicit RegisterCommand(CommandInfo info);
+};
+
+}  // namespace kvshift::app

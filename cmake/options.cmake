@@ -1,0 +1,7 @@
+# Build switches. CUDA defaults to "whatever this machine can compile".
+option(KVSHIFT_BUILD_TESTS "Build the GoogleTest suites" ON)
+option(KVSHIFT_BUILD_BENCHMARKS "Build the Google Benchmark programs" ON)
+option(KVSHIFT_BUILD_FUZZERS "Build libFuzzer targets (needs clang)" OFF)
+option(KVSHIFT_WARNINGS_AS_ERRORS "Treat compiler warnings as errors" OFF)
+set(KVSHIFT_ENABLE_CUDA "AUTO" CACHE STRING "Build the CUDA backend: AUTO, ON or OFF")
+set_property(CACHE KVSHIFT_ENABLE_CUDA PROPERTY STRINGS AUTO ON OFF)

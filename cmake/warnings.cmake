@@ -1,0 +1,8 @@
+# kvshift_warnings: an INTERFACE target every kvshift target links PRIVATE.
+add_library(kvshift_warnings INTERFACE)
+target_compile_options(kvshift_warnings INTERFACE
+  $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor>
+  # GCC 12 reports -Wrestrict false positives inside std::string concatenation.
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:GNU>>:-Wno-restrict>
+  $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<BOOL:${KVSHIFT_WARNINGS_AS_ERRORS}>>:-Werror>
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall>)

@@ -1,0 +1,44 @@
+#include "cost_model/cost_record.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "cost_model/input_error.hpp"
+
+namespace kvshift::cost_model {
+namespace {
+
+void check(const CostQuery& q) {
+  if (q.tokens <= 0) {
+    throw InputError("--tokens: must be > 0 (got " + std::to_string(q.tokens) + ")");
+  }
+  if (q.sharing <= 0) {
+    throw InputError("--sharing: must be >= 1 (got " + std::to_string(q.sharing) + ")");
+  }
+  if (!(q.retention > 0 && q.retention <= 1)) {
+    throw InputError("--retention: must be in (0, 1] (got " + std::to_string(q.retention) + ")");
+  }
+  if (q.path) {
+    if (!(q.path->bandwidth.value > 0) || !std::isfinite(q.path->bandwidth.value)) {
+      throw InputError("--bandwidth: must be > 0");
+    }
+    if (!(q.path->latency.value >= 0) || !std::isfinite(q.path->latency.value)) {
+      throw InputError("--latency: must be >= 0");
+    }
+  }
+}
+
+}  // namespace
+
+CostRecord evaluate(const CostQuery& q) {
+  check(q);
+  CostRecord r;
+  r.storage = storage(*q.model, *q.topology, q.tokens, {q.predictor_dtype, q.sharing});
+  if (q.path) {
+    r.latency = latency(*q.model, *q.topology, q.tokens, r.storage, *q.path, *q.gpu, *q.compute,
+                        {q.retention, q.predictor_dtype});
+  }
+  return r;
+}
+
+}  // namespace kvshift::cost_model

@@ -1,0 +1,55 @@
+// Latency of moving or rebuilding one request (DESIGN.md, "Latency"): the
+// closed forms for an uncontended path with bottleneck bandwidth B and
+// one-way latency τ. Contention is the simulator's business, not this file's.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "cost_model/compute_costs.hpp"
+#include "cost_model/storage.hpp"
+#include "cost_model/units.hpp"
+
+namespace kvshift::cost_model {
+
+/// An uncontended network path.
+struct Path {
+  BitsPerSecond bandwidth;  ///< bottleneck
+  Seconds latency;          ///< one way
+};
+
+/// τ + 8·bytes/B: latency first, then the bytes at the bottleneck rate.
+constexpr Seconds transfer_time(Bytes size, const Path& p) {
+  return {p.latency.value + size.bits() / p.bandwidth.value};
+}
+
+/// Bytes of the token ids a replay ships (int32 per token).
+constexpr Bytes token_id_bytes(std::int64_t tokens) { return Bytes{4 * tokens}; }
+
+struct LatencyOptions {
+  double retention = 0.3;  ///< ProxyKV: share of tokens kept
+  DType predictor_dtype = DType::kF32;
+};
+
+struct LatencyReport {
+  Seconds prefill;                  ///< on the receiver, T tokens
+  Seconds reconstruct;              ///< on the receiver, the topology's groups
+  Seconds full_kv;
+  Seconds token_replay;
+  Seconds risk_kv;                  ///< predictors already resident
+  Seconds risk_kv_with_predictor;   ///< predictors shipped too
+  Seconds proxy_kv;                 ///< pruned KV, scoring off the critical path
+  Seconds local_replay;             ///< local recovery: prefill(T)
+  Seconds local_risk_kv;            ///< local recovery: load kept KV from host + reconstruct
+  /// B where RISK-KV (resident predictors) and full transfer tie; RISK-KV wins below it.
+  std::optional<BitsPerSecond> crossover_full;
+  /// B where RISK-KV and token replay tie; RISK-KV wins above it. Empty if it never does.
+  std::optional<BitsPerSecond> crossover_replay;
+};
+
+/// Latency figures for one request of `tokens` tokens over path `p`.
+LatencyReport latency(const ModelSpec& m, const Topology& t, std::int64_t tokens,
+                      const StorageReport& s, const Path& p, const GpuSpec& gpu,
+                      const ComputeCosts& compute, const LatencyOptions& options);
+
+}  // namespace kvshift::cost_model

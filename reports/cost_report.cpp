@@ -1,0 +1,135 @@
+#include "reports/cost_report.hpp"
+
+#include <cstdio>
+#include <sstream>
+
+#include "cost_model/storage.hpp"
+
+namespace kvshift::reports {
+namespace {
+
+using nlohmann::json;
+
+json optional_bps(const std::optional<BitsPerSecond>& v) {
+  return v ? json(v->value) : json(nullptr);
+}
+
+std::string row(const char* label, const std::string& value) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "  %-34s %s\n", label, value.c_str());
+  return buf;
+}
+
+std::string pct(double f) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f %%", 100.0 * f);
+  return buf;
+}
+
+}  // namespace
+
+json cost_json(const cost_model::CostQuery& q, const cost_model::CostRecord& r) {
+  const auto& s = r.storage;
+  json omitted_layers = json::array(), groups = json::array(), group_ids = json::array();
+  const int bp = cost_model::dtype_bytes(q.predictor_dtype);
+  for (const auto& g : q.topology->groups()) {
+    for (int l : g.target_layers) omitted_layers.push_back(l);
+    group_ids.push_back(g.group);
+    const std::int64_t params = cost_model::folded_params(*q.model, g);
+    groups.push_back({{"group", g.group},
+                      {"target_layers", g.target_layers},
+                      {"anchor_layers", g.anchor_layers},
+                      {"params", params},
+                      {"bytes", params * bp},
+                      {"unfolded_params", cost_model::unfolded_params(*q.model, g)}});
+  }
+  json out = {
+      {"model", q.model->name},
+      {"tokens", q.tokens},
+      {"gpu", q.gpu ? json(q.gpu->name) : json(nullptr)},
+      {"topology", q.topology->describe()},
+      {"omitted_groups", group_ids},
+      {"omitted_layers", omitted_layers},
+      {"kv_dtype", cost_model::dtype_name(q.model->kv_dtype)},
+      {"kv_bytes_full", s.kv_full.count},
+      {"kv_bytes_saved", s.kv_saved.count},
+      {"kv_bytes_kept", s.kv_kept.count},
+      {"omitted_fraction", s.omitted_fraction},
+      {"predictor",
+       {{"dtype", cost_model::dtype_name(q.predictor_dtype)},
+        {"params_total", s.predictor_params},
+        {"bytes_per_group", s.predictor_bytes_per_group.count},
+        {"bytes_total", s.predictor_bytes_total.count},
+        {"unfolded_bytes_per_group", s.unfolded_bytes_per_group.count},
+        {"groups", groups}}},
+      {"sharing",
+       {{"requests", s.sharing},
+        {"net_saving_bytes", s.net_saving_bytes},
+        {"break_even_requests", s.break_even_requests},
+        {"predictor_to_saved_ratio", s.predictor_to_saved_ratio}}},
+  };
+  if (r.latency && q.path) {
+    const auto& l = *r.latency;
+    out["latency"] = {
+        {"bandwidth_bps", q.path->bandwidth.value},
+        {"latency_s", q.path->latency.value},
+        {"prefill_s", l.prefill.value},
+        {"reconstruct_s", l.reconstruct.value},
+        {"full_kv_s", l.full_kv.value},
+        {"token_replay_s", l.token_replay.value},
+        {"risk_kv_s", l.risk_kv.value},
+        {"risk_kv_with_predictor_s", l.risk_kv_with_predictor.value},
+        {"proxy_kv_s", l.proxy_kv.value},
+        {"proxy_retention", q.retention},
+        {"local_replay_s", l.local_replay.value},
+        {"local_risk_kv_s", l.local_risk_kv.value},
+        {"crossover_full_bps", optional_bps(l.crossover_full)},
+        {"crossover_replay_bps", optional_bps(l.crossover_replay)},
+    };
+  }
+  return out;
+}
+
+std::string cost_table(const cost_model::CostQuery& q, const cost_model::CostRecord& r) {
+  const auto& s = r.storage;
+  std::ostringstream o;
+  o << q.model->name << ", " << q.tokens << " tokens, topology " << q.topology->describe()
+    << " (" << q.topology->omitted_layers() << " of " << q.model->layers << " layers omitted)\n";
+  o << "Storage per request\n";
+  o << row("full KV", format_mib(s.kv_full));
+  o << row("omitted (saved) KV", format_mib(s.kv_saved) + "  (" + pct(s.omitted_fraction) + ")");
+  o << row("kept KV", format_mib(s.kv_kept));
+  o << "Predictors (" << cost_model::dtype_name(q.predictor_dtype) << ", folded)\n";
+  o << row("per group", format_mib(s.predictor_bytes_per_group));
+  o << row("per group, unfolded ridge", format_mib(s.unfolded_bytes_per_group));
+  o << row("total", format_mib(s.predictor_bytes_total));
+  o << "Sharing\n";
+  o << row("requests sharing one copy", std::to_string(s.sharing));
+  o << row("net saving", format_mib(Bytes{s.net_saving_bytes}));
+  char ratio[64];
+  std::snprintf(ratio, sizeof ratio, "%lld (predictor = %.3f x saved KV)",
+                static_cast<long long>(s.break_even_requests), s.predictor_to_saved_ratio);
+  o << row("break-even requests", s.break_even_requests ? ratio : "n/a (nothing omitted)");
+  if (r.latency && q.path) {
+    const auto& l = *r.latency;
+    o << "Latency over " << format_bandwidth(q.path->bandwidth) << ", "
+      << format_ms(q.path->latency) << " one way, on " << q.gpu->name << "\n";
+    o << row("full KV transfer", format_ms(l.full_kv));
+    o << row("token replay", format_ms(l.token_replay) + "  (prefill " + format_ms(l.prefill) + ")");
+    o << row("RISK-KV, predictors resident",
+             format_ms(l.risk_kv) + "  (reconstruct " + format_ms(l.reconstruct) + ")");
+    o << row("RISK-KV, predictors shipped", format_ms(l.risk_kv_with_predictor));
+    char rho[64];
+    std::snprintf(rho, sizeof rho, "ProxyKV pruned (rho = %.2f)", q.retention);
+    o << row(rho, format_ms(l.proxy_kv));
+    o << row("local recovery: replay", format_ms(l.local_replay));
+    o << row("local recovery: RISK-KV", format_ms(l.local_risk_kv));
+    o << row("RISK-KV beats full transfer below",
+             l.crossover_full ? format_bandwidth(*l.crossover_full) : "never");
+    o << row("RISK-KV beats token replay above",
+             l.crossover_replay ? format_bandwidth(*l.crossover_replay) : "never");
+  }
+  return o.str();
+}
+
+}  // namespace kvshift::reports

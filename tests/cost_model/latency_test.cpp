@@ -1,0 +1,105 @@
+#include <gtest/gtest.h>
+
+#include "cost_model/cost_record.hpp"
+#include "cost_model/input_error.hpp"
+
+namespace kvshift::cost_model {
+namespace {
+
+struct Fixture {
+  const ModelSpec& model = find_model("qwen2.5-1.5b");
+  Topology topology = Topology::parse("paper", model);
+  GpuSpec gpu = find_gpu("rtx3060-laptop");
+  RooflineCosts compute{gpu};
+
+  CostRecord at(double bps, std::int64_t tokens = 512, double latency_s = 0.01) const {
+    CostQuery q;
+    q.model = &model;
+    q.topology = &topology;
+    q.gpu = &gpu;
+    q.compute = &compute;
+    q.tokens = tokens;
+    q.path = Path{{bps}, {latency_s}};
+    return evaluate(q);
+  }
+};
+
+TEST(Latency, ClosedFormsFollowDesign) {
+  const Fixture f;
+  const CostRecord r = f.at(100e6);
+  const auto& l = *r.latency;
+  EXPECT_DOUBLE_EQ(l.full_kv.value, 0.01 + 8.0 * 14 * 1048576 / 100e6);
+  EXPECT_DOUBLE_EQ(l.token_replay.value, 0.01 + 8.0 * 4 * 512 / 100e6 + l.prefill.value);
+  EXPECT_DOUBLE_EQ(l.risk_kv.value, 0.01 + 8.0 * 10 * 1048576 / 100e6 + l.reconstruct.value);
+  EXPECT_DOUBLE_EQ(l.risk_kv_with_predictor.value - l.risk_kv.value,
+                   8.0 * r.storage.predictor_bytes_total.count / 100e6);
+  EXPECT_NEAR(l.proxy_kv.value, 0.01 + 0.3 * 8.0 * 14 * 1048576 / 100e6, 1e-7);  // whole bytes
+}
+
+TEST(Latency, CrossoverBandwidthsMakeBothSidesEqual) {
+  const Fixture f;
+  const CostRecord base = f.at(1e9);
+  const LatencyReport& l = *base.latency;
+  ASSERT_TRUE(l.crossover_full && l.crossover_replay);
+  const auto full = *f.at(l.crossover_full->value).latency;
+  EXPECT_NEAR(full.risk_kv.value, full.full_kv.value, 1e-12 * full.full_kv.value + 1e-15);
+  const auto replay = *f.at(l.crossover_replay->value).latency;
+  EXPECT_NEAR(replay.risk_kv.value, replay.token_replay.value, 1e-12);
+  // Below the full-transfer crossover RISK-KV wins; above it, full transfer does.
+  EXPECT_LT(f.at(0.5 * l.crossover_full->value).latency->risk_kv,
+            f.at(0.5 * l.crossover_full->value).latency->full_kv);
+  EXPECT_GT(f.at(2 * l.crossover_full->value).latency->risk_kv,
+            f.at(2 * l.crossover_full->value).latency->full_kv);
+}
+
+TEST(Latency, MonotonicInBandwidth) {
+  const Fixture f;
+  double prev_full = 1e300, prev_risk = 1e300, prev_replay = 1e300;
+  for (double bps = 1e6; bps <= 1e12; bps *= 3.7) {
+    const auto l = *f.at(bps).latency;
+    EXPECT_LT(l.full_kv.value, prev_full);
+    EXPECT_LT(l.risk_kv.value, prev_risk);
+    EXPECT_LT(l.token_replay.value, prev_replay);
+    prev_full = l.full_kv.value;
+    prev_risk = l.risk_kv.value;
+    prev_replay = l.token_replay.value;
+  }
+}
+
+TEST(Latency, PrefillGrowsFasterThanLinearInContext) {
+  const Fixture f;
+  const double p1 = f.at(1e9, 1024).latency->prefill.value;
+  const double p8 = f.at(1e9, 8192).latency->prefill.value;
+  EXPECT_GT(p8, 8 * p1 * 0.99);
+  const double r1 = f.at(1e9, 1024).latency->reconstruct.value;
+  const double r8 = f.at(1e9, 8192).latency->reconstruct.value;
+  EXPECT_LT(r8, 8.5 * r1);  // reconstruction is linear in T (plus fixed launches)
+}
+
+TEST(Latency, RejectsNonPositiveInputsNamingTheFlag) {
+  const Fixture f;
+  auto expect_error = [&](auto mutate, const char* flag) {
+    CostQuery q;
+    q.model = &f.model;
+    q.topology = &f.topology;
+    q.gpu = &f.gpu;
+    q.compute = &f.compute;
+    q.path = Path{{1e9}, {0}};
+    mutate(q);
+    try {
+      evaluate(q);
+      FAIL() << flag;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(flag), std::string::npos) << e.what();
+    }
+  };
+  expect_error([](CostQuery& q) { q.tokens = 0; }, "--tokens");
+  expect_error([](CostQuery& q) { q.tokens = -5; }, "--tokens");
+  expect_error([](CostQuery& q) { q.path->bandwidth = {0}; }, "--bandwidth");
+  expect_error([](CostQuery& q) { q.path->bandwidth = {-1e6}; }, "--bandwidth");
+  expect_error([](CostQuery& q) { q.sharing = 0; }, "--sharing");
+  expect_error([](CostQuery& q) { q.retention = 1.5; }, "--retention");
+}
+
+}  // namespace
+}  // namespace kvshift::cost_model
