@@ -1,0 +1,150 @@
+// CPU twins of the elementwise and layout kernels: RMSNorm, RoPE, SwiGLU,
+// embedding, seeded fill, the fused bias+RoPE+scatter epilogue and the RISK-KV
+// anchor gather. Plain loops over strided views; fp32 arithmetic throughout.
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "kernels/cpu.hpp"
+#include "kernels/shared_math.hpp"
+
+namespace kvshift::kernels::cpu {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+/// Rotates the head vector `in` (head_dim values) at `position` into `out`.
+void rope_head(const float* in, float* out, int head_dim, double theta, std::int64_t position,
+               bool inverse) {
+  const int half = head_dim / 2;
+  for (int i = 0; i < half; ++i) {
+    float c, s;
+    rope_cos_sin(theta, position, i, head_dim, &c, &s);
+    if (inverse) s = -s;
+    out[i] = in[i] * c - in[i + half] * s;
+    out[i + half] = in[i + half] * c + in[i] * s;
+  }
+}
+
+}  // namespace
+
+void rms_norm(const RmsNormDesc& d) {
+  validate(d);
+  require_device("rms_norm", Device::kHost, {&d.x, &d.weight, &d.out});
+  const std::int64_t rows = d.x.shape[0], dim = d.x.shape[1];
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double sum = 0;
+    for (std::int64_t i = 0; i < dim; ++i) {
+      const double v = load_float(d.x, d.x.offset({r, i}));
+      sum += v * v;
+    }
+    const float inv = 1.0f / std::sqrt(static_cast<float>(sum / dim) + d.eps);
+    for (std::int64_t i = 0; i < dim; ++i) {
+      const float v = load_float(d.x, d.x.offset({r, i})) * inv;
+      store_float(d.out, d.out.offset({r, i}), v * load_float(d.weight, d.weight.offset({i})));
+    }
+  }
+}
+
+void rope(const RopeDesc& d) {
+  validate(d);
+  require_device("rope", Device::kHost, {&d.x, &d.out});
+  const int hd = static_cast<int>(d.x.shape[2]);
+  std::vector<float> in(hd), out(hd);
+  for (std::int64_t t = 0; t < d.x.shape[0]; ++t) {
+    for (std::int64_t h = 0; h < d.x.shape[1]; ++h) {
+      for (int i = 0; i < hd; ++i) in[i] = load_float(d.x, d.x.offset({t, h, i}));
+      rope_head(in.data(), out.data(), hd, d.theta, d.position_offset + t, d.inverse);
+      for (int i = 0; i < hd; ++i) store_float(d.out, d.out.offset({t, h, i}), out[i]);
+    }
+  }
+}
+
+void swiglu(const SwigluDesc& d) {
+  validate(d);
+  require_device("swiglu", Device::kHost, {&d.gate, &d.up, &d.out});
+  for (std::int64_t r = 0; r < d.gate.shape[0]; ++r) {
+    for (std::int64_t i = 0; i < d.gate.shape[1]; ++i) {
+      const float g = load_float(d.gate, d.gate.offset({r, i}));
+      const float u = load_float(d.up, d.up.offset({r, i}));
+      store_float(d.out, d.out.offset({r, i}), g / (1.0f + std::exp(-g)) * u);
+    }
+  }
+}
+
+void embed(const EmbedDesc& d) {
+  validate(d);
+  require_device("embed", Device::kHost, {&d.table, &d.ids, &d.out});
+  const std::int64_t vocab = d.table.shape[0];
+  for (std::int64_t t = 0; t < d.ids.shape[0]; ++t) {
+    const std::int64_t id = static_cast<const std::int32_t*>(d.ids.data)[t * d.ids.stride[0]];
+    for (std::int64_t i = 0; i < d.out.shape[1]; ++i) {
+      const float v = (id >= 0 && id < vocab) ? load_float(d.table, d.table.offset({id, i})) : kNaN;
+      store_float(d.out, d.out.offset({t, i}), v);
+    }
+  }
+}
+
+void fill_uniform(const FillDesc& d) {
+  validate(d);
+  require_device("fill_uniform", Device::kHost, {&d.out});
+  const std::int64_t n = d.out.numel();
+  for (std::int64_t i = 0; i < n; ++i) {
+    store_float(d.out, i, uniform_value(d.seed, static_cast<std::uint64_t>(i), d.lo, d.hi));
+  }
+}
+
+void bias_rope_scatter(const EpilogueDesc& d) {
+  validate(d);
+  require_device("bias_rope_scatter", Device::kHost, {&d.z, &d.bias});
+  for (const EpilogueSegment& s : d.segments) {
+    require_device("bias_rope_scatter", Device::kHost, {&s.dst});
+    const std::int64_t tokens = s.dst.shape[1], heads = s.dst.shape[2];
+    const int hd = static_cast<int>(s.dst.shape[3]);
+    std::vector<float> in(hd), out(hd);
+    for (std::int64_t row = 0; row < d.z.shape[0]; ++row) {
+      const std::int64_t r = row / tokens, t = row % tokens;
+      for (std::int64_t h = 0; h < heads; ++h) {
+        for (int i = 0; i < hd; ++i) {
+          const std::int64_t col = s.column + h * hd + i;
+          in[i] = load_float(d.z, d.z.offset({row, col})) +
+                  (d.bias.empty() ? 0.0f : load_float(d.bias, d.bias.offset({col})));
+        }
+        if (s.rope) {
+          rope_head(in.data(), out.data(), hd, d.theta, d.position_offset + t, false);
+        } else {
+          out = in;
+        }
+        for (int i = 0; i < hd; ++i) store_float(s.dst, s.dst.offset({r, t, h, i}), out[i]);
+      }
+    }
+  }
+}
+
+void anchor_gather(const AnchorGatherDesc& d) {
+  validate(d);
+  require_device("anchor_gather", Device::kHost, {&d.cache, &d.x});
+  const std::int64_t tokens = d.cache.shape[3], heads = d.cache.shape[4];
+  const int hd = static_cast<int>(d.cache.shape[5]);
+  const std::int64_t half = heads * hd;
+  std::vector<float> in(hd), out(hd);
+  for (std::size_t a = 0; a < d.anchor_layers.size(); ++a) {
+    const TensorView k = cache_layer(d.cache, d.anchor_layers[a], 0);
+    const TensorView v = cache_layer(d.cache, d.anchor_layers[a], 1);
+    const std::int64_t base = static_cast<std::int64_t>(a) * 2 * half;
+    for (std::int64_t row = 0; row < d.x.shape[0]; ++row) {
+      const std::int64_t r = row / tokens, t = row % tokens;
+      for (std::int64_t h = 0; h < heads; ++h) {
+        for (int i = 0; i < hd; ++i) in[i] = load_float(k, k.offset({r, t, h, i}));
+        rope_head(in.data(), out.data(), hd, d.theta, d.position_offset + t, true);
+        for (int i = 0; i < hd; ++i) {
+          store_float(d.x, d.x.offset({row, base + h * hd + i}), out[i]);
+          store_float(d.x, d.x.offset({row, base + half + h * hd + i}),
+                      load_float(v, v.offset({r, t, h, i})));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace kvshift::kernels::cpu

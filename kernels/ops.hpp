@@ -1,0 +1,173 @@
+// Op descriptors: one plain struct per kernel, holding non-owning views and
+// scalars. The CPU reference twins (cpu.hpp) and the CUDA kernels (cuda.hpp)
+// take the same descriptor, and validate() below is the single place that
+// checks shapes, strides and dtypes (it throws std::invalid_argument naming the
+// op and the field). Conventions: views are row-major with a unit innermost
+// stride; attention is causal with query i at position kv_tokens - q_tokens + i;
+// RoPE is the Hugging Face half-split form (dim i rotates with i + head_dim/2)
+// with angles computed in double precision on both backends.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/tensor.hpp"
+
+namespace kvshift::kernels {
+
+/// out = x * rsqrt(mean(x^2) + eps) * weight, per row.
+struct RmsNormDesc {
+  TensorView x;       // [rows, dim]
+  TensorView weight;  // [dim]
+  TensorView out;     // [rows, dim]
+  float eps = 1e-6f;
+};
+
+/// Rotary embedding (inverse = rotate by the negative angle). out may alias x.
+struct RopeDesc {
+  TensorView x;    // [tokens, heads, head_dim]
+  TensorView out;  // [tokens, heads, head_dim]
+  double theta = 10000.0;
+  std::int64_t position_offset = 0;  ///< token t sits at position offset + t
+  bool inverse = false;
+};
+
+/// One destination of the fused epilogue: columns [column, column + heads*head_dim) of z.
+struct EpilogueSegment {
+  std::int64_t column = 0;
+  bool rope = false;  ///< apply RoPE (keys, queries) or copy (values)
+  TensorView dst;     // [requests, tokens, heads, head_dim]
+};
+
+/// Fused bias + RoPE + scatter: z rows are (request, token) pairs, request-major.
+struct EpilogueDesc {
+  TensorView z;     // [requests * tokens, width] f32 (a GEMM output)
+  TensorView bias;  // [width] f32, optional
+  std::vector<EpilogueSegment> segments;  ///< at most kMaxSegments
+  double theta = 10000.0;
+  std::int64_t position_offset = 0;
+  static constexpr int kMaxSegments = 8;
+};
+
+/// out = silu(gate) * up.
+struct SwigluDesc {
+  TensorView gate;  // [rows, inter]
+  TensorView up;    // [rows, inter]
+  TensorView out;   // [rows, inter]
+};
+
+/// Causal grouped-query attention with an online softmax (no T x T buffer).
+struct AttentionDesc {
+  TensorView q;    // [q_tokens, q_heads, head_dim]
+  TensorView k;    // [kv_tokens, kv_heads, head_dim]
+  TensorView v;    // [kv_tokens, kv_heads, head_dim]
+  TensorView out;  // [q_tokens, q_heads, head_dim]
+  TensorView lse;  // [q_tokens, q_heads] f32, optional: log-sum-exp of the scaled scores
+  float scale = 0;  ///< 0 means 1/sqrt(head_dim)
+};
+
+/// Attention mass: out[h, j] = sum over queries i >= query_begin of softmax_i(j), per query head.
+struct AttentionMassDesc {
+  TensorView q;    // [q_tokens, q_heads, head_dim]
+  TensorView k;    // [kv_tokens, kv_heads, head_dim]
+  TensorView lse;  // [q_tokens, q_heads] f32, from the attention op
+  TensorView out;  // [q_heads, kv_tokens] f32
+  float scale = 0;
+  std::int64_t query_begin = 0;  ///< SnapKV-style window: only queries from here on vote
+};
+
+/// Top-K per head: the first `sink` and last `recent` tokens are always kept, the rest by
+/// score (higher first, ties to the lower token index); indices come out ascending.
+struct TopKDesc {
+  TensorView scores;   // [heads, tokens] f32
+  TensorView indices;  // [heads, keep] i32
+  std::int64_t sink = 0;
+  std::int64_t recent = 0;
+};
+
+/// KV compaction: dst[j, h, :] = src[indices[h, j], h, :].
+struct GatherDesc {
+  TensorView src;      // [tokens, heads, head_dim]
+  TensorView indices;  // [heads, keep] i32
+  TensorView dst;      // [keep, heads, head_dim]
+};
+
+/// c = alpha * a * op(b) + beta * c; op(b) = b^T when b_transposed (weights as [out, in]).
+struct GemmDesc {
+  TensorView a;  // [m, k]
+  TensorView b;  // [n, k] if b_transposed else [k, n]
+  TensorView c;  // [m, n] f32 or a's dtype
+  bool b_transposed = true;
+  float alpha = 1;
+  float beta = 0;
+};
+
+/// out[t, :] = table[ids[t], :].
+struct EmbedDesc {
+  TensorView table;  // [vocab, dim]
+  TensorView ids;    // [tokens] i32
+  TensorView out;    // [tokens, dim]
+};
+
+/// Seeded uniform values in [lo, hi): element i gets lo + (hi - lo) * u(seed, i).
+struct FillDesc {
+  TensorView out;  // any shape, contiguous
+  std::uint64_t seed = 1;
+  float lo = -1;
+  float hi = 1;
+};
+
+/// RISK-KV step 1: x[(r, t), a*w .. (a+1)*w) = [inverse-RoPE(K_a), V_a] of anchor layer a.
+struct AnchorGatherDesc {
+  TensorView cache;  // [requests, layers, 2, tokens, kv_heads, head_dim]
+  std::vector<int> anchor_layers;
+  TensorView x;      // [requests * tokens, anchors * w], w = 2 * kv_heads * head_dim
+  double theta = 10000.0;
+  std::int64_t position_offset = 0;
+};
+
+/// RISK-KV reconstruction of one group for all requests sharing its predictor:
+/// gather anchors -> z = x * weight (fp32 accumulate) -> + bias, RoPE on K -> scatter.
+struct ReconstructDesc {
+  TensorView cache;  // [requests, layers, 2, tokens, kv_heads, head_dim]
+  std::vector<int> anchor_layers;
+  std::vector<int> target_layers;
+  TensorView weight;       // [anchors * w, targets * w] (x * weight), f32/bf16/f16
+  TensorView bias;         // [targets * w] f32
+  TensorView x_workspace;  // [requests * tokens, anchors * w], weight's dtype
+  TensorView z_workspace;  // [requests * tokens, targets * w] f32
+  double theta = 10000.0;
+  std::int64_t position_offset = 0;
+};
+
+/// Workspace shapes a ReconstructDesc needs ({rows, anchors*w} and {rows, targets*w}).
+struct ReconstructShapes {
+  std::int64_t rows = 0, x_cols = 0, z_cols = 0;
+};
+ReconstructShapes reconstruct_shapes(const TensorView& cache, int anchors, int targets);
+
+/// The three steps of a reconstruction as their own descriptors.
+AnchorGatherDesc anchor_gather_of(const ReconstructDesc& d);
+GemmDesc gemm_of(const ReconstructDesc& d);
+EpilogueDesc epilogue_of(const ReconstructDesc& d);
+/// View of one layer's K (kv = 0) or V (kv = 1) in a cache: [requests, tokens, kv_heads, head_dim].
+TensorView cache_layer(const TensorView& cache, int layer, int kv);
+
+void validate(const RmsNormDesc& d);
+void validate(const RopeDesc& d);
+void validate(const EpilogueDesc& d);
+void validate(const SwigluDesc& d);
+void validate(const AttentionDesc& d);
+void validate(const AttentionMassDesc& d);
+void validate(const TopKDesc& d);
+void validate(const GatherDesc& d);
+void validate(const GemmDesc& d);
+void validate(const EmbedDesc& d);
+void validate(const FillDesc& d);
+void validate(const AnchorGatherDesc& d);
+void validate(const ReconstructDesc& d);
+
+/// Throws std::invalid_argument unless every non-empty view of an op lives on `device`.
+void require_device(const char* op, Device device, std::initializer_list<const TensorView*> views);
+
+}  // namespace kvshift::kernels
