@@ -1,0 +1,175 @@
+// Pass two of the loader: cross-references between sections, checked once
+// every section has parsed cleanly (so no check fires on half-read data).
+// Rules: unique names; link endpoints exist; at least one GPU node; every
+// node reachable; model weights and the largest request's KV fit in each
+// GPU's HBM; event targets exist and fall inside the duration; methods used
+// by strategies or protection are configured; lossy strategies fit the
+// quality budget; proxy shares the target's tokenizer and is smaller;
+// replica store, predictor source and profile file exist.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "cost_model/storage.hpp"
+#include "scenarios/scenario_parts.hpp"
+
+namespace kvshift::scenarios::detail {
+namespace {
+
+using sim::NodeKind;
+
+struct Names {
+  std::map<std::string, const sim::NodeSpec*> nodes;
+  std::set<std::string> links;
+};
+
+std::string suggestion(const std::string& word, const std::map<std::string, const sim::NodeSpec*>& m) {
+  std::vector<std::string> names;
+  for (const auto& [name, node] : m) names.push_back(name);
+  return closest_name(word, names);
+}
+
+std::string gib(Bytes b) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", b.mib() / 1024.0);
+  return buf;
+}
+
+// Pointer of the JSON that defined cluster node/link `i`.
+std::string node_ptr(const LoadContext& ctx, std::size_t i) {
+  return i < ctx.generated_nodes ? ctx.generator_pointer
+                                 : "/cluster/nodes/" + std::to_string(i - ctx.generated_nodes);
+}
+std::string link_ptr(const LoadContext& ctx, std::size_t i) {
+  return i < ctx.generated_links ? ctx.generator_pointer
+                                 : "/cluster/links/" + std::to_string(i - ctx.generated_links);
+}
+
+Names check_cluster(const sim::ClusterSpec& c, Diagnostics& d, const LoadContext& ctx) {
+  Names n;
+  for (std::size_t i = 0; i < c.nodes.size(); ++i) {
+    if (!n.nodes.emplace(c.nodes[i].name, &c.nodes[i]).second) {
+      d.add(node_ptr(ctx, i) + "/name", "duplicate node name \"" + c.nodes[i].name + "\"");
+    }
+  }
+  for (std::size_t i = 0; i < c.links.size(); ++i) {
+    const sim::LinkSpec& l = c.links[i];
+    const std::string p = link_ptr(ctx, i);
+    if (!n.links.insert(l.name).second) d.add(p + "/name", "duplicate link name \"" + l.name + "\"");
+    for (const auto& [key, end] : {std::pair{"/a", &l.a}, std::pair{"/b", &l.b}}) {
+      if (!n.nodes.count(*end)) {
+        d.add(p + key, "unknown node \"" + *end + "\"" + suggestion(*end, n.nodes));
+      }
+    }
+    if (l.a == l.b) d.add(p + "/b", "a link must join two different nodes (got \"" + l.b + "\" twice)");
+  }
+  if (std::none_of(c.nodes.begin(), c.nodes.end(), [](const auto& x) { return x.kind == NodeKind::kGpu; })) {
+    d.add("/cluster", "has no GPU node");
+    return n;
+  }
+  // Reachability from the first node over the links (undirected).
+  std::map<std::string, std::vector<std::string>> adj;
+  for (const auto& l : c.links) {
+    adj[l.a].push_back(l.b);
+    adj[l.b].push_back(l.a);
+  }
+  std::set<std::string> seen{c.nodes.front().name};
+  std::vector<std::string> stack{c.nodes.front().name};
+  while (!stack.empty()) {
+    const std::string x = stack.back();
+    stack.pop_back();
+    for (const auto& y : adj[x]) {
+      if (seen.insert(y).second) stack.push_back(y);
+    }
+  }
+  int reported = 0;
+  for (std::size_t i = 0; i < c.nodes.size() && c.nodes.size() > 1; ++i) {
+    if (seen.count(c.nodes[i].name) || reported++ >= 5) continue;
+    d.add(node_ptr(ctx, i), "node \"" + c.nodes[i].name + "\" is not connected to \"" +
+                                c.nodes.front().name + "\" by any path of links");
+  }
+  return n;
+}
+
+std::int64_t largest_request_tokens(const sim::WorkloadSpec& w) {
+  if (w.arrival == sim::ArrivalKind::kTrace) {
+    std::int64_t m = 0;
+    for (const auto& t : w.trace) m = std::max(m, t.prompt_tokens + t.output_tokens);
+    return m;
+  }
+  auto top = [](const sim::TokenDist& d) -> std::int64_t {
+    if (d.kind == sim::TokenDistKind::kFixed) return d.value;
+    if (d.kind == sim::TokenDistKind::kUniform) return d.max;
+    return 0;  // lognormal: its clamp is a tail bound, not a typical size
+  };
+  return top(w.prompt_tokens) + top(w.output_tokens);
+}
+
+void check_memory(const sim::ScenarioSpec& s, Diagnostics& d, const LoadContext& ctx) {
+  const Bytes weights{s.model.parameter_count() * cost_model::dtype_bytes(s.model.weight_dtype)};
+  const std::int64_t tokens = largest_request_tokens(s.workload);
+  const Bytes kv = cost_model::kv_bytes(s.model, tokens);
+  std::set<std::string> said;
+  for (std::size_t i = 0; i < s.cluster.nodes.size(); ++i) {
+    const sim::NodeSpec& n = s.cluster.nodes[i];
+    if (n.kind != NodeKind::kGpu) continue;
+    std::string p = i < ctx.generated_nodes
+                        ? (s.cluster.node_template.hbm_per_gpu ? "/cluster/node/hbm" : "/gpu")
+                        : node_ptr(ctx, i);
+    if (said.count(p)) continue;
+    if (weights > n.hbm_per_gpu) {
+      d.add(p, "model " + s.model.name + " weights (" + gib(weights) + ") do not fit in the " +
+                   gib(n.hbm_per_gpu) + " HBM of a GPU of node \"" + n.name + "\"");
+      said.insert(p);
+    } else if (weights + kv > n.hbm_per_gpu) {
+      d.add(p, "the largest request (" + std::to_string(tokens) + " tokens, " + gib(kv) +
+                   " of KV) does not fit beside the model weights (" + gib(weights) +
+                   ") in the " + gib(n.hbm_per_gpu) + " HBM of node \"" + n.name + "\"");
+      said.insert(p);
+    }
+  }
+}
+
+void check_events(const sim::ScenarioSpec& s, const Names& n, Diagnostics& d,
+                  const LoadContext& ctx) {
+  for (std::size_t i = 0; i < s.events.size(); ++i) {
+    const sim::EventSpec& e = s.events[i];
+    const std::string p = "/events/" + std::to_string(ctx.event_order[i]);
+    if (e.at > s.duration) {
+      d.add(p + "/at", "must be within the scenario's duration (" + format_ms(s.duration) +
+                           ") (got " + format_ms(e.at) + ")");
+    }
+    if (!e.node.empty()) {
+      auto it = n.nodes.find(e.node);
+      if (it == n.nodes.end()) {
+        d.add(p + "/node", "unknown node \"" + e.node + "\"" + suggestion(e.node, n.nodes));
+      } else if (e.kind == sim::EventKind::kDrain && it->second->kind != NodeKind::kGpu) {
+        d.add(p + "/node", "drain needs a GPU node (\"" + e.node + "\" is not one)");
+      }
+    }
+    if (!e.link.empty() && !n.links.count(e.link)) {
+      d.add(p + "/link", "unknown link \"" + e.link + "\"" +
+                             closest_name(e.link, {n.links.begin(), n.links.end()}));
+    }
+  }
+}
+
+}  // namespace
+
+void cross_check(const sim::ScenarioSpec& spec, const Reader& top, const LoadContext& ctx) {
+  Diagnostics& d = top.diagnostics();
+  const Names names = check_cluster(spec.cluster, d, ctx);
+  if (!d.empty()) return;  // later checks assume a sound cluster
+  check_memory(spec, d, ctx);
+  check_events(spec, names, d, ctx);
+  check_methods(spec, d);
+  check_placements(spec, d);
+  if (spec.cost_source.kind == sim::CostSourceKind::kProfile &&
+      !std::filesystem::is_regular_file(spec.cost_source.profile_path)) {
+    d.add("/cost_source", "cost table \"" + spec.cost_source.profile_path + "\" is not a readable file");
+  }
+}
+
+}  // namespace kvshift::scenarios::detail

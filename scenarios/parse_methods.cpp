@@ -1,0 +1,140 @@
+// The "risk_kv" and "proxy_kv" sections: the RISK-KV topology (a name, group
+// list, topology.json path or inline object) with its measured ΔNLL, and the
+// ProxyKV proxy model, its placement, retention ratio ρ and NLL change. A
+// topology.json written by calibration may carry its ΔNLL as
+// {"quality": {"delta_nll": x}} (or "mean_delta_nll"); the scenario's own
+// "delta_nll" wins when both are given.
+#include "cost_model/input_error.hpp"
+#include "scenarios/scenario_keys.hpp"
+#include "scenarios/scenario_parts.hpp"
+#include "scenarios/spec_files.hpp"
+
+namespace kvshift::scenarios::detail {
+namespace {
+
+std::optional<double> quality_from(const Json& doc) {
+  if (!doc.is_object() || !doc.contains("quality") || !doc["quality"].is_object()) return {};
+  for (const char* k : {"delta_nll", "mean_delta_nll"}) {
+    if (doc["quality"].contains(k) && doc["quality"][k].is_number()) {
+      return doc["quality"][k].get<double>();
+    }
+  }
+  return {};
+}
+
+// Parses a topology document with the shared reader; problems land under `at`.
+cost_model::Topology topology_from_json(const Json& doc, const Reader& at, std::string_view key,
+                                        const cost_model::ModelSpec& m, std::string_view source) {
+  Diagnostics local;
+  cost_model::Topology t;
+  try {
+    t = parse_topology(Reader(doc, "", local), m);
+  } catch (const InputError& e) {
+    local.add("", e.what());
+  }
+  for (const std::string& item : local.items()) {
+    at.problem(key, std::string(source) + (item.starts_with("/:") ? item.substr(1) : item));
+  }
+  return t;
+}
+
+void read_topology(const Reader& r, const cost_model::ModelSpec& m, sim::RiskKvSpec& s,
+                   std::optional<double>& file_nll, LoadContext& ctx) {
+  const Json& v = r.node()["topology"];
+  if (v.is_object()) {
+    Reader(v, r.pointer() + "/topology", r.diagnostics()).allow_only(keys::kTopology);
+    s.topology = topology_from_json(v, r, "topology", m, "");
+    s.topology_source = "inline";
+    file_nll = quality_from(v);
+    return;
+  }
+  const std::string text = v.get<std::string>();
+  if (text.ends_with(".json")) {
+    s.topology_source = resolve_path(ctx, text);
+    Json doc;
+    try {
+      doc = read_json_file(s.topology_source);
+    } catch (const InputError& e) {
+      r.problem("topology", e.what());
+      return;
+    }
+    s.topology = topology_from_json(doc, r, "topology", m, s.topology_source + ": ");
+    file_nll = quality_from(doc);
+    return;
+  }
+  s.topology_source = text;
+  try {
+    s.topology = cost_model::Topology::parse(text, m);
+  } catch (const InputError& e) {
+    std::string msg = e.what();
+    for (std::string_view prefix : {"--topology: ", "topology: "}) {
+      if (msg.starts_with(prefix)) msg = msg.substr(prefix.size());
+    }
+    r.problem("topology", msg);
+  }
+}
+
+}  // namespace
+
+std::optional<sim::RiskKvSpec> parse_risk_kv(const Reader& top, const cost_model::ModelSpec& m,
+                                             bool model_ok, LoadContext& ctx) {
+  auto r = top.object("risk_kv", false);
+  if (!r) return std::nullopt;
+  r->allow_only(keys::kRiskKv);
+  sim::RiskKvSpec s;
+  if (auto d = r->string("predictor_dtype", false)) {
+    try {
+      s.predictor_dtype = cost_model::parse_dtype(*d, "predictor_dtype");
+    } catch (const InputError& e) {
+      r->problem("predictor_dtype", std::string(e.what()).substr(17));
+    }
+  }
+  std::optional<double> file_nll;
+  if (!r->has("topology")) {
+    r->problem("topology", "is required");
+  } else if (!r->node()["topology"].is_string() && !r->node()["topology"].is_object()) {
+    r->problem("topology", "expected \"paper\", \"G2,G5\", a topology.json path or an object (got " +
+                               got(*r, "topology") + ")");
+  } else if (model_ok) {
+    read_topology(*r, m, s, file_nll, ctx);
+    if (r->diagnostics().empty() && s.topology.empty()) {
+      r->problem("topology", "omits no layer group (\"" + s.topology_source +
+                                 "\"); RISK-KV needs at least one");
+    }
+  }
+  auto nll = number_in(*r, "delta_nll", 0, 100, false, false);
+  if (nll) s.delta_nll = *nll;
+  else if (file_nll) s.delta_nll = *file_nll;
+  else if (!r->has("delta_nll")) {
+    r->problem("delta_nll", "is required (the topology's measured ΔNLL in nats/token; or put "
+                            "{\"quality\": {\"delta_nll\": x}} in its topology.json)");
+  }
+  return s;
+}
+
+std::optional<sim::ProxyKvSpec> parse_proxy_kv(const Reader& top, LoadContext& ctx) {
+  auto r = top.object("proxy_kv", false);
+  if (!r) return std::nullopt;
+  r->allow_only(keys::kProxyKv);
+  sim::ProxyKvSpec s;
+  if (auto name = r->string("proxy_model")) {
+    try {
+      const bool path = name->find('/') != std::string::npos || name->ends_with(".json");
+      s.proxy_model = path ? resolve_model(resolve_path(ctx, *name)) : cost_model::find_model(*name);
+    } catch (const InputError& e) {
+      std::string msg = e.what();
+      if (msg.starts_with("--model: ")) msg = msg.substr(9);
+      r->problem("proxy_model", msg);
+    }
+  }
+  s.placement = enum_field<sim::ProxyPlacement>(*r, "placement",
+                                                {{"target_stream", sim::ProxyPlacement::kTargetStream},
+                                                 {"proxy_gpu", sim::ProxyPlacement::kProxyGpu}},
+                                                false)
+                    .value_or(sim::ProxyPlacement::kTargetStream);
+  s.retention = number_in(*r, "retention", 0, 1, true, true).value_or(0.5);
+  s.delta_nll = number_in(*r, "delta_nll", 0, 100, false, true).value_or(0);
+  return s;
+}
+
+}  // namespace kvshift::scenarios::detail

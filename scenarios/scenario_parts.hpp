@@ -1,0 +1,106 @@
+// Internal to the scenario loader: one parse function per section (pass one)
+// and the cross-reference pass (pass two), with the small typed-value helpers
+// they share. Not for use outside scenarios/.
+#pragma once
+
+#include <filesystem>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "scenarios/json_reader.hpp"
+#include "sim/spec.hpp"
+
+namespace kvshift::scenarios::detail {
+
+/// Shared state of one load.
+struct LoadContext {
+  std::filesystem::path base_dir;
+  std::size_t generated_nodes = 0;  ///< cluster.nodes[0, generated_nodes) come from a generator
+  std::size_t generated_links = 0;
+  std::string generator_pointer;    ///< e.g. "/cluster/leaf_spine"
+  std::vector<std::size_t> event_order;  ///< spec.events[i] came from /events/event_order[i]
+  bool workload_uses_trace = false;
+};
+
+/// The raw JSON of `key` shortened for messages, e.g. "\"-5Mbps\"".
+std::string got(const Reader& r, std::string_view key);
+/// Resolves `path` against the scenario's folder (absolute paths unchanged).
+std::string resolve_path(const LoadContext& ctx, const std::string& path);
+
+/// " (did you mean \"x\"?)" for the name closest to `word` within edit distance 2, or "".
+/// (Reader's did_you_mean takes a fixed key list; node and link names are runtime data.)
+std::string closest_name(const std::string& word, const std::vector<std::string>& names);
+/// Reads an enum written as a string; the problem lists the allowed names (and a did-you-mean).
+template <class E>
+std::optional<E> enum_field(const Reader& r, std::string_view key,
+                            std::initializer_list<std::pair<std::string_view, E>> table,
+                            bool required) {
+  auto s = r.string(key, required);
+  if (!s) return std::nullopt;
+  std::string names;
+  std::vector<std::string> all;
+  for (const auto& [name, value] : table) {
+    if (name == *s) return value;
+    names += (names.empty() ? "\"" : ", \"") + std::string(name) + "\"";
+    all.emplace_back(name);
+  }
+  const std::string msg = "expected one of " + names + " (got \"" + *s + "\")" + closest_name(*s, all);
+  r.problem(key, msg);
+  return std::nullopt;
+}
+
+/// Integer in [lo, hi]; out-of-range values are a problem naming the range.
+std::optional<std::int64_t> int_in(const Reader& r, std::string_view key, std::int64_t lo,
+                                   std::int64_t hi, bool required);
+/// Number in [lo, hi] (or (lo, hi] when lo_open).
+std::optional<double> number_in(const Reader& r, std::string_view key, double lo, double hi,
+                                bool lo_open, bool required);
+/// Bandwidth > 0.
+std::optional<BitsPerSecond> positive_bandwidth(const Reader& r, std::string_view key,
+                                                bool required);
+/// Duration >= 0 (or > 0 when strict).
+std::optional<Seconds> duration_at_least0(const Reader& r, std::string_view key, bool strict,
+                                          bool required);
+/// Bytes > 0.
+std::optional<Bytes> positive_bytes(const Reader& r, std::string_view key, bool required);
+
+// Pass one: each section (the Reader points at the section's value).
+cost_model::ModelSpec parse_model(const Reader& top, LoadContext& ctx);
+cost_model::GpuSpec parse_gpu(const Reader& top, LoadContext& ctx);
+sim::ClusterSpec parse_cluster(const Reader& r, const cost_model::GpuSpec& gpu, LoadContext& ctx);
+sim::WorkloadSpec parse_workload(const Reader& r, LoadContext& ctx);
+sim::ServingSpec parse_serving(const Reader& r);
+sim::ProtectionSpec parse_protection(const Reader& r);
+std::vector<sim::EventSpec> parse_events(const Reader& top, LoadContext& ctx);
+sim::PolicySpec parse_policies(const Reader& r);
+std::optional<sim::RiskKvSpec> parse_risk_kv(const Reader& top, const cost_model::ModelSpec& m,
+                                             bool model_ok, LoadContext& ctx);
+std::optional<sim::ProxyKvSpec> parse_proxy_kv(const Reader& top, LoadContext& ctx);
+sim::PredictorSpec parse_predictors(const Reader& r);
+sim::CostSourceSpec parse_cost_source(const Reader& top, LoadContext& ctx);
+sim::SloSpec parse_slo(const Reader& r);
+sim::OutputSpec parse_outputs(const Reader& r);
+
+// Generators -> explicit nodes and links (called by parse_cluster).
+void expand_star(const sim::StarSpec& s, const sim::NodeTemplate& t, Bytes hbm,
+                 sim::ClusterSpec& out);
+void expand_ring(const sim::RingSpec& s, const sim::NodeTemplate& t, Bytes hbm,
+                 sim::ClusterSpec& out);
+void expand_leaf_spine(const sim::LeafSpineSpec& s, const sim::NodeTemplate& t, Bytes hbm,
+                       sim::ClusterSpec& out);
+void expand_multi_site(const sim::MultiSiteSpec& s, const sim::NodeTemplate& t, Bytes hbm,
+                       sim::ClusterSpec& out);
+
+/// Pass two, methods: strategies and protection have their sections; quality budget; proxy model.
+void check_methods(const sim::ScenarioSpec& s, Diagnostics& d);
+/// Pass two, placements: replica store, proxy GPUs, predictor source and budget.
+void check_placements(const sim::ScenarioSpec& s, Diagnostics& d);
+
+/// Pass two: cross-references. `top` is the document root (for pointers only).
+void cross_check(const sim::ScenarioSpec& spec, const Reader& top, const LoadContext& ctx);
+
+}  // namespace kvshift::scenarios::detail

@@ -1,0 +1,303 @@
+// ScenarioSpec: everything a scenario file says, as plain typed structs. The
+// loader (scenarios/scenario_loader.hpp) fills it from JSON, converting every
+// unit string once; nothing here knows about JSON, files or Boost. Cluster
+// generators (star, ring, leaf-spine, multi-site) are kept as written AND
+// expanded into explicit nodes and links, so the simulator only ever reads
+// `ClusterSpec::nodes` / `links`. Paths are already resolved against the
+// scenario file's folder, and a trace file is already read into `trace`.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cost_model/gpu_spec.hpp"
+#include "cost_model/model_spec.hpp"
+#include "cost_model/topology.hpp"
+#include "cost_model/units.hpp"
+
+namespace kvshift::sim {
+
+// ---------------------------------------------------------------- cluster
+
+/// What a node is: a GPU server, a switch (forwards only) or a KV/predictor store.
+enum class NodeKind { kGpu, kSwitch, kStorage };
+
+struct NodeSpec {
+  std::string name;
+  NodeKind kind = NodeKind::kGpu;
+  int gpus = 0;          ///< GPUs on a gpu node (0 for switches and stores)
+  Bytes hbm_per_gpu;     ///< HBM of each GPU (the GPU spec's capacity unless overridden)
+  Bytes host_memory;     ///< host DRAM (gpu nodes) or capacity (storage nodes)
+  std::string site;      ///< multi-site generator: the site's name; else empty
+};
+
+/// Full duplex: each direction has the full bandwidth. Half: both directions share it.
+enum class Duplex { kFull, kHalf };
+
+struct LinkSpec {
+  std::string name;  ///< "a-b" unless given
+  std::string a;     ///< endpoint node names
+  std::string b;
+  BitsPerSecond bandwidth;
+  Seconds latency;   ///< one-way propagation latency
+  Duplex duplex = Duplex::kFull;
+};
+
+/// Per-node template used by the generators.
+struct NodeTemplate {
+  int gpus = 1;
+  std::optional<Bytes> hbm_per_gpu;  ///< default: the GPU spec's capacity
+  Bytes host_memory{256LL << 30};
+};
+
+/// Star: `nodes` gpu nodes around one switch.
+struct StarSpec {
+  int nodes = 0;
+  BitsPerSecond bandwidth;
+  Seconds latency;
+};
+
+/// Ring: `nodes` gpu nodes, node i linked to node i+1 (mod n).
+struct RingSpec {
+  int nodes = 0;
+  BitsPerSecond bandwidth;
+  Seconds latency;
+};
+
+/// Two-tier Clos: every leaf links to every spine; gpu nodes hang off leaves.
+struct LeafSpineSpec {
+  int leaves = 0;
+  int spines = 0;
+  int nodes_per_leaf = 0;
+  BitsPerSecond node_bandwidth;    ///< node <-> leaf
+  BitsPerSecond uplink_bandwidth;  ///< each leaf <-> spine link
+  double oversubscription = 1.0;   ///< leaf downlink / uplink capacity (derived if not given)
+  Seconds latency;                 ///< per hop
+};
+
+struct SiteSpec {
+  std::string name;
+  int nodes = 0;
+  BitsPerSecond lan_bandwidth;
+  Seconds lan_latency;
+};
+
+/// Sites, each a star around its switch; site switches fully meshed by WAN links.
+struct MultiSiteSpec {
+  std::vector<SiteSpec> sites;
+  BitsPerSecond wan_bandwidth;
+  Seconds wan_latency;
+};
+
+enum class ClusterGenerator { kExplicit, kStar, kRing, kLeafSpine, kMultiSite };
+
+struct ClusterSpec {
+  ClusterGenerator generator = ClusterGenerator::kExplicit;
+  NodeTemplate node_template;
+  std::optional<StarSpec> star;
+  std::optional<RingSpec> ring;
+  std::optional<LeafSpineSpec> leaf_spine;
+  std::optional<MultiSiteSpec> multi_site;
+  std::vector<NodeSpec> nodes;  ///< generated nodes first, then the explicit ones
+  std::vector<LinkSpec> links;  ///< generated links first, then the explicit ones
+};
+
+// ---------------------------------------------------------------- workload
+
+enum class TokenDistKind { kFixed, kUniform, kLognormal };
+
+/// Token count distribution. Fixed: `value`. Uniform: integers in [min, max].
+/// Lognormal: mean `mean`, coefficient of variation `cv`, clamped to [min, max].
+struct TokenDist {
+  TokenDistKind kind = TokenDistKind::kFixed;
+  std::int64_t value = 0;
+  std::int64_t min = 1;
+  std::int64_t max = 1'000'000;
+  double mean = 0;
+  double cv = 0;
+};
+
+enum class ArrivalKind { kPoisson, kGamma, kTrace };
+
+/// One request of a trace file (arrival relative to the trace's first request).
+struct TraceRequest {
+  Seconds arrival;
+  std::int64_t prompt_tokens = 0;
+  std::int64_t output_tokens = 0;
+};
+
+struct WorkloadSpec {
+  ArrivalKind arrival = ArrivalKind::kPoisson;
+  double rate_per_s = 0;    ///< mean arrivals per second (poisson, gamma)
+  double cv = 1.0;          ///< gamma: coefficient of variation of inter-arrival times
+  TokenDist prompt_tokens;  ///< poisson, gamma
+  TokenDist output_tokens;  ///< poisson, gamma
+  std::string trace_path;   ///< trace: resolved path
+  double time_scale = 1.0;  ///< trace: arrival times are multiplied by this
+  std::vector<TraceRequest> trace;  ///< trace: the file's requests, arrival-sorted
+  std::int64_t max_requests = 0;    ///< 0 = no limit (the scenario's duration still ends arrivals)
+};
+
+/// How requests are served on each GPU.
+struct ServingSpec {
+  int max_batch = 32;                ///< requests decoded together on one GPU
+  std::int64_t kv_block_tokens = 16; ///< paged KV block size in tokens
+};
+
+// ---------------------------------------------------------------- KV protection
+
+/// What survives a failure: nothing, a full replica, RISK-KV's kept layers, or ProxyKV's kept tokens.
+enum class ProtectionMode { kNone, kFull, kRiskKv, kProxyKv };
+
+/// Where a request's replica lives.
+enum class ReplicaPlacement { kNextNode, kLeastLoaded, kStorage };
+
+struct ProtectionSpec {
+  ProtectionMode mode = ProtectionMode::kNone;
+  ReplicaPlacement placement = ReplicaPlacement::kNextNode;
+  std::string store;                  ///< placement storage: the storage node's name
+  std::int64_t stream_every_tokens = 16;  ///< replica stream granularity
+};
+
+// ---------------------------------------------------------------- events
+
+enum class EventKind { kNodeFailure, kNodeRepair, kLinkDegrade, kLinkFailure, kLinkRepair, kDrain };
+
+struct EventSpec {
+  EventKind kind = EventKind::kNodeFailure;
+  Seconds at;
+  std::string node;                   ///< node events
+  std::string link;                   ///< link events
+  Seconds detection_delay;            ///< node_failure: until recovery starts
+  std::optional<Seconds> repair_after;  ///< node_failure, link_failure, link_degrade: auto repair
+  std::optional<BitsPerSecond> bandwidth;  ///< link_degrade: the degraded bandwidth
+  std::optional<Seconds> latency;          ///< link_degrade: the degraded latency
+};
+
+// ---------------------------------------------------------------- policies
+
+enum class Strategy { kFullKv, kTokenReplay, kRiskKv, kProxyKv, kAdaptive };
+enum class Router { kLeastLoaded, kRoundRobin, kRandom };
+
+/// Load-balancing migrations: a node whose KV use crosses `threshold` moves requests away.
+struct RebalanceSpec {
+  bool enabled = false;
+  double threshold = 0.9;  ///< share of the node's KV capacity
+  Seconds check_interval{1.0};
+};
+
+struct PolicySpec {
+  std::vector<Strategy> strategies;     ///< one simulated run per strategy, compared in the results
+  Router router = Router::kLeastLoaded;
+  std::optional<double> quality_budget;  ///< max ΔNLL (nats/token) a lossy strategy may cost
+  RebalanceSpec rebalance;
+};
+
+// ---------------------------------------------------------------- methods
+
+struct RiskKvSpec {
+  cost_model::Topology topology;
+  std::string topology_source;  ///< as written: "paper", "G2,G5", or the resolved path
+  double delta_nll = 0;         ///< measured ΔNLL of the topology (nats/token)
+  cost_model::DType predictor_dtype = cost_model::DType::kF32;
+};
+
+/// Where the proxy model runs: on the target's GPU (second stream) or on its own GPU.
+enum class ProxyPlacement { kTargetStream, kProxyGpu };
+
+struct ProxyKvSpec {
+  cost_model::ModelSpec proxy_model;
+  ProxyPlacement placement = ProxyPlacement::kTargetStream;
+  double retention = 0.5;  ///< ρ: share of tokens kept
+  double delta_nll = 0;    ///< NLL change at ρ (nats/token)
+};
+
+enum class PredictorPlacement { kPreloaded, kOnDemand };
+
+struct PredictorSpec {
+  PredictorPlacement placement = PredictorPlacement::kPreloaded;
+  std::optional<Bytes> hbm_budget;  ///< on_demand: cache size per GPU (LRU); default: unlimited
+  std::string source;               ///< on_demand: node the predictors are shipped from
+  bool batch_reconstruction = true; ///< requests recovered together share one GEMM
+};
+
+enum class CostSourceKind { kAnalytic, kProfile, kLive };
+
+struct CostSourceSpec {
+  CostSourceKind kind = CostSourceKind::kAnalytic;
+  std::string profile_path;  ///< kProfile: resolved path of the cost table
+};
+
+struct SloSpec {
+  std::optional<Seconds> ttft;  ///< time to first token
+  std::optional<Seconds> tpot;  ///< time per output token
+  std::optional<Seconds> e2e;   ///< end-to-end latency
+};
+
+struct OutputSpec {
+  std::string dir;  ///< empty: kvshift-out/<scenario>-<timestamp>/
+  std::vector<std::string> files{"summary", "requests", "recoveries", "links", "trace"};
+  Seconds link_sample_interval{1.0};
+};
+
+// ---------------------------------------------------------------- scenario
+
+struct ScenarioSpec {
+  std::string name;
+  std::string description;
+  std::string source;  ///< file path, or "<embedded quickstart>" / "<text>"
+  cost_model::ModelSpec model;
+  cost_model::GpuSpec gpu;
+  ClusterSpec cluster;
+  WorkloadSpec workload;
+  ServingSpec serving;
+  ProtectionSpec protection;
+  std::vector<EventSpec> events;  ///< sorted by time (stable)
+  PolicySpec policies;
+  std::optional<RiskKvSpec> risk_kv;
+  std::optional<ProxyKvSpec> proxy_kv;
+  PredictorSpec predictors;
+  CostSourceSpec cost_source;
+  std::uint64_t seed = 1;
+  Seconds duration;
+  SloSpec slo;
+  OutputSpec outputs;
+};
+
+/// Stable names used in files and reports ("full_kv", "node_failure", ...).
+constexpr const char* strategy_name(Strategy s) {
+  switch (s) {
+    case Strategy::kFullKv: return "full_kv";
+    case Strategy::kTokenReplay: return "token_replay";
+    case Strategy::kRiskKv: return "risk_kv";
+    case Strategy::kProxyKv: return "proxy_kv";
+    case Strategy::kAdaptive: return "adaptive";
+  }
+  return "?";
+}
+
+constexpr const char* event_kind_name(EventKind k) {
+  switch (k) {
+    case EventKind::kNodeFailure: return "node_failure";
+    case EventKind::kNodeRepair: return "node_repair";
+    case EventKind::kLinkDegrade: return "link_degrade";
+    case EventKind::kLinkFailure: return "link_failure";
+    case EventKind::kLinkRepair: return "link_repair";
+    case EventKind::kDrain: return "drain";
+  }
+  return "?";
+}
+
+constexpr const char* protection_name(ProtectionMode m) {
+  switch (m) {
+    case ProtectionMode::kNone: return "none";
+    case ProtectionMode::kFull: return "full";
+    case ProtectionMode::kRiskKv: return "risk_kv";
+    case ProtectionMode::kProxyKv: return "proxy_kv";
+  }
+  return "?";
+}
+
+}  // namespace kvshift::sim

@@ -1,0 +1,85 @@
+// Workload: the deterministic request stream of a scenario. Arrivals come
+// from a Poisson process, a gamma renewal process (inter-arrival CV != 1 for
+// bursty traffic) or a replayed trace; prompt and output lengths from fixed,
+// uniform or lognormal distributions. Same spec and seed -> the same stream on
+// every machine: the generator is std::mt19937_64 (its output sequence is
+// fixed by the C++ standard) and every distribution is sampled here from
+// uniform doubles (53 random bits), never with std:: distributions, whose
+// algorithms differ between standard libraries. Arrival times are integer
+// nanoseconds. Leaves out: diurnal rate changes, per-tenant mixes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "sim/spec.hpp"
+
+namespace kvshift::sim {
+
+/// One generated request.
+struct RequestArrival {
+  std::uint64_t id = 0;            ///< 0, 1, 2, ... in arrival order
+  std::int64_t arrival_ns = 0;     ///< simulated time of arrival
+  std::int64_t prompt_tokens = 0;
+  std::int64_t output_tokens = 0;
+};
+
+/// Seeded random source with hand-written samplers (portable across standard libraries).
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed) : engine_(seed) {}
+  /// Uniform double in [0, 1) with 53 random bits.
+  double uniform();
+  /// Uniform double in (0, 1]: safe for log().
+  double uniform_open0() { return 1.0 - uniform(); }
+  /// Integer uniform in [lo, hi] (inclusive), unbiased (rejection sampling).
+  std::int64_t uniform_int(std::int64_t lo, std::int64_t hi);
+  /// Exponential with the given rate (mean 1/rate).
+  double exponential(double rate);
+  /// Standard normal (Marsaglia polar method).
+  double normal();
+  /// Gamma(shape, scale) (Marsaglia-Tsang; shape < 1 by the u^(1/shape) boost).
+  double gamma(double shape, double scale);
+  /// Lognormal with the given mean and coefficient of variation.
+  double lognormal_mean_cv(double mean, double cv);
+
+ private:
+  std::mt19937_64 engine_;
+  std::optional<double> spare_normal_;
+};
+
+/// Derives an independent stream seed from a scenario seed and a stream number (splitmix64).
+std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t stream);
+
+/// Samples one token count from `d`.
+std::int64_t sample_tokens(const TokenDist& d, Rng& rng);
+
+/// Pull-based request stream: arrivals in [0, horizon), at most max_requests.
+class Workload {
+ public:
+  Workload(const WorkloadSpec& spec, std::uint64_t seed, Seconds horizon);
+  /// The next request, or nullopt when the stream has ended.
+  std::optional<RequestArrival> next();
+  /// Requests produced so far.
+  std::uint64_t produced() const { return next_id_; }
+
+ private:
+  std::optional<RequestArrival> next_generated();
+  std::optional<RequestArrival> next_from_trace();
+
+  const WorkloadSpec* spec_;
+  std::int64_t horizon_ns_;
+  Rng arrivals_;
+  Rng tokens_;
+  std::int64_t clock_ns_ = 0;  ///< generated arrivals: time of the last arrival
+  std::size_t trace_pos_ = 0;
+  std::uint64_t next_id_ = 0;
+};
+
+/// The whole stream at once (for tests and small scenarios).
+std::vector<RequestArrival> generate_requests(const WorkloadSpec& spec, std::uint64_t seed,
+                                              Seconds horizon);
+
+}  // namespace kvshift::sim
