@@ -1,0 +1,149 @@
+// CPU forward pass; see model.hpp.
+#include "backend/model.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "backend/rope.hpp"
+#include "cost_model/input_error.hpp"
+
+namespace kvshift::backend {
+namespace {
+
+void append_rows(Matrix& m, const Matrix& rows) {
+  const Eigen::Index old = m.rows();
+  if (old == 0) {
+    m = rows;
+    return;
+  }
+  m.conservativeResize(old + rows.rows(), Eigen::NoChange);
+  m.bottomRows(rows.rows()) = rows;
+}
+
+void size_stats(AttentionStats& s, const cost_model::ModelSpec& m, Eigen::Index keys, int window) {
+  const Eigen::Index rows = static_cast<Eigen::Index>(m.layers) * m.q_heads;
+  s.mass = Matrix::Zero(rows, keys);
+  s.window_mass = Matrix::Zero(rows, keys);
+  s.max = Matrix::Zero(rows, keys);
+  s.window = window;
+}
+
+}  // namespace
+
+KvCache KvCache::empty(int layers, std::int64_t width) {
+  KvCache c;
+  c.k.assign(layers, Matrix(0, width));
+  c.v.assign(layers, Matrix(0, width));
+  return c;
+}
+
+Matrix rms_norm(const Matrix& x, const Vector& w, double eps) {
+  Matrix out(x.rows(), x.cols());
+  for (Eigen::Index i = 0; i < x.rows(); ++i) {
+    const double ms = x.row(i).squaredNorm() / static_cast<double>(x.cols());
+    const float inv = static_cast<float>(1.0 / std::sqrt(ms + eps));
+    out.row(i) = (x.row(i).array() * inv) * w.transpose().array();
+  }
+  return out;
+}
+
+Model::Model(ModelWeights weights) : w_(std::move(weights)) {}
+
+KvCache Model::new_cache() const {
+  return KvCache::empty(spec().layers, std::int64_t{spec().kv_heads} * spec().head_dim);
+}
+
+void Model::layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t pos0,
+                          const ForwardOptions& o, ForwardResult& r) const {
+  const auto& m = spec();
+  const LayerWeights& w = w_.layers[l];
+  Matrix h = rms_norm(x, w.attn_norm, m.rms_eps);
+  Matrix q = h * w.wq.transpose();
+  Matrix k = h * w.wk.transpose();
+  Matrix v = h * w.wv.transpose();
+  if (w.bq.size()) {
+    q.rowwise() += w.bq;
+    k.rowwise() += w.bk;
+    v.rowwise() += w.bv;
+  }
+  if (o.capture_pre_rope_keys) r.pre_rope_keys[l] = k;
+  if (o.capture_attn_inputs) r.attn_inputs[l] = std::move(h);
+  apply_rope(q, {m.q_heads, m.head_dim, m.rope_theta}, pos0);
+  apply_rope(k, {m.kv_heads, m.head_dim, m.rope_theta}, pos0);
+  append_rows(cache.k[l], k);
+  append_rows(cache.v[l], v);
+  Matrix attn;
+  causal_attention(q, cache.k[l], cache.v[l], {m.q_heads, m.kv_heads, m.head_dim, pos0}, attn,
+                   o.attention_stats ? &r.stats : nullptr, l);
+  x.noalias() += attn * w.wo.transpose();
+  h = rms_norm(x, w.mlp_norm, m.rms_eps);
+  Matrix gate = h * w.w_gate.transpose();
+  const Matrix up = h * w.w_up.transpose();
+  gate.array() = gate.array() / (1.0f + (-gate.array()).exp()) * up.array();
+  x.noalias() += gate * w.w_down.transpose();
+}
+
+ForwardResult Model::forward(std::span<const std::int32_t> tokens, KvCache& cache,
+                             const ForwardOptions& o) const {
+  const auto& m = spec();
+  if (cache.k.size() != static_cast<std::size_t>(m.layers) || cache.v.size() != cache.k.size()) {
+    throw std::invalid_argument("forward: cache has the wrong number of layers");
+  }
+  const std::int64_t pos0 = cache.tokens();
+  for (int l = 0; l < m.layers; ++l) {
+    if (cache.k[l].rows() != pos0 || cache.v[l].rows() != pos0) {
+      throw std::invalid_argument("forward: cache layer " + std::to_string(l) +
+                                  " holds a different number of tokens than layer 0");
+    }
+  }
+  const auto n = static_cast<Eigen::Index>(tokens.size());
+  Matrix x(n, m.hidden);
+  for (Eigen::Index i = 0; i < n; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= m.vocab) {
+      throw InputError("tokens[" + std::to_string(i) + "]: id " + std::to_string(tokens[i]) +
+                       " outside the vocabulary [0, " + std::to_string(m.vocab) + ")");
+    }
+    x.row(i) = w_.embed.row(tokens[i]);
+  }
+  ForwardResult r;
+  if (o.capture_attn_inputs) r.attn_inputs.resize(m.layers);
+  if (o.capture_pre_rope_keys) r.pre_rope_keys.resize(m.layers);
+  if (o.attention_stats) size_stats(r.stats, m, pos0 + n, o.stats_window);
+  for (int l = 0; l < m.layers; ++l) layer_forward(l, x, cache, pos0, o, r);
+  if (o.logits == LogitsMode::kNone || n == 0) return r;
+  const Matrix last = o.logits == LogitsMode::kLast ? Matrix(x.bottomRows(1)) : x;
+  r.logits.noalias() = rms_norm(last, w_.final_norm, m.rms_eps) * w_.output().transpose();
+  return r;
+}
+
+std::vector<double> Model::teacher_forced_nll(std::span<const std::int32_t> tokens,
+                                              KvCache& cache) const {
+  if (tokens.size() < 2) return {};
+  const ForwardResult r = forward(tokens, cache, {});
+  return next_token_nll(r.logits.topRows(r.logits.rows() - 1), tokens.subspan(1));
+}
+
+std::vector<double> next_token_nll(const Matrix& logits, std::span<const std::int32_t> targets) {
+  if (static_cast<std::size_t>(logits.rows()) != targets.size()) {
+    throw std::invalid_argument("next_token_nll: one target per logits row needed");
+  }
+  std::vector<double> out(targets.size());
+  for (Eigen::Index i = 0; i < logits.rows(); ++i) {
+    const auto row = logits.row(i).cast<double>();
+    const double mx = row.maxCoeff();
+    const double lse = mx + std::log((row.array() - mx).exp().sum());
+    if (targets[i] < 0 || targets[i] >= logits.cols()) {
+      throw InputError("target token " + std::to_string(targets[i]) + " outside the vocabulary");
+    }
+    out[i] = lse - row[targets[i]];
+  }
+  return out;
+}
+
+Matrix pre_rope_keys(const KvCache& cache, int layer, const cost_model::ModelSpec& spec) {
+  Matrix k = cache.k.at(layer);
+  apply_rope(k, {spec.kv_heads, spec.head_dim, spec.rope_theta}, 0, true);
+  return k;
+}
+
+}  // namespace kvshift::backend

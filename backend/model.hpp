@@ -1,0 +1,90 @@
+// The CPU reference forward pass of a Llama-family decoder, in fp32 with Eigen:
+// embedding, RMSNorm, Q/K/V with GQA (+ Qwen2 biases), half-split RoPE, causal
+// attention, o_proj, SwiGLU MLP, residuals, final norm, logits.
+//
+// A forward runs new tokens on top of whatever the KvCache already holds
+// (positions continue from cache.tokens()), so the same call is a prefill
+// (empty cache; token replay), a continuation, or — after replacing some
+// layers of a history cache, e.g. with RISK-KV reconstructions — a quality
+// probe. Hooks capture each layer's normalised attention input (the RISK-KV
+// ridge label), its pre-RoPE keys, and per-key attention statistics.
+// Leaves out: sampling, batching of unrelated requests, rope scaling.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/attention.hpp"
+#include "backend/tensor.hpp"
+#include "backend/weights.hpp"
+
+namespace kvshift::backend {
+
+/// Per-layer KV cache of one request. Keys are stored post-RoPE (as attention uses
+/// them); row t of every layer is the token at position t.
+struct KvCache {
+  std::vector<Matrix> k;  ///< per layer [tokens, kv_heads·head_dim], post-RoPE
+  std::vector<Matrix> v;  ///< per layer [tokens, kv_heads·head_dim]
+  /// Tokens held (0 for an empty cache).
+  std::int64_t tokens() const { return k.empty() ? 0 : k.front().rows(); }
+  /// An empty cache with `layers` layers of width `width`.
+  static KvCache empty(int layers, std::int64_t width);
+};
+
+/// Which logits a forward computes.
+enum class LogitsMode { kNone, kLast, kAll };
+
+struct ForwardOptions {
+  LogitsMode logits = LogitsMode::kAll;
+  bool capture_attn_inputs = false;    ///< fill ForwardResult::attn_inputs
+  bool capture_pre_rope_keys = false;  ///< fill ForwardResult::pre_rope_keys
+  bool attention_stats = false;        ///< fill ForwardResult::stats
+  int stats_window = 32;               ///< queries counted in stats.window_mass
+};
+
+struct ForwardResult {
+  Matrix logits;                      ///< [new tokens (kAll) | 1 (kLast) | 0, vocab]
+  std::vector<Matrix> attn_inputs;    ///< per layer [new tokens, hidden]: RMSNorm(x) before Q/K/V
+  std::vector<Matrix> pre_rope_keys;  ///< per layer [new tokens, kv_heads·head_dim] (bias included)
+  AttentionStats stats;               ///< rows layer·q_heads + head, columns = all keys
+};
+
+class Model {
+ public:
+  explicit Model(ModelWeights weights);
+
+  const cost_model::ModelSpec& spec() const { return w_.spec; }
+  const ModelWeights& weights() const { return w_; }
+  /// An empty cache shaped for this model.
+  KvCache new_cache() const;
+
+  /// Runs `tokens` after the cache's contents and appends their K/V to `cache`.
+  /// Token ids are checked against the vocabulary (InputError).
+  ForwardResult forward(std::span<const std::int32_t> tokens, KvCache& cache,
+                        const ForwardOptions& options = {}) const;
+
+  /// Teacher-forced NLL: runs `tokens` on top of `cache` and returns, for i in
+  /// [0, n-1), −log p(tokens[i+1] | cache, tokens[0..i]) — n−1 values, in nats.
+  /// To score E tokens that follow a history of H tokens, pass a cache of the first
+  /// H−1 tokens and tokens = [history's last token, the E tokens].
+  std::vector<double> teacher_forced_nll(std::span<const std::int32_t> tokens,
+                                         KvCache& cache) const;
+
+ private:
+  void layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t pos0,
+                     const ForwardOptions& o, ForwardResult& r) const;
+
+  ModelWeights w_;
+};
+
+/// −log softmax(logits[i])[targets[i]] for each row i (computed in double).
+std::vector<double> next_token_nll(const Matrix& logits, std::span<const std::int32_t> targets);
+
+/// RMSNorm of each row of x with weight `w`.
+Matrix rms_norm(const Matrix& x, const Vector& w, double eps);
+
+/// Layer `layer`'s keys with RoPE undone: [tokens, kv_heads·head_dim].
+Matrix pre_rope_keys(const KvCache& cache, int layer, const cost_model::ModelSpec& spec);
+
+}  // namespace kvshift::backend

@@ -1,0 +1,256 @@
+// HybridAxialMapper forward; see proxy_mapper.hpp. Tensor names:
+//   stem.weight [width, in_channels, kernel], stem.bias [width]
+//   encoder.<l>.norm1.{weight,bias}, encoder.<l>.attn.{q,k,v,o}.{weight [width, width], bias},
+//   encoder.<l>.norm2.{weight,bias}, encoder.<l>.ffn.up.{weight [ffn, width], bias [ffn]},
+//   encoder.<l>.ffn.down.{weight [width, ffn], bias}, encoder.norm.{weight,bias}
+//   head.target_queries [targets, width], head.source_embed [in_channels, width],
+//   head.feature_proj [width], head.{q,k,v}.weight [width, width], head.out.weight [width],
+//   head.out.bias [1]
+#include "backend/proxy_mapper.hpp"
+
+#include <cmath>
+#include <random>
+#include <stdexcept>
+
+#include "cost_model/input_error.hpp"
+
+namespace kvshift::backend {
+namespace {
+
+using Shape = std::vector<std::int64_t>;
+
+Matrix layer_norm(const Matrix& x, const Vector& w, const Vector& b) {
+  Matrix out(x.rows(), x.cols());
+  for (Eigen::Index i = 0; i < x.rows(); ++i) {
+    const float mean = x.row(i).mean();
+    const float var = (x.row(i).array() - mean).square().mean();
+    out.row(i) = ((x.row(i).array() - mean) / std::sqrt(var + 1e-5f)) * w.transpose().array() +
+                 b.transpose().array();
+  }
+  return out;
+}
+
+void gelu(Matrix& x) {
+  x = x.unaryExpr([](float v) { return 0.5f * v * (1.0f + std::erf(v * 0.70710678f)); });
+}
+
+Matrix sinusoidal_positions(Eigen::Index T, int width) {
+  Matrix pe(T, width);
+  for (Eigen::Index t = 0; t < T; ++t) {
+    for (int i = 0; i < width; i += 2) {
+      const double a = static_cast<double>(t) / std::pow(10000.0, static_cast<double>(i) / width);
+      pe(t, i) = static_cast<float>(std::sin(a));
+      if (i + 1 < width) pe(t, i + 1) = static_cast<float>(std::cos(a));
+    }
+  }
+  return pe;
+}
+
+void softmax_row(Eigen::Ref<RowVector> r) {
+  r.array() = (r.array() - r.maxCoeff()).exp();
+  r /= r.sum();
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, Shape>> HybridAxialMapper::tensor_shapes() const {
+  const std::int64_t W = cfg_.width, F = cfg_.ffn, C = cfg_.in_channels;
+  std::vector<std::pair<std::string, Shape>> s = {{"stem.weight", {W, C, cfg_.kernel}},
+                                                  {"stem.bias", {W}}};
+  for (int l = 0; l < cfg_.layers; ++l) {
+    const std::string p = "encoder." + std::to_string(l) + ".";
+    for (const char* n : {"norm1", "norm2"}) {
+      s.push_back({p + n + ".weight", {W}});
+      s.push_back({p + n + ".bias", {W}});
+    }
+    for (const char* n : {"q", "k", "v", "o"}) {
+      s.push_back({p + "attn." + n + ".weight", {W, W}});
+      s.push_back({p + "attn." + n + ".bias", {W}});
+    }
+    s.push_back({p + "ffn.up.weight", {F, W}});
+    s.push_back({p + "ffn.up.bias", {F}});
+    s.push_back({p + "ffn.down.weight", {W, F}});
+    s.push_back({p + "ffn.down.bias", {W}});
+  }
+  s.push_back({"encoder.norm.weight", {W}});
+  s.push_back({"encoder.norm.bias", {W}});
+  s.push_back({"head.target_queries", {cfg_.targets, W}});
+  s.push_back({"head.source_embed", {C, W}});
+  s.push_back({"head.feature_proj", {W}});
+  for (const char* n : {"q", "k", "v"}) s.push_back({std::string("head.") + n + ".weight", {W, W}});
+  s.push_back({"head.out.weight", {W}});
+  s.push_back({"head.out.bias", {1}});
+  return s;
+}
+
+template <typename Get>
+HybridAxialMapper HybridAxialMapper::build(const MapperConfig& c, Get&& get) {
+  if (c.in_channels <= 0 || c.targets <= 0 || c.width <= 0 || c.heads <= 0 ||
+      c.width % c.heads != 0 || c.kernel <= 0 || c.kernel % 2 == 0 || c.layers < 0 ||
+      c.ffn <= 0 || c.window < 0) {
+    throw InputError("mapper config: needs positive sizes, width divisible by heads, odd kernel");
+  }
+  HybridAxialMapper m;
+  m.cfg_ = c;
+  const std::int64_t W = c.width, F = c.ffn;
+  auto vec = [&](const std::string& n, std::int64_t size) -> Vector {
+    return get(n, Shape{size}).row(0).transpose();
+  };
+  m.stem_w = get("stem.weight", Shape{W, c.in_channels, c.kernel});
+  m.stem_b = vec("stem.bias", W).transpose();
+  for (int l = 0; l < c.layers; ++l) {
+    const std::string p = "encoder." + std::to_string(l) + ".";
+    EncoderLayer e;
+    e.norm1_w = vec(p + "norm1.weight", W);
+    e.norm1_b = vec(p + "norm1.bias", W);
+    e.norm2_w = vec(p + "norm2.weight", W);
+    e.norm2_b = vec(p + "norm2.bias", W);
+    e.wq = get(p + "attn.q.weight", Shape{W, W});
+    e.wk = get(p + "attn.k.weight", Shape{W, W});
+    e.wv = get(p + "attn.v.weight", Shape{W, W});
+    e.wo = get(p + "attn.o.weight", Shape{W, W});
+    e.bq = vec(p + "attn.q.bias", W).transpose();
+    e.bk = vec(p + "attn.k.bias", W).transpose();
+    e.bv = vec(p + "attn.v.bias", W).transpose();
+    e.bo = vec(p + "attn.o.bias", W).transpose();
+    e.up = get(p + "ffn.up.weight", Shape{F, W});
+    e.b_up = vec(p + "ffn.up.bias", F).transpose();
+    e.down = get(p + "ffn.down.weight", Shape{W, F});
+    e.b_down = vec(p + "ffn.down.bias", W).transpose();
+    m.enc_.push_back(std::move(e));
+  }
+  m.norm_w = vec("encoder.norm.weight", W);
+  m.norm_b = vec("encoder.norm.bias", W);
+  m.target_queries = get("head.target_queries", Shape{c.targets, W});
+  m.source_embed = get("head.source_embed", Shape{c.in_channels, W});
+  m.feature_proj = vec("head.feature_proj", W).transpose();
+  m.wq = get("head.q.weight", Shape{W, W});
+  m.wk = get("head.k.weight", Shape{W, W});
+  m.wv = get("head.v.weight", Shape{W, W});
+  m.out_w = vec("head.out.weight", W).transpose();
+  m.out_b = get("head.out.bias", Shape{1})(0, 0);
+  return m;
+}
+
+HybridAxialMapper HybridAxialMapper::random(const MapperConfig& config, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  return build(config, [&](const std::string& name, const Shape& shape) {
+    const std::int64_t rows = shape.size() == 1 ? 1 : shape[0];
+    std::int64_t cols = 1;
+    for (std::size_t i = shape.size() == 1 ? 0 : 1; i < shape.size(); ++i) cols *= shape[i];
+    const bool norm_w = name.find("norm") != std::string::npos && name.ends_with(".weight");
+    std::normal_distribution<float> d(norm_w ? 1.0f : 0.0f,
+                                      norm_w ? 0.1f : 1.0f / std::sqrt(float(cols)));
+    Matrix m(rows, cols);
+    for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = d(rng);
+    return m;
+  });
+}
+
+HybridAxialMapper HybridAxialMapper::load(const SafetensorsFile& file, const MapperConfig& config) {
+  return build(config, [&](const std::string& name, const Shape& shape) {
+    return file.read(name, shape);
+  });
+}
+
+Matrix HybridAxialMapper::encoder_attention(const EncoderLayer& l, const Matrix& a) const {
+  const Eigen::Index T = a.rows(), W = cfg_.width, dh = W / cfg_.heads, r = cfg_.window / 2;
+  Matrix q = a * l.wq.transpose(), k = a * l.wk.transpose(), v = a * l.wv.transpose();
+  q.rowwise() += l.bq;
+  k.rowwise() += l.bk;
+  v.rowwise() += l.bv;
+  Matrix out(T, W);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
+#pragma omp parallel for schedule(static)
+  for (Eigen::Index t = 0; t < T; ++t) {
+    const Eigen::Index lo = std::max<Eigen::Index>(0, t - r), hi = std::min(T - 1, t + r);
+    for (int h = 0; h < cfg_.heads; ++h) {
+      RowVector s = (k.block(lo, h * dh, hi - lo + 1, dh) *
+                     q.block(t, h * dh, 1, dh).transpose()).transpose() * scale;
+      softmax_row(s);
+      out.block(t, h * dh, 1, dh) = s * v.block(lo, h * dh, hi - lo + 1, dh);
+    }
+  }
+  Matrix o = out * l.wo.transpose();
+  o.rowwise() += l.bo;
+  return o;
+}
+
+Matrix HybridAxialMapper::encode(const Matrix& x) const {
+  if (x.rows() != cfg_.in_channels) {
+    throw InputError("mapper input: expected " + std::to_string(cfg_.in_channels) +
+                     " feature rows, got " + std::to_string(x.rows()));
+  }
+  const Eigen::Index T = x.cols(), C = x.rows(), k = cfg_.kernel, r = k / 2;
+  Matrix cols = Matrix::Zero(T, C * k);  // im2col: column c·k + j holds x[c, t + j − r]
+  for (Eigen::Index t = 0; t < T; ++t) {
+    for (Eigen::Index j = 0; j < k; ++j) {
+      const Eigen::Index s = t + j - r;
+      if (s < 0 || s >= T) continue;
+      for (Eigen::Index c = 0; c < C; ++c) cols(t, c * k + j) = x(c, s);
+    }
+  }
+  Matrix h = cols * stem_w.transpose();
+  h.rowwise() += stem_b;
+  gelu(h);
+  h += sinusoidal_positions(T, cfg_.width);
+  for (const EncoderLayer& l : enc_) {
+    h += encoder_attention(l, layer_norm(h, l.norm1_w, l.norm1_b));
+    Matrix f = layer_norm(h, l.norm2_w, l.norm2_b) * l.up.transpose();
+    f.rowwise() += l.b_up;
+    gelu(f);
+    Matrix d = f * l.down.transpose();
+    d.rowwise() += l.b_down;
+    h += d;
+  }
+  return layer_norm(h, norm_w, norm_b);
+}
+
+Matrix HybridAxialMapper::forward(const Matrix& x) const {
+  const Matrix e = encode(x);
+  const Eigen::Index T = x.cols();
+  const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.width));
+  const Matrix qb = target_queries * wq.transpose();     // [targets, W]
+  const Matrix kb = source_embed * wk.transpose();       // [C, W]
+  const RowVector kf = feature_proj * wk.transpose();    // [W]
+  const Matrix qe = e * wq.transpose();                  // [T, W]
+  const Matrix g = qb * kb.transpose();                  // [targets, C]
+  const Vector u = qb * kf.transpose();                  // [targets]
+  const Matrix s = qe * kb.transpose();                  // [T, C]
+  const Vector c = qe * kf.transpose();                  // [T]
+  const RowVector wv_out = out_w * wv;                   // value → scalar: v·out_w = (in)·wv_out
+  const Vector vb = source_embed * wv_out.transpose();   // [C]
+  const float vf = feature_proj.dot(wv_out);
+  const Vector ve = e * wv_out.transpose();              // [T]
+  Matrix y(cfg_.targets, T);
+#pragma omp parallel for schedule(static)
+  for (Eigen::Index t = 0; t < T; ++t) {
+    const RowVector xt = x.col(t).transpose();
+    Matrix logits = g + u * xt;
+    logits.rowwise() += s.row(t) + c[t] * xt;
+    logits *= scale;
+    const Vector values = vb + vf * xt.transpose();
+    for (Eigen::Index j = 0; j < logits.rows(); ++j) softmax_row(logits.row(j));
+    y.col(t) = (logits * values).array() + ve[t] + out_b;
+  }
+  return y;
+}
+
+Matrix HybridAxialMapper::forward_direct(const Matrix& x) const {
+  const Matrix e = encode(x);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.width));
+  Matrix y(cfg_.targets, x.cols());
+  for (Eigen::Index t = 0; t < x.cols(); ++t) {
+    Matrix qin = target_queries;
+    qin.rowwise() += e.row(t);
+    Matrix src = source_embed + x.col(t) * feature_proj;
+    src.rowwise() += e.row(t);
+    const Matrix q = qin * wq.transpose(), k = src * wk.transpose(), v = src * wv.transpose();
+    Matrix p = q * k.transpose() * scale;
+    for (Eigen::Index j = 0; j < p.rows(); ++j) softmax_row(p.row(j));
+    y.col(t) = ((p * v) * out_w.transpose()).array() + out_b;
+  }
+  return y;
+}
+
+}  // namespace kvshift::backend

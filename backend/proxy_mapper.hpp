@@ -1,0 +1,76 @@
+// HybridAxialMapper (ProxyKV): turns a proxy model's attention features
+// X [in_channels = proxy layers·heads, T] into target-aligned token scores
+// Ŷ [targets = target layers·KV heads, T]:
+//   1. stem: 1-D convolution over time (in_channels → width, odd kernel, same
+//      padding) + GELU, plus sinusoidal positions;
+//   2. a pre-LayerNorm Transformer encoder over time whose attention sees only
+//      a sliding window (|i − j| ≤ window/2), then a final LayerNorm → E [T, width];
+//   3. cross-attention over the head axis: at each time t, learnable target
+//      queries (one per target layer·head, shifted by E[t]) attend over the source
+//      heads, whose keys/values are source embedding + X[i, t]·feature_proj + E[t];
+//      the attended value projected to a scalar (+ bias) is Ŷ[target, t].
+// The cross-attention is evaluated in an algebraically factored form (terms that
+// are constant over the source axis cancel in the softmax), so it costs
+// O(T·targets·sources) rather than O(T·targets·sources·width).
+// Weights come from a safetensors file (names in proxy_mapper.cpp) or a seed.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/safetensors.hpp"
+#include "backend/tensor.hpp"
+
+namespace kvshift::backend {
+
+struct MapperConfig {
+  int in_channels = 0;  ///< proxy layers·heads
+  int targets = 0;      ///< target layers·KV heads
+  int width = 64;
+  int layers = 2;       ///< encoder layers
+  int heads = 4;        ///< encoder attention heads (width % heads == 0)
+  int ffn = 128;        ///< encoder MLP inner width
+  int kernel = 3;       ///< stem kernel (odd)
+  int window = 128;     ///< encoder attention span (keys within ±window/2)
+};
+
+class HybridAxialMapper {
+ public:
+  /// Seeded random weights.
+  static HybridAxialMapper random(const MapperConfig& config, std::uint64_t seed);
+  /// Weights from `file`; every tensor's shape is checked against `config` (InputError).
+  static HybridAxialMapper load(const SafetensorsFile& file, const MapperConfig& config);
+
+  const MapperConfig& config() const { return cfg_; }
+  /// Ŷ [targets, T] for features [in_channels, T].
+  Matrix forward(const Matrix& features) const;
+  /// The encoder output E [T, width] (exposed for tests).
+  Matrix encode(const Matrix& features) const;
+  /// Ŷ computed directly (queries, keys and values materialised per t): the oracle
+  /// the factored forward() is tested against. O(T·targets·sources·width).
+  Matrix forward_direct(const Matrix& features) const;
+
+  /// Tensor names and shapes this config expects (for writing or checking files).
+  std::vector<std::pair<std::string, std::vector<std::int64_t>>> tensor_shapes() const;
+
+ private:
+  struct EncoderLayer {
+    Vector norm1_w, norm1_b, norm2_w, norm2_b;
+    Matrix wq, wk, wv, wo, up, down;  // [out, in]
+    RowVector bq, bk, bv, bo, b_up, b_down;
+  };
+  template <typename Get>
+  static HybridAxialMapper build(const MapperConfig& config, Get&& get);
+  Matrix encoder_attention(const EncoderLayer& l, const Matrix& a) const;
+
+  MapperConfig cfg_;
+  Matrix stem_w;  // [width, in_channels·kernel]
+  RowVector stem_b;
+  std::vector<EncoderLayer> enc_;
+  Vector norm_w, norm_b;
+  Matrix target_queries, source_embed, wq, wk, wv;  // [targets|in|width, width]
+  RowVector feature_proj, out_w;
+  float out_b = 0;
+};
+
+}  // namespace kvshift::backend

@@ -1,0 +1,185 @@
+// Pruning scores, selection and compaction; see pruning.hpp.
+#include "backend/pruning.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+
+namespace kvshift::backend {
+namespace {
+
+bool forced(std::int64_t t, std::int64_t T, const KeepPolicy& p) {
+  return t < p.sink_tokens || t >= T - p.recent_window;
+}
+
+void check_policy(const KeepPolicy& p) {
+  if (!(p.retention > 0.0 && p.retention <= 1.0) || p.sink_tokens < 0 || p.recent_window < 0) {
+    throw std::invalid_argument("KeepPolicy: retention must be in (0, 1], counts >= 0");
+  }
+}
+
+/// Higher score first; ties to the earlier token.
+struct ByScore {
+  const float* s;
+  bool operator()(std::int64_t a, std::int64_t b) const {
+    return s[a] != s[b] ? s[a] > s[b] : a < b;
+  }
+};
+
+}  // namespace
+
+std::int64_t keep_count(std::int64_t tokens, const KeepPolicy& p) {
+  check_policy(p);
+  std::int64_t forced_n = 0;
+  for (std::int64_t t = 0; t < tokens; ++t) forced_n += forced(t, tokens, p) ? 1 : 0;
+  const auto want = static_cast<std::int64_t>(std::llround(p.retention * static_cast<double>(tokens)));
+  return std::min(tokens, std::max(want, forced_n));
+}
+
+std::vector<std::vector<std::int64_t>> top_k_per_head(const Matrix& scores, const KeepPolicy& p) {
+  const std::int64_t T = scores.cols();
+  const std::int64_t k = keep_count(T, p);
+  std::vector<std::vector<std::int64_t>> out(scores.rows());
+  for (Eigen::Index h = 0; h < scores.rows(); ++h) {
+    const RowVector row = scores.row(h);
+    std::vector<std::int64_t>& kept = out[h];
+    std::vector<std::int64_t> rest;
+    for (std::int64_t t = 0; t < T; ++t) (forced(t, T, p) ? kept : rest).push_back(t);
+    const std::int64_t extra = k - static_cast<std::int64_t>(kept.size());
+    std::partial_sort(rest.begin(), rest.begin() + extra, rest.end(), ByScore{row.data()});
+    kept.insert(kept.end(), rest.begin(), rest.begin() + extra);
+    std::sort(kept.begin(), kept.end());
+  }
+  return out;
+}
+
+std::vector<std::vector<std::int64_t>> top_share_global(const Matrix& scores,
+                                                        const KeepPolicy& p) {
+  check_policy(p);
+  const std::int64_t T = scores.cols(), H = scores.rows();
+  const auto budget = static_cast<std::int64_t>(std::llround(p.retention * double(H) * double(T)));
+  std::vector<std::vector<std::int64_t>> out(H);
+  std::vector<std::int64_t> rest;  // flat index h·T + t
+  std::int64_t used = 0;
+  for (std::int64_t h = 0; h < H; ++h) {
+    for (std::int64_t t = 0; t < T; ++t) {
+      if (forced(t, T, p)) {
+        out[h].push_back(t);
+        ++used;
+      } else {
+        rest.push_back(h * T + t);
+      }
+    }
+  }
+  const std::int64_t extra = std::clamp<std::int64_t>(budget - used, 0, std::ssize(rest));
+  std::partial_sort(rest.begin(), rest.begin() + extra, rest.end(), ByScore{scores.data()});
+  for (std::int64_t i = 0; i < extra; ++i) out[rest[i] / T].push_back(rest[i] % T);
+  for (auto& row : out) std::sort(row.begin(), row.end());
+  return out;
+}
+
+Matrix reduce_to_kv_heads(const Matrix& q, int q_heads, int kv_heads, GroupReduce how) {
+  if (kv_heads <= 0 || q_heads % kv_heads != 0 || q.rows() % q_heads != 0) {
+    throw std::invalid_argument("reduce_to_kv_heads: rows must be layers·q_heads");
+  }
+  const int group = q_heads / kv_heads;
+  const Eigen::Index layers = q.rows() / q_heads;
+  Matrix out(layers * kv_heads, q.cols());
+  for (Eigen::Index l = 0; l < layers; ++l) {
+    for (int g = 0; g < kv_heads; ++g) {
+      auto dst = out.row(l * kv_heads + g);
+      dst = q.row(l * q_heads + g * group);
+      for (int i = 1; i < group; ++i) {
+        const auto src = q.row(l * q_heads + g * group + i);
+        if (how == GroupReduce::kSum) {
+          dst += src;
+        } else {
+          dst = dst.cwiseMax(src);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+KvCache compact(const KvCache& cache, const std::vector<std::vector<std::int64_t>>& kept,
+                int kv_heads, int head_dim) {
+  const std::size_t layers = cache.k.size();
+  if (kept.size() != layers * kv_heads) {
+    throw std::invalid_argument("compact: one kept list per layer and KV head needed");
+  }
+  const std::size_t n = kept.empty() ? 0 : kept.front().size();
+  KvCache out = KvCache::empty(static_cast<int>(layers), std::int64_t{kv_heads} * head_dim);
+  for (std::size_t l = 0; l < layers; ++l) {
+    out.k[l].resize(static_cast<Eigen::Index>(n), kv_heads * head_dim);
+    out.v[l].resize(static_cast<Eigen::Index>(n), kv_heads * head_dim);
+    for (int h = 0; h < kv_heads; ++h) {
+      const auto& idx = kept[l * kv_heads + h];
+      if (idx.size() != n) throw std::invalid_argument("compact: unequal kept counts");
+      for (std::size_t i = 0; i < n; ++i) {
+        if (idx[i] < 0 || idx[i] >= cache.k[l].rows()) {
+          throw std::invalid_argument("compact: kept index out of range");
+        }
+        const auto r = static_cast<Eigen::Index>(i);
+        out.k[l].row(r).segment(h * head_dim, head_dim) =
+            cache.k[l].row(idx[i]).segment(h * head_dim, head_dim);
+        out.v[l].row(r).segment(h * head_dim, head_dim) =
+            cache.v[l].row(idx[i]).segment(h * head_dim, head_dim);
+      }
+    }
+  }
+  return out;
+}
+
+Matrix h2o_scores(const AttentionStats& stats, const cost_model::ModelSpec& spec) {
+  return reduce_to_kv_heads(stats.mass, spec.q_heads, spec.kv_heads, GroupReduce::kSum);
+}
+
+Matrix average_pool_rows(const Matrix& x, int kernel) {
+  if (kernel <= 0 || kernel % 2 == 0) throw std::invalid_argument("pool kernel must be odd");
+  const int r = kernel / 2;
+  Matrix out = Matrix::Zero(x.rows(), x.cols());
+  for (Eigen::Index t = 0; t < x.cols(); ++t) {
+    const Eigen::Index lo = std::max<Eigen::Index>(0, t - r);
+    const Eigen::Index hi = std::min<Eigen::Index>(x.cols() - 1, t + r);
+    out.col(t) = x.middleCols(lo, hi - lo + 1).rowwise().sum() / static_cast<float>(kernel);
+  }
+  return out;
+}
+
+Matrix snapkv_scores(const AttentionStats& stats, const cost_model::ModelSpec& spec,
+                     int pool_kernel) {
+  return average_pool_rows(
+      reduce_to_kv_heads(stats.window_mass, spec.q_heads, spec.kv_heads, GroupReduce::kSum),
+      pool_kernel);
+}
+
+Matrix kvzip_scores(const Model& model, std::span<const std::int32_t> context, KvCache& cache,
+                    std::span<const std::int32_t> repeat_prompt, std::int64_t chunk) {
+  const auto& m = model.spec();
+  const std::int64_t n = cache.tokens();
+  if (static_cast<std::int64_t>(context.size()) != n || chunk <= 0) {
+    throw std::invalid_argument("kvzip_scores: the cache must hold exactly the context");
+  }
+  Matrix scores = Matrix::Zero(static_cast<Eigen::Index>(m.layers) * m.kv_heads, n);
+  for (std::int64_t c0 = 0; c0 < n; c0 += chunk) {
+    const std::int64_t len = std::min(chunk, n - c0);
+    std::vector<std::int32_t> input(repeat_prompt.begin(), repeat_prompt.end());
+    if (c0 > 0) {
+      const std::int64_t from = std::max<std::int64_t>(0, c0 - 8);
+      input.insert(input.end(), context.begin() + from, context.begin() + c0);
+    }
+    input.insert(input.end(), context.begin() + c0, context.begin() + c0 + len);
+    const ForwardResult r = model.forward(input, cache,
+                                          {.logits = LogitsMode::kNone, .attention_stats = true});
+    for (auto& k : cache.k) k.conservativeResize(n, Eigen::NoChange);
+    for (auto& v : cache.v) v.conservativeResize(n, Eigen::NoChange);
+    const Matrix kv_max =
+        reduce_to_kv_heads(r.stats.max.leftCols(n), m.q_heads, m.kv_heads, GroupReduce::kMax);
+    scores.middleCols(c0, len) = kv_max.middleCols(c0, len);
+  }
+  return scores;
+}
+
+}  // namespace kvshift::backend

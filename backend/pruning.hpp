@@ -1,0 +1,70 @@
+// Token pruning (ProxyKV and its baselines): per-key scores, top-K selection
+// per KV head at a retention ratio with attention-sink and recent-window tokens
+// always kept, and compaction of the kept KV. Scores are [layers·kv_heads, T]
+// (row = layer·kv_heads + kv head); a GQA group's query heads are reduced onto
+// their KV head. Baseline scores (papers.md §2–3):
+//   H2O    — accumulated attention each key received from every query (sum).
+//   SnapKV — attention from the last w queries, summed, then average-pooled
+//            along tokens (kernel 5, same padding, zero-padded ends); the
+//            observation window itself is kept by the recent window.
+//   KVZip  — after prefill, the context is fed again behind a "repeat" prompt in
+//            chunks; a key's score is the largest attention any repeated-context
+//            query of its GQA group pays it. Softmax runs over the whole cache
+//            (the paper's reduced key set equals it when one chunk covers the context).
+// Leaves out: eviction during decoding (H2O's online form).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "backend/attention.hpp"
+#include "backend/model.hpp"
+#include "backend/tensor.hpp"
+
+namespace kvshift::backend {
+
+struct KeepPolicy {
+  double retention = 0.3;     ///< ρ: share of tokens kept per head, in (0, 1]
+  int sink_tokens = 4;        ///< the first tokens, always kept
+  int recent_window = 32;     ///< the last tokens, always kept
+};
+
+/// Tokens kept per head: max(round(ρ·T), forced tokens), at most T.
+std::int64_t keep_count(std::int64_t tokens, const KeepPolicy& policy);
+
+/// Kept token indices, ascending, per row of `scores` [heads, T]: the forced tokens plus
+/// the highest-scoring others (ties to the earlier token); exactly keep_count(T) each.
+std::vector<std::vector<std::int64_t>> top_k_per_head(const Matrix& scores,
+                                                      const KeepPolicy& policy);
+
+/// Non-uniform budget (KVZip's default): round(ρ·rows·T) entries kept across all rows,
+/// forced tokens of every row first, then the globally highest scores.
+std::vector<std::vector<std::int64_t>> top_share_global(const Matrix& scores,
+                                                        const KeepPolicy& policy);
+
+/// Reduces per-query-head rows [layers·q_heads, T] onto KV heads [layers·kv_heads, T].
+enum class GroupReduce { kSum, kMax };
+Matrix reduce_to_kv_heads(const Matrix& per_query_head, int q_heads, int kv_heads,
+                          GroupReduce how);
+
+/// Keeps, for every layer and KV head, the tokens in kept[layer·kv_heads + head]
+/// (equal counts per head): the returned cache has that many rows per layer.
+KvCache compact(const KvCache& cache, const std::vector<std::vector<std::int64_t>>& kept,
+                int kv_heads, int head_dim);
+
+/// H2O scores from a prefill's statistics.
+Matrix h2o_scores(const AttentionStats& stats, const cost_model::ModelSpec& spec);
+/// SnapKV scores from a prefill's statistics (stats.window = w), pooled with `pool_kernel`.
+Matrix snapkv_scores(const AttentionStats& stats, const cost_model::ModelSpec& spec,
+                     int pool_kernel = 5);
+/// Average pooling along each row, odd kernel, same padding, zero-padded ends.
+Matrix average_pool_rows(const Matrix& x, int kernel);
+
+/// KVZip scores of the n_c context tokens held by `cache` (left unchanged): each chunk of
+/// `chunk` context tokens is fed as repeat_prompt + chunk (from the 2nd chunk on, also the
+/// previous chunk's last 8 tokens before the chunk).
+Matrix kvzip_scores(const Model& model, std::span<const std::int32_t> context, KvCache& cache,
+                    std::span<const std::int32_t> repeat_prompt, std::int64_t chunk = 2048);
+
+}  // namespace kvshift::backend

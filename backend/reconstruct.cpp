@@ -1,0 +1,102 @@
+// RISK-KV reconstruction op; see reconstruct.hpp.
+#include "backend/reconstruct.hpp"
+
+#include <random>
+#include <stdexcept>
+
+#include "backend/rope.hpp"
+
+namespace kvshift::backend {
+namespace {
+
+/// Tokens of `layer` (omitted layers may be empty, so do not ask layer 0).
+std::int64_t layer_tokens(const KvCache& c, int layer) {
+  if (layer < 0 || layer >= static_cast<int>(c.k.size())) {
+    throw std::invalid_argument("reconstruct: layer " + std::to_string(layer) + " out of range");
+  }
+  return c.k[layer].rows();
+}
+
+}  // namespace
+
+GroupPredictor random_predictor(const cost_model::ModelSpec& spec,
+                                const cost_model::GroupPlan& plan, std::uint64_t seed) {
+  GroupPredictor p;
+  p.anchor_layers = plan.anchor_layers;
+  p.target_layers = plan.target_layers;
+  const std::int64_t w = spec.kv_width();
+  const auto in = static_cast<Eigen::Index>(w * plan.anchor_layers.size());
+  const auto out = static_cast<Eigen::Index>(w * plan.target_layers.size());
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f / std::sqrt(static_cast<float>(in)));
+  p.weight.resize(in, out);
+  for (Eigen::Index i = 0; i < p.weight.size(); ++i) p.weight.data()[i] = dist(rng);
+  p.bias.resize(out);
+  for (Eigen::Index i = 0; i < out; ++i) p.bias[i] = 0.1f * dist(rng);
+  return p;
+}
+
+Matrix anchor_features(const KvCache& cache, const std::vector<int>& anchor_layers,
+                       const cost_model::ModelSpec& spec) {
+  const std::int64_t half = spec.kv_width() / 2;
+  const std::int64_t T = anchor_layers.empty() ? 0 : layer_tokens(cache, anchor_layers.front());
+  Matrix x(T, static_cast<Eigen::Index>(spec.kv_width() * anchor_layers.size()));
+  for (std::size_t a = 0; a < anchor_layers.size(); ++a) {
+    const int l = anchor_layers[a];
+    if (l < 0 || l >= static_cast<int>(cache.k.size()) || cache.k[l].rows() != T ||
+        cache.v[l].rows() != T || cache.k[l].cols() != half) {
+      throw std::invalid_argument("reconstruct: anchor layer " + std::to_string(l) +
+                                  " is missing or has the wrong shape");
+    }
+    const auto col = static_cast<Eigen::Index>(a * spec.kv_width());
+    x.middleCols(col, half) = pre_rope_keys(cache, l, spec);
+    x.middleCols(col + half, half) = cache.v[l];
+  }
+  return x;
+}
+
+void reconstruct_group(const GroupPredictor& p, std::span<KvCache* const> caches,
+                       const cost_model::ModelSpec& spec) {
+  const std::int64_t w = spec.kv_width(), half = w / 2;
+  if (p.weight.rows() != static_cast<Eigen::Index>(w * p.anchor_layers.size()) ||
+      p.weight.cols() != static_cast<Eigen::Index>(w * p.target_layers.size()) ||
+      p.bias.size() != p.weight.cols()) {
+    throw std::invalid_argument("reconstruct: predictor shape does not match its layers");
+  }
+  std::int64_t rows = 0;
+  const int first = p.anchor_layers.empty() ? -1 : p.anchor_layers.front();
+  for (const KvCache* c : caches) rows += layer_tokens(*c, first);
+  Matrix x(rows, p.weight.rows());
+  std::int64_t r = 0;
+  for (const KvCache* c : caches) {
+    const std::int64_t T = layer_tokens(*c, first);
+    x.middleRows(r, T) = anchor_features(*c, p.anchor_layers, spec);
+    r += T;
+  }
+  Matrix z(rows, p.weight.cols());
+  z.noalias() = x * p.weight;
+  z.rowwise() += p.bias;
+  const RopeDesc rope{spec.kv_heads, spec.head_dim, spec.rope_theta};
+  r = 0;
+  for (KvCache* c : caches) {
+    const std::int64_t T = layer_tokens(*c, first);
+    for (std::size_t t = 0; t < p.target_layers.size(); ++t) {
+      const int l = p.target_layers[t];
+      if (l < 0 || l >= static_cast<int>(c->k.size())) {
+        throw std::invalid_argument("reconstruct: target layer out of range");
+      }
+      const auto col = static_cast<Eigen::Index>(t * w);
+      c->k[l] = z.block(r, col, T, half);
+      apply_rope(c->k[l], rope, 0);
+      c->v[l] = z.block(r, col + half, T, half);
+    }
+    r += T;
+  }
+}
+
+void reconstruct(std::span<const GroupPredictor> predictors, std::span<KvCache* const> caches,
+                 const cost_model::ModelSpec& spec) {
+  for (const GroupPredictor& p : predictors) reconstruct_group(p, caches, spec);
+}
+
+}  // namespace kvshift::backend

@@ -1,0 +1,121 @@
+// The CPU forward pass against logits and NLL computed independently in float64
+// numpy (tools/tiny_llama/make_fixture.py) from the committed fixture weights.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "backend/model.hpp"
+#include "cost_model/input_error.hpp"
+
+namespace kvshift::backend {
+namespace {
+
+struct Reference {
+  std::vector<std::int32_t> tokens;
+  Matrix logits;
+  std::vector<double> nll;
+};
+
+std::string fixture(const std::string& name) {
+  return std::string(KVSHIFT_SOURCE_DIR) + "/tests/fixtures/" + name;
+}
+
+Reference load_reference(const std::string& name) {
+  std::ifstream in(fixture(name) + "/reference.json");
+  const auto j = nlohmann::json::parse(in);
+  Reference r;
+  r.tokens = j["tokens"].get<std::vector<std::int32_t>>();
+  const auto rows = j["logits"].get<std::vector<std::vector<float>>>();
+  r.logits.resize(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(rows[0].size()));
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    for (std::size_t c = 0; c < rows[i].size(); ++c) r.logits(i, c) = rows[i][c];
+  }
+  r.nll = j["nll"].get<std::vector<double>>();
+  return r;
+}
+
+double relative_error(const Matrix& a, const Matrix& b) {
+  EXPECT_GT(b.norm(), 0.0f);
+  return (a - b).norm() / b.norm();
+}
+
+class FixtureForward : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(FixtureForward, LogitsMatchTheNumpyReference) {
+  const Reference ref = load_reference(GetParam());
+  const Model model(load_hf_model(fixture(GetParam())));
+  KvCache cache = model.new_cache();
+  const ForwardResult r = model.forward(ref.tokens, cache);
+  ASSERT_EQ(r.logits.rows(), ref.logits.rows());
+  ASSERT_EQ(r.logits.cols(), ref.logits.cols());
+  EXPECT_LT(relative_error(r.logits, ref.logits), 2e-6);
+  EXPECT_LT((r.logits - ref.logits).cwiseAbs().maxCoeff(), 1e-5);
+  EXPECT_EQ(cache.tokens(), static_cast<std::int64_t>(ref.tokens.size()));
+}
+
+TEST_P(FixtureForward, TeacherForcedNllMatchesTheReference) {
+  const Reference ref = load_reference(GetParam());
+  const Model model(load_hf_model(fixture(GetParam())));
+  KvCache cache = model.new_cache();
+  const std::vector<double> nll = model.teacher_forced_nll(ref.tokens, cache);
+  ASSERT_EQ(nll.size(), ref.nll.size());
+  for (std::size_t i = 0; i < nll.size(); ++i) EXPECT_NEAR(nll[i], ref.nll[i], 1e-5) << i;
+}
+
+TEST_P(FixtureForward, IncrementalForwardEqualsOnePrefill) {
+  const Reference ref = load_reference(GetParam());
+  const Model model(load_hf_model(fixture(GetParam())));
+  KvCache cache = model.new_cache();
+  const std::span<const std::int32_t> all(ref.tokens);
+  model.forward(all.first(4), cache, {.logits = LogitsMode::kNone});
+  const ForwardResult tail = model.forward(all.subspan(4), cache);
+  EXPECT_LT(relative_error(tail.logits, ref.logits.bottomRows(ref.logits.rows() - 4)), 2e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyModels, FixtureForward, ::testing::Values("tiny_llama", "tiny_qwen2"));
+
+TEST(Forward, LastLogitsModeReturnsOnlyTheFinalRow) {
+  const Reference ref = load_reference("tiny_llama");
+  const Model model(load_hf_model(fixture("tiny_llama")));
+  KvCache cache = model.new_cache();
+  const ForwardResult r = model.forward(ref.tokens, cache, {.logits = LogitsMode::kLast});
+  ASSERT_EQ(r.logits.rows(), 1);
+  EXPECT_LT(relative_error(r.logits, ref.logits.bottomRows(1)), 2e-6);
+}
+
+TEST(Forward, CapturesAttentionInputsAndPreRopeKeysPerLayer) {
+  const Reference ref = load_reference("tiny_qwen2");
+  const Model model(load_hf_model(fixture("tiny_qwen2")));
+  KvCache cache = model.new_cache();
+  const ForwardResult r = model.forward(
+      ref.tokens, cache, {.capture_attn_inputs = true, .capture_pre_rope_keys = true});
+  const auto& m = model.spec();
+  ASSERT_EQ(r.attn_inputs.size(), static_cast<std::size_t>(m.layers));
+  for (int l = 0; l < m.layers; ++l) {
+    EXPECT_EQ(r.attn_inputs[l].rows(), static_cast<Eigen::Index>(ref.tokens.size()));
+    EXPECT_EQ(r.attn_inputs[l].cols(), m.hidden);
+    // The pre-RoPE keys are the normalised input through k_proj (+ bias) ...
+    const LayerWeights& w = model.weights().layers[l];
+    Matrix k = r.attn_inputs[l] * w.wk.transpose();
+    k.rowwise() += w.bk;
+    EXPECT_LT(relative_error(r.pre_rope_keys[l], k), 1e-6);
+    // ... and the cache holds them rotated: undoing RoPE gives them back.
+    EXPECT_LT(relative_error(pre_rope_keys(cache, l, m), r.pre_rope_keys[l]), 1e-6);
+  }
+}
+
+TEST(Forward, RejectsTokenIdsOutsideTheVocabulary) {
+  const Model model(load_hf_model(fixture("tiny_llama")));
+  KvCache cache = model.new_cache();
+  const std::vector<std::int32_t> bad{1, 2, 96};
+  try {
+    model.forward(bad, cache);
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("tokens[2]"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kvshift::backend
