@@ -1,0 +1,133 @@
+// CUDA kernels behind the same descriptors as the CPU twins (ops.hpp). This
+// header is plain C++: CUDA types are only forward-declared, so code that does
+// not compile CUDA can include it and link kvshift_kernels_cuda. Every call
+// validates its descriptor, requires device views, launches on the given
+// stream and checks the launch; errors throw CudaError naming the statement.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/ops.hpp"
+
+struct CUstream_st;
+struct cublasContext;
+struct CUgraphExec_st;
+
+namespace kvshift::kernels::cuda {
+
+/// A failed CUDA runtime or cuBLAS call: statement, error text, file:line.
+class CudaError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// Number of usable CUDA devices (0 if the driver or device is missing).
+int device_count();
+/// Why no device can be used ("" when one can): the runtime's own error text.
+std::string device_unavailable_reason();
+
+/// Waits for all work on the current device (cudaDeviceSynchronize).
+void device_synchronize();
+
+/// Owning device allocation (cudaMalloc).
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t bytes);
+  DeviceBuffer(DeviceBuffer&& other) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+  void* data() const { return data_; }
+  std::size_t bytes() const { return bytes_; }
+  /// Synchronous host -> device copy of `bytes` (<= size).
+  void upload(const void* host, std::size_t bytes);
+  /// Synchronous device -> host copy.
+  void download(void* host, std::size_t bytes) const;
+  /// Sets every byte (0xFF poisons floats with NaN).
+  void fill_bytes(unsigned char value);
+  /// A contiguous view of this buffer with `shape`.
+  TensorView view(DType dtype, std::initializer_list<std::int64_t> shape) const;
+
+ private:
+  void* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+/// An owned non-blocking CUDA stream.
+class Stream {
+ public:
+  Stream();
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  CUstream_st* get() const { return stream_; }
+
+ private:
+  CUstream_st* stream_ = nullptr;
+};
+
+/// A stream plus a cuBLAS handle bound to it and a fixed cuBLAS workspace (graph-capture safe).
+class Context {
+ public:
+  /// Uses `stream` (nullptr = the legacy default stream); does not own it.
+  explicit Context(CUstream_st* stream = nullptr);
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  CUstream_st* stream() const { return stream_; }
+  cublasContext* cublas() const { return cublas_; }
+  /// Waits for all work on the stream.
+  void synchronize() const;
+
+ private:
+  CUstream_st* stream_ = nullptr;
+  cublasContext* cublas_ = nullptr;
+  DeviceBuffer workspace_;
+};
+
+void rms_norm(const RmsNormDesc& d, CUstream_st* stream);
+void rope(const RopeDesc& d, CUstream_st* stream);
+void bias_rope_scatter(const EpilogueDesc& d, CUstream_st* stream);
+void swiglu(const SwigluDesc& d, CUstream_st* stream);
+/// head_dim 64 or 128.
+void attention(const AttentionDesc& d, CUstream_st* stream);
+/// head_dim 64 or 128.
+void attention_mass(const AttentionMassDesc& d, CUstream_st* stream);
+void top_k(const TopKDesc& d, CUstream_st* stream);
+void kv_gather(const GatherDesc& d, CUstream_st* stream);
+void embed(const EmbedDesc& d, CUstream_st* stream);
+void fill_uniform(const FillDesc& d, CUstream_st* stream);
+void anchor_gather(const AnchorGatherDesc& d, CUstream_st* stream);
+/// cublasGemmEx, fp32 accumulation.
+void gemm(const GemmDesc& d, const Context& ctx);
+/// One group: anchor gather -> cuBLAS GEMM -> bias + RoPE + scatter.
+void reconstruct(const ReconstructDesc& d, const Context& ctx);
+
+/// Rows (requests * tokens) up to which a reconstruction is launch-bound and worth a graph.
+inline constexpr std::int64_t kGraphRowLimit = 16384;
+
+/// Reconstruction of every omitted group of a topology. With `use_graph` the launches are
+/// captured once into a CUDA Graph and each launch() replays it (the views must stay valid).
+class ReconstructGraph {
+ public:
+  ReconstructGraph(std::vector<ReconstructDesc> groups, const Context& ctx, bool use_graph);
+  ~ReconstructGraph();
+  ReconstructGraph(const ReconstructGraph&) = delete;
+  ReconstructGraph& operator=(const ReconstructGraph&) = delete;
+  /// Enqueues the whole reconstruction on the context's stream.
+  void launch();
+  bool uses_graph() const { return exec_ != nullptr; }
+
+ private:
+  std::vector<ReconstructDesc> groups_;
+  const Context& ctx_;
+  CUgraphExec_st* exec_ = nullptr;
+};
+
+}  // namespace kvshift::kernels::cuda
