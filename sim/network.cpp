@@ -1,0 +1,298 @@
+// Network: transfer lifecycle, run-time link/node changes and the bookkeeping
+// around the max-min solver (network_sharing.cpp).
+#include "sim/network.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "cost_model/input_error.hpp"
+
+namespace kvshift::sim {
+
+std::string_view to_string(TransferState s) {
+  switch (s) {
+    case TransferState::kPending:
+      return "pending";
+    case TransferState::kRunning:
+      return "running";
+    case TransferState::kFinished:
+      return "finished";
+    case TransferState::kFailed:
+      return "failed";
+    case TransferState::kCancelled:
+      return "cancelled";
+  }
+  return "?";
+}
+
+Network::Network(Simulator& sim, Topology& topology, NetworkOptions options)
+    : sim_(sim), topo_(topology), options_(options) {
+  channels_.resize(2 * topo_.link_count());
+  for (LinkId l = 0; l < topo_.link_count(); ++l) {
+    channels_[2 * l].capacity = topo_.bandwidth(l).value;
+    channels_[2 * l + 1].capacity = topo_.bandwidth(l).value;
+  }
+}
+
+Network::~Network() = default;
+
+TransferId Network::submit(TransferRequest r) {
+  if (r.src >= topo_.node_count() || r.dst >= topo_.node_count()) {
+    throw InputError("transfer: unknown node id");
+  }
+  if (topo_.link_count() * 2 != channels_.size()) {
+    throw std::logic_error("Network: links were added to the topology after the network was built");
+  }
+  if (r.size.count < 0) throw InputError("transfer: bytes must be >= 0");
+  if (r.start < sim_.now()) throw InputError("transfer: start is before the current time");
+  if (r.rate_cap && !(r.rate_cap->value > 0)) throw InputError("transfer: rate cap must be > 0");
+  const auto id = static_cast<TransferId>(flows_.size());
+  Flow& f = flows_.emplace_back();
+  if (r.route) {
+    f.explicit_route = topo_.make_route(r.src, r.dst, *r.route);
+    std::vector<LinkId> seen = *r.route;
+    std::sort(seen.begin(), seen.end());
+    if (std::adjacent_find(seen.begin(), seen.end()) != seen.end()) {
+      flows_.pop_back();
+      throw InputError("transfer: route uses a link twice");
+    }
+  }
+  f.info.id = id;
+  f.info.src = r.src;
+  f.info.dst = r.dst;
+  f.info.size = r.size;
+  f.info.start = r.start;
+  f.on_done = std::move(r.on_done);
+  if (r.rate_cap) f.cap_bps = r.rate_cap->value;
+  f.remaining_bits = r.size.bits();
+  ++active_;
+  f.event = sim_.schedule_at(r.start, [this, id] { start(id); });
+  return id;
+}
+
+const Route* Network::route_of(TransferId id) const {
+  const Flow& f = flows_.at(id);
+  const bool routed = f.info.state == TransferState::kRunning &&
+                      (f.info.phase == TransferPhase::kLatency ||
+                       f.info.phase == TransferPhase::kSharing);
+  return routed ? &f.route : nullptr;
+}
+
+void Network::notify(void (NetworkObserver::*fn)(const TransferInfo&), const Flow& f) {
+  for (NetworkObserver* o : observers_) (o->*fn)(f.info);
+}
+
+void Network::start(TransferId id) {
+  Flow& f = flows_[id];
+  f.event = {};
+  f.info.state = TransferState::kRunning;
+  f.running_index = static_cast<std::uint32_t>(running_.size());
+  running_.push_back(id);
+  notify(&NetworkObserver::on_started, f);
+  try_route(id, false);
+}
+
+void Network::try_route(TransferId id, bool rerouting) {
+  Flow& f = flows_[id];
+  const Route* r = nullptr;
+  std::string why;
+  if (f.explicit_route) {
+    if (topo_.usable(*f.explicit_route)) {
+      r = &*f.explicit_route;
+    } else {
+      why = "its explicit route from " + topo_.node(f.info.src).name + " to " +
+            topo_.node(f.info.dst).name + " crosses a link or node that is down";
+    }
+  } else {
+    r = topo_.route(f.info.src, f.info.dst);
+    if (!r) why = "no route from " + topo_.node(f.info.src).name + " to " + topo_.node(f.info.dst).name;
+  }
+  if (!r) {
+    stall(f, std::move(why));
+    return;
+  }
+  begin_route(id, *r);
+  if (rerouting) {
+    ++f.info.reroutes;
+    notify(&NetworkObserver::on_rerouted, f);
+  }
+}
+
+void Network::begin_route(TransferId id, const Route& r) {
+  Flow& f = flows_[id];
+  f.route = r;
+  f.info.reason.clear();
+  f.hop_begin = static_cast<std::uint32_t>(hop_arena_.size());
+  f.hop_count = static_cast<std::uint32_t>(r.hops.size());
+  for (const Hop& h : r.hops) {
+    hop_arena_.push_back(topo_.channel(h));
+    pos_arena_.push_back(0);
+  }
+  f.info.phase = TransferPhase::kLatency;
+  f.event = sim_.schedule_after(r.latency, [this, id] { enter_sharing(id); });
+}
+
+void Network::enter_sharing(TransferId id) {
+  Flow& f = flows_[id];
+  f.event = {};
+  if (f.hop_count == 0 || f.remaining_bits <= 0) {
+    complete(id);
+    return;
+  }
+  f.info.phase = TransferPhase::kSharing;
+  f.rate = 0;
+  f.last_settle = sim_.now();
+  for (std::uint32_t k = 0; k < f.hop_count; ++k) {
+    const std::uint32_t c = hop_arena_[f.hop_begin + k];
+    pos_arena_[f.hop_begin + k] = static_cast<std::uint32_t>(channels_[c].flows.size());
+    channels_[c].flows.push_back(id);
+    mark_dirty(c);
+  }
+  request_reshare();
+}
+
+void Network::settle(Flow& f) {
+  const SimTime now = sim_.now();
+  if (f.info.phase != TransferPhase::kSharing || now == f.last_settle) return;
+  const double bits = f.rate * static_cast<double>((now - f.last_settle).ns) * 1e-9;
+  f.remaining_bits -= bits;
+  f.info.delivered_bytes += bits / 8;
+  for (std::uint32_t k = 0; k < f.hop_count; ++k) channels_[hop_arena_[f.hop_begin + k]].bits += bits;
+  f.last_settle = now;
+}
+
+void Network::leave_sharing(Flow& f) {
+  if (f.info.phase != TransferPhase::kSharing) return;
+  for (std::uint32_t k = 0; k < f.hop_count; ++k) {
+    const std::uint32_t c = hop_arena_[f.hop_begin + k];
+    auto& list = channels_[c].flows;
+    const std::uint32_t pos = pos_arena_[f.hop_begin + k];
+    const TransferId moved = list.back();
+    list[pos] = moved;
+    list.pop_back();
+    if (moved != f.info.id) {
+      Flow& g = flows_[moved];
+      for (std::uint32_t j = 0; j < g.hop_count; ++j) {
+        if (hop_arena_[g.hop_begin + j] == c) pos_arena_[g.hop_begin + j] = pos;
+      }
+    }
+    mark_dirty(c);
+  }
+  f.rate = 0;
+  f.info.rate_bps = 0;
+  f.info.phase = TransferPhase::kNone;
+  request_reshare();
+}
+
+void Network::complete(TransferId id) {
+  Flow& f = flows_[id];
+  f.event = {};
+  settle(f);
+  // Whatever the ns rounding left over (a fraction of a ns of transmission) is
+  // delivered now, so every channel on the route carried exactly `size`.
+  if (f.info.phase == TransferPhase::kSharing) {
+    for (std::uint32_t k = 0; k < f.hop_count; ++k) {
+      channels_[hop_arena_[f.hop_begin + k]].bits += f.remaining_bits;
+    }
+  }
+  f.remaining_bits = 0;
+  f.info.delivered_bytes = static_cast<double>(f.info.size.count);
+  end(f, TransferState::kFinished, "");
+}
+
+void Network::end(Flow& f, TransferState s, std::string reason) {
+  if (f.info.state == TransferState::kRunning) {
+    settle(f);
+    leave_sharing(f);
+    const TransferId last = running_.back();
+    running_[f.running_index] = last;
+    flows_[last].running_index = f.running_index;
+    running_.pop_back();
+  }
+  sim_.cancel(f.event);
+  f.event = {};
+  f.info.state = s;
+  f.info.phase = TransferPhase::kNone;
+  f.info.finish = sim_.now();
+  f.info.reason = std::move(reason);
+  --active_;
+  if (f.on_done) f.on_done(f.info);
+  notify(&NetworkObserver::on_done, f);
+}
+
+void Network::stall(Flow& f, std::string reason) {
+  f.info.phase = TransferPhase::kStalled;
+  f.info.reason = std::move(reason);
+  notify(&NetworkObserver::on_stalled, f);
+}
+
+bool Network::cancel(TransferId id, std::string reason) {
+  Flow& f = flows_.at(id);
+  if (f.info.state != TransferState::kPending && f.info.state != TransferState::kRunning) {
+    return false;
+  }
+  end(f, TransferState::kCancelled, std::move(reason));
+  return true;
+}
+
+void Network::set_link_bandwidth(LinkId link, BitsPerSecond bw) {
+  topo_.set_link_bandwidth(link, bw);
+  for (const std::uint32_t c : {2 * link, 2 * link + 1}) {
+    channels_[c].capacity = bw.value;
+    mark_dirty(c);
+  }
+  request_reshare();
+}
+
+void Network::fail_link(LinkId link) {
+  topo_.set_link_up(link, false);
+  on_route_change(link, std::nullopt);
+}
+
+void Network::repair_link(LinkId link) {
+  topo_.set_link_up(link, true);
+  on_route_change(std::nullopt, std::nullopt);
+}
+
+void Network::fail_node(NodeId node) {
+  topo_.set_node_up(node, false);
+  on_route_change(std::nullopt, node);
+}
+
+void Network::repair_node(NodeId node) {
+  topo_.set_node_up(node, true);
+  on_route_change(std::nullopt, std::nullopt);
+}
+
+void Network::on_route_change(std::optional<LinkId> link, std::optional<NodeId> node) {
+  const std::vector<TransferId> affected = running_;  // ends and re-routes edit running_
+  for (const TransferId id : affected) {
+    Flow& f = flows_[id];
+    if (f.info.state != TransferState::kRunning) continue;
+    if (node && (f.info.src == *node || f.info.dst == *node)) {
+      end(f, TransferState::kFailed, "node " + topo_.node(*node).name + " failed");
+      continue;
+    }
+    if (f.info.phase == TransferPhase::kStalled) {
+      try_route(id, false);
+      continue;
+    }
+    if (topo_.usable(f.route)) continue;
+    settle(f);
+    leave_sharing(f);
+    sim_.cancel(f.event);
+    f.event = {};
+    try_route(id, true);
+    if (f.info.phase == TransferPhase::kStalled && link) {
+      f.info.reason = "link " + topo_.link(*link).name + " failed; " + f.info.reason;
+    }
+  }
+  request_reshare();
+}
+
+ChannelStats Network::channel_stats(LinkId link, bool forward) const {
+  const Channel& c = channels_.at(topo_.channel(Hop{link, forward}));
+  return {c.bits / 8, c.capacity, c.flows.size(), c.timeline};
+}
+
+}  // namespace kvshift::sim

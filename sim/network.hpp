@@ -1,0 +1,249 @@
+// Network: the flow-level model of a cluster's links. Each transfer is a flow
+// along a route; at every instant the capacity of every link direction
+// ("channel": one per direction of a full-duplex link, one shared by both
+// directions of a half-duplex link) is shared by max-min fairness among the
+// flows crossing it (progressive filling), each flow optionally capped by its
+// own rate limit (a NIC, a PCIe hop).
+//
+// Timing. A transfer of S bytes submitted for time t first pays its route's
+// latency as a pure delay (no bandwidth used), then joins the sharing. Rates
+// are recomputed only when a flow joins or leaves or a link changes, and only
+// for the connected component (flows <-> channels) that the change touches;
+// flows whose rate did not change keep their completion event. Durations are
+// rounded once to the nearest ns when scheduled, so on an idle path
+//   finish = t + latency(route) + round(8·S / bottleneck)
+// where latency(route) is the sum of the links' latencies, each already a whole
+// number of ns. This is within 1 ns of round(cost_model::transfer_time(S, path)).
+// A flow is complete when its completion event fires; its delivered bytes are
+// then exactly S (the rounding is absorbed there, at most half a ns of
+// transmission).
+//
+// Lifecycle: pending (submitted, start time not reached) -> running (latency,
+// sharing, or stalled) -> finished | failed | cancelled, exactly once; every
+// end calls the transfer's callback and the observers.
+//
+// Failures (choice, documented for users): a transfer whose source and
+// destination are not connected when it starts, or whose route loses a link or
+// node, STALLS: it stays running with `stalled` set and a recorded reason
+// ("no route from A to B"), and resumes (paying the new route's latency again)
+// when a repair connects its ends. A routed transfer that loses a link is
+// re-routed at once if another path exists (it keeps its delivered bytes and
+// pays the new route's latency before rejoining the sharing). A transfer with
+// an explicit route is never re-routed: it stalls until that route is usable.
+// If its source or destination node fails, a transfer FAILS ("node X failed").
+// A simulation whose remaining transfers are stalled simply runs out of events.
+//
+// Left out: packet-level effects (slow start, queues, losses), ECMP, the TCP
+// RTT bias of real max-min sharing, the reverse ACK traffic.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cost_model/units.hpp"
+#include "sim/simulator.hpp"
+#include "sim/topology.hpp"
+
+namespace kvshift::sim {
+
+using TransferId = std::uint32_t;
+
+enum class TransferState { kPending, kRunning, kFinished, kFailed, kCancelled };
+/// "pending", "running", "finished", "failed", "cancelled".
+std::string_view to_string(TransferState s);
+
+/// What a running transfer is doing.
+enum class TransferPhase { kNone, kLatency, kSharing, kStalled };
+
+/// Public view of one transfer.
+struct TransferInfo {
+  TransferId id = 0;
+  NodeId src = 0;
+  NodeId dst = 0;
+  Bytes size;
+  TransferState state = TransferState::kPending;
+  TransferPhase phase = TransferPhase::kNone;
+  SimTime start;                ///< requested start
+  SimTime finish;               ///< when it finished, failed or was cancelled
+  double rate_bps = 0;          ///< current rate (sharing phase)
+  double delivered_bytes = 0;   ///< settled at the last rate change (exactly `size` once finished)
+  int reroutes = 0;             ///< times it was moved to another route
+  std::string reason;           ///< why it stalled, failed or was cancelled (empty otherwise)
+};
+
+/// Called once when a transfer finishes, fails or is cancelled.
+using TransferCallback = std::function<void(const TransferInfo&)>;
+
+/// What to move, from where, to where, when.
+struct TransferRequest {
+  NodeId src = 0;
+  NodeId dst = 0;
+  Bytes size;
+  SimTime start;                           ///< absolute; must be >= now()
+  std::optional<std::vector<LinkId>> route;  ///< explicit links from src to dst (else routed)
+  std::optional<BitsPerSecond> rate_cap;     ///< per-flow limit (> 0)
+  TransferCallback on_done;                ///< optional
+};
+
+/// Listens to transfer transitions (reports, traces, the layers above).
+class NetworkObserver {
+ public:
+  virtual ~NetworkObserver() = default;
+  /// The transfer's start time was reached (it now pays its latency).
+  virtual void on_started(const TransferInfo&) {}
+  /// It stalled (reason in info.reason) or was re-routed.
+  virtual void on_stalled(const TransferInfo&) {}
+  virtual void on_rerouted(const TransferInfo&) {}
+  /// It reached finished, failed or cancelled.
+  virtual void on_done(const TransferInfo&) {}
+};
+
+struct NetworkOptions {
+  /// Keep each channel's allocated rate over time (for utilisation reports).
+  bool record_utilisation = true;
+};
+
+/// One point of a channel's utilisation timeline: from `time` on, `rate_bps` is allocated.
+struct RateSample {
+  SimTime time;
+  double rate_bps = 0;
+};
+
+/// Per link direction (or the shared channel of a half-duplex link).
+struct ChannelStats {
+  double bytes = 0;                    ///< carried so far (settled at rate changes and ends)
+  double capacity_bps = 0;             ///< current
+  std::size_t active_flows = 0;        ///< flows in the sharing now
+  std::vector<RateSample> timeline;    ///< allocated rate changes (if recorded)
+};
+
+class Network {
+ public:
+  /// The network reads and changes `topology` (link/node state); both must outlive it.
+  Network(Simulator& sim, Topology& topology, NetworkOptions options = {});
+  ~Network();
+  Network(const Network&) = delete;
+  Network& operator=(const Network&) = delete;
+
+  /// Queues a transfer; throws InputError for an unknown node, a negative size, a
+  /// start before now(), a non-positive rate cap or an explicit route that is not a
+  /// walk from src to dst.
+  TransferId submit(TransferRequest request);
+  /// Cancels a pending or running transfer; false if it had already ended.
+  bool cancel(TransferId id, std::string reason = "cancelled");
+
+  const TransferInfo& info(TransferId id) const { return flows_.at(id).info; }
+  std::size_t transfer_count() const { return flows_.size(); }
+  /// Transfers that are pending or running.
+  std::size_t active_count() const { return active_; }
+  /// The route a running transfer follows (nullptr when none: pending, stalled, ended).
+  const Route* route_of(TransferId id) const;
+
+  // Run-time changes (call them from events to schedule them).
+  /// Degrades or restores a link's bandwidth (> 0); rates are re-shared.
+  void set_link_bandwidth(LinkId link, BitsPerSecond bw);
+  /// Takes a link down: its flows are re-routed or stall.
+  void fail_link(LinkId link);
+  /// Brings a link back: stalled transfers retry their routes.
+  void repair_link(LinkId link);
+  /// Takes a node down: transfers from/to it fail, transfers through it re-route or stall.
+  void fail_node(NodeId node);
+  /// Brings a node back (transfers that failed stay failed).
+  void repair_node(NodeId node);
+
+  void add_observer(NetworkObserver* o) { observers_.push_back(o); }
+  const Topology& topology() const { return topo_; }
+  Simulator& simulator() { return sim_; }
+
+  /// Stats of the channel that crossing `link` in direction `forward` uses.
+  ChannelStats channel_stats(LinkId link, bool forward) const;
+  /// Rate re-computations run so far (each covers one connected component).
+  std::uint64_t reshare_count() const { return reshares_; }
+  /// Flow visits summed over all re-computations (a cost measure for benchmarks).
+  std::uint64_t reshared_flows() const { return reshared_flows_; }
+
+ private:
+  struct Flow {
+    TransferInfo info;
+    TransferCallback on_done;
+    std::optional<Route> explicit_route;
+    Route route;                   ///< current route (running phases)
+    double cap_bps = std::numeric_limits<double>::infinity();
+    double remaining_bits = 0;
+    double rate = 0;
+    double new_rate = 0;           ///< solver scratch
+    SimTime last_settle;
+    EventId event;                 ///< start, latency-end or completion
+    std::uint32_t hop_begin = 0;   ///< channels of `route` in hop_arena_
+    std::uint32_t hop_count = 0;
+    std::uint32_t running_index = 0;
+    std::uint32_t mark = 0;        ///< component search epoch
+    bool fixed = false;            ///< solver scratch
+  };
+  struct Channel {
+    double capacity = 0;
+    double allocated = 0;
+    double bits = 0;
+    std::vector<TransferId> flows;  ///< flows in the sharing
+    std::vector<RateSample> timeline;
+    // solver scratch
+    double rem = 0;
+    std::uint32_t count = 0;
+    std::uint32_t version = 0;
+    std::uint32_t mark = 0;
+  };
+  struct HeapItem {
+    double share;
+    std::uint32_t channel;
+    std::uint32_t version;
+  };
+
+  void start(TransferId id);
+  void begin_route(TransferId id, const Route& r);
+  void enter_sharing(TransferId id);
+  void complete(TransferId id);
+  void leave_sharing(Flow& f);
+  void settle(Flow& f);
+  void end(Flow& f, TransferState s, std::string reason);
+  void stall(Flow& f, std::string reason);
+  void try_route(TransferId id, bool rerouting);
+  void mark_dirty(std::uint32_t channel);
+  void request_reshare();
+  void reshare();
+  void collect_component();
+  void progressive_filling();
+  void fix_flow(Flow& f, double rate);
+  void apply_rates();
+  void schedule_completion(Flow& f);
+  void on_route_change(std::optional<LinkId> link, std::optional<NodeId> node);
+  void notify(void (NetworkObserver::*fn)(const TransferInfo&), const Flow& f);
+
+  Simulator& sim_;
+  Topology& topo_;
+  NetworkOptions options_;
+  std::deque<Flow> flows_;  // stable addresses: callbacks may submit more transfers
+  std::vector<Channel> channels_;
+  std::vector<NetworkObserver*> observers_;
+  std::vector<std::uint32_t> hop_arena_;   ///< channels of every route, appended
+  std::vector<std::uint32_t> pos_arena_;   ///< each hop's index in its channel's flow list
+  std::vector<std::uint32_t> dirty_;       ///< channels touched since the last reshare
+  std::vector<TransferId> running_;        ///< running transfers (any phase), unordered
+  // solver scratch, kept between calls so a reshare allocates nothing once warm
+  std::vector<std::uint32_t> comp_channels_;
+  std::vector<TransferId> comp_flows_;
+  std::vector<std::pair<double, TransferId>> capped_;
+  std::vector<HeapItem> heap_;
+  std::uint32_t epoch_ = 0;
+  std::size_t active_ = 0;
+  bool reshare_pending_ = false;
+  std::uint64_t reshares_ = 0;
+  std::uint64_t reshared_flows_ = 0;
+};
+
+}  // namespace kvshift::sim

@@ -1,0 +1,163 @@
+// Topology: the cluster as a Boost.Graph multigraph of nodes (GPU nodes,
+// switches, storage/replica nodes) and links (bandwidth, one-way latency,
+// full or half duplex), with the run-time state that failures change (link
+// bandwidth, link up/down, node up/down) and deterministic routing.
+//
+// Routing: shortest path by latency, ties broken by hop count, then by link id
+// (walking back from the destination, the smallest-id link that keeps the
+// path shortest is taken), computed with Boost's Dijkstra on the graph of
+// usable links (up, both ends up) and cached per (source, destination) until a
+// change that can alter routes (a link or node failing or coming back, a new
+// link). Bandwidth changes do not move routes (routing is by latency).
+// Every node may forward traffic. Left out: ECMP/multipath, link costs other
+// than latency, per-node forwarding capacity.
+#pragma once
+
+#include <boost/graph/adjacency_list.hpp>
+#include <memory>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "cost_model/units.hpp"
+#include "sim/time.hpp"
+
+namespace kvshift::sim {
+
+using NodeId = std::uint32_t;
+using LinkId = std::uint32_t;
+
+enum class NodeType { kGpu, kSwitch, kStorage };
+/// "gpu", "switch", "storage".
+std::string_view to_string(NodeType k);
+
+/// A node of the cluster. GPU fields are meaningful for kGpu nodes only.
+struct ClusterNode {
+  std::string name;
+  NodeType kind = NodeType::kSwitch;
+  std::string gpu_model;   ///< e.g. "h200"
+  int gpu_count = 0;       ///< GPUs in the node
+  Bytes hbm_per_gpu;       ///< HBM capacity of one GPU
+  Bytes host_memory;       ///< host DRAM (KV offload, replicas)
+};
+
+/// full: each direction has the whole bandwidth; half: both directions share it.
+enum class LinkDuplex { kFull, kHalf };
+
+/// A link between two nodes, as declared (its run-time state is separate).
+struct ClusterLink {
+  std::string name;
+  NodeId a = 0;
+  NodeId b = 0;
+  BitsPerSecond bandwidth;
+  SimTime latency;  ///< one way
+  LinkDuplex duplex = LinkDuplex::kFull;
+};
+
+/// One link of a route and the direction it is crossed in.
+struct Hop {
+  LinkId link = 0;
+  bool forward = true;  ///< crossed from `a` to `b`
+  constexpr bool operator==(const Hop&) const = default;
+};
+
+/// A path from `src` to `dst`.
+struct Route {
+  NodeId src = 0;
+  NodeId dst = 0;
+  std::vector<Hop> hops;
+  SimTime latency;  ///< sum of the links' one-way latencies
+};
+
+class Topology {
+ public:
+  /// Adds a node; throws InputError on an empty or duplicate name.
+  NodeId add_node(ClusterNode spec);
+  /// Adds a switch named `name`.
+  NodeId add_switch(std::string name);
+  /// Adds a link; throws InputError for an unknown node, a self-loop, bandwidth <= 0,
+  /// latency < 0 or a duplicate name. An empty name becomes "L<id>".
+  LinkId add_link(ClusterLink spec);
+  /// add_link with the ends given by node name.
+  LinkId add_link(std::string name, std::string_view a, std::string_view b, BitsPerSecond bandwidth,
+                  SimTime latency, LinkDuplex duplex = LinkDuplex::kFull);
+
+  std::size_t node_count() const { return nodes_.size(); }
+  std::size_t link_count() const { return links_.size(); }
+  const ClusterNode& node(NodeId n) const { return nodes_.at(n); }
+  const ClusterLink& link(LinkId l) const { return links_.at(l); }
+  std::optional<NodeId> find_node(std::string_view name) const;
+  std::optional<LinkId> find_link(std::string_view name) const;
+  /// find_node that throws InputError naming `field` when the node is unknown.
+  NodeId node_id(std::string_view name, std::string_view field = "node") const;
+  /// Nodes of one kind, in id order.
+  std::vector<NodeId> nodes_of_kind(NodeType k) const;
+
+  // --- run-time state -------------------------------------------------------
+  /// Current bandwidth (the declared one until changed).
+  BitsPerSecond bandwidth(LinkId l) const { return state_.at(l).bandwidth; }
+  bool link_up(LinkId l) const { return state_.at(l).up; }
+  bool node_up(NodeId n) const { return node_up_.at(n); }
+  /// Up, and both ends up.
+  bool link_usable(LinkId l) const;
+  /// Changes a link's bandwidth (> 0; use set_link_up(false) for an outage).
+  void set_link_bandwidth(LinkId l, BitsPerSecond bw);
+  void set_link_up(LinkId l, bool up);
+  void set_node_up(NodeId n, bool up);
+  /// Bumped by every change that can alter routes.
+  std::uint64_t routing_version() const { return routing_version_; }
+
+  // --- routing --------------------------------------------------------------
+  /// The route from `src` to `dst` over usable links, or nullptr when none exists
+  /// (or an end is down). src == dst gives an empty route. The pointer stays valid
+  /// until the next routing change.
+  const Route* route(NodeId src, NodeId dst) const;
+  /// Builds an explicit route from link ids; throws InputError unless the links form a
+  /// connected walk from `src` to `dst`.
+  Route make_route(NodeId src, NodeId dst, const std::vector<LinkId>& links) const;
+  /// Smallest current bandwidth along `r` (infinite for an empty route).
+  BitsPerSecond bottleneck(const Route& r) const;
+  /// True when every link of `r` is usable.
+  bool usable(const Route& r) const;
+
+  /// Resource (sharing) index of crossing `h`: full duplex links have one per direction,
+  /// half duplex links one for both. Indices are < 2·link_count().
+  static std::uint32_t channel(const Hop& h, LinkDuplex d) {
+    return 2 * h.link + ((d == LinkDuplex::kFull && !h.forward) ? 1u : 0u);
+  }
+  std::uint32_t channel(const Hop& h) const { return channel(h, links_[h.link].duplex); }
+
+ private:
+  struct LinkState {
+    BitsPerSecond bandwidth;
+    bool up = true;
+  };
+  /// Undirected multigraph; each edge carries its LinkId.
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS,
+                                      boost::no_property, boost::property<boost::edge_index_t, LinkId>>;
+  /// Shortest (latency, hops) from one source to every node; latency < 0: unreachable.
+  struct SourceTree {
+    std::vector<std::int64_t> latency;
+    std::vector<std::uint32_t> hops;
+  };
+
+  void invalidate_routes();
+  const SourceTree& tree(NodeId src) const;
+
+  std::vector<ClusterNode> nodes_;
+  std::vector<ClusterLink> links_;
+  std::vector<LinkState> state_;
+  std::vector<char> node_up_;
+  std::unordered_map<std::string, NodeId> node_by_name_;
+  std::unordered_map<std::string, LinkId> link_by_name_;
+  std::uint64_t routing_version_ = 0;
+
+  Graph graph_;
+  mutable std::unordered_map<NodeId, SourceTree> trees_;
+  mutable std::unordered_map<std::uint64_t, std::optional<Route>> routes_;
+};
+
+}  // namespace kvshift::sim

@@ -1,0 +1,197 @@
+// The event engine: ordering, cancellation, clock rules, pooling.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <vector>
+
+#include "sim/simulator.hpp"
+
+namespace kvshift::sim {
+namespace {
+
+TEST(EventQueue, SameTimeEventsRunInSchedulingOrder) {
+  Simulator sim;
+  std::vector<int> order;
+  for (int i = 0; i < 100; ++i) sim.schedule_at(SimTime{5}, [&order, i] { order.push_back(i); });
+  sim.run();
+  ASSERT_EQ(order.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(order[i], i);
+}
+
+TEST(EventQueue, EventsRunInTimeOrder) {
+  Simulator sim;
+  std::vector<std::int64_t> times;
+  for (std::int64_t t : {30, 10, 20, 10, 0}) {
+    sim.schedule_at(SimTime{t}, [&] { times.push_back(sim.now().ns); });
+  }
+  sim.run();
+  EXPECT_EQ(times, (std::vector<std::int64_t>{0, 10, 10, 20, 30}));
+  EXPECT_EQ(sim.now(), SimTime{30});
+  EXPECT_EQ(sim.executed_count(), 5u);
+}
+
+TEST(EventQueue, CancelledEventNeverRuns) {
+  Simulator sim;
+  int ran = 0;
+  const EventId a = sim.schedule_at(SimTime{1}, [&] { ran += 1; });
+  sim.schedule_at(SimTime{2}, [&] { ran += 10; });
+  EXPECT_TRUE(sim.is_pending(a));
+  EXPECT_TRUE(sim.cancel(a));
+  EXPECT_FALSE(sim.is_pending(a));
+  EXPECT_FALSE(sim.cancel(a)) << "second cancel is a no-op";
+  EXPECT_EQ(sim.pending_count(), 1u);
+  sim.run();
+  EXPECT_EQ(ran, 10);
+}
+
+TEST(EventQueue, StaleHandleDoesNotCancelARecycledSlot) {
+  Simulator sim;
+  int ran = 0;
+  const EventId a = sim.schedule_at(SimTime{1}, [&] { ++ran; });
+  sim.run();
+  const EventId b = sim.schedule_at(SimTime{2}, [&] { ++ran; });
+  EXPECT_EQ(a.slot, b.slot) << "the pool recycles the slot";
+  EXPECT_FALSE(sim.cancel(a));
+  sim.run();
+  EXPECT_EQ(ran, 2);
+}
+
+TEST(EventQueue, EventCanCancelAndScheduleOthers) {
+  Simulator sim;
+  std::vector<int> seen;
+  EventId later = sim.schedule_at(SimTime{10}, [&] { seen.push_back(10); });
+  sim.schedule_at(SimTime{5}, [&] {
+    seen.push_back(5);
+    EXPECT_TRUE(sim.cancel(later));
+    sim.schedule_after(SimTime{1}, [&] { seen.push_back(6); });
+    sim.schedule_after(SimTime{0}, [&] { seen.push_back(55); });
+  });
+  sim.run();
+  EXPECT_EQ(seen, (std::vector<int>{5, 55, 6}));
+}
+
+TEST(EventQueue, SchedulingInThePastIsAnError) {
+  Simulator sim;
+  sim.schedule_at(SimTime{100}, [] {});
+  sim.run();
+  EXPECT_THROW(sim.schedule_at(SimTime{99}, [] {}), std::logic_error);
+  EXPECT_THROW(sim.schedule_after(SimTime{-1}, [] {}), std::logic_error);
+}
+
+TEST(EventQueue, RunUntilStopsAtTheBoundaryAndAdvancesTheClock) {
+  Simulator sim;
+  int ran = 0;
+  sim.schedule_at(SimTime{10}, [&] { ++ran; });
+  sim.schedule_at(SimTime{20}, [&] { ++ran; });
+  sim.schedule_at(SimTime{21}, [&] { ++ran; });
+  sim.run_until(SimTime{20});
+  EXPECT_EQ(ran, 2) << "events at exactly the boundary run";
+  EXPECT_EQ(sim.now(), SimTime{20});
+  sim.run_until(SimTime{500});
+  EXPECT_EQ(ran, 3);
+  EXPECT_EQ(sim.now(), SimTime{500});
+}
+
+TEST(EventQueue, StopEndsRunAfterTheCurrentEvent) {
+  Simulator sim;
+  int ran = 0;
+  sim.schedule_at(SimTime{1}, [&] {
+    ++ran;
+    sim.stop();
+  });
+  sim.schedule_at(SimTime{2}, [&] { ++ran; });
+  sim.run();
+  EXPECT_EQ(ran, 1);
+  sim.run();
+  EXPECT_EQ(ran, 2);
+}
+
+TEST(EventQueue, LargeCallablesAndOwnedStateAreDestroyed) {
+  auto token = std::make_shared<int>(7);
+  {
+    Simulator sim;
+    std::array<double, 32> big{};  // larger than the inline buffer: boxed
+    big[3] = 1.5;
+    double seen = 0;
+    sim.schedule_at(SimTime{1}, [big, &seen] { seen = big[3]; });
+    sim.schedule_at(SimTime{2}, [token] {});
+    const EventId c = sim.schedule_at(SimTime{3}, [token] {});
+    sim.schedule_at(SimTime{4}, [token] {});  // still pending when sim is destroyed
+    EXPECT_EQ(token.use_count(), 4);
+    sim.cancel(c);
+    EXPECT_EQ(token.use_count(), 3) << "cancel releases the callable at once";
+    sim.run_until(SimTime{3});
+    EXPECT_EQ(seen, 1.5);
+    EXPECT_EQ(token.use_count(), 2);
+  }
+  EXPECT_EQ(token.use_count(), 1);
+}
+
+TEST(EventQueue, ThrowingEventLeavesTheQueueUsable) {
+  Simulator sim;
+  int ran = 0;
+  sim.schedule_at(SimTime{1}, [] { throw std::runtime_error("boom"); });
+  sim.schedule_at(SimTime{2}, [&] { ++ran; });
+  EXPECT_THROW(sim.run(), std::runtime_error);
+  sim.run();
+  EXPECT_EQ(ran, 1);
+}
+
+// Property: random schedules and cancels match a brute-force model ordered by (time, seq).
+TEST(EventQueue, RandomScheduleAndCancelMatchesASortedReference) {
+  std::mt19937_64 rng(42);
+  for (int round = 0; round < 20; ++round) {
+    Simulator sim;
+    struct Ref {
+      std::int64_t t;
+      int seq;
+      bool cancelled;
+    };
+    std::vector<Ref> ref;
+    std::vector<EventId> ids;
+    std::vector<int> ran;
+    for (int i = 0; i < 2000; ++i) {
+      const std::int64_t t = static_cast<std::int64_t>(rng() % 500);
+      ids.push_back(sim.schedule_at(SimTime{t}, [&ran, i] { ran.push_back(i); }));
+      ref.push_back({t, i, false});
+      if (rng() % 10 < 3) {
+        const std::size_t victim = rng() % ids.size();
+        EXPECT_EQ(sim.cancel(ids[victim]), !ref[victim].cancelled);
+        ref[victim].cancelled = true;
+      }
+    }
+    std::vector<Ref> expected;
+    for (const Ref& r : ref) {
+      if (!r.cancelled) expected.push_back(r);
+    }
+    std::stable_sort(expected.begin(), expected.end(),
+                     [](const Ref& a, const Ref& b) { return a.t < b.t; });
+    EXPECT_EQ(sim.pending_count(), expected.size());
+    SimTime last{};
+    std::size_t k = 0;
+    while (sim.step()) {
+      EXPECT_GE(sim.now(), last) << "time is monotone";
+      last = sim.now();
+      ASSERT_LT(k, expected.size());
+      EXPECT_EQ(sim.now().ns, expected[k].t);
+      ++k;
+    }
+    ASSERT_EQ(ran.size(), expected.size());
+    for (std::size_t i = 0; i < ran.size(); ++i) ASSERT_EQ(ran[i], expected[i].seq);
+  }
+}
+
+TEST(SimTime, SecondsRoundToTheNearestNanosecond) {
+  EXPECT_EQ(from_seconds(1.5e-9).ns, 2);
+  EXPECT_EQ(from_seconds(1.4e-9).ns, 1);
+  EXPECT_EQ(from_seconds(Seconds{16.001}).ns, 16'001'000'000);
+  EXPECT_EQ(from_seconds(1e300), SimTime::max());
+  EXPECT_DOUBLE_EQ(milliseconds(1500).seconds(), 1.5);
+}
+
+}  // namespace
+}  // namespace kvshift::sim
