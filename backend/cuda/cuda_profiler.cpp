@@ -1,0 +1,198 @@
+// The CUDA profiler: times prefill (token replay) on a GpuModel with seeded
+// random bf16 weights, RISK-KV reconstruction of the request's topology for N
+// requests sharing the predictors (anchor gather -> cuBLAS GEMM -> bias + RoPE +
+// scatter, replayed from a CUDA Graph when launch-bound), proxy scoring (the
+// proxy's prefill plus attention-mass features, on the proxy's own stream) and
+// pruning (top-K per KV head + compaction of every layer's K and V). The
+// HybridAxialMapper is not ported to CUDA: proxy_score here stops at the
+// proxy's features.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "backend/cuda/gpu_model.hpp"
+#include "backend/cuda/timing.hpp"
+#include "backend/profiler.hpp"
+#include "cost_model/input_error.hpp"
+#include "kernels/cuda.hpp"
+#include "kernels/cuda/check.cuh"
+
+namespace kvshift::backend {
+namespace {
+
+using kernels::DType;
+using kernels::TensorView;
+namespace kc = kernels::cuda;
+
+constexpr int kSinkTokens = 4;
+constexpr int kRecentWindow = 32;
+
+DType predictor_dtype(cost_model::DType t) {
+  switch (t) {
+    case cost_model::DType::kF32: return DType::kF32;
+    case cost_model::DType::kF16: return DType::kF16;
+    case cost_model::DType::kBF16: return DType::kBF16;
+  }
+  return DType::kF32;
+}
+
+kc::DeviceBuffer random_device(DType dtype, std::int64_t count, float bound, std::uint64_t seed,
+                               CUstream_st* stream) {
+  kc::DeviceBuffer b(static_cast<std::size_t>(count) * kernels::dtype_size(dtype));
+  kc::fill_uniform({b.view(dtype, {count}), seed, -bound, bound}, stream);
+  return b;
+}
+
+/// Device state of one reconstruct(T, N) measurement.
+struct ReconstructSetup {
+  kc::DeviceBuffer cache, x, z;
+  std::vector<kc::DeviceBuffer> weights, biases;
+  std::unique_ptr<kc::ReconstructGraph> run;
+};
+
+std::unique_ptr<ReconstructSetup> make_reconstruct(const ProfileRequest& req, std::int64_t tokens,
+                                                   std::int64_t sharing, const kc::Context& ctx) {
+  const cost_model::ModelSpec& m = req.model;
+  auto s = std::make_unique<ReconstructSetup>();
+  const TensorView cache_shape =
+      kernels::make_view(nullptr, DType::kBF16, kernels::Device::kCuda,
+                         {sharing, m.layers, 2, tokens, m.kv_heads, m.head_dim});
+  s->cache = random_device(DType::kBF16, cache_shape.numel(), 1.0f, req.seed + 17, ctx.stream());
+  TensorView cache = cache_shape;
+  cache.data = s->cache.data();
+  std::size_t most_anchors = 0, most_targets = 0;
+  for (const auto& g : req.topology.groups()) {
+    most_anchors = std::max(most_anchors, g.anchor_layers.size());
+    most_targets = std::max(most_targets, g.target_layers.size());
+  }
+  const DType wtype = predictor_dtype(req.predictor_dtype);
+  const auto shapes = kernels::reconstruct_shapes(cache, static_cast<int>(most_anchors),
+                                                  static_cast<int>(most_targets));
+  s->x = kc::DeviceBuffer(static_cast<std::size_t>(shapes.rows * shapes.x_cols) * kernels::dtype_size(wtype));
+  s->z = kc::DeviceBuffer(static_cast<std::size_t>(shapes.rows * shapes.z_cols) * 4);
+  std::vector<kernels::ReconstructDesc> descs;
+  const std::int64_t w = m.kv_width();
+  for (const auto& g : req.topology.groups()) {
+    const auto a = static_cast<std::int64_t>(g.anchor_layers.size()) * w;
+    const auto t = static_cast<std::int64_t>(g.target_layers.size()) * w;
+    s->weights.push_back(random_device(wtype, a * t, 0.02f, req.seed + 100 + g.group, ctx.stream()));
+    s->biases.push_back(random_device(DType::kF32, t, 0.1f, req.seed + 200 + g.group, ctx.stream()));
+    kernels::ReconstructDesc d;
+    d.cache = cache;
+    d.anchor_layers = g.anchor_layers;
+    d.target_layers = g.target_layers;
+    d.weight = s->weights.back().view(wtype, {a, t});
+    d.bias = s->biases.back().view(DType::kF32, {t});
+    d.x_workspace = s->x.view(wtype, {shapes.rows, a});
+    d.z_workspace = s->z.view(DType::kF32, {shapes.rows, t});
+    d.theta = m.rope_theta;
+    descs.push_back(std::move(d));
+  }
+  s->run = std::make_unique<kc::ReconstructGraph>(std::move(descs), ctx,
+                                                  shapes.rows <= kc::kGraphRowLimit);
+  return s;
+}
+
+std::int64_t keep_count(std::int64_t tokens, double retention) {
+  const auto wanted = static_cast<std::int64_t>(std::llround(retention * static_cast<double>(tokens)));
+  const std::int64_t forced = std::min<std::int64_t>(tokens, kSinkTokens + kRecentWindow);
+  return std::min(tokens, std::max(wanted, forced));
+}
+
+class CudaProfiler final : public Profiler {
+ public:
+  CudaProfiler() : ctx_(stream_.get()), proxy_ctx_(proxy_stream_.get()) {}
+
+  std::string backend_name() const override { return "cuda"; }
+
+  std::string device_description() const override {
+    int device = 0, driver = 0, runtime = 0;
+    cudaDeviceProp p{};
+    KVSHIFT_CUDA_CHECK(cudaGetDevice(&device));
+    KVSHIFT_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
+    KVSHIFT_CUDA_CHECK(cudaDriverGetVersion(&driver));
+    KVSHIFT_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+    const auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+    return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
+           std::to_string(p.multiProcessorCount) + " SMs, " +
+           std::to_string(p.totalGlobalMem >> 30) + " GiB), driver " + version(driver) + ", runtime " +
+           version(runtime);
+  }
+
+  std::vector<OpTiming> run(const ProfileRequest& req) override {
+    if (req.tokens.empty()) throw InputError("tokens: the list is empty");
+    for (std::int64_t t : req.tokens) {
+      if (t < 1) throw InputError("tokens: every entry must be >= 1 (got " + std::to_string(t) + ")");
+    }
+    for (std::int64_t n : req.sharing) {
+      if (n < 1) throw InputError("sharing: every entry must be >= 1 (got " + std::to_string(n) + ")");
+    }
+    if (!(req.retention > 0 && req.retention <= 1)) throw InputError("retention: must be in (0, 1]");
+    const std::int64_t max_t = *std::max_element(req.tokens.begin(), req.tokens.end());
+    gpu::GpuModel target(req.model, req.seed, max_t, ctx_);
+    std::unique_ptr<gpu::GpuModel> proxy;
+    if (req.proxy) proxy = std::make_unique<gpu::GpuModel>(*req.proxy, req.seed + 1, max_t, proxy_ctx_);
+    kc::device_synchronize();
+    std::vector<OpTiming> rows;
+    for (const std::int64_t t : req.tokens) {
+      rows.push_back(gpu::time_on_stream("prefill", t, 1, req.warmup, req.repeats, ctx_.stream(),
+                                         [&] { target.prefill(t, false); }));
+      if (!req.topology.empty()) {
+        for (const std::int64_t n : req.sharing) {
+          auto setup = make_reconstruct(req, t, n, ctx_);
+          rows.push_back(gpu::time_on_stream("reconstruct", t, n, req.warmup, req.repeats, ctx_.stream(),
+                                             [&] { setup->run->launch(); }));
+        }
+      }
+      if (proxy) {
+        rows.push_back(gpu::time_on_stream("proxy_score", t, 1, req.warmup, req.repeats,
+                                           proxy_ctx_.stream(), [&] { proxy->prefill(t, true); }));
+      }
+      rows.push_back(time_prune(req, t));
+    }
+    return rows;
+  }
+
+ private:
+  OpTiming time_prune(const ProfileRequest& req, std::int64_t tokens) {
+    const cost_model::ModelSpec& m = req.model;
+    const std::int64_t heads = static_cast<std::int64_t>(m.layers) * m.kv_heads;
+    const std::int64_t keep = keep_count(tokens, req.retention);
+    CUstream_st* s = ctx_.stream();
+    const std::int64_t per_layer = tokens * m.kv_heads * m.head_dim;
+    kc::DeviceBuffer cache = random_device(DType::kBF16, m.layers * 2 * per_layer, 1.0f, req.seed + 31, s);
+    kc::DeviceBuffer kept(static_cast<std::size_t>(m.layers) * 2 * keep * m.kv_heads * m.head_dim * 2);
+    kc::DeviceBuffer scores = random_device(DType::kF32, heads * tokens, 1.0f, req.seed + 32, s);
+    kc::DeviceBuffer indices(static_cast<std::size_t>(heads * keep) * 4);
+    const TensorView all_idx = indices.view(DType::kI32, {heads, keep});
+    const TensorView src = cache.view(DType::kBF16, {m.layers * 2LL * tokens, m.kv_heads, m.head_dim});
+    const TensorView dst = kept.view(DType::kBF16, {m.layers * 2LL * keep, m.kv_heads, m.head_dim});
+    return gpu::time_on_stream("prune", tokens, 1, req.warmup, req.repeats, s, [&] {
+      kc::top_k({scores.view(DType::kF32, {heads, tokens}), all_idx, kSinkTokens, kRecentWindow}, s);
+      for (int l = 0; l < m.layers; ++l) {
+        const TensorView idx = kernels::slice(all_idx, 0, static_cast<std::int64_t>(l) * m.kv_heads, m.kv_heads);
+        for (int kv = 0; kv < 2; ++kv) {
+          const std::int64_t slot = 2LL * l + kv;
+          kc::kv_gather({kernels::slice(src, 0, slot * tokens, tokens), idx,
+                         kernels::slice(dst, 0, slot * keep, keep)},
+                        s);
+        }
+      }
+    });
+  }
+
+  kc::Stream stream_, proxy_stream_;
+  kc::Context ctx_, proxy_ctx_;
+};
+
+}  // namespace
+
+std::unique_ptr<Profiler> make_cuda_profiler() {
+  const std::string reason = kc::device_unavailable_reason();
+  if (!reason.empty()) throw std::runtime_error("CUDA backend: " + reason);
+  return std::make_unique<CudaProfiler>();
+}
+
+}  // namespace kvshift::backend

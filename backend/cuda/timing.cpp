@@ -1,0 +1,71 @@
+// CUDA-event timing (see timing.hpp).
+#include "backend/cuda/timing.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cuda/check.cuh"
+
+namespace kvshift::backend::gpu {
+namespace {
+
+/// Two events, destroyed on scope exit.
+struct EventPair {
+  cudaEvent_t start = nullptr, stop = nullptr;
+  EventPair() {
+    KVSHIFT_CUDA_CHECK(cudaEventCreate(&start));
+    KVSHIFT_CUDA_CHECK(cudaEventCreate(&stop));
+  }
+  ~EventPair() {
+    cudaEventDestroy(start);
+    cudaEventDestroy(stop);
+  }
+  EventPair(const EventPair&) = delete;
+  EventPair& operator=(const EventPair&) = delete;
+};
+
+double nearest_rank(const std::vector<double>& sorted, double q) {
+  const auto n = static_cast<double>(sorted.size());
+  const auto rank = static_cast<std::size_t>(std::max(1.0, std::ceil(q * n)));
+  return sorted[std::min(rank, sorted.size()) - 1];
+}
+
+}  // namespace
+
+void summarise(std::vector<double>& seconds, OpTiming& row) {
+  std::sort(seconds.begin(), seconds.end());
+  row.repeats = static_cast<int>(seconds.size());
+  if (seconds.empty()) return;
+  const std::size_t n = seconds.size();
+  row.median_s = n % 2 ? seconds[n / 2] : 0.5 * (seconds[n / 2 - 1] + seconds[n / 2]);
+  row.p10_s = nearest_rank(seconds, 0.1);
+  row.p90_s = nearest_rank(seconds, 0.9);
+}
+
+OpTiming time_on_stream(const std::string& op, std::int64_t tokens, std::int64_t sharing, int warmup,
+                        int repeats, CUstream_st* stream, const std::function<void()>& enqueue) {
+  for (int i = 0; i < warmup; ++i) enqueue();
+  KVSHIFT_CUDA_CHECK(cudaStreamSynchronize(stream));
+  EventPair events;
+  std::vector<double> seconds;
+  for (int i = 0; i < std::max(1, repeats); ++i) {
+    KVSHIFT_CUDA_CHECK(cudaEventRecord(events.start, stream));
+    enqueue();
+    KVSHIFT_CUDA_CHECK(cudaEventRecord(events.stop, stream));
+    KVSHIFT_CUDA_CHECK(cudaEventSynchronize(events.stop));
+    float ms = 0;
+    KVSHIFT_CUDA_CHECK(cudaEventElapsedTime(&ms, events.start, events.stop));
+    seconds.push_back(ms * 1e-3);
+  }
+  OpTiming row;
+  row.op = op;
+  row.tokens = tokens;
+  row.sharing = sharing;
+  summarise(seconds, row);
+  return row;
+}
+
+}  // namespace kvshift::backend::gpu
