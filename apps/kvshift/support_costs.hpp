@@ -1,0 +1,15 @@
+// Picks the ComputeCosts a scenario asks for: the analytic roofline of its
+// GPU, a cost table measured by `kvshift profile`, or live kernel runs.
+#pragma once
+
+#include <memory>
+
+#include "cost_model/compute_costs.hpp"
+#include "sim/spec.hpp"
+
+namespace kvshift::app {
+
+/// The scenario's cost source; throws InputError when it cannot be provided.
+std::unique_ptr<cost_model::ComputeCosts> make_compute_costs(const sim::ScenarioSpec& spec);
+
+}  // namespace kvshift::app

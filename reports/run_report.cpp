@@ -1,0 +1,303 @@
+#include "reports/run_report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "reports/atomic_file.hpp"
+
+namespace kvshift::reports {
+namespace {
+
+using nlohmann::json;
+
+double s_of(std::int64_t ns) { return static_cast<double>(ns) * 1e-9; }
+
+// Rounds to the nanosecond so every file holds the same digits everywhere.
+double r9(double v) { return std::round(v * 1e9) / 1e9; }
+
+json distribution(std::vector<double> v) {
+  json d = {{"count", v.size()}};
+  if (v.empty()) return d;
+  double sum = 0;
+  for (double x : v) sum += x;
+  d["mean_s"] = r9(sum / static_cast<double>(v.size()));
+  d["p50_s"] = r9(percentile(v, 50));
+  d["p90_s"] = r9(percentile(v, 90));
+  d["p99_s"] = r9(percentile(v, 99));
+  d["max_s"] = r9(v.back());
+  return d;
+}
+
+json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) {
+  std::int64_t completed = 0, failed = 0, unfinished = 0, output_tokens = 0;
+  std::int64_t ttft_violations = 0, e2e_violations = 0;
+  std::vector<double> ttft, e2e;
+  for (const sim::RequestRecord& r : run.requests) {
+    if (r.first_token_ns >= 0) ttft.push_back(s_of(r.first_token_ns - r.arrival_ns));
+    switch (r.outcome) {
+      case sim::RequestOutcome::kCompleted: {
+        ++completed;
+        output_tokens += r.output_tokens;
+        const double t = s_of(r.finish_ns - r.arrival_ns);
+        e2e.push_back(t);
+        if (spec.slo.e2e && t > spec.slo.e2e->value) ++e2e_violations;
+        break;
+      }
+      case sim::RequestOutcome::kFailed: ++failed; break;
+      case sim::RequestOutcome::kUnfinished: ++unfinished; break;
+    }
+    if (spec.slo.ttft && r.first_token_ns >= 0 &&
+        s_of(r.first_token_ns - r.arrival_ns) > spec.slo.ttft->value) {
+      ++ttft_violations;
+    }
+  }
+  std::vector<double> recovery, recovery_stall, migration;
+  std::int64_t recoveries = 0, migrations = 0, failed_moves = 0, fallbacks = 0, lossy = 0;
+  double nll_sum = 0;
+  std::map<std::string, std::int64_t> used;
+  for (const sim::MoveRecord& m : run.moves) {
+    if (!m.ok) {
+      ++failed_moves;
+      continue;
+    }
+    ++used[m.strategy];
+    if (!m.note.empty()) ++fallbacks;
+    if (m.delta_nll != 0) ++lossy;
+    nll_sum += m.delta_nll;
+    if (m.trigger == sim::MoveTrigger::kFailure) {
+      ++recoveries;
+      recovery.push_back(s_of(m.end_ns - m.start_ns));
+      recovery_stall.push_back(s_of(m.stall_ns));
+    } else {
+      ++migrations;
+      migration.push_back(s_of(m.end_ns - m.start_ns));
+    }
+  }
+  const std::int64_t ok_moves = recoveries + migrations;
+  std::int64_t uses = 0;
+  for (const auto& [node, n] : run.predictor_uses) uses += n;
+  json j = {
+      {"requests",
+       {{"arrived", run.requests.size()},
+        {"completed", completed},
+        {"failed", failed},
+        {"unfinished", unfinished}}},
+      {"goodput_tokens_per_s", r9(static_cast<double>(output_tokens) / s_of(run.duration_ns))},
+      {"ttft", distribution(ttft)},
+      {"e2e", distribution(e2e)},
+      {"moves",
+       {{"recoveries", recoveries},
+        {"migrations", migrations},
+        {"failed", failed_moves},
+        {"fallbacks", fallbacks},
+        {"by_strategy", used}}},
+      {"recovery", distribution(recovery)},
+      {"recovery_stall", distribution(recovery_stall)},
+      {"migration", distribution(migration)},
+      {"bytes",
+       {{"kv", run.bytes.kv},
+        {"replica_stream", run.bytes.replica_stream},
+        {"predictors", run.bytes.predictors},
+        {"tokens", run.bytes.tokens}}},
+      {"gpu_time_s",
+       {{"prefill", r9(s_of(run.gpu_time.prefill))},
+        {"decode", r9(s_of(run.gpu_time.decode))},
+        {"reconstruct", r9(s_of(run.gpu_time.reconstruct))},
+        {"replay", r9(s_of(run.gpu_time.replay))},
+        {"proxy_scoring", r9(s_of(run.gpu_time.proxy_scoring))}}},
+      {"replicas",
+       {{"peak_bytes", run.replica_bytes_held_peak},
+        {"full_equivalent_bytes", run.replica_bytes_full_equiv},
+        {"saved_bytes", run.replica_bytes_full_equiv - run.replica_bytes_held_peak}}},
+      {"predictors",
+       {{"copies", run.predictor_copies},
+        {"bytes_resident", run.predictor_bytes_resident},
+        {"uses", uses},
+        {"requests_per_copy",
+         run.predictor_copies ? r9(static_cast<double>(uses) / run.predictor_copies) : 0.0},
+        {"batched_reconstructions", run.batched_reconstructions}}},
+      {"quality",
+       {{"lossy_moves", lossy},
+        {"delta_nll_mean_per_move", ok_moves ? r9(nll_sum / ok_moves) : 0.0}}},
+      {"events", run.events},
+  };
+  if (spec.slo.ttft || spec.slo.e2e) {
+    j["slo"] = {{"ttft_violations", ttft_violations}, {"e2e_violations", e2e_violations}};
+  }
+  return j;
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+std::string csv_escape(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string requests_csv(const std::vector<sim::RunResult>& runs) {
+  std::ostringstream o;
+  o << "strategy,id,arrival_s,prompt_tokens,output_tokens,first_token_s,finish_s,outcome,"
+       "first_node,final_node,moves,failure_reason\n";
+  for (const sim::RunResult& run : runs) {
+    for (const sim::RequestRecord& r : run.requests) {
+      const char* outcome = r.outcome == sim::RequestOutcome::kCompleted ? "completed"
+                            : r.outcome == sim::RequestOutcome::kFailed  ? "failed"
+                                                                         : "unfinished";
+      o << run.strategy << ',' << r.id << ',' << fmt("%.9f", s_of(r.arrival_ns)) << ','
+        << r.prompt_tokens << ',' << r.output_tokens << ','
+        << (r.first_token_ns >= 0 ? fmt("%.9f", s_of(r.first_token_ns)) : "") << ','
+        << (r.finish_ns >= 0 ? fmt("%.9f", s_of(r.finish_ns)) : "") << ',' << outcome << ','
+        << r.first_node << ',' << r.final_node << ',' << r.moves << ','
+        << csv_escape(r.failure_reason) << '\n';
+    }
+  }
+  return o.str();
+}
+
+std::string recoveries_csv(const std::vector<sim::RunResult>& runs) {
+  std::ostringstream o;
+  o << "strategy_run,request,trigger,from,to,strategy,context_tokens,start_s,end_s,latency_s,"
+       "stall_s,kv_bytes,predictor_bytes,token_bytes,transfer_s,compute_s,queue_s,delta_nll,ok,"
+       "note\n";
+  for (const sim::RunResult& run : runs) {
+    for (const sim::MoveRecord& m : run.moves) {
+      o << run.strategy << ',' << m.request << ',' << sim::move_trigger_name(m.trigger) << ','
+        << m.from << ',' << m.to << ',' << m.strategy << ',' << m.context_tokens << ','
+        << fmt("%.9f", s_of(m.start_ns)) << ',' << fmt("%.9f", s_of(m.end_ns)) << ','
+        << fmt("%.9f", s_of(m.end_ns - m.start_ns)) << ',' << fmt("%.9f", s_of(m.stall_ns)) << ','
+        << m.kv_bytes << ',' << m.predictor_bytes << ',' << m.token_bytes << ','
+        << fmt("%.9f", s_of(m.transfer_ns)) << ',' << fmt("%.9f", s_of(m.compute_ns)) << ','
+        << fmt("%.9f", s_of(m.queue_ns)) << ',' << fmt("%.6f", m.delta_nll) << ','
+        << (m.ok ? "true" : "false") << ',' << csv_escape(m.note) << '\n';
+    }
+  }
+  return o.str();
+}
+
+std::string links_csv(const std::vector<sim::RunResult>& runs) {
+  std::ostringstream o;
+  o << "strategy,t_s,link,utilisation,bytes\n";
+  for (const sim::RunResult& run : runs) {
+    for (const sim::LinkSample& s : run.link_samples) {
+      o << run.strategy << ',' << fmt("%.9f", s_of(s.t_ns)) << ',' << s.link << ','
+        << fmt("%.6f", s.utilisation) << ',' << s.bytes << '\n';
+    }
+  }
+  return o.str();
+}
+
+std::string trace_json(const std::vector<sim::RunResult>& runs) {
+  json events = json::array();
+  for (std::size_t p = 0; p < runs.size(); ++p) {
+    const sim::RunResult& run = runs[p];
+    const int pid = static_cast<int>(p) + 1;
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid},
+                      {"args", {{"name", run.strategy}}}});
+    std::map<std::string, int> tids;
+    auto tid = [&](const std::string& track) {
+      auto [it, fresh] = tids.emplace(track, static_cast<int>(tids.size()) + 1);
+      if (fresh) {
+        events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", it->second},
+                          {"args", {{"name", track}}}});
+      }
+      return it->second;
+    };
+    for (const sim::TraceSpan& s : run.trace) {
+      events.push_back({{"name", s.name}, {"ph", "X"}, {"pid", pid}, {"tid", tid(s.track)},
+                        {"ts", static_cast<double>(s.start_ns) / 1e3},
+                        {"dur", static_cast<double>(s.duration_ns) / 1e3}});
+    }
+    for (const sim::MoveRecord& m : run.moves) {
+      events.push_back({{"name", std::string(sim::move_trigger_name(m.trigger)) + " " + m.strategy +
+                                     " r" + std::to_string(m.request)},
+                        {"ph", "X"}, {"pid", pid}, {"tid", tid("moves to " + m.to)},
+                        {"ts", static_cast<double>(m.start_ns) / 1e3},
+                        {"dur", static_cast<double>(m.end_ns - m.start_ns) / 1e3},
+                        {"args", {{"kv_bytes", m.kv_bytes}, {"ok", m.ok}}}});
+    }
+    for (const sim::LinkSample& s : run.link_samples) {
+      if (s.bytes == 0) continue;
+      events.push_back({{"name", "link " + s.link}, {"ph", "C"}, {"pid", pid},
+                        {"ts", static_cast<double>(s.t_ns) / 1e3},
+                        {"args", {{"utilisation", s.utilisation}}}});
+    }
+  }
+  return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n";
+}
+
+}  // namespace
+
+double percentile(std::vector<double>& values, double p) {
+  if (values.empty()) return 0.0;
+  std::sort(values.begin(), values.end());
+  const double rank = std::ceil(p / 100.0 * static_cast<double>(values.size()));
+  const std::size_t i = static_cast<std::size_t>(std::max(rank, 1.0)) - 1;
+  return values[std::min(i, values.size() - 1)];
+}
+
+json run_summary(const sim::ScenarioSpec& spec, const std::vector<sim::RunResult>& runs) {
+  json strategies = json::object();
+  for (const sim::RunResult& run : runs) strategies[run.strategy] = strategy_summary(spec, run);
+  return {{"scenario", spec.name},
+          {"model", spec.model.name},
+          {"gpu", spec.gpu.name},
+          {"seed", spec.seed},
+          {"duration_s", r9(spec.duration.value)},
+          {"protection", sim::protection_name(spec.protection.mode)},
+          {"strategies", strategies}};
+}
+
+std::vector<std::filesystem::path> write_run_outputs(const std::filesystem::path& dir,
+                                                     const sim::ScenarioSpec& spec,
+                                                     const std::vector<sim::RunResult>& runs) {
+  std::vector<std::filesystem::path> written;
+  auto emit = [&](const char* key, const char* file, const std::string& text) {
+    const auto& files = spec.outputs.files;
+    if (std::find(files.begin(), files.end(), key) == files.end()) return;
+    write_file_atomic(dir / file, text);
+    written.push_back(dir / file);
+  };
+  emit("summary", "summary.json", run_summary(spec, runs).dump(2) + "\n");
+  emit("requests", "requests.csv", requests_csv(runs));
+  emit("recoveries", "recoveries.csv", recoveries_csv(runs));
+  emit("links", "links.csv", links_csv(runs));
+  emit("trace", "trace.json", trace_json(runs));
+  return written;
+}
+
+std::string run_table(const json& summary) {
+  std::ostringstream o;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-13s %9s %6s %6s %11s %11s %11s %10s %10s %9s\n", "strategy",
+                "completed", "failed", "moves", "recov p50", "recov p99", "migr p50", "KV moved",
+                "GPU rebuild", "dNLL/move");
+  o << line;
+  for (const auto& [name, s] : summary["strategies"].items()) {
+    auto p = [&](const char* group, const char* key) {
+      return s[group].contains(key) ? fmt("%.3f s", s[group][key].get<double>()) : std::string("-");
+    };
+    const double rebuild = s["gpu_time_s"]["reconstruct"].get<double>() +
+                           s["gpu_time_s"]["replay"].get<double>();
+    std::snprintf(line, sizeof line, "%-13s %9lld %6lld %6lld %11s %11s %11s %7.1f MiB %9.3f s %9.5f\n",
+                  name.c_str(), s["requests"]["completed"].get<long long>(),
+                  s["requests"]["failed"].get<long long>(),
+                  s["moves"]["recoveries"].get<long long>() + s["moves"]["migrations"].get<long long>(),
+                  p("recovery", "p50_s").c_str(), p("recovery", "p99_s").c_str(),
+                  p("migration", "p50_s").c_str(),
+                  static_cast<double>(s["bytes"]["kv"].get<long long>()) / 1048576.0, rebuild,
+                  s["quality"]["delta_nll_mean_per_move"].get<double>());
+    o << line;
+  }
+  return o.str();
+}
+
+}  // namespace kvshift::reports

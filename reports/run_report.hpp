@@ -1,0 +1,33 @@
+// Writers for a scenario run: summary.json (per strategy), requests.csv,
+// recoveries.csv (one row per move), links.csv (utilisation over time),
+// trace.json (Chrome trace-event format, opens in Perfetto) and the console
+// comparison table. Only simulated values are written, formatted with fixed
+// precision, so the same scenario and seed give byte-identical files.
+#pragma once
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sim/serving/results.hpp"
+#include "sim/spec.hpp"
+
+namespace kvshift::reports {
+
+/// The summary object: scenario facts, then one entry per strategy.
+nlohmann::json run_summary(const sim::ScenarioSpec& spec, const std::vector<sim::RunResult>& runs);
+
+/// Writes every file of spec.outputs.files into `dir` (atomically, file by file).
+/// Returns the paths written.
+std::vector<std::filesystem::path> write_run_outputs(const std::filesystem::path& dir,
+                                                     const sim::ScenarioSpec& spec,
+                                                     const std::vector<sim::RunResult>& runs);
+
+/// A short comparison table for the console.
+std::string run_table(const nlohmann::json& summary);
+
+/// Nearest-rank percentile (p in [0, 100]) of `values` (sorted in place); 0 when empty.
+double percentile(std::vector<double>& values, double p);
+
+}  // namespace kvshift::reports

@@ -1,0 +1,227 @@
+#include "sim/serving/gpu_worker.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace kvshift::sim {
+namespace {
+
+constexpr std::size_t kMaxTraceSpans = 200'000;  // keeps trace.json openable on big runs
+
+}  // namespace
+
+GpuWorker::GpuWorker(Simulator& sim, GpuListener& listener, const ServingCosts& costs, int index,
+                     std::string track, int max_batch, std::int64_t epoch_cap_steps,
+                     GpuTime& gpu_time, std::vector<TraceSpan>* trace)
+    : sim_(sim),
+      listener_(listener),
+      costs_(costs),
+      index_(index),
+      track_(std::move(track)),
+      max_batch_(static_cast<std::size_t>(std::max(max_batch, 1))),
+      epoch_cap_(std::max<std::int64_t>(epoch_cap_steps, 1)),
+      gpu_time_(gpu_time),
+      trace_(trace) {}
+
+void GpuWorker::submit(GpuJob job) {
+  if (!up_) throw std::logic_error("GpuWorker::submit on a failed GPU");
+  jobs_.push_back(std::move(job));
+  if (in_epoch_) interrupt_epoch();
+  kick();
+}
+
+void GpuWorker::add_decoding(DecodeState state) {
+  if (!up_) throw std::logic_error("GpuWorker::add_decoding on a failed GPU");
+  waiting_.push_back(state);
+  if (in_epoch_ && batch_.size() < max_batch_) interrupt_epoch();
+  kick();
+}
+
+std::optional<DecodeState> GpuWorker::remove_decoding(std::uint64_t request) {
+  auto w = std::find_if(waiting_.begin(), waiting_.end(),
+                        [&](const DecodeState& s) { return s.request == request; });
+  if (w != waiting_.end()) {
+    DecodeState s = *w;
+    waiting_.erase(w);
+    return s;
+  }
+  auto b = std::find_if(batch_.begin(), batch_.end(),
+                        [&](const DecodeState& s) { return s.request == request; });
+  if (b == batch_.end()) return std::nullopt;
+  DecodeState s = *b;
+  if (in_epoch_) {
+    // Steps completed so far count for the leaving request; the one in flight does not.
+    const std::int64_t done = (sim_.now() - epoch_start_).ns / step_.ns;
+    const std::int64_t steps = std::min(done, epoch_steps_);
+    s.context += steps;
+    s.remaining -= steps;
+  }
+  batch_.erase(b);
+  if (in_epoch_) interrupt_epoch();
+  return s;
+}
+
+std::vector<std::uint64_t> GpuWorker::fail() {
+  std::vector<std::uint64_t> lost;
+  for (const DecodeState& s : batch_) lost.push_back(s.request);
+  for (const DecodeState& s : waiting_) lost.push_back(s.request);
+  for (const GpuJob& j : jobs_) lost.push_back(j.request);
+  for (const GpuJob& j : running_jobs_) lost.push_back(j.request);
+  sim_.cancel(epoch_event_);
+  sim_.cancel(job_event_);
+  batch_.clear();
+  waiting_.clear();
+  jobs_.clear();
+  running_jobs_.clear();
+  up_ = false;
+  busy_ = false;
+  in_epoch_ = false;
+  std::sort(lost.begin(), lost.end());
+  lost.erase(std::unique(lost.begin(), lost.end()), lost.end());
+  return lost;
+}
+
+void GpuWorker::repair() { up_ = true; }
+
+SimTime GpuWorker::backlog() const {
+  SimTime t{};
+  const SimTime now = sim_.now();
+  if (!running_jobs_.empty()) {
+    t = job_end_ - now;
+  } else if (in_epoch_) {
+    const std::int64_t elapsed = (now - epoch_start_).ns;
+    t = SimTime{step_.ns - elapsed % step_.ns};
+  }
+  for (const GpuJob& j : jobs_) {
+    std::int64_t n = 1;
+    t += job_duration(j, &n);
+  }
+  return t;
+}
+
+void GpuWorker::kick() {
+  if (!busy_ && up_) next_iteration();
+}
+
+void GpuWorker::next_iteration() {
+  busy_ = false;
+  if (!up_) return;
+  if (!jobs_.empty()) {
+    start_job();
+    return;
+  }
+  fill_batch();
+  if (!batch_.empty()) start_epoch();
+}
+
+SimTime GpuWorker::job_duration(const GpuJob& job, std::int64_t* batch_requests) const {
+  switch (job.kind) {
+    case JobKind::kPrefill:
+    case JobKind::kReplay: return costs_.prefill(job.tokens);
+    case JobKind::kReconstruct: return costs_.reconstruct(job.tokens, *batch_requests);
+    case JobKind::kProxyScore: return costs_.proxy_score(job.tokens);
+  }
+  return {};
+}
+
+void GpuWorker::start_job() {
+  busy_ = true;
+  running_jobs_.clear();
+  running_jobs_.push_back(std::move(jobs_.front()));
+  jobs_.pop_front();
+  const JobKind kind = running_jobs_.front().kind;
+  // Reconstructions waiting together share one GEMM over all their rows.
+  std::int64_t rows = running_jobs_.front().tokens;
+  if (kind == JobKind::kReconstruct) {
+    for (auto it = jobs_.begin(); it != jobs_.end();) {
+      if (it->kind == JobKind::kReconstruct) {
+        rows += it->tokens;
+        running_jobs_.push_back(std::move(*it));
+        it = jobs_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  std::int64_t n = static_cast<std::int64_t>(running_jobs_.size());
+  GpuJob shape{kind, 0, (rows + n - 1) / n, {}};
+  const SimTime length = job_duration(shape, &n);
+  const SimTime start = sim_.now();
+  job_end_ = start + length;
+  switch (kind) {
+    case JobKind::kPrefill: gpu_time_.prefill += length.ns; break;
+    case JobKind::kReplay: gpu_time_.replay += length.ns; break;
+    case JobKind::kReconstruct: gpu_time_.reconstruct += length.ns; break;
+    case JobKind::kProxyScore: gpu_time_.proxy_scoring += length.ns; break;
+  }
+  record(job_kind_name(kind), start, length);
+  job_event_ = sim_.schedule_at(job_end_, [this, start] {
+    std::vector<GpuJob> finished = std::move(running_jobs_);
+    running_jobs_.clear();
+    // busy_ stays set while owners react, so their submissions queue up instead
+    // of starting a second iteration; one iteration starts afterwards.
+    for (GpuJob& j : finished) {
+      if (j.done) j.done(start, sim_.now());
+    }
+    next_iteration();
+  });
+}
+
+void GpuWorker::fill_batch() {
+  while (batch_.size() < max_batch_ && !waiting_.empty()) {
+    batch_.push_back(waiting_.front());
+    waiting_.pop_front();
+  }
+}
+
+void GpuWorker::start_epoch() {
+  busy_ = true;
+  std::int64_t context = 0, steps = epoch_cap_;
+  for (const DecodeState& s : batch_) {
+    context += s.context;
+    steps = std::min(steps, s.remaining);
+  }
+  steps = std::max<std::int64_t>(steps, 1);
+  step_ = costs_.decode_step(static_cast<std::int64_t>(batch_.size()), context);
+  if (step_.ns <= 0) step_ = SimTime{1};
+  epoch_start_ = sim_.now();
+  epoch_steps_ = steps;
+  in_epoch_ = true;
+  epoch_event_ = sim_.schedule_at(epoch_start_ + SimTime{step_.ns * steps}, [this] { end_epoch(); });
+}
+
+void GpuWorker::interrupt_epoch() {
+  // The step in flight finishes; one not yet begun (elapsed == 0) is not started.
+  const std::int64_t elapsed = (sim_.now() - epoch_start_).ns;
+  const std::int64_t k = (elapsed + step_.ns - 1) / step_.ns;
+  if (k >= epoch_steps_) return;
+  sim_.cancel(epoch_event_);
+  epoch_steps_ = k;
+  epoch_event_ = sim_.schedule_at(epoch_start_ + SimTime{step_.ns * k}, [this] { end_epoch(); });
+}
+
+void GpuWorker::end_epoch() {
+  in_epoch_ = false;
+  const std::int64_t k = epoch_steps_;
+  gpu_time_.decode += step_.ns * k;
+  record("decode", epoch_start_, SimTime{step_.ns * k});
+  std::vector<std::uint64_t> finished;
+  for (DecodeState& s : batch_) {
+    s.context += k;
+    s.remaining -= k;
+    if (s.remaining <= 0) finished.push_back(s.request);
+  }
+  const std::vector<DecodeState> progressed = batch_;
+  std::erase_if(batch_, [](const DecodeState& s) { return s.remaining <= 0; });
+  listener_.on_decoded(index_, progressed, k);
+  for (std::uint64_t r : finished) listener_.on_finished(index_, r);
+  next_iteration();
+}
+
+void GpuWorker::record(const char* name, SimTime start, SimTime length) {
+  if (trace_ && trace_->size() < kMaxTraceSpans) {
+    trace_->push_back({track_, name, start.ns, length.ns});
+  }
+}
+
+}  // namespace kvshift::sim

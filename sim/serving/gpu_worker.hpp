@@ -1,0 +1,126 @@
+// GpuWorker: one GPU's compute timeline. It runs queued jobs (prefill, token
+// replay, RISK-KV reconstruction, ProxyKV scoring) ahead of decoding, and
+// decodes its batch with continuous batching in *epochs*: while the batch does
+// not change, k steps of equal duration run as one event (k is capped so the
+// step time follows the growing context and replica streams keep their
+// granularity). A job or a batch change interrupts an epoch at the next step
+// boundary, so a recovery never waits for a whole epoch. The worker keeps at
+// most one pending event of its own.
+// Leaves out: overlap of prefill and decode within one iteration (chunked
+// prefill), preemption of admitted requests, multi-GPU tensor parallelism.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/serving/results.hpp"
+#include "sim/serving/serving_costs.hpp"
+#include "sim/simulator.hpp"
+
+namespace kvshift::sim {
+
+enum class JobKind { kPrefill, kReplay, kReconstruct, kProxyScore };
+
+constexpr const char* job_kind_name(JobKind k) {
+  switch (k) {
+    case JobKind::kPrefill: return "prefill";
+    case JobKind::kReplay: return "replay";
+    case JobKind::kReconstruct: return "reconstruct";
+    case JobKind::kProxyScore: return "proxy_score";
+  }
+  return "?";
+}
+
+/// A unit of GPU work. Reconstruct jobs queued together run as one batched GEMM.
+struct GpuJob {
+  JobKind kind = JobKind::kPrefill;
+  std::uint64_t request = 0;
+  std::int64_t tokens = 0;
+  std::function<void(SimTime start, SimTime end)> done;  ///< called when the job ends
+};
+
+/// A request in the decode batch.
+struct DecodeState {
+  std::uint64_t request = 0;
+  std::int64_t context = 0;    ///< KV tokens held
+  std::int64_t remaining = 0;  ///< output tokens still to produce
+};
+
+/// What the worker tells its owner.
+class GpuListener {
+ public:
+  virtual ~GpuListener() = default;
+  /// `steps` tokens were produced for each request of `batch` (their states are already advanced).
+  virtual void on_decoded(int gpu, const std::vector<DecodeState>& batch, std::int64_t steps) = 0;
+  /// `request` produced its last token.
+  virtual void on_finished(int gpu, std::uint64_t request) = 0;
+};
+
+class GpuWorker {
+ public:
+  GpuWorker(Simulator& sim, GpuListener& listener, const ServingCosts& costs, int index,
+            std::string track, int max_batch, std::int64_t epoch_cap_steps, GpuTime& gpu_time,
+            std::vector<TraceSpan>* trace);
+
+  int index() const { return index_; }
+  bool up() const { return up_; }
+
+  /// Queues a job; it runs before further decode steps.
+  void submit(GpuJob job);
+  /// Adds a request to the decode batch (it joins at the next step boundary).
+  void add_decoding(DecodeState state);
+  /// Takes a request out of the batch (a migration); its state counts the steps done so far.
+  std::optional<DecodeState> remove_decoding(std::uint64_t request);
+  /// The GPU fails: all work is dropped. Returns the requests it held (decoding or queued).
+  std::vector<std::uint64_t> fail();
+  /// The GPU is back, empty.
+  void repair();
+
+  /// Time until a job submitted now would start (the step in flight plus queued jobs), estimated.
+  SimTime backlog() const;
+  std::size_t decoding() const { return batch_.size() + waiting_.size(); }
+  std::size_t queued_jobs() const { return jobs_.size(); }
+
+ private:
+  void kick();
+  void next_iteration();
+  void start_job();
+  void start_epoch();
+  void end_epoch();
+  void interrupt_epoch();
+  void fill_batch();
+  SimTime job_duration(const GpuJob& job, std::int64_t* batch_requests) const;
+  void record(const char* name, SimTime start, SimTime length);
+
+  Simulator& sim_;
+  GpuListener& listener_;
+  const ServingCosts& costs_;
+  int index_;
+  std::string track_;
+  std::size_t max_batch_;
+  std::int64_t epoch_cap_;
+  GpuTime& gpu_time_;
+  std::vector<TraceSpan>* trace_;
+
+  bool up_ = true;
+  bool busy_ = false;
+  std::deque<GpuJob> jobs_;
+  std::vector<DecodeState> batch_;    ///< decoding now
+  std::deque<DecodeState> waiting_;   ///< admitted, waiting for a batch slot
+  // The epoch in flight.
+  EventId epoch_event_{};
+  SimTime epoch_start_{};
+  SimTime step_{};
+  std::int64_t epoch_steps_ = 0;
+  bool in_epoch_ = false;
+  // The job (or batch of reconstructions) in flight.
+  std::vector<GpuJob> running_jobs_;
+  EventId job_event_{};
+  SimTime job_end_{};
+};
+
+}  // namespace kvshift::sim

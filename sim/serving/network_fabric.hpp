@@ -1,0 +1,43 @@
+// NetworkFabric: the Fabric of a real run — the scenario's nodes and links
+// built into a sim::Topology and carried by the flow-level sim::Network
+// (max-min sharing, latency first, re-routing and stalls on failures).
+#pragma once
+
+#include <memory>
+
+#include "sim/network.hpp"
+#include "sim/serving/fabric.hpp"
+#include "sim/spec.hpp"
+#include "sim/topology.hpp"
+
+namespace kvshift::sim {
+
+class NetworkFabric final : public Fabric {
+ public:
+  /// Node i of `cluster` becomes NodeId i; links keep their names.
+  NetworkFabric(Simulator& sim, const ClusterSpec& cluster, const std::string& gpu_model);
+
+  std::uint64_t send(int src, int dst, std::int64_t bytes, Done done) override;
+  void cancel(std::uint64_t transfer) override;
+  std::optional<cost_model::Path> path(int src, int dst) override;
+  double available_bps(int src, int dst) override;
+  void fail_node(int node) override;
+  void repair_node(int node) override;
+  void degrade_link(const std::string& link, std::optional<double> bandwidth_bps,
+                    std::optional<double> latency_s) override;
+  void fail_link(const std::string& link) override;
+  void repair_link(const std::string& link) override;
+  std::vector<LinkCounter> link_counters() override;
+
+  const Topology& topology() const { return topology_; }
+  Network& network() { return *network_; }
+
+ private:
+  LinkId link_id(const std::string& name) const;
+
+  Topology topology_;
+  std::vector<double> declared_bandwidth_;
+  std::unique_ptr<Network> network_;
+};
+
+}  // namespace kvshift::sim

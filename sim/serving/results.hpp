@@ -1,0 +1,117 @@
+// What one simulated run produced, as plain records: every request, every
+// move (migration or recovery), link utilisation samples and GPU time split.
+// The serving model fills these; reports/ turns them into files. Nothing here
+// is wall-clock: a scenario and a seed give the same records everywhere.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kvshift::sim {
+
+/// Why a request's KV moved.
+enum class MoveTrigger { kFailure, kDrain, kRebalance };
+
+constexpr const char* move_trigger_name(MoveTrigger t) {
+  switch (t) {
+    case MoveTrigger::kFailure: return "failure";
+    case MoveTrigger::kDrain: return "drain";
+    case MoveTrigger::kRebalance: return "rebalance";
+  }
+  return "?";
+}
+
+/// How a request ended.
+enum class RequestOutcome { kCompleted, kFailed, kUnfinished };
+
+struct RequestRecord {
+  std::uint64_t id = 0;
+  std::int64_t prompt_tokens = 0;
+  std::int64_t output_tokens = 0;
+  std::int64_t arrival_ns = 0;
+  std::int64_t first_token_ns = -1;  ///< -1: never
+  std::int64_t finish_ns = -1;       ///< -1: never
+  std::string first_node;            ///< where it was first placed
+  std::string final_node;            ///< where it finished (or last was)
+  int moves = 0;
+  RequestOutcome outcome = RequestOutcome::kUnfinished;
+  std::string failure_reason;        ///< for kFailed
+};
+
+/// One migration or recovery of one request.
+struct MoveRecord {
+  std::uint64_t request = 0;
+  MoveTrigger trigger = MoveTrigger::kFailure;
+  std::string from;
+  std::string to;
+  std::string strategy;           ///< the strategy actually used (after fallbacks)
+  std::int64_t context_tokens = 0;
+  std::int64_t start_ns = 0;      ///< trigger time (failure detected, migration decided)
+  std::int64_t end_ns = 0;        ///< request can decode again
+  std::int64_t stall_ns = 0;      ///< end − when the request stopped making progress
+  std::int64_t kv_bytes = 0;      ///< KV bytes moved over the network
+  std::int64_t predictor_bytes = 0;
+  std::int64_t token_bytes = 0;
+  std::int64_t transfer_ns = 0;   ///< time spent moving bytes
+  std::int64_t compute_ns = 0;    ///< reconstruction / replay on the receiving GPU
+  std::int64_t queue_ns = 0;      ///< waiting for the receiving GPU
+  double delta_nll = 0;           ///< quality cost paid (nats/token)
+  bool ok = true;
+  std::string note;               ///< fallback or failure reason
+};
+
+/// Utilisation of one link direction over one sampling interval.
+struct LinkSample {
+  std::int64_t t_ns = 0;
+  std::string link;
+  double utilisation = 0;  ///< delivered bits / (capacity · interval)
+  std::int64_t bytes = 0;
+};
+
+/// Bytes moved over the network, by what they were.
+struct BytesByKind {
+  std::int64_t kv = 0;
+  std::int64_t replica_stream = 0;
+  std::int64_t predictors = 0;
+  std::int64_t tokens = 0;
+};
+
+/// GPU busy time, by what it was doing (ns summed over GPUs).
+struct GpuTime {
+  std::int64_t prefill = 0;
+  std::int64_t decode = 0;
+  std::int64_t reconstruct = 0;
+  std::int64_t replay = 0;
+  std::int64_t proxy_scoring = 0;
+};
+
+/// One trace-event span (Chrome trace format: one track per node or link).
+struct TraceSpan {
+  std::string track;  ///< "node:gpu3/0", "link:leaf1-spine0"
+  std::string name;
+  std::int64_t start_ns = 0;
+  std::int64_t duration_ns = 0;
+};
+
+/// Everything one strategy's run produced.
+struct RunResult {
+  std::string strategy;
+  std::int64_t duration_ns = 0;
+  std::vector<RequestRecord> requests;
+  std::vector<MoveRecord> moves;
+  std::vector<LinkSample> link_samples;
+  std::vector<TraceSpan> trace;
+  BytesByKind bytes;
+  GpuTime gpu_time;
+  std::int64_t replica_bytes_held_peak = 0;   ///< KV held on replicas at peak
+  std::int64_t replica_bytes_full_equiv = 0;  ///< what a full replica would have held then
+  std::int64_t predictor_copies = 0;          ///< predictor copies resident (peak)
+  std::int64_t predictor_bytes_resident = 0;  ///< their bytes
+  std::map<std::string, std::int64_t> predictor_uses;  ///< node -> requests that used its copy
+  std::int64_t batched_reconstructions = 0;   ///< reconstruction GEMMs that served > 1 request
+  std::int64_t events = 0;                    ///< simulator events processed
+};
+
+}  // namespace kvshift::sim

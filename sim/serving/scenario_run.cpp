@@ -1,0 +1,38 @@
+#include "sim/serving/scenario_run.hpp"
+
+#include "sim/serving/network_fabric.hpp"
+#include "sim/serving/serving_model.hpp"
+
+namespace kvshift::sim {
+
+std::vector<RunResult> run_scenario(const ScenarioSpec& spec,
+                                    const cost_model::ComputeCosts& compute,
+                                    const RunOptions& options) {
+  const cost_model::Topology none;
+  const cost_model::Topology& topology = spec.risk_kv ? spec.risk_kv->topology : none;
+  const cost_model::DType predictor_dtype =
+      spec.risk_kv ? spec.risk_kv->predictor_dtype : cost_model::DType::kF32;
+  std::optional<cost_model::ModelSpec> proxy;
+  if (spec.proxy_kv) proxy = spec.proxy_kv->proxy_model;
+  const ServingCosts costs(compute, spec.model, topology, predictor_dtype, proxy);
+
+  std::vector<RunResult> results;
+  for (Strategy strategy : spec.policies.strategies) {
+    Simulator sim;
+    NetworkFabric fabric(sim, spec.cluster, spec.gpu.name);
+    ServingModel model(sim, fabric, spec, costs, strategy, options.record_trace);
+    model.start();
+    const SimTime end = from_seconds(spec.duration);
+    const std::int64_t slice = std::max<std::int64_t>(end.ns / 100, 1);
+    for (std::int64_t t = slice; ; t += slice) {
+      const SimTime until{std::min(t, end.ns)};
+      sim.run_until(until);
+      if (options.progress) options.progress(strategy_name(strategy), until.seconds(), end.seconds());
+      if (until >= end) break;
+    }
+    results.push_back(model.finish());
+  }
+  return results;
+}
+
+}  // namespace kvshift::sim

@@ -1,0 +1,39 @@
+#include "sim/serving/serving_costs.hpp"
+
+#include <algorithm>
+
+namespace kvshift::sim {
+
+ServingCosts::ServingCosts(const cost_model::ComputeCosts& compute,
+                           const cost_model::ModelSpec& model, const cost_model::Topology& topology,
+                           cost_model::DType predictor_dtype,
+                           std::optional<cost_model::ModelSpec> proxy)
+    : compute_(&compute),
+      model_(&model),
+      topology_(&topology),
+      predictor_dtype_(predictor_dtype),
+      proxy_(std::move(proxy)) {}
+
+SimTime ServingCosts::prefill(std::int64_t tokens) const {
+  return tokens <= 0 ? SimTime{} : from_seconds(compute_->prefill(*model_, tokens));
+}
+
+SimTime ServingCosts::decode_step(std::int64_t batch, std::int64_t context_tokens) const {
+  return from_seconds(compute_->decode_step(*model_, std::max<std::int64_t>(batch, 1),
+                                            context_tokens));
+}
+
+SimTime ServingCosts::reconstruct(std::int64_t tokens, std::int64_t requests) const {
+  if (topology_->empty() || tokens <= 0) return {};
+  return from_seconds(compute_->reconstruct(*model_, *topology_, tokens, requests,
+                                            predictor_dtype_));
+}
+
+SimTime ServingCosts::proxy_score(std::int64_t tokens) const {
+  if (!proxy_ || tokens <= 0) return {};
+  // The mapper is a few small layers over the proxy's features: a tenth of the
+  // proxy prefill is a generous bound for the shapes ProxyKV uses.
+  return from_seconds(compute_->prefill(*proxy_, tokens).value * 1.1);
+}
+
+}  // namespace kvshift::sim

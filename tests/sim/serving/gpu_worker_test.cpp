@@ -1,0 +1,115 @@
+#include <gtest/gtest.h>
+
+#include "sim/serving/gpu_worker.hpp"
+
+namespace kvshift::sim {
+namespace {
+
+// Durations that are easy to reason about: prefill 1 µs per token, a decode
+// step 1 ms whatever the batch, reconstruction 2 µs per row.
+class SimpleCosts final : public cost_model::ComputeCosts {
+ public:
+  Seconds prefill(const cost_model::ModelSpec&, std::int64_t t) const override { return {t * 1e-6}; }
+  Seconds decode_step(const cost_model::ModelSpec&, std::int64_t, std::int64_t) const override {
+    return {1e-3};
+  }
+  Seconds reconstruct(const cost_model::ModelSpec&, const cost_model::Topology&, std::int64_t t,
+                      std::int64_t n, cost_model::DType) const override {
+    return {2e-6 * static_cast<double>(t * n)};
+  }
+};
+
+struct Recorder final : GpuListener {
+  std::vector<std::pair<std::uint64_t, std::int64_t>> finished;  // (request, time)
+  std::int64_t tokens = 0;
+  Simulator* sim = nullptr;
+  void on_decoded(int, const std::vector<DecodeState>& batch, std::int64_t steps) override {
+    tokens += steps * static_cast<std::int64_t>(batch.size());
+  }
+  void on_finished(int, std::uint64_t r) override { finished.emplace_back(r, sim->now().ns); }
+};
+
+struct Fixture {
+  Simulator sim;
+  Recorder rec;
+  SimpleCosts compute;
+  cost_model::ModelSpec model = cost_model::find_model("qwen2.5-0.5b");
+  cost_model::Topology topo = cost_model::Topology::parse("paper", model);
+  ServingCosts costs{compute, model, topo, cost_model::DType::kF32, std::nullopt};
+  GpuTime time;
+  GpuWorker gpu{sim, rec, costs, 0, "gpu", 8, 64, time, nullptr};
+  Fixture() { rec.sim = &sim; }
+};
+
+TEST(GpuWorker, DecodesInWholeStepsAndFinishesOnTime) {
+  Fixture f;
+  f.gpu.add_decoding({1, 100, 10});
+  f.gpu.add_decoding({2, 100, 25});
+  f.sim.run();
+  ASSERT_EQ(f.rec.finished.size(), 2u);
+  EXPECT_EQ(f.rec.finished[0], (std::pair<std::uint64_t, std::int64_t>{1, 10'000'000}));
+  EXPECT_EQ(f.rec.finished[1], (std::pair<std::uint64_t, std::int64_t>{2, 25'000'000}));
+  EXPECT_EQ(f.rec.tokens, 35);  // every token once, nothing lost or doubled
+  EXPECT_EQ(f.time.decode, 25'000'000);
+}
+
+TEST(GpuWorker, AJobWaitsOnlyForTheStepInFlight) {
+  Fixture f;
+  f.gpu.add_decoding({1, 100, 50});
+  std::int64_t job_start = -1, job_end = -1;
+  f.sim.schedule_at(SimTime{2'500'000}, [&] {
+    f.gpu.submit({JobKind::kReplay, 9, 1000, [&](SimTime s, SimTime e) {
+                    job_start = s.ns;
+                    job_end = e.ns;
+                  }});
+  });
+  f.sim.run();
+  EXPECT_EQ(job_start, 3'000'000);  // the step running at 2.5 ms ends at 3 ms
+  EXPECT_EQ(job_end, 4'000'000);    // 1000 tokens at 1 µs
+  ASSERT_EQ(f.rec.finished.size(), 1u);
+  EXPECT_EQ(f.rec.finished[0].second, 51'000'000);  // 50 steps + 1 ms of replay
+}
+
+TEST(GpuWorker, QueuedReconstructionsShareOneBatch) {
+  Fixture f;
+  int done = 0;
+  std::int64_t end = 0;
+  f.gpu.submit({JobKind::kPrefill, 1, 500, [](SimTime, SimTime) {}});
+  for (std::uint64_t r = 2; r < 5; ++r) {
+    f.gpu.submit({JobKind::kReconstruct, r, 100, [&](SimTime, SimTime e) {
+                    ++done;
+                    end = e.ns;
+                  }});
+  }
+  f.sim.run();
+  EXPECT_EQ(done, 3);
+  EXPECT_EQ(end, 500'000 + 600'000);  // one GEMM of 3·100 rows at 2 µs per row
+  EXPECT_EQ(f.time.reconstruct, 600'000);
+}
+
+TEST(GpuWorker, LeavingMidEpochKeepsTheCompletedSteps) {
+  Fixture f;
+  f.gpu.add_decoding({1, 100, 40});
+  std::optional<DecodeState> left;
+  f.sim.schedule_at(SimTime{7'400'000}, [&] { left = f.gpu.remove_decoding(1); });
+  f.sim.run();
+  ASSERT_TRUE(left);
+  EXPECT_EQ(left->context, 107);
+  EXPECT_EQ(left->remaining, 33);
+  EXPECT_TRUE(f.rec.finished.empty());
+}
+
+TEST(GpuWorker, FailureDropsEverythingItHeld) {
+  Fixture f;
+  f.gpu.add_decoding({1, 100, 40});
+  f.gpu.submit({JobKind::kPrefill, 2, 500, [](SimTime, SimTime) { FAIL() << "ran after failure"; }});
+  std::vector<std::uint64_t> lost;
+  f.sim.schedule_at(SimTime{100}, [&] { lost = f.gpu.fail(); });
+  f.sim.run();
+  EXPECT_EQ(lost, (std::vector<std::uint64_t>{1, 2}));
+  EXPECT_FALSE(f.gpu.up());
+  EXPECT_TRUE(f.rec.finished.empty());
+}
+
+}  // namespace
+}  // namespace kvshift::sim
