@@ -1,0 +1,206 @@
+// GPU recovery benchmark: for each model, token replay (prefill) versus RISK-KV
+// local recovery (reconstruction of the paper's topology, the kept KV already
+// resident on the GPU) at the given context lengths, timed by the CUDA
+// profiler, with the ceilings measured in the same run (device-to-device copy
+// bandwidth, counting bytes read and written; a large bf16 cuBLAS GEMM).
+// Writes one JSON document (models' shapes, ceilings, rows with FLOPs and
+// minimum bytes) for bench/gpu_table.py. Depends on no JSON or CLI library so
+// it builds on a bare CUDA machine.
+//
+// usage: gpu_recovery_bench --out FILE [--models a,b] [--tokens 512,4096] [--repeats N]
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "backend/profiler.hpp"
+#include "cost_model/model_spec.hpp"
+#include "cost_model/topology.hpp"
+#include "kernels/cuda.hpp"
+#include "kernels/cuda/check.cuh"
+
+namespace {
+
+using kvshift::cost_model::ModelSpec;
+namespace kc = kvshift::kernels::cuda;
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+/// Median seconds of `body` over `repeats` event-timed runs after two warm-ups.
+template <typename F>
+double median_seconds(int repeats, F&& body) {
+  cudaEvent_t a, b;
+  KVSHIFT_CUDA_CHECK(cudaEventCreate(&a));
+  KVSHIFT_CUDA_CHECK(cudaEventCreate(&b));
+  body();
+  body();
+  std::vector<double> t;
+  for (int i = 0; i < repeats; ++i) {
+    KVSHIFT_CUDA_CHECK(cudaEventRecord(a));
+    body();
+    KVSHIFT_CUDA_CHECK(cudaEventRecord(b));
+    KVSHIFT_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    KVSHIFT_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    t.push_back(ms * 1e-3);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+struct Ceilings {
+  double copy_bytes_per_s = 0;  ///< (read + write) bytes per second
+  double bf16_flops = 0;
+};
+
+Ceilings measure_ceilings() {
+  Ceilings c;
+  const std::size_t bytes = std::size_t{4} << 30;
+  kc::DeviceBuffer src(bytes), dst(bytes);
+  kc::fill_uniform({src.view(kvshift::kernels::DType::kF32, {static_cast<std::int64_t>(bytes / 4)}), 1, -1, 1},
+                   nullptr);
+  const double copy = median_seconds(10, [&] {
+    KVSHIFT_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice));
+  });
+  c.copy_bytes_per_s = 2.0 * static_cast<double>(bytes) / copy;
+  const std::int64_t n = 8192;
+  using kvshift::kernels::DType;
+  kc::DeviceBuffer a(n * n * 2), b(n * n * 2), out(n * n * 2);
+  kc::fill_uniform({a.view(DType::kBF16, {n, n}), 2, -1, 1}, nullptr);
+  kc::fill_uniform({b.view(DType::kBF16, {n, n}), 3, -1, 1}, nullptr);
+  kc::Context ctx;
+  const double gemm = median_seconds(10, [&] {
+    kc::gemm({a.view(DType::kBF16, {n, n}), b.view(DType::kBF16, {n, n}), out.view(DType::kBF16, {n, n})}, ctx);
+  });
+  c.bf16_flops = 2.0 * n * n * n / gemm;
+  return c;
+}
+
+double prefill_flops(const ModelSpec& m, double t) {
+  const double d = m.hidden, hd = m.head_dim, hq = m.q_heads, hkv = m.kv_heads, inter = m.intermediate;
+  const double linear = 2 * t * (d * (hq + 2 * hkv) * hd + hq * hd * d + 3 * inter * d);
+  const double attention = 2 * 2 * hq * hd * t * (t + 1) / 2;  // QK^T and PV, causal
+  return m.layers * (linear + attention) + 2 * d * m.vocab;
+}
+
+double prefill_min_bytes(const ModelSpec& m, double t) {
+  const double head = 2.0 * m.vocab * m.hidden;  // the logits of the last token read the whole head
+  return 2.0 * m.layer_parameter_count() + head + 2.0 * t * m.hidden +
+         2.0 * m.layers * t * m.kv_width();
+}
+
+struct ReconstructWork {
+  double flops = 0, bytes = 0;
+};
+
+ReconstructWork reconstruct_work(const ModelSpec& m, const kvshift::cost_model::Topology& topo, double t,
+                                 double n, int predictor_bytes) {
+  ReconstructWork r;
+  const double w = static_cast<double>(m.kv_width());
+  for (const auto& g : topo.groups()) {
+    const double a = g.anchor_layers.size() * w, o = g.target_layers.size() * w;
+    r.flops += 2 * n * t * a * o;
+    r.bytes += n * t * a * 2 + a * o * predictor_bytes + o * 4 + n * t * o * 2;
+  }
+  return r;
+}
+
+std::string device_name() {
+  cudaDeviceProp p{};
+  KVSHIFT_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
+  return p.name;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string out_path, models = "qwen2.5-0.5b,qwen2.5-1.5b,tinyllama-1.1b", tokens = "512,4096,32768";
+  int repeats = 10;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--out") out_path = value;
+    else if (flag == "--models") models = value;
+    else if (flag == "--tokens") tokens = value;
+    else if (flag == "--repeats") repeats = std::stoi(value);
+    else {
+      std::cerr << "gpu_recovery_bench: unknown flag " << flag << "\n";
+      return 2;
+    }
+  }
+  if (out_path.empty()) {
+    std::cerr << "usage: gpu_recovery_bench --out FILE [--models a,b] [--tokens 512,4096] [--repeats N]\n";
+    return 2;
+  }
+  try {
+    auto profiler = kvshift::backend::make_cuda_profiler();
+    std::cerr << "device: " << profiler->device_description() << "\n";
+    const Ceilings ceil = measure_ceilings();
+    std::cerr << "ceilings: copy " << ceil.copy_bytes_per_s / 1e12 << " TB/s, bf16 GEMM "
+              << ceil.bf16_flops / 1e12 << " TFLOP/s\n";
+    std::ostringstream json;
+    json.precision(9);
+    json << "{\n  \"device\": \"" << device_name() << "\",\n  \"device_description\": \""
+         << profiler->device_description() << "\",\n  \"ceilings\": {\"copy_bytes_per_s\": "
+         << ceil.copy_bytes_per_s << ", \"bf16_gemm_flops\": " << ceil.bf16_flops << "},\n  \"models\": [";
+    bool first_model = true;
+    for (const std::string& name : split(models)) {
+      const ModelSpec& m = kvshift::cost_model::find_model(name);
+      const auto topo = kvshift::cost_model::Topology::parse("paper", m);
+      json << (first_model ? "\n" : ",\n") << "    {\"name\": \"" << m.name << "\", \"layers\": " << m.layers
+           << ", \"hidden\": " << m.hidden << ", \"q_heads\": " << m.q_heads << ", \"kv_heads\": " << m.kv_heads
+           << ", \"head_dim\": " << m.head_dim << ", \"intermediate\": " << m.intermediate
+           << ", \"vocab\": " << m.vocab << ", \"rope_theta\": " << m.rope_theta << ", \"rms_eps\": " << m.rms_eps
+           << ", \"attention_bias\": " << (m.attention_bias ? "true" : "false")
+           << ", \"tied_embeddings\": " << (m.tied_embeddings ? "true" : "false") << ", \"topology\": \""
+           << topo.describe() << "\", \"rows\": [";
+      first_model = false;
+      bool first_row = true;
+      for (const std::string& tok : split(tokens)) {
+        const std::int64_t t = std::stoll(tok);
+        kvshift::backend::ProfileRequest req;
+        req.model = m;
+        req.topology = topo;
+        req.tokens = {t};
+        req.sharing = {1};
+        req.predictor_dtype = kvshift::cost_model::DType::kBF16;
+        req.warmup = t > 8192 ? 1 : 2;
+        req.repeats = t > 8192 ? 3 : repeats;
+        for (const auto& row : profiler->run(req)) {
+          if (row.op != "prefill" && row.op != "reconstruct") continue;
+          const bool prefill = row.op == "prefill";
+          const auto rw = reconstruct_work(m, topo, static_cast<double>(t), 1.0, 2);
+          const double flops = prefill ? prefill_flops(m, static_cast<double>(t)) : rw.flops;
+          const double bytes = prefill ? prefill_min_bytes(m, static_cast<double>(t)) : rw.bytes;
+          std::cerr << m.name << " T=" << t << " " << row.op << ": " << row.median_s * 1e3 << " ms\n";
+          json << (first_row ? "\n" : ",\n") << "      {\"op\": \"" << row.op << "\", \"tokens\": " << t
+               << ", \"sharing\": " << row.sharing << ", \"median_s\": " << row.median_s
+               << ", \"p10_s\": " << row.p10_s << ", \"p90_s\": " << row.p90_s << ", \"repeats\": " << row.repeats
+               << ", \"flops\": " << flops << ", \"min_bytes\": " << bytes << "}";
+          first_row = false;
+        }
+      }
+      json << "\n    ]}";
+    }
+    json << "\n  ]\n}\n";
+    std::ofstream(out_path) << json.str();
+    std::cerr << "wrote " << out_path << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "gpu_recovery_bench: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
