@@ -197,6 +197,7 @@ class Network {
     std::uint32_t count = 0;
     std::uint32_t version = 0;
     std::uint32_t mark = 0;
+    std::uint32_t touched = 0;  ///< solver round that last changed it
   };
   struct HeapItem {
     double share;
@@ -219,6 +220,7 @@ class Network {
   void collect_component();
   void progressive_filling();
   void fix_flow(Flow& f, double rate);
+  void end_round();
   void apply_rates();
   void schedule_completion(Flow& f);
   void on_route_change(std::optional<LinkId> link, std::optional<NodeId> node);
@@ -239,7 +241,9 @@ class Network {
   std::vector<TransferId> comp_flows_;
   std::vector<std::pair<double, TransferId>> capped_;
   std::vector<HeapItem> heap_;
+  std::vector<std::uint32_t> touched_;
   std::uint32_t epoch_ = 0;
+  std::uint32_t round_ = 1;
   std::size_t active_ = 0;
   bool reshare_pending_ = false;
   std::uint64_t reshares_ = 0;

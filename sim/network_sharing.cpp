@@ -83,12 +83,26 @@ void Network::fix_flow(Flow& f, double rate) {
     Channel& ch = channels_[c];
     ch.rem -= rate;
     --ch.count;
+    if (ch.touched != round_) {
+      ch.touched = round_;
+      touched_.push_back(c);
+    }
+  }
+}
+
+void Network::end_round() {
+  // One heap update per channel whose share moved in this round (shares only grow,
+  // so the old entries are merely stale and are skipped by version).
+  for (const std::uint32_t c : touched_) {
+    Channel& ch = channels_[c];
     ++ch.version;
     if (ch.count > 0) {
       heap_.push_back({std::max(ch.rem, 0.0) / ch.count, c, ch.version});
       std::push_heap(heap_.begin(), heap_.end(), HeapLater{});
     }
   }
+  touched_.clear();
+  ++round_;
 }
 
 void Network::progressive_filling() {
@@ -119,6 +133,7 @@ void Network::progressive_filling() {
     const double share = heap_.empty() ? INFINITY : heap_.front().share;
     if (next_cap < capped_.size() && capped_[next_cap].first <= share) {
       fix_flow(flows_[capped_[next_cap].second], capped_[next_cap].first);
+      end_round();
       --unfixed;
       continue;
     }
@@ -132,6 +147,7 @@ void Network::progressive_filling() {
       fix_flow(f, share);
       --unfixed;
     }
+    end_round();
   }
 }
 

@@ -4,20 +4,12 @@
 #include <string>
 
 namespace kvshift::sim {
-namespace {
-
-constexpr bool earlier(std::int64_t ta, std::uint64_t sa, std::int64_t tb, std::uint64_t sb) {
-  return ta < tb || (ta == tb && sa < sb);
-}
-
-}  // namespace
-
-Simulator::Simulator() { heap_.reserve(1024); }
+Simulator::Simulator() = default;
 
 Simulator::~Simulator() {
   for (std::uint32_t i = 0; i < slot_count_; ++i) {
     Slot& s = slot(i);
-    if (s.state == State::kPending && s.destroy) s.destroy(s.storage);
+    if (state_[i] == State::kPending && s.destroy) s.destroy(s.storage);
   }
 }
 
@@ -35,87 +27,89 @@ std::uint32_t Simulator::acquire_slot() {
     return i;
   }
   if ((slot_count_ & (kBlockSize - 1)) == 0) blocks_.push_back(std::make_unique<Slot[]>(kBlockSize));
+  state_.push_back(State::kFree);
+  generation_.push_back(1);
   return slot_count_++;
 }
 
 void Simulator::release_slot(std::uint32_t i) {
-  Slot& s = slot(i);
-  s.state = State::kFree;
-  if (++s.generation == 0) s.generation = 1;  // 0 is reserved for "no event"
+  state_[i] = State::kFree;
+  if (++generation_[i] == 0) generation_[i] = 1;  // 0 is reserved for "no event"
   free_.push_back(i);
 }
 
-void Simulator::push_key(Key k) {
-  std::size_t pos = heap_.size();
-  heap_.push_back(k);
-  while (pos > 0) {
-    const std::size_t parent = (pos - 1) / 4;
-    const Key& p = heap_[parent];
-    if (!earlier(k.time, k.seq, p.time, p.seq)) break;
-    heap_[pos] = p;
-    pos = parent;
-  }
-  heap_[pos] = k;
+bool Simulator::refill() {
+  buckets_[0].clear();
+  head_ = 0;
+  int b = 1;
+  while (b < 65 && buckets_[b].empty()) ++b;
+  if (b == 65) return false;
+  std::vector<Key>& from = buckets_[b];
+  std::uint64_t lowest = from.front().time;
+  for (const Key& k : from) lowest = k.time < lowest ? k.time : lowest;
+  last_ = lowest;
+  for (const Key& k : from) buckets_[bucket_of(k.time, last_)].push_back(k);  // all below b, in order
+  from.clear();
+  return true;
 }
 
-Simulator::Key Simulator::pop_key() {
-  const Key top = heap_.front();
-  const Key last = heap_.back();
-  heap_.pop_back();
-  const std::size_t n = heap_.size();
-  if (n == 0) return top;
-  std::size_t pos = 0;
+bool Simulator::front_ready() {
   for (;;) {
-    const std::size_t first = 4 * pos + 1;
-    if (first >= n) break;
-    std::size_t best = first;
-    const std::size_t end = first + 4 < n ? first + 4 : n;
-    for (std::size_t c = first + 1; c < end; ++c) {
-      if (earlier(heap_[c].time, heap_[c].seq, heap_[best].time, heap_[best].seq)) best = c;
+    std::vector<Key>& front = buckets_[0];
+    while (head_ < front.size()) {
+      const std::uint32_t i = front[head_].slot;
+      if (state_[i] != State::kCancelled) return true;
+      release_slot(i);
+      ++head_;
     }
-    if (!earlier(heap_[best].time, heap_[best].seq, last.time, last.seq)) break;
-    heap_[pos] = heap_[best];
-    pos = best;
+    if (!refill()) return false;
   }
-  heap_[pos] = last;
-  return top;
 }
 
 bool Simulator::cancel(EventId id) {
   if (!id.valid() || id.slot >= slot_count_) return false;
+  if (generation_[id.slot] != id.generation || state_[id.slot] != State::kPending) return false;
   Slot& s = slot(id.slot);
-  if (s.generation != id.generation || s.state != State::kPending) return false;
   if (s.destroy) s.destroy(s.storage);
-  s.state = State::kCancelled;
+  state_[id.slot] = State::kCancelled;
   --live_;
   return true;
 }
 
 bool Simulator::is_pending(EventId id) const {
   if (!id.valid() || id.slot >= slot_count_) return false;
-  const Slot& s = slot(id.slot);
-  return s.generation == id.generation && s.state == State::kPending;
-}
-
-void Simulator::skip_tombstones() {
-  while (!heap_.empty() && slot(heap_.front().slot).state == State::kCancelled) {
-    release_slot(pop_key().slot);
-  }
+  return generation_[id.slot] == id.generation && state_[id.slot] == State::kPending;
 }
 
 SimTime Simulator::next_time() {
-  skip_tombstones();
-  return heap_.empty() ? SimTime::max() : SimTime{heap_.front().time};
+  // Peeks without refilling: a refill would move last_ past now(), and events may
+  // still be scheduled in between (run_until advances the clock without popping).
+  std::vector<Key>& front = buckets_[0];
+  while (head_ < front.size() && state_[front[head_].slot] == State::kCancelled) {
+    release_slot(front[head_++].slot);
+  }
+  if (head_ < front.size()) return SimTime{static_cast<std::int64_t>(last_)};
+  for (int b = 1; b < 65; ++b) {
+    bool found = false;
+    std::uint64_t lowest = ~std::uint64_t{0};
+    for (const Key& k : buckets_[b]) {
+      if (state_[k.slot] == State::kCancelled) continue;
+      found = true;
+      lowest = k.time < lowest ? k.time : lowest;
+    }
+    if (found) return SimTime{static_cast<std::int64_t>(lowest)};
+  }
+  return SimTime::max();
 }
 
 bool Simulator::step() {
-  skip_tombstones();
-  if (heap_.empty()) return false;
-  const Key k = pop_key();
-  if (k.time < now_.ns) throw std::logic_error("Simulator: time went backwards");
-  now_ = SimTime{k.time};
+  if (!front_ready()) return false;
+  const Key k = buckets_[0][head_++];
+  const SimTime t{static_cast<std::int64_t>(k.time)};
+  if (t < now_) throw std::logic_error("Simulator: time went backwards");
+  now_ = t;
   Slot& s = slot(k.slot);
-  s.state = State::kRunning;
+  state_[k.slot] = State::kRunning;
   --live_;
   ++executed_;
   // Releases the slot even if the callable throws (slots have stable addresses).

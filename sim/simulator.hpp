@@ -8,18 +8,26 @@
 // now() is a programming error (std::logic_error).
 //
 // Data layout and complexity (n = events in the queue, tombstones included):
-//   schedule_at / schedule_after  O(log n)  push onto an implicit 4-ary heap of
-//                                            24-byte (time, seq, slot) keys
+//   schedule_at / schedule_after  O(1)      append to one bucket of a radix heap
 //   cancel                        O(1)      tombstone: the slot is marked and its
-//                                            callable destroyed; the heap key is
-//                                            dropped when it reaches the top
-//   step (pop)                    O(log n)  amortised over skipped tombstones
+//                                            callable destroyed; its key is dropped
+//                                            when it reaches the front
+//   step (pop)                    amortised O(log2 of the time span of the queue):
+//                                            a key moves to a lower bucket at most
+//                                            once per bit of its distance to now
+// The queue is a radix heap keyed by time: bucket b holds keys whose highest bit
+// differing from the last popped time is bit b-1, so it needs time to be
+// monotone, which a simulator guarantees. Buckets are append-only vectors and
+// are redistributed in order, so keys of equal time leave in the order they
+// were scheduled with no sequence number to compare.
 // Callables live in pooled slots (stable addresses, recycled through a free
-// list) with 48 bytes of inline storage, so the hot path allocates nothing and
-// calls through one plain function pointer: no std::function and no virtual
-// call per event. Larger callables still work; they are boxed on the heap.
+// list) with 48 bytes of inline storage, so the hot path allocates nothing once
+// the buffers are warm and calls through one plain function pointer: no
+// std::function and no virtual call per event. Larger callables still work;
+// they are boxed on the heap.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -77,7 +85,8 @@ class Simulator {
   std::size_t pending_count() const { return live_; }
   /// Events run so far.
   std::uint64_t executed_count() const { return executed_; }
-  /// Time of the next live event, or SimTime::max() when none is left.
+  /// Time of the next live event, or SimTime::max() when none is left. O(1) while
+  /// events are due at the front time, else a scan of one bucket.
   SimTime next_time();
 
  private:
@@ -87,17 +96,16 @@ class Simulator {
 
   enum class State : std::uint8_t { kFree, kPending, kCancelled, kRunning };
 
-  struct Slot {
+  /// One cache line: the callable and how to run and destroy it. The slot's
+  /// state and generation live in compact side arrays that the queue scans.
+  struct alignas(64) Slot {
     alignas(std::max_align_t) unsigned char storage[kInline];
     void (*invoke)(void*) = nullptr;
     void (*destroy)(void*) = nullptr;
-    std::uint32_t generation = 1;
-    State state = State::kFree;
   };
 
   struct Key {
-    std::int64_t time;
-    std::uint64_t seq;
+    std::uint64_t time;
     std::uint32_t slot;
   };
 
@@ -113,11 +121,15 @@ class Simulator {
   }
   std::uint32_t acquire_slot();
   void release_slot(std::uint32_t i);
-  void push_key(Key k);
-  Key pop_key();
+  static int bucket_of(std::uint64_t time, std::uint64_t last) {
+    return time == last ? 0 : 64 - __builtin_clzll(time ^ last);
+  }
+  void push_key(Key k) { buckets_[bucket_of(k.time, last_)].push_back(k); }
+  /// Moves the earliest keys into bucket 0; false when the queue is empty.
+  bool refill();
+  /// Drops cancelled keys from the front; false when no live event is left.
+  bool front_ready();
   void check_time(SimTime t) const;
-  /// Drops cancelled keys from the top of the heap.
-  void skip_tombstones();
 
   template <class Fn>
   static void invoke_fn(void* p) {
@@ -129,14 +141,17 @@ class Simulator {
   }
 
   SimTime now_{};
-  std::uint64_t next_seq_ = 0;
   std::uint64_t executed_ = 0;
   std::size_t live_ = 0;
   bool stop_requested_ = false;
-  std::vector<Key> heap_;
+  std::array<std::vector<Key>, 65> buckets_;
+  std::size_t head_ = 0;      ///< next key of bucket 0
+  std::uint64_t last_ = 0;    ///< time of bucket 0's keys
   std::vector<std::unique_ptr<Slot[]>> blocks_;
   std::uint32_t slot_count_ = 0;
   std::vector<std::uint32_t> free_;
+  std::vector<State> state_;                ///< per slot
+  std::vector<std::uint32_t> generation_;   ///< per slot; never 0
 };
 
 template <class F>
@@ -155,10 +170,10 @@ EventId Simulator::schedule_at(SimTime t, F&& fn) {
     s.invoke = &invoke_fn<Box>;
     s.destroy = &destroy_fn<Box>;
   }
-  s.state = State::kPending;
+  state_[i] = State::kPending;
   ++live_;
-  push_key({t.ns, next_seq_++, i});
-  return {i, s.generation};
+  push_key({static_cast<std::uint64_t>(t.ns), i});
+  return {i, generation_[i]};
 }
 
 }  // namespace kvshift::sim

@@ -96,6 +96,21 @@ TEST(EventQueue, RunUntilStopsAtTheBoundaryAndAdvancesTheClock) {
   EXPECT_EQ(sim.now(), SimTime{500});
 }
 
+TEST(EventQueue, EventsScheduledAfterRunUntilKeepTheirOrder) {
+  Simulator sim;
+  std::vector<std::int64_t> times;
+  auto record = [&] { times.push_back(sim.now().ns); };
+  sim.schedule_at(SimTime{0}, record);
+  sim.schedule_at(seconds(5), record);
+  sim.schedule_at(milliseconds(8), record);
+  sim.run_until(milliseconds(1));
+  sim.schedule_after(SimTime{5}, record);  // between now and the next pending event
+  sim.schedule_after(SimTime{0}, record);
+  EXPECT_EQ(sim.next_time(), milliseconds(1));
+  sim.run();
+  EXPECT_EQ(times, (std::vector<std::int64_t>{0, 1'000'000, 1'000'005, 8'000'000, 5'000'000'000}));
+}
+
 TEST(EventQueue, StopEndsRunAfterTheCurrentEvent) {
   Simulator sim;
   int ran = 0;
