@@ -1,11 +1,12 @@
-// Cluster generators -> explicit nodes and links. Names (stable, used by
-// events in scenario files):
-//   star        switch; node0..node{n-1}; links "node<i>-switch"
-//   ring        node0..node{n-1}; links "node<i>-node<i+1 mod n>"
-//   leaf_spine  spine<s>, leaf<l>, node<i> (i = l·nodes_per_leaf + k, numbered across leaves);
-//               links "node<i>-leaf<l>" and "leaf<l>-spine<s>"
-//   multi_site  <site>-switch, <site>-node<i>; links "<site>-node<i>-<site>-switch";
-//               WAN links "wan:<siteA>-<siteB>" for every pair of sites
+// Cluster generators -> explicit nodes and links. Names and order match the
+// simulator's own generators (sim/generators.hpp) so events can name nodes the
+// same way whichever side builds the graph:
+//   star        hub; gpu0..gpu{n-1}; links "gpu<i>-hub"
+//   ring        gpu0..gpu{n-1} (n >= 3); links "gpu<i>-gpu<i+1 mod n>"
+//   leaf_spine  leaf<l>, spine<s>, gpu<i> (i = l·nodes_per_leaf + k, numbered across leaves);
+//               links "gpu<i>-leaf<l>", then "leaf<l>-spine<s>"
+//   multi_site  per site: "<site>/gw" and "<site>/gpu<i>" with links "<site>/gpu<i>-<site>/gw";
+//               WAN links "<a>/gw-<b>/gw" between every pair of sites
 #include "scenarios/scenario_parts.hpp"
 
 namespace kvshift::scenarios::detail {
@@ -22,50 +23,46 @@ void add_switch(std::string name, std::string site, sim::ClusterSpec& out) {
 }
 
 void add_link(const std::string& a, const std::string& b, BitsPerSecond bw, Seconds lat,
-              sim::ClusterSpec& out, std::string name = {}) {
-  if (name.empty()) name = a + "-" + b;
-  out.links.push_back({std::move(name), a, b, bw, lat, sim::Duplex::kFull});
+              sim::ClusterSpec& out) {
+  out.links.push_back({a + "-" + b, a, b, bw, lat, sim::Duplex::kFull});
 }
 
 }  // namespace
 
 void expand_star(const sim::StarSpec& s, const sim::NodeTemplate& t, Bytes hbm,
                  sim::ClusterSpec& out) {
-  add_switch("switch", "", out);
+  add_switch("hub", "", out);
   for (int i = 0; i < s.nodes; ++i) {
-    const std::string n = "node" + std::to_string(i);
+    const std::string n = "gpu" + std::to_string(i);
     add_gpu_node(n, t, hbm, "", out);
-    add_link(n, "switch", s.bandwidth, s.latency, out);
+    add_link(n, "hub", s.bandwidth, s.latency, out);
   }
 }
 
 void expand_ring(const sim::RingSpec& s, const sim::NodeTemplate& t, Bytes hbm,
                  sim::ClusterSpec& out) {
-  for (int i = 0; i < s.nodes; ++i) add_gpu_node("node" + std::to_string(i), t, hbm, "", out);
-  if (s.nodes < 2) return;
-  // Two nodes make one link, not a doubled pair.
-  const int links = s.nodes == 2 ? 1 : s.nodes;
-  for (int i = 0; i < links; ++i) {
-    add_link("node" + std::to_string(i), "node" + std::to_string((i + 1) % s.nodes), s.bandwidth,
+  for (int i = 0; i < s.nodes; ++i) add_gpu_node("gpu" + std::to_string(i), t, hbm, "", out);
+  for (int i = 0; i < s.nodes; ++i) {
+    add_link("gpu" + std::to_string(i), "gpu" + std::to_string((i + 1) % s.nodes), s.bandwidth,
              s.latency, out);
   }
 }
 
 void expand_leaf_spine(const sim::LeafSpineSpec& s, const sim::NodeTemplate& t, Bytes hbm,
                        sim::ClusterSpec& out) {
+  for (int l = 0; l < s.leaves; ++l) add_switch("leaf" + std::to_string(l), "", out);
   for (int sp = 0; sp < s.spines; ++sp) add_switch("spine" + std::to_string(sp), "", out);
   for (int l = 0; l < s.leaves; ++l) {
-    const std::string leaf = "leaf" + std::to_string(l);
-    add_switch(leaf, "", out);
-    for (int sp = 0; sp < s.spines; ++sp) {
-      add_link(leaf, "spine" + std::to_string(sp), s.uplink_bandwidth, s.latency, out);
+    for (int k = 0; k < s.nodes_per_leaf; ++k) {
+      const std::string n = "gpu" + std::to_string(l * s.nodes_per_leaf + k);
+      add_gpu_node(n, t, hbm, "", out);
+      add_link(n, "leaf" + std::to_string(l), s.node_bandwidth, s.latency, out);
     }
   }
   for (int l = 0; l < s.leaves; ++l) {
-    for (int k = 0; k < s.nodes_per_leaf; ++k) {
-      const std::string n = "node" + std::to_string(l * s.nodes_per_leaf + k);
-      add_gpu_node(n, t, hbm, "", out);
-      add_link(n, "leaf" + std::to_string(l), s.node_bandwidth, s.latency, out);
+    for (int sp = 0; sp < s.spines; ++sp) {
+      add_link("leaf" + std::to_string(l), "spine" + std::to_string(sp), s.uplink_bandwidth,
+               s.latency, out);
     }
   }
 }
@@ -73,18 +70,18 @@ void expand_leaf_spine(const sim::LeafSpineSpec& s, const sim::NodeTemplate& t, 
 void expand_multi_site(const sim::MultiSiteSpec& s, const sim::NodeTemplate& t, Bytes hbm,
                        sim::ClusterSpec& out) {
   for (const sim::SiteSpec& site : s.sites) {
-    const std::string sw = site.name + "-switch";
-    add_switch(sw, site.name, out);
+    const std::string gw = site.name + "/gw";
+    add_switch(gw, site.name, out);
     for (int i = 0; i < site.nodes; ++i) {
-      const std::string n = site.name + "-node" + std::to_string(i);
+      const std::string n = site.name + "/gpu" + std::to_string(i);
       add_gpu_node(n, t, hbm, site.name, out);
-      add_link(n, sw, site.lan_bandwidth, site.lan_latency, out);
+      add_link(n, gw, site.lan_bandwidth, site.lan_latency, out);
     }
   }
   for (std::size_t i = 0; i < s.sites.size(); ++i) {
     for (std::size_t j = i + 1; j < s.sites.size(); ++j) {
-      add_link(s.sites[i].name + "-switch", s.sites[j].name + "-switch", s.wan_bandwidth,
-               s.wan_latency, out, "wan:" + s.sites[i].name + "-" + s.sites[j].name);
+      add_link(s.sites[i].name + "/gw", s.sites[j].name + "/gw", s.wan_bandwidth, s.wan_latency,
+               out);
     }
   }
 }

@@ -65,6 +65,7 @@ Names check_cluster(const sim::ClusterSpec& c, Diagnostics& d, const LoadContext
     }
     if (l.a == l.b) d.add(p + "/b", "a link must join two different nodes (got \"" + l.b + "\" twice)");
   }
+  if (!d.empty()) return n;  // reachability is meaningless with broken links
   if (std::none_of(c.nodes.begin(), c.nodes.end(), [](const auto& x) { return x.kind == NodeKind::kGpu; })) {
     d.add("/cluster", "has no GPU node");
     return n;
@@ -115,9 +116,7 @@ void check_memory(const sim::ScenarioSpec& s, Diagnostics& d, const LoadContext&
   for (std::size_t i = 0; i < s.cluster.nodes.size(); ++i) {
     const sim::NodeSpec& n = s.cluster.nodes[i];
     if (n.kind != NodeKind::kGpu) continue;
-    std::string p = i < ctx.generated_nodes
-                        ? (s.cluster.node_template.hbm_per_gpu ? "/cluster/node/hbm" : "/gpu")
-                        : node_ptr(ctx, i);
+    const std::string& p = ctx.hbm_origin[i];
     if (said.count(p)) continue;
     if (weights > n.hbm_per_gpu) {
       d.add(p, "model " + s.model.name + " weights (" + gib(weights) + ") do not fit in the " +

@@ -67,9 +67,9 @@ void parse_link(const Reader& l, std::vector<sim::LinkSpec>& out) {
   out.push_back(std::move(link));
 }
 
-std::optional<sim::StarSpec> parse_star_like(const Reader& g) {
+std::optional<sim::StarSpec> parse_star_like(const Reader& g, std::int64_t min_nodes) {
   g.allow_only(keys::kStar);
-  auto n = int_in(g, "nodes", 1, kMaxNodes, true);
+  auto n = int_in(g, "nodes", min_nodes, kMaxNodes, true);
   auto bw = positive_bandwidth(g, "bandwidth", true);
   auto lat = duration_at_least0(g, "latency", false, false);
   if (!n || !bw) return std::nullopt;
@@ -170,7 +170,7 @@ sim::ClusterSpec parse_cluster(const Reader& c, const cost_model::GpuSpec& gpu, 
     const std::string& g = generators[0];
     if (auto r = c.object(g)) {
       if (g == "star" || g == "ring") {
-        if (auto s = parse_star_like(*r)) {
+        if (auto s = parse_star_like(*r, g == "ring" ? 3 : 1)) {
           if (g == "star") {
             out.generator = sim::ClusterGenerator::kStar;
             out.star = sim::StarSpec{*s};
@@ -196,8 +196,12 @@ sim::ClusterSpec parse_cluster(const Reader& c, const cost_model::GpuSpec& gpu, 
   }
   ctx.generated_nodes = out.nodes.size();
   ctx.generated_links = out.links.size();
-  c.each("nodes", [&](const Reader& n) { parse_node(n, out.node_template, hbm, out.nodes); },
-         false);
+  const std::string default_hbm = out.node_template.hbm_per_gpu ? c.pointer() + "/node/hbm" : "/gpu";
+  ctx.hbm_origin.assign(out.nodes.size(), default_hbm);
+  c.each("nodes", [&](const Reader& n) {
+    parse_node(n, out.node_template, hbm, out.nodes);
+    ctx.hbm_origin.push_back(n.has("hbm") ? n.pointer() + "/hbm" : default_hbm);
+  }, false);
   c.each("links", [&](const Reader& l) { parse_link(l, out.links); }, false);
   return out;
 }

@@ -22,6 +22,7 @@ struct LoadContext {
   std::size_t generated_nodes = 0;  ///< cluster.nodes[0, generated_nodes) come from a generator
   std::size_t generated_links = 0;
   std::string generator_pointer;    ///< e.g. "/cluster/leaf_spine"
+  std::vector<std::string> hbm_origin;  ///< per cluster node: the pointer its HBM size came from
   std::vector<std::size_t> event_order;  ///< spec.events[i] came from /events/event_order[i]
   bool workload_uses_trace = false;
 };

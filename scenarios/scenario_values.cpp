@@ -30,7 +30,8 @@ std::string closest_name(const std::string& word, const std::vector<std::string>
       }
       std::swap(prev, cur);
     }
-    if (prev[n.size()] < best_d) {
+    // Short names: a suggestion must share at least half of the word.
+    if (prev[n.size()] < best_d && 2 * prev[n.size()] <= word.size()) {
       best_d = prev[n.size()];
       best = n;
     }

@@ -55,6 +55,7 @@ class Problems {
       text_ += (text_.empty() ? "" : "\n  ") + source_ + ":" + std::to_string(line) + ": " + msg;
     }
   }
+  bool empty() const { return count_ == 0; }
   void throw_if_any() const {
     if (count_ == 0) return;
     std::string t = text_;
@@ -165,7 +166,7 @@ void check_row(const Row& r, Problems& problems, std::string_view prompt_col,
 }
 
 TraceFile finish(std::vector<Row> rows, const char* layout, Problems& problems, std::size_t last) {
-  if (rows.empty()) problems.add(last, "the trace holds no requests");
+  if (rows.empty() && problems.empty()) problems.add(last, "the trace holds no requests");
   problems.throw_if_any();
   std::stable_sort(rows.begin(), rows.end(),
                    [](const Row& a, const Row& b) { return a.arrival_s < b.arrival_s; });
@@ -278,7 +279,7 @@ TraceFile parse_jsonl(std::string_view text, Problems& problems) {
     auto t = rd.number(layout->arrival);
     auto p = rd.integer(layout->prompt);
     auto o = rd.integer(layout->output);
-    for (const std::string& item : diag.items()) problems.add(line, item.substr(1));
+    for (const std::string& item : diag.items()) problems.add(line, item);
     if (!t || !p || !o) continue;
     Row r{line, layout->unit == TimeUnit::kMilliseconds ? *t / 1000.0 : *t, *p, *o};
     check_row(r, problems, layout->prompt, layout->output);

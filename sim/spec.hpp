@@ -2,7 +2,8 @@
 // loader (scenarios/scenario_loader.hpp) fills it from JSON, converting every
 // unit string once; nothing here knows about JSON, files or Boost. Cluster
 // generators (star, ring, leaf-spine, multi-site) are kept as written AND
-// expanded into explicit nodes and links, so the simulator only ever reads
+// expanded into explicit nodes and links (names as sim/generators.hpp makes
+// them: hub, gpu<i>, leaf<l>, spine<s>), so the simulator only needs to read
 // `ClusterSpec::nodes` / `links`. Paths are already resolved against the
 // scenario file's folder, and a trace file is already read into `trace`.
 #pragma once
@@ -52,14 +53,14 @@ struct NodeTemplate {
   Bytes host_memory{256LL << 30};
 };
 
-/// Star: `nodes` gpu nodes around one switch.
+/// Star: `nodes` gpu nodes around one switch "hub".
 struct StarSpec {
   int nodes = 0;
   BitsPerSecond bandwidth;
   Seconds latency;
 };
 
-/// Ring: `nodes` gpu nodes, node i linked to node i+1 (mod n).
+/// Ring: `nodes` (>= 3) gpu nodes, node i linked to node i+1 (mod n).
 struct RingSpec {
   int nodes = 0;
   BitsPerSecond bandwidth;
@@ -84,7 +85,7 @@ struct SiteSpec {
   Seconds lan_latency;
 };
 
-/// Sites, each a star around its switch; site switches fully meshed by WAN links.
+/// Sites, each a star around its gateway switch "<site>/gw"; gateways fully meshed by WAN links.
 struct MultiSiteSpec {
   std::vector<SiteSpec> sites;
   BitsPerSecond wan_bandwidth;

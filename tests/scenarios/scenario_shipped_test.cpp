@@ -1,0 +1,152 @@
+// Every shipped scenario loads cleanly, and the values that matter come out
+// of the loader as the files say (units converted, generators expanded).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "scenarios/scenario_loader.hpp"
+#include "tests/scenarios/scenario_test_util.hpp"
+
+namespace kvshift::scenarios {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kDir = std::string(KVSHIFT_SOURCE_DIR) + "/scenarios";
+
+std::vector<std::string> shipped_files() {
+  std::vector<std::string> files;
+  for (const auto& folder : {kDir, kDir + "/regression"}) {
+    for (const auto& e : fs::directory_iterator(folder)) {
+      if (e.path().extension() == ".json" && e.path().filename() != "schema.json") {
+        files.push_back(e.path().string());
+      }
+    }
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+int count_kind(const sim::ScenarioSpec& s, sim::NodeKind k) {
+  return static_cast<int>(std::count_if(s.cluster.nodes.begin(), s.cluster.nodes.end(),
+                                        [&](const auto& n) { return n.kind == k; }));
+}
+
+const sim::LinkSpec* link(const sim::ScenarioSpec& s, const std::string& name) {
+  for (const auto& l : s.cluster.links) {
+    if (l.name == name) return &l;
+  }
+  return nullptr;
+}
+
+TEST(ShippedScenarios, EveryFileLoadsWithoutProblems) {
+  const auto files = shipped_files();
+  ASSERT_GE(files.size(), 10u);
+  for (const auto& f : files) {
+    const ScenarioLoad load = try_load_scenario_file(f);
+    EXPECT_TRUE(load.spec.has_value()) << f << ":\n" << (load.problems.empty() ? "" : load.problems[0]);
+  }
+}
+
+TEST(ShippedScenarios, TheIssueNamesAreAllThere) {
+  for (const char* name : {"quickstart", "paper-local-recovery", "wan-migration",
+                           "leafspine-failover", "predictor-sharing"}) {
+    EXPECT_TRUE(fs::exists(kDir + "/" + name + ".json")) << name;
+  }
+}
+
+TEST(ShippedScenarios, EmbeddedQuickstartIsTheFile) {
+  std::ifstream in(kDir + "/quickstart.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(text.str(), std::string(embedded_quickstart_text()));
+  const sim::ScenarioSpec s = load_embedded_quickstart();
+  EXPECT_EQ(s.name, "quickstart");
+  EXPECT_EQ(s.policies.strategies.size(), 5u) << "quickstart shows every strategy";
+}
+
+TEST(ShippedScenarios, QuickstartValuesAreConvertedOnce) {
+  const sim::ScenarioSpec s = load_embedded_quickstart();
+  EXPECT_EQ(s.model.name, "qwen2.5-1.5b");
+  EXPECT_EQ(s.gpu.name, "h100");
+  EXPECT_EQ(s.cluster.generator, sim::ClusterGenerator::kStar);
+  EXPECT_EQ(count_kind(s, sim::NodeKind::kGpu), 4);
+  ASSERT_NE(link(s, "gpu2-hub"), nullptr);
+  EXPECT_EQ(link(s, "gpu2-hub")->bandwidth.value, 25e9);
+  EXPECT_DOUBLE_EQ(link(s, "gpu2-hub")->latency.value, 20e-6);
+  EXPECT_EQ(s.cluster.nodes[1].host_memory, Bytes{256LL << 30});
+  EXPECT_EQ(s.cluster.nodes[1].hbm_per_gpu, s.gpu.hbm_capacity);
+  EXPECT_EQ(s.workload.arrival, sim::ArrivalKind::kPoisson);
+  EXPECT_EQ(s.workload.rate_per_s, 4.0);
+  EXPECT_EQ(s.workload.prompt_tokens.kind, sim::TokenDistKind::kLognormal);
+  EXPECT_EQ(s.workload.output_tokens.min, 32);
+  EXPECT_EQ(s.workload.output_tokens.max, 256);
+  ASSERT_EQ(s.events.size(), 3u);
+  EXPECT_EQ(s.events[0].kind, sim::EventKind::kNodeFailure);
+  EXPECT_DOUBLE_EQ(s.events[0].detection_delay.value, 0.5);
+  EXPECT_DOUBLE_EQ(s.events[0].repair_after->value, 30.0);
+  EXPECT_EQ(s.events[1].bandwidth->value, 1e9);
+  ASSERT_TRUE(s.risk_kv.has_value());
+  EXPECT_EQ(s.risk_kv->topology.describe(), "G2,G3,G5,G6");
+  ASSERT_TRUE(s.proxy_kv.has_value());
+  EXPECT_EQ(s.proxy_kv->proxy_model.name, "qwen2.5-0.5b");
+  EXPECT_EQ(s.seed, 42u);
+  EXPECT_DOUBLE_EQ(s.duration.value, 60.0);
+  EXPECT_DOUBLE_EQ(s.slo.ttft->value, 0.5);
+}
+
+TEST(ShippedScenarios, LeafSpineHas64GpuNodesAndDerivedUplinks) {
+  const sim::ScenarioSpec s = load_scenario_file(kDir + "/leafspine-failover.json");
+  EXPECT_EQ(count_kind(s, sim::NodeKind::kGpu), 64);
+  EXPECT_EQ(count_kind(s, sim::NodeKind::kSwitch), 8 + 4);
+  EXPECT_EQ(s.cluster.links.size(), 64u + 8u * 4u);
+  // uplink = nodes_per_leaf · node_bandwidth / (spines · oversubscription) = 8·400G / (4·2).
+  EXPECT_DOUBLE_EQ(s.cluster.leaf_spine->uplink_bandwidth.value, 400e9);
+  ASSERT_NE(link(s, "leaf7-spine3"), nullptr);
+  EXPECT_DOUBLE_EQ(link(s, "leaf7-spine3")->bandwidth.value, 400e9);
+  ASSERT_NE(link(s, "gpu63-leaf7"), nullptr);
+  EXPECT_EQ(std::count_if(s.events.begin(), s.events.end(),
+                          [](const auto& e) { return e.kind == sim::EventKind::kNodeFailure; }),
+            2);
+  EXPECT_EQ(s.cluster.nodes.back().gpus, 8);
+}
+
+TEST(ShippedScenarios, WanMigrationCrossesA100MbpsWan) {
+  const sim::ScenarioSpec s = load_scenario_file(kDir + "/wan-migration.json");
+  const sim::LinkSpec* wan = link(s, "east/gw-west/gw");
+  ASSERT_NE(wan, nullptr);
+  EXPECT_EQ(wan->bandwidth.value, 100e6);
+  EXPECT_DOUBLE_EQ(wan->latency.value, 0.02);
+  EXPECT_EQ(count_kind(s, sim::NodeKind::kStorage), 1);
+  EXPECT_EQ(s.predictors.placement, sim::PredictorPlacement::kOnDemand);
+  EXPECT_EQ(*s.predictors.hbm_budget, Bytes{64LL << 20});
+  EXPECT_EQ(s.workload.arrival, sim::ArrivalKind::kGamma);
+  EXPECT_EQ(s.workload.cv, 2.0);
+}
+
+TEST(ShippedScenarios, PaperLocalRecoveryHasThreeModelsAtBatchOne) {
+  for (const char* model : {"qwen2.5-0.5b", "qwen2.5-1.5b", "tinyllama-1.1b"}) {
+    const std::string f = std::string(model) == "qwen2.5-0.5b"
+                              ? kDir + "/paper-local-recovery.json"
+                              : kDir + "/paper-local-recovery-" + model + ".json";
+    const sim::ScenarioSpec s = load_scenario_file(f);
+    EXPECT_EQ(s.model.name, model);
+    EXPECT_EQ(s.serving.max_batch, 1);
+    ASSERT_EQ(s.workload.trace.size(), 1u);
+    EXPECT_EQ(s.workload.trace[0].prompt_tokens, 512);
+    EXPECT_EQ(s.policies.strategies,
+              (std::vector<sim::Strategy>{sim::Strategy::kTokenReplay, sim::Strategy::kRiskKv}));
+    EXPECT_FALSE(s.risk_kv->topology.empty());
+  }
+}
+
+TEST(ShippedScenarios, TracePathsResolveAgainstTheScenarioFolder) {
+  const sim::ScenarioSpec s = load_scenario_file(kDir + "/regression/drain-full-kv-100mbps.json");
+  EXPECT_EQ(s.workload.trace_path, fs::path(kDir + "/traces/one-request-512.csv").lexically_normal().string());
+  EXPECT_EQ(s.workload.trace.size(), 1u);
+}
+
+}  // namespace
+}  // namespace kvshift::scenarios
