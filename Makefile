@@ -8,7 +8,7 @@ JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: all deps configure build run test bench clean
+.PHONY: all deps configure build run test bench model clean
 
 all: build
 
@@ -31,6 +31,9 @@ test: build
 
 bench: build
 	@bench/run_all.sh $(BUILD_DIR)
+
+model:
+	@tools/prepare_model.sh
 
 clean:
 	rm -rf $(BUILD_DIR)

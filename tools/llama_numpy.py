@@ -1,0 +1,137 @@
+"""A plain numpy Llama forward pass over a Hugging Face-style folder (config.json + model.safetensors).
+
+What it models: token embedding, per layer RMSNorm -> grouped-query attention with half-split RoPE
+(HF `rotate_half`: pairs (i, i + d/2)) and a causal mask -> residual -> RMSNorm -> SwiGLU MLP ->
+residual, final RMSNorm and the (tied or separate) LM head; mean next-token NLL in float64 log-softmax.
+Everything is float32 matmuls, one window at a time, no KV cache (teacher-forced scoring only). It is
+the reference the C++ backends are checked against, so it is written to be obviously right, not fast.
+Leaves out rope scaling, sliding windows, biases and batching of unequal lengths.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from safetensors.numpy import load_file
+
+
+@dataclass
+class LlamaConfig:
+    """The config.json fields the forward pass needs."""
+    hidden: int
+    layers: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    eps: float
+    theta: float
+    tied: bool
+
+    @staticmethod
+    def load(path: Path) -> "LlamaConfig":
+        """Reads config.json, naming the missing field on error."""
+        c = json.loads(Path(path).read_text())
+        try:
+            heads = int(c["num_attention_heads"])
+            return LlamaConfig(hidden=int(c["hidden_size"]), layers=int(c["num_hidden_layers"]), heads=heads,
+                               kv_heads=int(c.get("num_key_value_heads", heads)),
+                               head_dim=int(c.get("head_dim", int(c["hidden_size"]) // heads)),
+                               intermediate=int(c["intermediate_size"]), vocab=int(c["vocab_size"]),
+                               eps=float(c["rms_norm_eps"]), theta=float(c.get("rope_theta", 10000.0)),
+                               tied=bool(c.get("tie_word_embeddings", False)))
+        except KeyError as e:
+            raise ValueError(f"{path}: missing field {e.args[0]!r}") from None
+
+
+class LlamaModel:
+    """Weights of one model folder plus the forward pass."""
+
+    def __init__(self, folder: Path, gguf_qk_order: bool = False, adjacent_rope: bool = False):
+        """Loads the model; gguf_qk_order=True re-permutes Q/K rows to llama.cpp order (the wrong
+        layout for half-split RoPE), to show what a missed un-permutation does; adjacent_rope=True
+        rotates pairs (2i, 2i + 1) as llama.cpp does (right only together with gguf_qk_order)."""
+        folder = Path(folder)
+        self.adjacent_rope = adjacent_rope
+        self.cfg = LlamaConfig.load(folder / "config.json")
+        self.w = load_file(str(folder / "model.safetensors"))
+        if gguf_qk_order:
+            from gguf_quants import permute_for_gguf
+            for i in range(self.cfg.layers):
+                p = f"model.layers.{i}.self_attn."
+                self.w[p + "q_proj.weight"] = permute_for_gguf(self.w[p + "q_proj.weight"], self.cfg.heads)
+                self.w[p + "k_proj.weight"] = permute_for_gguf(self.w[p + "k_proj.weight"], self.cfg.kv_heads)
+        self.w = {k: v.astype(np.float32, copy=False) for k, v in self.w.items()}
+        self.head = self.w["model.embed_tokens.weight"] if self.cfg.tied else self.w["lm_head.weight"]
+
+    def rope_tables(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """cos/sin [n, head_dim] for positions 0..n-1, HF layout (frequencies repeated for both halves)."""
+        d = self.cfg.head_dim
+        inv = 1.0 / (self.cfg.theta ** (np.arange(0, d, 2, dtype=np.float64) / d))
+        ang = np.outer(np.arange(n, dtype=np.float64), inv)
+        ang = np.concatenate([ang, ang], axis=1)
+        return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+
+    def rms_norm(self, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
+        """x * rsqrt(mean(x^2) + eps) * weight, per row."""
+        var = np.mean(x.astype(np.float32) ** 2, axis=-1, keepdims=True)
+        return (x / np.sqrt(var + self.cfg.eps)) * weight
+
+    def apply_rope(self, x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+        """Half-split rotation x * cos + rotate_half(x) * sin (or adjacent pairs), x [heads, n, head_dim]."""
+        half = x.shape[-1] // 2
+        if self.adjacent_rope:
+            c, s = cos[:, :half], sin[:, :half]
+            even, odd = x[..., 0::2], x[..., 1::2]
+            return np.stack([even * c - odd * s, even * s + odd * c], axis=-1).reshape(x.shape)
+        rot = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+        return x * cos + rot * sin
+
+    def attention(self, i: int, x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+        """One layer's causal GQA attention output (after o_proj), x [n, hidden] already normalised."""
+        c, p = self.cfg, f"model.layers.{i}.self_attn."
+        n = x.shape[0]
+        q = (x @ self.w[p + "q_proj.weight"].T).reshape(n, c.heads, c.head_dim).transpose(1, 0, 2)
+        k = (x @ self.w[p + "k_proj.weight"].T).reshape(n, c.kv_heads, c.head_dim).transpose(1, 0, 2)
+        v = (x @ self.w[p + "v_proj.weight"].T).reshape(n, c.kv_heads, c.head_dim).transpose(1, 0, 2)
+        q, k = self.apply_rope(q, cos, sin), self.apply_rope(k, cos, sin)
+        group = c.heads // c.kv_heads
+        k, v = np.repeat(k, group, axis=0), np.repeat(v, group, axis=0)  # [heads, n, head_dim]
+        scores = (q @ k.transpose(0, 2, 1)) / np.float32(np.sqrt(c.head_dim))
+        scores = scores + np.triu(np.full((n, n), -np.inf, dtype=np.float32), k=1)
+        scores = scores - scores.max(axis=-1, keepdims=True)
+        probs = np.exp(scores)
+        probs /= probs.sum(axis=-1, keepdims=True)
+        out = (probs @ v).transpose(1, 0, 2).reshape(n, c.heads * c.head_dim)
+        return out @ self.w[p + "o_proj.weight"].T
+
+    def mlp(self, i: int, x: np.ndarray) -> np.ndarray:
+        """SwiGLU: down(silu(gate(x)) * up(x))."""
+        p = f"model.layers.{i}.mlp."
+        g = x @ self.w[p + "gate_proj.weight"].T
+        u = x @ self.w[p + "up_proj.weight"].T
+        return ((g / (1.0 + np.exp(-g))) * u) @ self.w[p + "down_proj.weight"].T
+
+    def logits(self, ids: np.ndarray) -> np.ndarray:
+        """Logits [n, vocab] for one window of token ids (positions start at 0)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if ids.min() < 0 or ids.max() >= self.cfg.vocab:
+            raise ValueError(f"token id out of range 0..{self.cfg.vocab - 1}")
+        cos, sin = self.rope_tables(len(ids))
+        h = self.w["model.embed_tokens.weight"][ids]
+        for i in range(self.cfg.layers):
+            p = f"model.layers.{i}."
+            h = h + self.attention(i, self.rms_norm(h, self.w[p + "input_layernorm.weight"]), cos, sin)
+            h = h + self.mlp(i, self.rms_norm(h, self.w[p + "post_attention_layernorm.weight"]))
+        return self.rms_norm(h, self.w["model.norm.weight"]) @ self.head.T
+
+    def token_nll(self, ids: np.ndarray) -> np.ndarray:
+        """Per-position NLL (nats) of ids[1:] given the prefix: length len(ids) - 1, float64."""
+        z = self.logits(ids[:-1]).astype(np.float64)
+        m = z.max(axis=-1, keepdims=True)
+        lse = m[:, 0] + np.log(np.exp(z - m).sum(axis=-1))
+        return lse - z[np.arange(len(ids) - 1), np.asarray(ids[1:], dtype=np.int64)]
