@@ -54,9 +54,15 @@ def main():
                 row["speedup"] = pre["median_s"] / rec["median_s"]
                 row["recon_hbm_pct"] = 100 * rec["min_bytes"] / rec["median_s"] / bw
                 row["recon_hbm_pct_spec"] = 100 * rec["min_bytes"] / rec["median_s"] / SPEC_H200["hbm_bytes_per_s"]
+                # Roofline time = max(bytes / bandwidth, FLOPs / peak): the folded predictor's GEMM
+                # (2 * 4w * 2w FLOPs per row against 12w bytes) is compute-bound when w >= 256.
+                memory_s, compute_s = rec["min_bytes"] / bw, rec["flops"] / peak
+                row["recon_bound"] = "memory" if memory_s >= compute_s else "compute"
+                row["recon_roofline_pct"] = 100 * max(memory_s, compute_s) / rec["median_s"]
                 if tokens >= 4096:
                     checks.append((f"{m['name']} T={tokens} reconstruction >= 60% HBM", row["recon_hbm_pct"] >= 60,
-                                   f"{row['recon_hbm_pct']:.1f}%"))
+                                   f"{row['recon_hbm_pct']:.1f}% of HBM, {row['recon_roofline_pct']:.1f}% of its "
+                                   f"roofline ({row['recon_bound']}-bound)"))
                 if tokens == 512 and m["name"] in PAPER_SPEEDUP_512:
                     goal = PAPER_SPEEDUP_512[m["name"]]
                     checks.append((f"{m['name']} T=512 speedup >= {goal}x", row["speedup"] >= goal,
@@ -73,12 +79,14 @@ def main():
     print(f"ceilings measured: copy {bw / 1e12:.2f} TB/s (read+write), bf16 GEMM {peak / 1e12:.0f} TFLOP/s")
     if torch_meta:
         print(f"PyTorch {torch_meta['torch']}, transformers {torch_meta['transformers']}, SDPA")
-    header = ["model", "T", "replay ms", "torch ms", "recovery ms", "speedup", "prefill %FLOP", "recon %HBM"]
+    header = ["model", "T", "replay ms", "torch ms", "recovery ms", "speedup", "prefill %FLOP", "recon %HBM",
+              "recon %roofline"]
     lines = [header]
     for r in table:
         lines.append([r["model"], str(r["tokens"]), fmt(r["replay_ms"], "{:.3f}"), fmt(r["torch_replay_ms"], "{:.3f}"),
                       fmt(r["recovery_ms"], "{:.3f}"), fmt(r.get("speedup"), "{:.2f}x"),
-                      fmt(r["prefill_flop_pct"], "{:.1f}"), fmt(r.get("recon_hbm_pct"), "{:.1f}")])
+                      fmt(r["prefill_flop_pct"], "{:.1f}"), fmt(r.get("recon_hbm_pct"), "{:.1f}"),
+                      fmt(r.get("recon_roofline_pct"), "{:.1f}") + (f" ({r['recon_bound']})" if "recon_bound" in r else "")])
     widths = [max(len(l[i]) for l in lines) for i in range(len(header))]
     for l in lines:
         print("  ".join(c.rjust(w) for c, w in zip(l, widths)))

@@ -95,8 +95,11 @@ void rms_norm(const RmsNormDesc& d, CUstream_st* stream);
 void rope(const RopeDesc& d, CUstream_st* stream);
 void bias_rope_scatter(const EpilogueDesc& d, CUstream_st* stream);
 void swiglu(const SwigluDesc& d, CUstream_st* stream);
-/// head_dim 64 or 128.
+/// head_dim 64 or 128. bf16 inputs with 16-byte aligned rows run on the tensor cores (WMMA),
+/// others on the SIMT kernel.
 void attention(const AttentionDesc& d, CUstream_st* stream);
+/// The SIMT kernel for any dtype (fp32 math throughout); head_dim 64 or 128.
+void attention_simt(const AttentionDesc& d, CUstream_st* stream);
 /// head_dim 64 or 128.
 void attention_mass(const AttentionMassDesc& d, CUstream_st* stream);
 void top_k(const TopKDesc& d, CUstream_st* stream);

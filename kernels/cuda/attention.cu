@@ -8,11 +8,15 @@
 // and P·V broadcasts each p_j with a shuffle. Keys past the tile's last query
 // position are never loaded (causal skip).
 //
+// bf16 inputs with aligned rows take the tensor-core kernel in attention_tc.cu
+// instead; attention_simt() forces this one.
+//
 // attention_mass_kernel: block = (32-key tile, query head); lane j owns key j,
 // warps stride over the queries that can see the tile and add
 // exp(score - lse(query)); the 8 warps' partial sums are added in a fixed order.
 #include <cmath>
 
+#include "kernels/cuda/attention_tc.cuh"
 #include "kernels/cuda/common.cuh"
 
 namespace kvshift::kernels::cuda {
@@ -181,7 +185,7 @@ float scale_of(float scale, std::int64_t head_dim) {
 
 }  // namespace
 
-void attention(const AttentionDesc& d, CUstream_st* stream) {
+void attention_simt(const AttentionDesc& d, CUstream_st* stream) {
   validate(d);
   require_device("attention", Device::kCuda, {&d.q, &d.k, &d.v, &d.out, &d.lse});
   const std::int64_t tq = d.q.shape[0], hq = d.q.shape[1], hd = d.q.shape[2];
@@ -196,6 +200,17 @@ void attention(const AttentionDesc& d, CUstream_st* stream) {
     default: unsupported_head_dim("attention", hd);
   }
   KVSHIFT_LAUNCH_CHECK("attention_kernel");
+}
+
+void attention(const AttentionDesc& d, CUstream_st* stream) {
+  validate(d);
+  require_device("attention", Device::kCuda, {&d.q, &d.k, &d.v, &d.out, &d.lse});
+  if (d.q.shape[0] == 0) return;
+  if (detail::attention_tc_applies(d)) {
+    detail::attention_tc(d, scale_of(d.scale, d.q.shape[2]), stream);
+    return;
+  }
+  attention_simt(d, stream);
 }
 
 void attention_mass(const AttentionMassDesc& d, CUstream_st* stream) {

@@ -35,12 +35,17 @@ TEST_P(AttentionTwin, OutputAndLogSumExp) {
   HostTensor got(c.dtype, {c.tq, c.hq, c.hd}), got_lse(DType::kF32, {c.tq, c.hq});
   cpu::attention({q.view(), k.view(), v.view(), out.view(), lse.view(), 0});
   DeviceTensor dq = testing::to_device(q), dk = testing::to_device(k), dv = testing::to_device(v);
-  DeviceTensor dout = testing::poisoned_like(got), dlse = testing::poisoned_like(got_lse);
-  cuda::attention({dq.view, dk.view, dv.view, dout.view, dlse.view, 0}, nullptr);
-  testing::download(dout, got);
-  testing::download(dlse, got_lse);
-  testing::expect_twin(got, out, "attention out");
-  testing::expect_twin(got_lse, lse, "attention lse");
+  // cuda::attention takes the tensor-core kernel for bf16, attention_simt the SIMT one: test both.
+  for (auto* run : {&cuda::attention, &cuda::attention_simt}) {
+    DeviceTensor dout = testing::poisoned_like(got), dlse = testing::poisoned_like(got_lse);
+    run({dq.view, dk.view, dv.view, dout.view, dlse.view, 0}, nullptr);
+    testing::download(dout, got);
+    testing::download(dlse, got_lse);
+    const char* path = run == &cuda::attention ? "attention" : "attention_simt";
+    SCOPED_TRACE(path);
+    testing::expect_twin(got, out, "attention out");
+    testing::expect_twin(got_lse, lse, "attention lse");
+  }
 }
 
 TEST_P(AttentionTwin, AttentionMass) {
@@ -64,7 +69,8 @@ TEST_P(AttentionTwin, AttentionMass) {
 INSTANTIATE_TEST_SUITE_P(
     Shapes, AttentionTwin,
     ::testing::Values(AttnCase{DType::kF32, 77, 77, 6, 2, 64}, AttnCase{DType::kF32, 13, 100, 4, 4, 128},
-                      AttnCase{DType::kBF16, 301, 301, 14, 2, 64}, AttnCase{DType::kBF16, 50, 333, 12, 2, 128}),
+                      AttnCase{DType::kBF16, 301, 301, 14, 2, 64}, AttnCase{DType::kBF16, 50, 333, 12, 2, 128},
+                      AttnCase{DType::kBF16, 1000, 1000, 4, 1, 128}),
     [](const auto& param_info) {
       const AttnCase& c = param_info.param;
       return std::string(dtype_name(c.dtype)) + "_q" + std::to_string(c.tq) + "_k" + std::to_string(c.tk) +
