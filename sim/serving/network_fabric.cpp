@@ -19,17 +19,23 @@ NodeType node_type(NodeKind k) {
 
 }  // namespace
 
-NetworkFabric::NetworkFabric(Simulator& sim, const ClusterSpec& cluster,
-                             const std::string& gpu_model) {
+Topology build_topology(const ClusterSpec& cluster, const std::string& gpu_model) {
+  Topology t;
   for (const NodeSpec& n : cluster.nodes) {
-    topology_.add_node({n.name, node_type(n.kind), n.kind == NodeKind::kGpu ? gpu_model : "",
-                        n.gpus, n.hbm_per_gpu, n.host_memory});
+    t.add_node({n.name, node_type(n.kind), n.kind == NodeKind::kGpu ? gpu_model : "", n.gpus,
+                n.hbm_per_gpu, n.host_memory});
   }
   for (const LinkSpec& l : cluster.links) {
-    topology_.add_link(l.name, l.a, l.b, l.bandwidth, from_seconds(l.latency),
-                       l.duplex == Duplex::kHalf ? LinkDuplex::kHalf : LinkDuplex::kFull);
-    declared_bandwidth_.push_back(l.bandwidth.value);
+    t.add_link(l.name, l.a, l.b, l.bandwidth, from_seconds(l.latency),
+               l.duplex == Duplex::kHalf ? LinkDuplex::kHalf : LinkDuplex::kFull);
   }
+  return t;
+}
+
+NetworkFabric::NetworkFabric(Simulator& sim, const ClusterSpec& cluster,
+                             const std::string& gpu_model)
+    : topology_(build_topology(cluster, gpu_model)) {
+  for (const LinkSpec& l : cluster.links) declared_bandwidth_.push_back(l.bandwidth.value);
   network_ = std::make_unique<Network>(sim, topology_, NetworkOptions{false});
 }
 

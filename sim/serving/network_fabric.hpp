@@ -12,6 +12,9 @@
 
 namespace kvshift::sim {
 
+/// The scenario's nodes (NodeId i = cluster.nodes[i]) and links, as a routable Topology.
+Topology build_topology(const ClusterSpec& cluster, const std::string& gpu_model);
+
 class NetworkFabric final : public Fabric {
  public:
   /// Node i of `cluster` becomes NodeId i; links keep their names.

@@ -48,6 +48,9 @@ struct MoveRecord {
   std::string to;
   std::string strategy;           ///< the strategy actually used (after fallbacks)
   std::int64_t context_tokens = 0;
+  std::int64_t available_tokens = 0;  ///< tokens whose KV (or pruned KV) was shipped
+  std::int64_t tail_tokens = 0;       ///< tokens recomputed on the receiver
+  std::string source;             ///< node the KV or token ids came from ("" = none)
   std::int64_t start_ns = 0;      ///< trigger time (failure detected, migration decided)
   std::int64_t end_ns = 0;        ///< request can decode again
   std::int64_t stall_ns = 0;      ///< end − when the request stopped making progress

@@ -71,12 +71,21 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
   end_ns_ = from_seconds(spec.duration).ns;
   const std::size_t n = spec.cluster.nodes.size();
   node_gpus_.resize(n);
+  proxy_gpus_.resize(n);
   node_up_.assign(n, true);
   node_draining_.assign(n, false);
   replica_held_.assign(n, 0);
   predictor_cached_.assign(n, 0);
+  if (spec.risk_kv) {
+    predictor_bytes_ = cost_model::storage(spec.model, spec.risk_kv->topology, 1,
+                                           {spec.risk_kv->predictor_dtype, 1})
+                           .predictor_bytes_total.count;
+  }
+  // HBM holds the weights and, when preloaded, the predictors; the rest is KV.
+  const bool preloaded = spec.risk_kv && spec.predictors.placement == PredictorPlacement::kPreloaded;
   const std::int64_t weights =
-      spec.model.parameter_count() * cost_model::dtype_bytes(spec.model.weight_dtype);
+      spec.model.parameter_count() * cost_model::dtype_bytes(spec.model.weight_dtype) +
+      (preloaded ? predictor_bytes_ : 0);
   const std::int64_t epoch_cap =
       spec.protection.mode == ProtectionMode::kNone ? 64 : spec.protection.stream_every_tokens;
   for (std::size_t i = 0; i < n; ++i) {
@@ -105,15 +114,18 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
           spec.serving.max_batch, epoch_cap, result_.gpu_time,
           record_trace ? &result_.trace : nullptr);
       node_gpus_[i].push_back(index);
+      if (g == 0 && spec.proxy_kv && spec.proxy_kv->placement == ProxyPlacement::kProxyGpu) {
+        proxy_gpus_[i] = std::make_unique<GpuWorker>(
+            sim_, *this, costs_, -1, "proxy:" + node.name, 1, 1, result_.gpu_time,
+            record_trace ? &result_.trace : nullptr);
+      }
       gpus_.push_back(std::move(gpu));
+      set_load(*gpus_.back(), 0);
     }
   }
   if (gpus_.empty()) throw std::runtime_error("the cluster has no GPU");
   if (predictor_source_ < 0) predictor_source_ = storage_node_ >= 0 ? storage_node_ : gpus_[0]->node;
   if (spec.risk_kv) {
-    predictor_bytes_ = cost_model::storage(spec.model, spec.risk_kv->topology, 1,
-                                           {spec.risk_kv->predictor_dtype, 1})
-                           .predictor_bytes_total.count;
     if (spec.predictors.placement == PredictorPlacement::kPreloaded) {
       for (std::size_t i = 0; i < n; ++i) {
         if (!node_gpus_[i].empty()) predictor_cached_[i] = predictor_bytes_;
@@ -128,7 +140,7 @@ int ServingModel::node_of(int gpu) const { return gpus_[gpu]->node; }
 
 // HBM accounting. A violation is a bug in this model, so it aborts the run loudly.
 void ServingModel::reserve(Gpu& g, const Request& r) {
-  g.reserved += r.reserved;
+  set_load(g, g.reserved + r.reserved);
   if (g.reserved > g.capacity || !g.members.insert(r.rec.id).second) {
     throw std::logic_error("invariant: GPU " + std::to_string(g.worker->index()) +
                            " over its KV capacity or request " + std::to_string(r.rec.id) +
@@ -137,12 +149,24 @@ void ServingModel::reserve(Gpu& g, const Request& r) {
 }
 
 void ServingModel::unreserve(Gpu& g, const Request& r) {
-  g.reserved -= r.reserved;
+  set_load(g, g.reserved - r.reserved);
   if (g.reserved < 0 || g.members.erase(r.rec.id) != 1) {
     throw std::logic_error("invariant: request " + std::to_string(r.rec.id) +
                            " released KV it did not hold on GPU " +
                            std::to_string(g.worker->index()));
   }
+}
+
+// The router's index: GPUs that take new work, ordered by reserved share.
+void ServingModel::set_load(Gpu& g, std::int64_t reserved) {
+  const int index = g.worker->index();
+  const auto key = [&](std::int64_t r) {
+    return std::pair{static_cast<double>(r) / static_cast<double>(g.capacity), index};
+  };
+  const bool eligible = g.worker->up() && !node_draining_[g.node];
+  by_load_.erase(key(g.reserved));
+  g.reserved = reserved;
+  if (eligible) by_load_.insert(key(g.reserved));
 }
 
 std::int64_t ServingModel::kv_bytes(std::int64_t tokens) const {
@@ -238,6 +262,14 @@ void ServingModel::on_arrival(const RequestArrival& a) {
 }
 
 int ServingModel::route(std::int64_t reserve, int exclude_node) {
+  if (spec_.policies.router == Router::kLeastLoaded) {
+    // Smallest reserved share first (ties by index); usually the first one fits.
+    for (const auto& [share, index] : by_load_) {
+      const Gpu& g = *gpus_[index];
+      if (g.node != exclude_node && g.capacity - g.reserved >= reserve) return index;
+    }
+    return -1;
+  }
   std::vector<int> fits;
   for (std::size_t i = 0; i < gpus_.size(); ++i) {
     const Gpu& g = *gpus_[i];
@@ -262,15 +294,7 @@ int ServingModel::route(std::int64_t reserve, int exclude_node) {
     case Router::kLeastLoaded:
       break;
   }
-  // Least loaded: smallest reserved share, ties by fewest decoding, then index.
-  return *std::min_element(fits.begin(), fits.end(), [&](int a, int b) {
-    const Gpu& x = *gpus_[a];
-    const Gpu& y = *gpus_[b];
-    const double lx = static_cast<double>(x.reserved) / static_cast<double>(x.capacity);
-    const double ly = static_cast<double>(y.reserved) / static_cast<double>(y.capacity);
-    if (lx != ly) return lx < ly;
-    return a < b;
-  });
+  return fits.front();
 }
 
 void ServingModel::admit_pending() {
@@ -325,10 +349,14 @@ void ServingModel::start_prefill(Request& r, int gpu) {
                                           strategy_ == Strategy::kAdaptive ||
                                           spec_.protection.mode == ProtectionMode::kProxyKv);
   if (scoring) {
-    g.worker->submit({JobKind::kProxyScore, r.rec.id, r.rec.prompt_tokens,
-                      [rp, epoch](SimTime, SimTime) {
-                        if (rp->epoch == epoch) rp->scored = true;
-                      }});
+    // On the target's GPU (a second stream sharing its compute) or on the node's proxy GPU.
+    GpuWorker& scorer = spec_.proxy_kv->placement == ProxyPlacement::kProxyGpu
+                            ? *proxy_gpus_[static_cast<std::size_t>(g.node)]
+                            : *g.worker;
+    scorer.submit({JobKind::kProxyScore, r.rec.id, r.rec.prompt_tokens,
+                   [rp, epoch](SimTime, SimTime) {
+                     if (rp->epoch == epoch) rp->scored = true;
+                   }});
   }
 }
 
@@ -566,6 +594,9 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   m->rec.to = spec_.cluster.nodes[dst.node].name;
   m->rec.strategy = strategy_name(s);
   m->rec.context_tokens = r.context;
+  m->rec.available_tokens = s == Strategy::kTokenReplay ? r.context : m->available;
+  m->rec.tail_tokens = m->tail;
+  m->rec.source = src >= 0 ? spec_.cluster.nodes[src].name : "";
   m->rec.start_ns = sim_.now().ns;
   m->rec.delta_nll = strategy_delta_nll(s);
   m->rec.note = note;
@@ -808,10 +839,11 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
   predictor_cached_[node] = 0;
   const std::int64_t now = sim_.now().ns;
   std::vector<std::uint64_t> lost;
+  if (proxy_gpus_[node]) proxy_gpus_[node]->fail();  // scores in flight are lost
   for (int g : node_gpus_[node]) {
     for (std::uint64_t id : gpus_[g]->worker->fail()) lost.push_back(id);
     for (std::uint64_t id : gpus_[g]->members) lost.push_back(id);
-    gpus_[g]->reserved = 0;
+    set_load(*gpus_[g], 0);  // after fail(): the GPU leaves the router's index
     gpus_[g]->members.clear();
   }
   std::sort(lost.begin(), lost.end());
@@ -872,7 +904,11 @@ void ServingModel::node_repair(int node) {
   if (node_up_[node]) return;
   node_up_[node] = true;
   node_draining_[node] = false;
-  for (int g : node_gpus_[node]) gpus_[g]->worker->repair();
+  if (proxy_gpus_[node]) proxy_gpus_[node]->repair();
+  for (int g : node_gpus_[node]) {
+    gpus_[g]->worker->repair();
+    set_load(*gpus_[g], gpus_[g]->reserved);
+  }
   fabric_.repair_node(node);
   if (spec_.risk_kv && spec_.predictors.placement == PredictorPlacement::kPreloaded &&
       !node_gpus_[node].empty()) {
@@ -884,6 +920,7 @@ void ServingModel::node_repair(int node) {
 void ServingModel::drain(int node) {
   if (!node_up_[node]) return;
   node_draining_[node] = true;
+  for (int g : node_gpus_[node]) set_load(*gpus_[g], gpus_[g]->reserved);
   const std::int64_t now = sim_.now().ns;
   for (int g : node_gpus_[node]) {
     const std::vector<std::uint64_t> members(gpus_[g]->members.begin(), gpus_[g]->members.end());

@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,7 @@ class ServingModel final : public GpuListener {
   int node_of(int gpu) const;
   void reserve(Gpu& g, const Request& r);
   void unreserve(Gpu& g, const Request& r);
+  void set_load(Gpu& g, std::int64_t reserved);
 
   Simulator& sim_;
   Fabric& fabric_;
@@ -106,7 +108,9 @@ class ServingModel final : public GpuListener {
   Rng router_rng_;
 
   std::vector<std::unique_ptr<Gpu>> gpus_;
+  std::set<std::pair<double, int>> by_load_;       ///< router index: (reserved share, GPU)
   std::vector<std::vector<int>> node_gpus_;        ///< node -> its GPU indices
+  std::vector<std::unique_ptr<GpuWorker>> proxy_gpus_;  ///< node -> its proxy GPU (proxy_gpu placement)
   std::vector<bool> node_up_, node_draining_;
   std::vector<std::int64_t> replica_held_;         ///< node -> KV bytes held for others
   std::vector<std::int64_t> predictor_cached_;     ///< node -> predictor bytes resident (0: none)
