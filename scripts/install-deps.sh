@@ -11,16 +11,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libsimgrid-dev libopenmpi-dev openmpi-bin
   clang libclang-rt-14-dev
-  python3 python3-venv
+  python3 python3-venv python3-jsonschema
+  libjs-chart.js chromium
 )
-# Extra groups a caller may ask for: `install-deps.sh report` adds the
-# report's chart bundle and the headless browser its test uses.
-for extra in "$@"; do
-  case "$extra" in
-    report) packages+=(libjs-chart.js chromium) ;;
-    *) echo "install-deps.sh: unknown group '$extra' (known: report)" >&2; exit 2 ;;
-  esac
-done
 
 missing=()
 for p in "${packages[@]}"; do
