@@ -9,7 +9,8 @@
 #                                  (rebuilt when missing or older than the tokenizer or corpus code)
 #   data/corpus/jargon.tokens|.json  optional: the Jargon File (Debian jargon-text), when installed
 # Then a check: the full self-check after a rebuild, else the quick one (config, tensor count, NLL on
-# 2 x 256 tokens reused while nothing changed), so a warm run takes a few seconds. Exit 2 when a
+# 2 x 256 tokens reused while nothing changed, kept with per-token NLLs in $MODEL/reference_nll.json as a
+# reference for the C++ forward pass), so a warm run takes a few seconds. Exit 2 when a
 # required system package is missing. Environment: PYTHON (default python3.11, else python3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -89,8 +90,8 @@ fi
 
 # 5. Check.
 if [ "$rebuilt" = 1 ]; then
-  "$PY" tools/selfcheck.py --model "$MODEL" --corpus "$CORPUS.tokens" --gguf "$GGUF" --cache "$MODEL/.selfcheck.json"
+  "$PY" tools/selfcheck.py --model "$MODEL" --corpus "$CORPUS.tokens" --gguf "$GGUF" --cache "$MODEL/reference_nll.json"
 else
-  "$PY" tools/selfcheck.py --model "$MODEL" --corpus "$CORPUS.tokens" --quick --cache "$MODEL/.selfcheck.json"
+  "$PY" tools/selfcheck.py --model "$MODEL" --corpus "$CORPUS.tokens" --quick --cache "$MODEL/reference_nll.json"
 fi
 log "ready: $MODEL, $CORPUS.tokens ($(( $(stat -c %s "$CORPUS.tokens") / 4 )) tokens)"

@@ -4,7 +4,8 @@
 --quick (what `make model` runs every time): config.json against SmolLM2-135M's published config,
 the safetensors tensor count/dtypes/parameter count from the header alone, and the mean NLL of 2
 windows of 256 corpus tokens (must be a sane < 4 nats/token; with --cache the figure is reused while
-the model, corpus and this code are unchanged, which keeps a warm `make model` under a few seconds).
+the model, corpus and this code are unchanged, which keeps a warm `make model` under a few seconds;
+that file also holds the tokens and per-token NLLs, a reference for the C++ forward pass).
 Full (default, adds): the numpy dequantisers against hand-built blocks and against the gguf package's
 own quant code (real Q4_1/Q8_0 tensors, random Q4_0/Q6_K blocks); the Q/K permutation on a hand case
 and its round trip; the converted Q/K equal to the un-permuted GGUF rows; the HF path (half-split RoPE)
@@ -64,17 +65,23 @@ def quick(model: Path, corpus: Path, cache: Path | None = None) -> None:
     key = inputs_key([model / "config.json", model / "model.safetensors", corpus,
                       Path(__file__), Path(__file__).with_name("llama_numpy.py")])
     if cache is not None and cache.is_file() and json.loads(cache.read_text()).get("key") == key:
-        nll = json.loads(cache.read_text())["nll_2x256"]
+        nll = json.loads(cache.read_text())["mean_nll"]
         check(nll < 4.0, f"mean NLL on 2 x 256 corpus tokens = {nll:.4f} nats/token (< 4; cached, inputs unchanged)")
         return
     ids = np.fromfile(corpus, dtype="<i4", count=512)
     t0 = time.time()
     m = LlamaModel(model)
-    nll = float(np.mean([m.token_nll(ids[w * 256:(w + 1) * 256]).mean() for w in range(2)]))
+    per_token = [m.token_nll(ids[w * 256:(w + 1) * 256]) for w in range(2)]
+    nll = float(np.mean([t.mean() for t in per_token]))
     check(nll < 4.0, f"mean NLL on 2 x 256 corpus tokens = {nll:.4f} nats/token (< 4; {time.time() - t0:.1f} s)")
     if cache is not None:
+        ref = {"what": "numpy reference forward: NLL (nats) of tokens[w][1:] given the prefix, per window",
+               "corpus": str(corpus), "windows": 2, "length": 256, "offset": 0,
+               "tokens": [ids[w * 256:(w + 1) * 256].tolist() for w in range(2)],
+               "token_nll": [[round(float(x), 6) for x in t] for t in per_token],
+               "window_nll": [float(t.mean()) for t in per_token], "mean_nll": nll, "key": key}
         tmp = cache.with_name(cache.name + ".tmp")
-        tmp.write_text(json.dumps({"key": key, "nll_2x256": nll}) + "\n")
+        tmp.write_text(json.dumps(ref) + "\n")
         tmp.replace(cache)
 
 
