@@ -96,7 +96,7 @@ void validate(const RopeDesc& d) {
 
 void validate(const EpilogueDesc& d) {
   const char* op = "bias_rope_scatter";
-  check_view(op, "z", d.z, 2, {DType::kF32});
+  check_view(op, "z", d.z, 2, {DType::kF32, DType::kBF16});
   const std::int64_t width = d.z.shape[1];
   if (!d.bias.empty()) {
     check_view(op, "bias", d.bias, 1, {DType::kF32});

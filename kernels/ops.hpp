@@ -41,7 +41,7 @@ struct EpilogueSegment {
 
 /// Fused bias + RoPE + scatter: z rows are (request, token) pairs, request-major.
 struct EpilogueDesc {
-  TensorView z;     // [requests * tokens, width] f32 (a GEMM output)
+  TensorView z;     // [requests * tokens, width] f32 or bf16 (a GEMM output)
   TensorView bias;  // [width] f32, optional
   std::vector<EpilogueSegment> segments;  ///< at most kMaxSegments
   double theta = 10000.0;
@@ -135,7 +135,7 @@ struct ReconstructDesc {
   TensorView weight;       // [anchors * w, targets * w] (x * weight), f32/bf16/f16
   TensorView bias;         // [targets * w] f32
   TensorView x_workspace;  // [requests * tokens, anchors * w], weight's dtype
-  TensorView z_workspace;  // [requests * tokens, targets * w] f32
+  TensorView z_workspace;  // [requests * tokens, targets * w] f32 (or bf16 with a bf16 predictor)
   double theta = 10000.0;
   std::int64_t position_offset = 0;
 };

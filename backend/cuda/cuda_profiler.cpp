@@ -71,7 +71,10 @@ std::unique_ptr<ReconstructSetup> make_reconstruct(const ProfileRequest& req, st
   const auto shapes = kernels::reconstruct_shapes(cache, static_cast<int>(most_anchors),
                                                   static_cast<int>(most_targets));
   s->x = kc::DeviceBuffer(static_cast<std::size_t>(shapes.rows * shapes.x_cols) * kernels::dtype_size(wtype));
-  s->z = kc::DeviceBuffer(static_cast<std::size_t>(shapes.rows * shapes.z_cols) * 4);
+  // A bf16 predictor writes its GEMM output in bf16: the cache is bf16 anyway, and the
+  // epilogue then reads half the bytes.
+  const DType ztype = wtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
+  s->z = kc::DeviceBuffer(static_cast<std::size_t>(shapes.rows * shapes.z_cols) * kernels::dtype_size(ztype));
   std::vector<kernels::ReconstructDesc> descs;
   const std::int64_t w = m.kv_width();
   for (const auto& g : req.topology.groups()) {
@@ -86,7 +89,7 @@ std::unique_ptr<ReconstructSetup> make_reconstruct(const ProfileRequest& req, st
     d.weight = s->weights.back().view(wtype, {a, t});
     d.bias = s->biases.back().view(DType::kF32, {t});
     d.x_workspace = s->x.view(wtype, {shapes.rows, a});
-    d.z_workspace = s->z.view(DType::kF32, {shapes.rows, t});
+    d.z_workspace = s->z.view(ztype, {shapes.rows, t});
     d.theta = m.rope_theta;
     descs.push_back(std::move(d));
   }

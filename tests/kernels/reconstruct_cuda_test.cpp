@@ -89,7 +89,8 @@ TEST_P(ReconstructTwin, GraphReplayOfTwoGroupsEqualsLaunchesAndCpu) {
   cache.randomize(rng_);
   Group g1 = random_group(wtype, {0, 1, 6, 7}, {2, 3}, rng_);
   Group g2 = random_group(wtype, {0, 1, 6, 7}, {4, 5}, rng_);
-  HostTensor x(wtype, {kRows, 4 * kW}), z(DType::kF32, {kRows, 2 * kW});
+  // A bf16 predictor writes its GEMM output in bf16 here (the profiler's setting).
+  HostTensor x(wtype, {kRows, 4 * kW}), z(wtype == DType::kBF16 ? DType::kBF16 : DType::kF32, {kRows, 2 * kW});
   HostTensor want(DType::kBF16, {kReq, kLayers, 2, kTokens, kHeads, kHd});
   for (std::int64_t i = 0; i < cache.numel(); ++i) want.set(i, cache.get(i));
   cpu::reconstruct(desc(want.view(), g1, g1.weight.view(), g1.bias.view(), x.view(), z.view()));

@@ -118,6 +118,24 @@ TEST(ReconstructRef, BatchedRequestsEqualSeparateRuns) {
   }
 }
 
+TEST(ReconstructRef, Bf16GemmOutputStaysWithinBf16RoundingOfFp32) {
+  std::mt19937_64 rng(12);
+  Cache a(DType::kBF16, 2, 4, 9, 1, 8);
+  a.t.randomize(rng);
+  Cache b(DType::kBF16, 2, 4, 9, 1, 8);
+  for (std::int64_t i = 0; i < a.t.numel(); ++i) b.t.set(i, a.t.get(i));
+  const std::int64_t w = a.w(), rows = 18;
+  HostTensor weight(DType::kBF16, {2 * w, w}), bias(DType::kF32, {w});
+  weight.randomize(rng, 0.2f);
+  bias.randomize(rng);
+  HostTensor x(DType::kBF16, {rows, 2 * w}), z32(DType::kF32, {rows, w}), z16(DType::kBF16, {rows, w});
+  cpu::reconstruct(make_desc(a, {0, 3}, {1}, weight, bias, x, z32));
+  cpu::reconstruct(make_desc(b, {0, 3}, {1}, weight, bias, x, z16));
+  const double err = testing::relative_error(b.t.values(), a.t.values());
+  EXPECT_LT(err, 1e-2);
+  EXPECT_GT(testing::norm_of(a.t.values()), 0);
+}
+
 TEST(ReconstructRef, RejectsATargetThatIsAlsoAnAnchor) {
   Cache c(DType::kF32, 1, 3, 2, 1, 2);
   const std::int64_t w = c.w();
