@@ -152,7 +152,10 @@ def check_shapes(cfg: dict, tensors: dict[str, np.ndarray]) -> None:
 def convert(gguf_path: Path, out_dir: Path) -> dict:
     """Runs the whole conversion into out_dir (atomically replaced). Returns a summary."""
     t0 = time.time()
-    reader = GGUFReader(str(gguf_path))
+    try:
+        reader = GGUFReader(str(gguf_path))
+    except (ValueError, OSError, IndexError, KeyError) as e:
+        raise ValueError(f"--gguf: {gguf_path} is not a readable GGUF file ({e})") from None
     cfg = make_config(reader)
     cfg["rms_norm_eps"] = round_eps(cfg["rms_norm_eps"])
     tensors = convert_tensors(reader, cfg)

