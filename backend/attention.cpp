@@ -6,14 +6,15 @@
 #include <limits>
 #include <stdexcept>
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
 
 namespace kvshift::backend {
 namespace {
 
 constexpr Eigen::Index kQueryChunk = 128;
+constexpr double kParallelWork = 4e6;  // ~ q·k multiply-adds below which one thread is faster
 
 /// Softmax of each row of s[:, 0..keys) with the causal mask of rows starting at `pos0`.
 void masked_softmax(Matrix& s, std::int64_t pos0) {
@@ -68,24 +69,44 @@ void causal_attention(const Matrix& q, const Matrix& k, const Matrix& v, const A
     throw std::invalid_argument("causal_attention: stats not sized for this pass");
   }
   out.resize(q.rows(), q.cols());
-#pragma omp parallel for schedule(dynamic, 1)
+  // Threads only pay for themselves on real shapes; tiny ones stay on one core.
+  const double work = double(q.rows()) * double(k.rows()) * double(q.cols());
+  const bool parallel = work > kParallelWork && cpu_threads() > 1;
+#pragma omp parallel for schedule(dynamic, 1) if (parallel) num_threads(cpu_threads())
   for (int h = 0; h < d.q_heads; ++h) head_attention(q, k, v, d, h, out, stats, layer);
 }
 
+namespace {
+
+int threads_from_environment() {
+  const char* env = std::getenv("KVSHIFT_THREADS");
+  const int n = env ? std::atoi(env) : 1;
+  return std::max(1, n);
+}
+
+std::atomic<int>& thread_setting() {
+  static std::atomic<int> threads{threads_from_environment()};
+  return threads;
+}
+
+}  // namespace
+
 int cpu_threads() {
 #ifdef _OPENMP
-  return omp_get_max_threads();
+  return thread_setting().load();
 #else
   return 1;
 #endif
 }
 
 void set_cpu_threads(int threads) {
-#ifdef _OPENMP
-  omp_set_num_threads(std::max(1, threads));
-#else
-  (void)threads;
-#endif
+  thread_setting().store(std::max(1, threads));
+  Eigen::setNbThreads(cpu_threads());
+}
+
+void apply_cpu_threads() {
+  static std::once_flag once;
+  std::call_once(once, [] { Eigen::setNbThreads(cpu_threads()); });
 }
 
 }  // namespace kvshift::backend

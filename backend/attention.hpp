@@ -32,9 +32,14 @@ struct AttentionDesc {
 void causal_attention(const Matrix& q, const Matrix& k, const Matrix& v, const AttentionDesc& d,
                       Matrix& out, AttentionStats* stats = nullptr, int layer = 0);
 
-/// Number of threads the CPU backend uses (OpenMP); 1 when built without OpenMP.
+/// Threads the CPU backend uses for Eigen's GEMMs and its own loops: 1 unless the
+/// environment sets KVSHIFT_THREADS or set_cpu_threads() was called (needs OpenMP).
+/// One is the default because a shared or oversubscribed machine makes OpenMP
+/// barriers far slower than the work (see bench/backend_prefill_bench.cpp).
 int cpu_threads();
-/// Sets the CPU backend's thread count (no effect without OpenMP).
+/// Sets the CPU backend's thread count.
 void set_cpu_threads(int threads);
+/// Applies the thread setting to Eigen once (called by the ops before their GEMMs).
+void apply_cpu_threads();
 
 }  // namespace kvshift::backend

@@ -85,6 +85,7 @@ void Model::layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t pos0,
 
 ForwardResult Model::forward(std::span<const std::int32_t> tokens, KvCache& cache,
                              const ForwardOptions& o) const {
+  apply_cpu_threads();
   const auto& m = spec();
   if (cache.k.size() != static_cast<std::size_t>(m.layers) || cache.v.size() != cache.k.size()) {
     throw std::invalid_argument("forward: cache has the wrong number of layers");

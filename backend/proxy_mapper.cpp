@@ -12,6 +12,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "backend/attention.hpp"
 #include "cost_model/input_error.hpp"
 
 namespace kvshift::backend {
@@ -161,7 +162,8 @@ Matrix HybridAxialMapper::encoder_attention(const EncoderLayer& l, const Matrix&
   v.rowwise() += l.bv;
   Matrix out(T, W);
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (T * W * (2 * r + 1) > 4'000'000 && cpu_threads() > 1) \
+    num_threads(cpu_threads())
   for (Eigen::Index t = 0; t < T; ++t) {
     const Eigen::Index lo = std::max<Eigen::Index>(0, t - r), hi = std::min(T - 1, t + r);
     for (int h = 0; h < cfg_.heads; ++h) {
@@ -177,6 +179,7 @@ Matrix HybridAxialMapper::encoder_attention(const EncoderLayer& l, const Matrix&
 }
 
 Matrix HybridAxialMapper::encode(const Matrix& x) const {
+  apply_cpu_threads();
   if (x.rows() != cfg_.in_channels) {
     throw InputError("mapper input: expected " + std::to_string(cfg_.in_channels) +
                      " feature rows, got " + std::to_string(x.rows()));
@@ -223,7 +226,8 @@ Matrix HybridAxialMapper::forward(const Matrix& x) const {
   const float vf = feature_proj.dot(wv_out);
   const Vector ve = e * wv_out.transpose();              // [T]
   Matrix y(cfg_.targets, T);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (T * g.size() > 1'000'000 && cpu_threads() > 1) \
+    num_threads(cpu_threads())
   for (Eigen::Index t = 0; t < T; ++t) {
     const RowVector xt = x.col(t).transpose();
     Matrix logits = g + u * xt;

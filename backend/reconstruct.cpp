@@ -57,6 +57,7 @@ Matrix anchor_features(const KvCache& cache, const std::vector<int>& anchor_laye
 
 void reconstruct_group(const GroupPredictor& p, std::span<KvCache* const> caches,
                        const cost_model::ModelSpec& spec) {
+  apply_cpu_threads();
   const std::int64_t w = spec.kv_width(), half = w / 2;
   if (p.weight.rows() != static_cast<Eigen::Index>(w * p.anchor_layers.size()) ||
       p.weight.cols() != static_cast<Eigen::Index>(w * p.target_layers.size()) ||

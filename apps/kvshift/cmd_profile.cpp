@@ -1,0 +1,176 @@
+// requires: kvshift_backend kvshift_scenarios kvshift_reports
+// `kvshift profile`: times the real operations (prefill, RISK-KV
+// reconstruction, ProxyKV scoring, pruning) on the CPU or CUDA backend with
+// seeded random weights of the model's shape, and writes the cost table the
+// simulator's profiled cost provider reads (scenarios/cost_table.hpp).
+#include <Eigen/Core>
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+
+#include "apps/kvshift/command.hpp"
+#include "backend/profiler.hpp"
+#include "cost_model/input_error.hpp"
+#include "reports/atomic_file.hpp"
+#include "scenarios/cost_table.hpp"
+#include "scenarios/spec_files.hpp"
+
+namespace kvshift::app {
+namespace {
+
+struct ProfileOptions {
+  std::string backend = "cpu";
+  std::string model;
+  std::string proxy;
+  std::string tokens = "128,512,2048,8192";
+  std::string sharing = "1,4,16";
+  std::string topology;
+  double retention = 0.3;
+  std::string predictor = "fp32";
+  int warmup = 1;
+  int repeats = 5;
+  std::uint64_t seed = 1;
+  std::string out;
+};
+
+std::vector<std::int64_t> parse_list(const std::string& text, const std::string& field) {
+  std::vector<std::int64_t> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    std::size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || v <= 0 || v > (1LL << 24)) {
+      throw InputError(field + ": expected a comma-separated list of positive integers (got \"" +
+                       text + "\")");
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) throw InputError(field + ": must list at least one value");
+  return out;
+}
+
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    const auto colon = line.find(':');
+    if (line.rfind("model name", 0) == 0 && colon != std::string::npos && colon + 2 <= line.size()) {
+      return line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
+std::string utc_now() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::unique_ptr<backend::Profiler> make_profiler(const std::string& name) {
+  if (name == "cpu") return backend::make_cpu_profiler();
+  if (name != "cuda") throw InputError("--backend: must be cpu or cuda (got \"" + name + "\")");
+  try {
+    return backend::make_cuda_profiler();
+  } catch (const backend::NotCompiled& e) {
+    throw InputError(std::string("--backend cuda: ") + e.what());
+  }
+}
+
+backend::ProfileRequest make_request(const ProfileOptions& o) {
+  backend::ProfileRequest req;
+  req.model = scenarios::resolve_model(o.model);
+  if (!o.proxy.empty()) req.proxy = scenarios::resolve_model(o.proxy);
+  std::string topo = o.topology;
+  if (topo.empty()) {
+    const int groups = (req.model.layers + 1) / 2;
+    topo = !cost_model::paper_topology_groups(req.model.name).empty() ? "paper"
+           : groups >= 3                                                ? "G2"
+                                                                        : "none";
+  }
+  req.topology = topo.ends_with(".json") ? scenarios::resolve_topology(topo, req.model)
+                                         : cost_model::Topology::parse(topo, req.model);
+  req.tokens = parse_list(o.tokens, "--tokens");
+  req.sharing = parse_list(o.sharing, "--sharing");
+  if (!(o.retention > 0 && o.retention <= 1)) throw InputError("--retention: must be in (0, 1]");
+  req.retention = o.retention;
+  req.predictor_dtype = cost_model::parse_dtype(o.predictor, "--predictor");
+  if (o.warmup < 0) throw InputError("--warmup: must be >= 0");
+  if (o.repeats < 1) throw InputError("--repeats: must be >= 1");
+  req.warmup = o.warmup;
+  req.repeats = o.repeats;
+  req.seed = o.seed;
+  return req;
+}
+
+int run_profile(const ProfileOptions& o) {
+  const backend::ProfileRequest req = make_request(o);
+  auto profiler = make_profiler(o.backend);
+  scenarios::CostTable table;
+  table.backend = profiler->backend_name();
+  table.model = req.model.name;
+  table.topology = req.topology.describe();
+  if (req.proxy) table.proxy = req.proxy->name;
+  table.retention = req.retention;
+  table.machine.cpu = o.backend == "cpu" ? profiler->device_description() : cpu_name();
+  table.machine.gpu = o.backend == "cpu" ? "none" : profiler->device_description();
+  table.machine.versions = {{"kvshift", "0.1.0"},
+                            {"compiler", __VERSION__},
+                            {"eigen", std::to_string(EIGEN_WORLD_VERSION) + "." +
+                                          std::to_string(EIGEN_MAJOR_VERSION) + "." +
+                                          std::to_string(EIGEN_MINOR_VERSION)}};
+  table.machine.date = utc_now();
+  std::printf("%-12s %8s %8s %12s %12s %12s\n", "op", "tokens", "sharing", "median ms", "p10 ms",
+              "p90 ms");
+  for (const auto& t : profiler->run(req)) {
+    table.entries.push_back({t.op, t.tokens, t.sharing, t.median_s, t.p10_s, t.p90_s, t.repeats});
+    std::printf("%-12s %8lld %8lld %12.3f %12.3f %12.3f\n", t.op.c_str(), (long long)t.tokens,
+                (long long)t.sharing, t.median_s * 1e3, t.p10_s * 1e3, t.p90_s * 1e3);
+  }
+  // Round-trip through the strict reader so we never write a table we could not read.
+  const scenarios::Json json = scenarios::cost_table_json(table);
+  scenarios::parse_cost_table(json, "profile result");
+  reports::write_file_atomic(o.out, json.dump(2) + "\n");
+  std::printf("wrote %s (%zu entries, %s)\n", o.out.c_str(), table.entries.size(),
+              table.machine.cpu.c_str());
+  return 0;
+}
+
+Action setup(CLI::App& sub) {
+  auto o = std::make_shared<ProfileOptions>();
+  sub.add_option("--backend", o->backend, "cpu | cuda")->capture_default_str();
+  sub.add_option("--model", o->model, "Model: a known name, a config.json, or a folder with one")
+      ->required();
+  sub.add_option("--proxy", o->proxy, "ProxyKV scorer model (enables proxy_score)");
+  sub.add_option("--tokens", o->tokens, "Token counts, comma-separated")->capture_default_str();
+  sub.add_option("--sharing", o->sharing, "Requests sharing a predictor, comma-separated")
+      ->capture_default_str();
+  sub.add_option("--topology", o->topology,
+                 "Reconstructed groups: paper | G2,G5 | G2-G5 | topology.json "
+                 "(default: paper where the paper has one, else G2, or none below 3 groups)");
+  sub.add_option("--retention", o->retention, "ProxyKV keep ratio for prune")->capture_default_str();
+  sub.add_option("--predictor", o->predictor, "Predictor dtype: fp32 | fp16")->capture_default_str();
+  sub.add_option("--warmup", o->warmup, "Untimed runs per shape")->capture_default_str();
+  sub.add_option("--repeats", o->repeats, "Timed runs per shape")->capture_default_str();
+  sub.add_option("--seed", o->seed, "Seed of the random weights and inputs")->capture_default_str();
+  sub.add_option("--out", o->out, "Cost table JSON to write")->required();
+  return [o] { return run_profile(*o); };
+}
+
+const RegisterCommand kRegister{
+    {"profile", "Measure prefill, reconstruction, proxy scoring and pruning; write a cost table",
+     60, setup}};
+
+}  // namespace
+}  // namespace kvshift::app
