@@ -26,7 +26,7 @@ struct SimTime {
     return *this;
   }
   /// This time in (double) seconds.
-  constexpr double seconds() const { return static_cast<double>(ns) * 1e-9; }
+  constexpr double seconds() const { return static_cast<double>(ns) / 1e9; }
   /// As the cost model's Seconds.
   constexpr Seconds to_seconds() const { return {seconds()}; }
 

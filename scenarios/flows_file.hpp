@@ -1,0 +1,60 @@
+// Flows files: a topology and a set of transfers for `kvshift flows`, which runs
+// them through the network model alone (sim::Network). Format:
+//   {"nodes": ["A", "B", {"name": "S", "kind": "storage"}],
+//    "generator": {"kind": "leaf_spine", "leaves": 2, ...},         (optional)
+//    "links": [{"id": "L1", "src": "A", "dst": "B", "bandwidth": "1Gbps",
+//               "latency": "1ms", "duplex": "half"}, ...],
+//    "transfers": [{"id": "t1", "src": "A", "dst": "B", "bytes": 1000000000,
+//                   "start": "0.5s", "route": ["L1"], "max_rate": "400Mbps"}, ...]}
+// duplex: "full" (default) or "half"; bytes: an integer or a unit string; start
+// defaults to 0s; route (link ids) and max_rate are optional. A generator
+// (star, ring, leaf_spine, multi_site) adds its nodes ("gpu0", ...) and links
+// before the explicit ones. Every problem is reported with its JSON path.
+// A transfer whose source and destination are not connected is an input error
+// that names both nodes (the file describes a static topology, so the stall
+// it would cause in the simulator is known before running).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "scenarios/json_reader.hpp"
+#include "sim/network.hpp"
+
+namespace kvshift::scenarios {
+
+/// One transfer of a flows file, resolved against its topology.
+struct FlowTransfer {
+  std::string id;
+  sim::NodeId src = 0;
+  sim::NodeId dst = 0;
+  Bytes bytes;
+  sim::SimTime start;
+  std::optional<std::vector<sim::LinkId>> route;
+  std::optional<BitsPerSecond> max_rate;
+};
+
+struct FlowsFile {
+  sim::Topology topology;
+  std::vector<FlowTransfer> transfers;
+};
+
+/// Reads a flows document; throws InputError listing every problem ("source: /path: ...").
+FlowsFile parse_flows(const Json& doc, std::string_view source);
+/// Reads and parses a flows file.
+FlowsFile load_flows_file(const std::string& path);
+
+/// How one transfer ended.
+struct FlowOutcome {
+  std::string id;
+  sim::TransferState state = sim::TransferState::kPending;
+  sim::SimTime finish;
+  std::string reason;  ///< why it did not finish
+};
+
+/// Runs every transfer through sim::Network; outcomes in input order.
+std::vector<FlowOutcome> simulate_flows(FlowsFile& flows);
+
+}  // namespace kvshift::scenarios

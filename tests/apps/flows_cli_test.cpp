@@ -1,0 +1,75 @@
+// `kvshift flows` as a user runs it: output lines, exit codes, messages.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/testing/run_command.hpp"
+
+namespace kvshift::testing {
+namespace {
+
+std::string write_temp(const std::string& text) {
+  char tmpl[] = "/tmp/kvshift-flows-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  if (fd >= 0) ::close(fd);
+  std::ofstream(tmpl) << text;
+  return tmpl;
+}
+
+TEST(FlowsCli, PrintsOneLinePerTransferInInputOrder) {
+  const auto r = run_kvshift(std::string("flows ") + KVSHIFT_SOURCE_DIR +
+                             "/examples/flows/two_hops.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "{\"id\": \"t1\", \"finish_s\": 12.50105}\n"
+            "{\"id\": \"t2\", \"finish_s\": 9.00105}\n"
+            "{\"id\": \"t3\", \"finish_s\": 1.808404651}\n");
+}
+
+TEST(FlowsCli, ShippedLeafSpineExampleRuns) {
+  const auto r = run_kvshift(std::string("flows ") + KVSHIFT_SOURCE_DIR +
+                             "/examples/flows/leaf_spine_migrations.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::string line;
+  int n = 0;
+  while (std::getline(lines, line)) {
+    const auto j = nlohmann::json::parse(line);
+    EXPECT_GT(j["finish_s"].get<double>(), 0) << line;
+    ++n;
+  }
+  EXPECT_EQ(n, 8);
+}
+
+TEST(FlowsCli, OutWritesTheSameLines) {
+  const std::string in = write_temp(R"({"nodes": ["A", "B"],
+    "links": [{"id": "L", "src": "A", "dst": "B", "bandwidth": "1Gbps", "latency": "1ms"}],
+    "transfers": [{"id": "x", "src": "A", "dst": "B", "bytes": "125MB", "start": "1s"}]})");
+  const std::string out = in + ".out";
+  const auto r = run_kvshift("flows " + in + " --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "{\"id\": \"x\", \"finish_s\": 2.001}\n");
+  EXPECT_EQ(slurp(out), r.out);
+  std::remove(in.c_str());
+  std::remove(out.c_str());
+}
+
+TEST(FlowsCli, BadInputExitsTwoWithTheJsonPath) {
+  const std::string in = write_temp(R"({"nodes": ["A", "B"],
+    "links": [{"id": "L", "src": "A", "dst": "B", "bandwidth": "fast"}],
+    "transfers": [{"id": "x", "src": "A", "dst": "C", "bytes": 1}]})");
+  const auto r = run_kvshift("flows " + in);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("kvshift: error:"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/links/0/bandwidth"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/transfers/0/dst: unknown node \"C\""), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+  std::remove(in.c_str());
+  EXPECT_EQ(run_kvshift("flows /nonexistent/flows.json").exit_code, 2);
+  EXPECT_EQ(run_kvshift("flows").exit_code, 2) << "the file is required";
+}
+
+}  // namespace
+}  // namespace kvshift::testing

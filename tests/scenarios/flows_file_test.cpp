@@ -1,0 +1,132 @@
+// Flows files: the documented format, generators, and every bad-input path.
+#include <gtest/gtest.h>
+
+#include "cost_model/input_error.hpp"
+#include "scenarios/flows_file.hpp"
+
+namespace kvshift::scenarios {
+namespace {
+
+FlowsFile parse(const std::string& text) { return parse_flows(parse_json_text(text, "f.json"), "f.json"); }
+
+std::string error_of(const std::string& text) {
+  try {
+    parse(text);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+const char* kIssueExample = R"({"nodes": ["A", "B", "C"],
+ "links": [{"id": "L1", "src": "A", "dst": "B", "bandwidth": "1Gbps", "latency": "1ms", "duplex": "half"},
+           {"id": "L2", "src": "B", "dst": "C", "bandwidth": "10Gbps", "latency": "50us"}],
+ "transfers": [{"id": "t1", "src": "A", "dst": "C", "bytes": 1000000000, "start": "0.5s",
+                "route": ["L1", "L2"]}]})";
+
+TEST(FlowsFile, ReadsTheDocumentedFormat) {
+  const FlowsFile f = parse(kIssueExample);
+  ASSERT_EQ(f.topology.node_count(), 3u);
+  ASSERT_EQ(f.topology.link_count(), 2u);
+  const sim::ClusterLink& l1 = f.topology.link(0);
+  EXPECT_EQ(l1.name, "L1");
+  EXPECT_EQ(l1.bandwidth.value, 1e9);
+  EXPECT_EQ(l1.latency, sim::milliseconds(1));
+  EXPECT_EQ(l1.duplex, sim::LinkDuplex::kHalf);
+  EXPECT_EQ(f.topology.link(1).duplex, sim::LinkDuplex::kFull);
+  ASSERT_EQ(f.transfers.size(), 1u);
+  const FlowTransfer& t = f.transfers[0];
+  EXPECT_EQ(t.id, "t1");
+  EXPECT_EQ(t.bytes.count, 1'000'000'000);
+  EXPECT_EQ(t.start, sim::milliseconds(500));
+  EXPECT_EQ(t.route, (std::vector<sim::LinkId>{0, 1}));
+}
+
+TEST(FlowsFile, IssueExampleFinishesAtTheClosedForm) {
+  FlowsFile f = parse(kIssueExample);
+  const auto out = simulate_flows(f);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].state, sim::TransferState::kFinished);
+  // 0.5 s + 1 ms + 50 us + 8e9 bit / 1 Gbps.
+  EXPECT_EQ(out[0].finish, sim::SimTime{8'501'050'000});
+}
+
+TEST(FlowsFile, BytesAcceptUnitStringsAndStartDefaultsToZero) {
+  FlowsFile f = parse(R"({"nodes": ["A", "B"],
+    "links": [{"src": "A", "dst": "B", "bandwidth": "8Gbps"}],
+    "transfers": [{"id": "x", "src": "B", "dst": "A", "bytes": "1GiB"}]})");
+  EXPECT_EQ(f.transfers[0].bytes.count, 1LL << 30);
+  EXPECT_EQ(f.transfers[0].start, sim::SimTime{0});
+  EXPECT_EQ(simulate_flows(f)[0].finish, sim::SimTime{1'073'741'824});
+}
+
+TEST(FlowsFile, GeneratorsAddNodesAndLinksBeforeExplicitOnes) {
+  const FlowsFile f = parse(R"({"generator": {"kind": "leaf_spine", "leaves": 2, "spines": 2,
+      "nodes_per_leaf": 3, "bandwidth": "100Gbps", "latency": "1us", "oversubscription": 3},
+    "nodes": [{"name": "store", "kind": "storage"}],
+    "links": [{"id": "s", "src": "store", "dst": "spine1", "bandwidth": "400Gbps"}],
+    "transfers": [{"id": "a", "src": "gpu0", "dst": "store", "bytes": 1}]})");
+  EXPECT_EQ(f.topology.node_count(), 6u + 2 + 2 + 1);
+  EXPECT_EQ(f.topology.link(*f.topology.find_link("leaf0-spine0")).bandwidth.value, 50e9);
+  EXPECT_EQ(f.topology.node(*f.topology.find_node("store")).kind, sim::NodeType::kStorage);
+  for (const char* kind : {"star", "ring"}) {
+    const FlowsFile g = parse(std::string(R"({"generator": {"kind": ")") + kind +
+                              R"(", "nodes": 4, "bandwidth": "1Gbps"},
+        "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu2", "bytes": 1}]})");
+    EXPECT_EQ(g.topology.nodes_of_kind(sim::NodeType::kGpu).size(), 4u) << kind;
+  }
+  const FlowsFile w = parse(R"({"generator": {"kind": "multi_site", "sites": 2, "leaves": 1,
+      "spines": 1, "nodes_per_leaf": 2, "bandwidth": "100Gbps", "wan_bandwidth": "10Gbps",
+      "wan_latency": "20ms"},
+    "transfers": [{"id": "a", "src": "site0/gpu0", "dst": "site1/gpu1", "bytes": 1}]})");
+  EXPECT_EQ(w.transfers.size(), 1u);
+}
+
+TEST(FlowsFile, EveryProblemIsReportedWithItsJsonPath) {
+  const std::string e = error_of(R"({"nodes": ["A", "B", "A"],
+    "links": [{"id": "L1", "src": "A", "dst": "Z", "bandwidth": "1Gbps"},
+              {"id": "L2", "src": "A", "dst": "B", "bandwidth": "0Gbps", "latency": "-1ms"},
+              {"id": "L3", "src": "A", "dst": "B", "bandwith": "1Gbps", "duplex": "simplex"}],
+    "transfers": [{"id": "t1", "src": "A", "dst": "B", "bytes": -5, "start": "soon"},
+                  {"id": "t1", "src": "A", "dst": "B", "bytes": 1, "route": ["L9"]}],
+    "extra": 1})");
+  for (const char* expected :
+       {"f.json: /nodes/2: duplicate node \"A\"", "/links/0/dst: unknown node \"Z\"",
+        "/links/1/bandwidth: must be > 0", "/links/1/latency:", "/links/2/bandwith: unknown key",
+        "did you mean \"bandwidth\"", "/links/2/bandwidth: is required",
+        "/links/2/duplex: must be full or half (got \"simplex\")", "/transfers/0/bytes:",
+        "/transfers/0/start:", "/transfers/1/id: duplicate transfer id \"t1\" (first at /transfers/0)",
+        "/transfers/1/route/0: unknown link \"L9\"", "/extra: unknown key"}) {
+    EXPECT_NE(e.find(expected), std::string::npos) << "missing: " << expected << "\nin:\n" << e;
+  }
+}
+
+TEST(FlowsFile, DisconnectedTransferNamesBothNodes) {
+  const std::string e = error_of(R"({"nodes": ["A", "B", "C"],
+    "links": [{"src": "A", "dst": "B", "bandwidth": "1Gbps"}],
+    "transfers": [{"id": "t", "src": "A", "dst": "C", "bytes": 1}]})");
+  EXPECT_NE(e.find("/transfers/0: no route from \"A\" to \"C\""), std::string::npos) << e;
+}
+
+TEST(FlowsFile, ExplicitRouteMustLeadFromSourceToDestination) {
+  const std::string e = error_of(R"({"nodes": ["A", "B", "C"],
+    "links": [{"id": "L1", "src": "A", "dst": "B", "bandwidth": "1Gbps"},
+              {"id": "L2", "src": "B", "dst": "C", "bandwidth": "1Gbps"}],
+    "transfers": [{"id": "t", "src": "A", "dst": "C", "bytes": 1, "route": ["L2"]}]})");
+  EXPECT_NE(e.find("/transfers/0/route:"), std::string::npos) << e;
+  EXPECT_NE(e.find("does not touch node \"A\""), std::string::npos) << e;
+}
+
+TEST(FlowsFile, BadGeneratorsAreInputErrors) {
+  EXPECT_NE(error_of(R"({"generator": {"kind": "torus"}, "transfers": []})")
+                .find("/generator/kind: must be star, ring, leaf_spine or multi_site"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"generator": {"kind": "ring", "nodes": 2, "bandwidth": "1Gbps"},
+                         "transfers": []})")
+                .find("/generator/nodes: must be >= 3"),
+            std::string::npos);
+  EXPECT_NE(error_of("[1, 2]").find("expected a JSON object"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvshift::scenarios
