@@ -26,6 +26,10 @@ ReconstructGraph::ReconstructGraph(std::vector<ReconstructDesc> groups, const Co
   if (ctx_.stream() == nullptr) {
     throw std::invalid_argument("ReconstructGraph: graph capture needs a non-default stream");
   }
+  // One eager run first, so that module loading and cuBLAS's own set-up happen outside the
+  // capture (reconstruction is idempotent: anchors are never targets).
+  for (const ReconstructDesc& d : groups_) reconstruct(d, ctx_);
+  ctx_.synchronize();
   cudaGraph_t graph = nullptr;
   KVSHIFT_CUDA_CHECK(cudaStreamBeginCapture(ctx_.stream(), cudaStreamCaptureModeThreadLocal));
   try {
