@@ -1,6 +1,6 @@
 # kvshift's two everyday commands (see README.md):
 #   make run   install what is missing, build, run the main job on its default scenario
-#   make test  install what is missing, build, run every test (ctest)
+#   make test  install what is missing, build, prepare the real model, run every test (ctest)
 # Other targets: build, bench, model (prepare SmolLM2-135M and the corpus), clean.
 
 BUILD_DIR ?= build
@@ -26,13 +26,13 @@ build: configure
 run: build
 	@scripts/run-default.sh $(BUILD_DIR)
 
-test: build
+test: build model
 	@cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 1200
 
 bench: build
 	@bench/run_all.sh $(BUILD_DIR)
 
-model:
+model: deps
 	@tools/prepare_model.sh
 
 clean:

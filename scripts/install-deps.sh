@@ -13,6 +13,7 @@ packages=(
   clang libclang-rt-14-dev
   python3 python3-venv python3-jsonschema
   libjs-chart.js chromium
+  bible-kjv jargon-text
 )
 
 missing=()
