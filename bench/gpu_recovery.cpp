@@ -71,8 +71,9 @@ Ceilings measure_ceilings() {
   Ceilings c;
   const std::size_t bytes = std::size_t{4} << 30;
   kc::DeviceBuffer src(bytes), dst(bytes);
-  kc::fill_uniform({src.view(kvshift::kernels::DType::kF32, {static_cast<std::int64_t>(bytes / 4)}), 1, -1, 1},
-                   nullptr);
+  kc::fill_uniform(
+      {src.view(kvshift::kernels::DType::kF32, {static_cast<std::int64_t>(bytes / 4)}), 1, -1, 1},
+      nullptr);
   const double copy = median_seconds(10, [&] {
     KVSHIFT_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), bytes, cudaMemcpyDeviceToDevice));
   });
@@ -84,14 +85,17 @@ Ceilings measure_ceilings() {
   kc::fill_uniform({b.view(DType::kBF16, {n, n}), 3, -1, 1}, nullptr);
   kc::Context ctx;
   const double gemm = median_seconds(10, [&] {
-    kc::gemm({a.view(DType::kBF16, {n, n}), b.view(DType::kBF16, {n, n}), out.view(DType::kBF16, {n, n})}, ctx);
+    kc::gemm({a.view(DType::kBF16, {n, n}), b.view(DType::kBF16, {n, n}),
+              out.view(DType::kBF16, {n, n})},
+             ctx);
   });
   c.bf16_flops = 2.0 * n * n * n / gemm;
   return c;
 }
 
 double prefill_flops(const ModelSpec& m, double t) {
-  const double d = m.hidden, hd = m.head_dim, hq = m.q_heads, hkv = m.kv_heads, inter = m.intermediate;
+  const double d = m.hidden, hd = m.head_dim, hq = m.q_heads, hkv = m.kv_heads,
+               inter = m.intermediate;
   const double linear = 2 * t * (d * (hq + 2 * hkv) * hd + hq * hd * d + 3 * inter * d);
   const double attention = 2 * 2 * hq * hd * t * (t + 1) / 2;  // QK^T and PV, causal
   return m.layers * (linear + attention) + 2 * d * m.vocab;
@@ -107,8 +111,8 @@ struct ReconstructWork {
   double flops = 0, bytes = 0;
 };
 
-ReconstructWork reconstruct_work(const ModelSpec& m, const kvshift::cost_model::Topology& topo, double t,
-                                 double n, int predictor_bytes) {
+ReconstructWork reconstruct_work(const ModelSpec& m, const kvshift::cost_model::Topology& topo,
+                                 double t, double n, int predictor_bytes) {
   ReconstructWork r;
   const double w = static_cast<double>(m.kv_width());
   for (const auto& g : topo.groups()) {
@@ -128,21 +132,27 @@ std::string device_name() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string out_path, models = "qwen2.5-0.5b,qwen2.5-1.5b,tinyllama-1.1b", tokens = "512,4096,32768";
+  std::string out_path, models = "qwen2.5-0.5b,qwen2.5-1.5b,tinyllama-1.1b",
+                        tokens = "512,4096,32768";
   int repeats = 10;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--out") out_path = value;
-    else if (flag == "--models") models = value;
-    else if (flag == "--tokens") tokens = value;
-    else if (flag == "--repeats") repeats = std::stoi(value);
+    if (flag == "--out")
+      out_path = value;
+    else if (flag == "--models")
+      models = value;
+    else if (flag == "--tokens")
+      tokens = value;
+    else if (flag == "--repeats")
+      repeats = std::stoi(value);
     else {
       std::cerr << "gpu_recovery_bench: unknown flag " << flag << "\n";
       return 2;
     }
   }
   if (out_path.empty()) {
-    std::cerr << "usage: gpu_recovery_bench --out FILE [--models a,b] [--tokens 512,4096] [--repeats N]\n";
+    std::cerr << "usage: gpu_recovery_bench --out FILE [--models a,b] [--tokens 512,4096] "
+                 "[--repeats N]\n";
     return 2;
   }
   try {
@@ -154,19 +164,22 @@ int main(int argc, char** argv) {
     std::ostringstream json;
     json.precision(9);
     json << "{\n  \"device\": \"" << device_name() << "\",\n  \"device_description\": \""
-         << profiler->device_description() << "\",\n  \"ceilings\": {\"copy_bytes_per_s\": "
-         << ceil.copy_bytes_per_s << ", \"bf16_gemm_flops\": " << ceil.bf16_flops << "},\n  \"models\": [";
+         << profiler->device_description()
+         << "\",\n  \"ceilings\": {\"copy_bytes_per_s\": " << ceil.copy_bytes_per_s
+         << ", \"bf16_gemm_flops\": " << ceil.bf16_flops << "},\n  \"models\": [";
     bool first_model = true;
     for (const std::string& name : split(models)) {
       const ModelSpec& m = kvshift::cost_model::find_model(name);
       const auto topo = kvshift::cost_model::Topology::parse("paper", m);
-      json << (first_model ? "\n" : ",\n") << "    {\"name\": \"" << m.name << "\", \"layers\": " << m.layers
-           << ", \"hidden\": " << m.hidden << ", \"q_heads\": " << m.q_heads << ", \"kv_heads\": " << m.kv_heads
+      json << (first_model ? "\n" : ",\n") << "    {\"name\": \"" << m.name
+           << "\", \"layers\": " << m.layers << ", \"hidden\": " << m.hidden
+           << ", \"q_heads\": " << m.q_heads << ", \"kv_heads\": " << m.kv_heads
            << ", \"head_dim\": " << m.head_dim << ", \"intermediate\": " << m.intermediate
-           << ", \"vocab\": " << m.vocab << ", \"rope_theta\": " << m.rope_theta << ", \"rms_eps\": " << m.rms_eps
+           << ", \"vocab\": " << m.vocab << ", \"rope_theta\": " << m.rope_theta
+           << ", \"rms_eps\": " << m.rms_eps
            << ", \"attention_bias\": " << (m.attention_bias ? "true" : "false")
-           << ", \"tied_embeddings\": " << (m.tied_embeddings ? "true" : "false") << ", \"topology\": \""
-           << topo.describe() << "\", \"rows\": [";
+           << ", \"tied_embeddings\": " << (m.tied_embeddings ? "true" : "false")
+           << ", \"topology\": \"" << topo.describe() << "\", \"rows\": [";
       first_model = false;
       bool first_row = true;
       for (const std::string& tok : split(tokens)) {
@@ -185,10 +198,12 @@ int main(int argc, char** argv) {
           const auto rw = reconstruct_work(m, topo, static_cast<double>(t), 1.0, 2);
           const double flops = prefill ? prefill_flops(m, static_cast<double>(t)) : rw.flops;
           const double bytes = prefill ? prefill_min_bytes(m, static_cast<double>(t)) : rw.bytes;
-          std::cerr << m.name << " T=" << t << " " << row.op << ": " << row.median_s * 1e3 << " ms\n";
-          json << (first_row ? "\n" : ",\n") << "      {\"op\": \"" << row.op << "\", \"tokens\": " << t
-               << ", \"sharing\": " << row.sharing << ", \"median_s\": " << row.median_s
-               << ", \"p10_s\": " << row.p10_s << ", \"p90_s\": " << row.p90_s << ", \"repeats\": " << row.repeats
+          std::cerr << m.name << " T=" << t << " " << row.op << ": " << row.median_s * 1e3
+                    << " ms\n";
+          json << (first_row ? "\n" : ",\n") << "      {\"op\": \"" << row.op
+               << "\", \"tokens\": " << t << ", \"sharing\": " << row.sharing
+               << ", \"median_s\": " << row.median_s << ", \"p10_s\": " << row.p10_s
+               << ", \"p90_s\": " << row.p90_s << ", \"repeats\": " << row.repeats
                << ", \"flops\": " << flops << ", \"min_bytes\": " << bytes << "}";
           first_row = false;
         }

@@ -41,8 +41,8 @@ struct EpilogueSegment {
 
 /// Fused bias + RoPE + scatter: z rows are (request, token) pairs, request-major.
 struct EpilogueDesc {
-  TensorView z;     // [requests * tokens, width] f32 or bf16 (a GEMM output)
-  TensorView bias;  // [width] f32, optional
+  TensorView z;                           // [requests * tokens, width] f32 or bf16 (a GEMM output)
+  TensorView bias;                        // [width] f32, optional
   std::vector<EpilogueSegment> segments;  ///< at most kMaxSegments
   double theta = 10000.0;
   std::int64_t position_offset = 0;
@@ -58,11 +58,11 @@ struct SwigluDesc {
 
 /// Causal grouped-query attention with an online softmax (no T x T buffer).
 struct AttentionDesc {
-  TensorView q;    // [q_tokens, q_heads, head_dim]
-  TensorView k;    // [kv_tokens, kv_heads, head_dim]
-  TensorView v;    // [kv_tokens, kv_heads, head_dim]
-  TensorView out;  // [q_tokens, q_heads, head_dim]
-  TensorView lse;  // [q_tokens, q_heads] f32, optional: log-sum-exp of the scaled scores
+  TensorView q;     // [q_tokens, q_heads, head_dim]
+  TensorView k;     // [kv_tokens, kv_heads, head_dim]
+  TensorView v;     // [kv_tokens, kv_heads, head_dim]
+  TensorView out;   // [q_tokens, q_heads, head_dim]
+  TensorView lse;   // [q_tokens, q_heads] f32, optional: log-sum-exp of the scaled scores
   float scale = 0;  ///< 0 means 1/sqrt(head_dim)
 };
 
@@ -121,7 +121,7 @@ struct FillDesc {
 struct AnchorGatherDesc {
   TensorView cache;  // [requests, layers, 2, tokens, kv_heads, head_dim]
   std::vector<int> anchor_layers;
-  TensorView x;      // [requests * tokens, anchors * w], w = 2 * kv_heads * head_dim
+  TensorView x;  // [requests * tokens, anchors * w], w = 2 * kv_heads * head_dim
   double theta = 10000.0;
   std::int64_t position_offset = 0;
 };

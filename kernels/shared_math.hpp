@@ -37,8 +37,8 @@ KVSHIFT_HD inline std::uint64_t mix64(std::uint64_t x) {
 
 /// Uniform in [lo, hi) for element `i` of a fill seeded with `seed` (24-bit resolution).
 KVSHIFT_HD inline float uniform_value(std::uint64_t seed, std::uint64_t i, float lo, float hi) {
-  const float u = static_cast<float>(mix64(seed * 0xD1B54A32D192ED03ull + i) >> 40) *
-                  (1.0f / 16777216.0f);
+  const float u =
+      static_cast<float>(mix64(seed * 0xD1B54A32D192ED03ull + i) >> 40) * (1.0f / 16777216.0f);
 #ifdef __CUDA_ARCH__
   return __fadd_rn(lo, __fmul_rn(hi - lo, u));
 #else

@@ -10,10 +10,14 @@ namespace kvshift::kernels {
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kBF16: return "bf16";
-    case DType::kF16: return "f16";
-    case DType::kI32: return "i32";
+    case DType::kF32:
+      return "f32";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kF16:
+      return "f16";
+    case DType::kI32:
+      return "i32";
   }
   return "?";
 }
@@ -96,7 +100,7 @@ std::uint16_t float_to_f16(float f) {
   const std::uint32_t u = std::bit_cast<std::uint32_t>(f);
   const std::uint32_t sign = (u >> 16) & 0x8000;
   const std::uint32_t absu = u & 0x7FFFFFFF;
-  if (absu > 0x7F800000) return static_cast<std::uint16_t>(sign | 0x7E00);  // NaN
+  if (absu > 0x7F800000) return static_cast<std::uint16_t>(sign | 0x7E00);   // NaN
   if (absu >= 0x477FF000) return static_cast<std::uint16_t>(sign | 0x7C00);  // overflow -> inf
   if (absu < 0x38800000) {  // subnormal half (or zero): scale into units of 2^-24
     const float a = std::bit_cast<float>(absu);
@@ -122,19 +126,29 @@ float f16_to_float(std::uint16_t h) {
 
 float load_float(const TensorView& v, std::int64_t offset) {
   switch (v.dtype) {
-    case DType::kF32: return static_cast<const float*>(v.data)[offset];
-    case DType::kBF16: return bf16_to_float(static_cast<const std::uint16_t*>(v.data)[offset]);
-    case DType::kF16: return f16_to_float(static_cast<const std::uint16_t*>(v.data)[offset]);
-    case DType::kI32: return static_cast<float>(static_cast<const std::int32_t*>(v.data)[offset]);
+    case DType::kF32:
+      return static_cast<const float*>(v.data)[offset];
+    case DType::kBF16:
+      return bf16_to_float(static_cast<const std::uint16_t*>(v.data)[offset]);
+    case DType::kF16:
+      return f16_to_float(static_cast<const std::uint16_t*>(v.data)[offset]);
+    case DType::kI32:
+      return static_cast<float>(static_cast<const std::int32_t*>(v.data)[offset]);
   }
   return 0;
 }
 
 void store_float(const TensorView& v, std::int64_t offset, float value) {
   switch (v.dtype) {
-    case DType::kF32: static_cast<float*>(v.data)[offset] = value; return;
-    case DType::kBF16: static_cast<std::uint16_t*>(v.data)[offset] = float_to_bf16(value); return;
-    case DType::kF16: static_cast<std::uint16_t*>(v.data)[offset] = float_to_f16(value); return;
+    case DType::kF32:
+      static_cast<float*>(v.data)[offset] = value;
+      return;
+    case DType::kBF16:
+      static_cast<std::uint16_t*>(v.data)[offset] = float_to_bf16(value);
+      return;
+    case DType::kF16:
+      static_cast<std::uint16_t*>(v.data)[offset] = float_to_f16(value);
+      return;
     case DType::kI32:
       static_cast<std::int32_t*>(v.data)[offset] = static_cast<std::int32_t>(value);
       return;

@@ -46,7 +46,8 @@ struct TensorView {
 };
 
 /// A contiguous row-major view of `shape` at `data`.
-TensorView make_view(void* data, DType dtype, Device device, std::initializer_list<std::int64_t> shape);
+TensorView make_view(void* data, DType dtype, Device device,
+                     std::initializer_list<std::int64_t> shape);
 /// The same view with dim `dim` restricted to [begin, begin + count).
 TensorView slice(const TensorView& v, int dim, std::int64_t begin, std::int64_t count);
 

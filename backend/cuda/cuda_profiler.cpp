@@ -31,9 +31,12 @@ constexpr int kRecentWindow = 32;
 
 DType predictor_dtype(cost_model::DType t) {
   switch (t) {
-    case cost_model::DType::kF32: return DType::kF32;
-    case cost_model::DType::kF16: return DType::kF16;
-    case cost_model::DType::kBF16: return DType::kBF16;
+    case cost_model::DType::kF32:
+      return DType::kF32;
+    case cost_model::DType::kF16:
+      return DType::kF16;
+    case cost_model::DType::kBF16:
+      return DType::kBF16;
   }
   return DType::kF32;
 }
@@ -70,18 +73,22 @@ std::unique_ptr<ReconstructSetup> make_reconstruct(const ProfileRequest& req, st
   const DType wtype = predictor_dtype(req.predictor_dtype);
   const auto shapes = kernels::reconstruct_shapes(cache, static_cast<int>(most_anchors),
                                                   static_cast<int>(most_targets));
-  s->x = kc::DeviceBuffer(static_cast<std::size_t>(shapes.rows * shapes.x_cols) * kernels::dtype_size(wtype));
+  s->x = kc::DeviceBuffer(static_cast<std::size_t>(shapes.rows * shapes.x_cols) *
+                          kernels::dtype_size(wtype));
   // A bf16 predictor writes its GEMM output in bf16: the cache is bf16 anyway, and the
   // epilogue then reads half the bytes.
   const DType ztype = wtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
-  s->z = kc::DeviceBuffer(static_cast<std::size_t>(shapes.rows * shapes.z_cols) * kernels::dtype_size(ztype));
+  s->z = kc::DeviceBuffer(static_cast<std::size_t>(shapes.rows * shapes.z_cols) *
+                          kernels::dtype_size(ztype));
   std::vector<kernels::ReconstructDesc> descs;
   const std::int64_t w = m.kv_width();
   for (const auto& g : req.topology.groups()) {
     const auto a = static_cast<std::int64_t>(g.anchor_layers.size()) * w;
     const auto t = static_cast<std::int64_t>(g.target_layers.size()) * w;
-    s->weights.push_back(random_device(wtype, a * t, 0.02f, req.seed + 100 + g.group, ctx.stream()));
-    s->biases.push_back(random_device(DType::kF32, t, 0.1f, req.seed + 200 + g.group, ctx.stream()));
+    s->weights.push_back(
+        random_device(wtype, a * t, 0.02f, req.seed + 100 + g.group, ctx.stream()));
+    s->biases.push_back(
+        random_device(DType::kF32, t, 0.1f, req.seed + 200 + g.group, ctx.stream()));
     kernels::ReconstructDesc d;
     d.cache = cache;
     d.anchor_layers = g.anchor_layers;
@@ -99,7 +106,8 @@ std::unique_ptr<ReconstructSetup> make_reconstruct(const ProfileRequest& req, st
 }
 
 std::int64_t keep_count(std::int64_t tokens, double retention) {
-  const auto wanted = static_cast<std::int64_t>(std::llround(retention * static_cast<double>(tokens)));
+  const auto wanted =
+      static_cast<std::int64_t>(std::llround(retention * static_cast<double>(tokens)));
   const std::int64_t forced = std::min<std::int64_t>(tokens, kSinkTokens + kRecentWindow);
   return std::min(tokens, std::max(wanted, forced));
 }
@@ -117,26 +125,32 @@ class CudaProfiler final : public Profiler {
     KVSHIFT_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
     KVSHIFT_CUDA_CHECK(cudaDriverGetVersion(&driver));
     KVSHIFT_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
-    const auto version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
-    return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) + ", " +
-           std::to_string(p.multiProcessorCount) + " SMs, " +
-           std::to_string(p.totalGlobalMem >> 30) + " GiB), driver " + version(driver) + ", runtime " +
-           version(runtime);
+    const auto version = [](int v) {
+      return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+    };
+    return std::string(p.name) + " (sm_" + std::to_string(p.major) + std::to_string(p.minor) +
+           ", " + std::to_string(p.multiProcessorCount) + " SMs, " +
+           std::to_string(p.totalGlobalMem >> 30) + " GiB), driver " + version(driver) +
+           ", runtime " + version(runtime);
   }
 
   std::vector<OpTiming> run(const ProfileRequest& req) override {
     if (req.tokens.empty()) throw InputError("tokens: the list is empty");
     for (std::int64_t t : req.tokens) {
-      if (t < 1) throw InputError("tokens: every entry must be >= 1 (got " + std::to_string(t) + ")");
+      if (t < 1)
+        throw InputError("tokens: every entry must be >= 1 (got " + std::to_string(t) + ")");
     }
     for (std::int64_t n : req.sharing) {
-      if (n < 1) throw InputError("sharing: every entry must be >= 1 (got " + std::to_string(n) + ")");
+      if (n < 1)
+        throw InputError("sharing: every entry must be >= 1 (got " + std::to_string(n) + ")");
     }
-    if (!(req.retention > 0 && req.retention <= 1)) throw InputError("retention: must be in (0, 1]");
+    if (!(req.retention > 0 && req.retention <= 1))
+      throw InputError("retention: must be in (0, 1]");
     const std::int64_t max_t = *std::max_element(req.tokens.begin(), req.tokens.end());
     gpu::GpuModel target(req.model, req.seed, max_t, ctx_);
     std::unique_ptr<gpu::GpuModel> proxy;
-    if (req.proxy) proxy = std::make_unique<gpu::GpuModel>(*req.proxy, req.seed + 1, max_t, proxy_ctx_);
+    if (req.proxy)
+      proxy = std::make_unique<gpu::GpuModel>(*req.proxy, req.seed + 1, max_t, proxy_ctx_);
     kc::device_synchronize();
     std::vector<OpTiming> rows;
     for (const std::int64_t t : req.tokens) {
@@ -145,8 +159,8 @@ class CudaProfiler final : public Profiler {
       if (!req.topology.empty()) {
         for (const std::int64_t n : req.sharing) {
           auto setup = make_reconstruct(req, t, n, ctx_);
-          rows.push_back(gpu::time_on_stream("reconstruct", t, n, req.warmup, req.repeats, ctx_.stream(),
-                                             [&] { setup->run->launch(); }));
+          rows.push_back(gpu::time_on_stream("reconstruct", t, n, req.warmup, req.repeats,
+                                             ctx_.stream(), [&] { setup->run->launch(); }));
         }
       }
       if (proxy) {
@@ -165,17 +179,22 @@ class CudaProfiler final : public Profiler {
     const std::int64_t keep = keep_count(tokens, req.retention);
     CUstream_st* s = ctx_.stream();
     const std::int64_t per_layer = tokens * m.kv_heads * m.head_dim;
-    kc::DeviceBuffer cache = random_device(DType::kBF16, m.layers * 2 * per_layer, 1.0f, req.seed + 31, s);
-    kc::DeviceBuffer kept(static_cast<std::size_t>(m.layers) * 2 * keep * m.kv_heads * m.head_dim * 2);
+    kc::DeviceBuffer cache =
+        random_device(DType::kBF16, m.layers * 2 * per_layer, 1.0f, req.seed + 31, s);
+    kc::DeviceBuffer kept(static_cast<std::size_t>(m.layers) * 2 * keep * m.kv_heads * m.head_dim *
+                          2);
     kc::DeviceBuffer scores = random_device(DType::kF32, heads * tokens, 1.0f, req.seed + 32, s);
     kc::DeviceBuffer indices(static_cast<std::size_t>(heads * keep) * 4);
     const TensorView all_idx = indices.view(DType::kI32, {heads, keep});
-    const TensorView src = cache.view(DType::kBF16, {m.layers * 2LL * tokens, m.kv_heads, m.head_dim});
+    const TensorView src =
+        cache.view(DType::kBF16, {m.layers * 2LL * tokens, m.kv_heads, m.head_dim});
     const TensorView dst = kept.view(DType::kBF16, {m.layers * 2LL * keep, m.kv_heads, m.head_dim});
     return gpu::time_on_stream("prune", tokens, 1, req.warmup, req.repeats, s, [&] {
-      kc::top_k({scores.view(DType::kF32, {heads, tokens}), all_idx, kSinkTokens, kRecentWindow}, s);
+      kc::top_k({scores.view(DType::kF32, {heads, tokens}), all_idx, kSinkTokens, kRecentWindow},
+                s);
       for (int l = 0; l < m.layers; ++l) {
-        const TensorView idx = kernels::slice(all_idx, 0, static_cast<std::int64_t>(l) * m.kv_heads, m.kv_heads);
+        const TensorView idx =
+            kernels::slice(all_idx, 0, static_cast<std::int64_t>(l) * m.kv_heads, m.kv_heads);
         for (int kv = 0; kv < 2; ++kv) {
           const std::int64_t slot = 2LL * l + kv;
           kc::kv_gather({kernels::slice(src, 0, slot * tokens, tokens), idx,

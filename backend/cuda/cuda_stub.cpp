@@ -5,7 +5,8 @@
 namespace kvshift::backend {
 
 std::unique_ptr<Profiler> make_cuda_profiler() {
-  throw NotCompiled("CUDA backend not compiled: rebuild with a CUDA toolkit (KVSHIFT_ENABLE_CUDA=ON)");
+  throw NotCompiled(
+      "CUDA backend not compiled: rebuild with a CUDA toolkit (KVSHIFT_ENABLE_CUDA=ON)");
 }
 
 }  // namespace kvshift::backend

@@ -25,7 +25,8 @@ GpuModel::GpuModel(const cost_model::ModelSpec& spec, std::uint64_t seed, std::i
     : spec_(spec), ctx_(ctx), seed_(seed), max_tokens_(max_tokens) {
   cost_model::validate(spec_);
   if (spec_.head_dim != 64 && spec_.head_dim != 128) {
-    throw InputError("model " + spec_.name + ": head_dim must be 64 or 128 for the CUDA backend (got " +
+    throw InputError("model " + spec_.name +
+                     ": head_dim must be 64 or 128 for the CUDA backend (got " +
                      std::to_string(spec_.head_dim) + ")");
   }
   if (max_tokens_ < 1) throw InputError("tokens: must be >= 1");
@@ -65,7 +66,8 @@ GpuModel::GpuModel(const cost_model::ModelSpec& spec, std::uint64_t seed, std::i
   act_ = kc::DeviceBuffer(t * inter * 2);
   lse_ = kc::DeviceBuffer(t * spec_.q_heads * 4);
   logits_ = kc::DeviceBuffer(spec_.vocab * 4);
-  cache_ = kc::DeviceBuffer(static_cast<std::size_t>(spec_.layers) * 2 * t * spec_.kv_heads * hd * 2);
+  cache_ =
+      kc::DeviceBuffer(static_cast<std::size_t>(spec_.layers) * 2 * t * spec_.kv_heads * hd * 2);
   features_ = kc::DeviceBuffer(static_cast<std::size_t>(spec_.layers) * spec_.q_heads * t * 4);
 }
 
@@ -76,36 +78,42 @@ kc::DeviceBuffer GpuModel::random_buffer(DType dtype, std::int64_t count, float 
 }
 
 TensorView GpuModel::cache(std::int64_t tokens) const {
-  TensorView v = cache_.view(DType::kBF16, {1, spec_.layers, 2, max_tokens_, spec_.kv_heads,
-                                            spec_.head_dim});
+  TensorView v =
+      cache_.view(DType::kBF16, {1, spec_.layers, 2, max_tokens_, spec_.kv_heads, spec_.head_dim});
   return kernels::slice(v, 3, 0, tokens);
 }
 
 TensorView GpuModel::features(std::int64_t tokens) const {
-  return features_.view(DType::kF32, {static_cast<std::int64_t>(spec_.layers) * spec_.q_heads, tokens});
+  return features_.view(DType::kF32,
+                        {static_cast<std::int64_t>(spec_.layers) * spec_.q_heads, tokens});
 }
 
 void GpuModel::prefill(std::int64_t tokens, bool attention_mass) {
   if (tokens < 1 || tokens > max_tokens_) {
-    throw InputError("tokens: " + std::to_string(tokens) + " outside [1, " + std::to_string(max_tokens_) + "]");
+    throw InputError("tokens: " + std::to_string(tokens) + " outside [1, " +
+                     std::to_string(max_tokens_) + "]");
   }
   const std::int64_t d = spec_.hidden;
   CUstream_st* s = ctx_.stream();
   const TensorView x = x_.view(DType::kF32, {tokens, d});
-  kc::embed({embedding_.view(DType::kBF16, {spec_.vocab, d}), ids_.view(DType::kI32, {tokens}), x}, s);
+  kc::embed({embedding_.view(DType::kBF16, {spec_.vocab, d}), ids_.view(DType::kI32, {tokens}), x},
+            s);
   for (int l = 0; l < spec_.layers; ++l) layer_forward(l, tokens, attention_mass);
   // Last token only: final norm, then logits against the (tied or separate) head.
   const TensorView last = kernels::slice(x, 0, tokens - 1, 1);
   const TensorView h_last = h_.view(DType::kBF16, {1, d});
-  kc::rms_norm({last, final_norm_.view(DType::kF32, {d}), h_last, static_cast<float>(spec_.rms_eps)}, s);
+  kc::rms_norm(
+      {last, final_norm_.view(DType::kF32, {d}), h_last, static_cast<float>(spec_.rms_eps)}, s);
   const kc::DeviceBuffer& head = spec_.tied_embeddings ? embedding_ : lm_head_;
-  kc::gemm({h_last, head.view(DType::kBF16, {spec_.vocab, d}), logits_.view(DType::kF32, {1, spec_.vocab})},
+  kc::gemm({h_last, head.view(DType::kBF16, {spec_.vocab, d}),
+            logits_.view(DType::kF32, {1, spec_.vocab})},
            ctx_);
 }
 
 void GpuModel::layer_forward(int index, std::int64_t tokens, bool attention_mass) {
   const Layer& w = layers_[index];
-  const std::int64_t d = spec_.hidden, hd = spec_.head_dim, hq = spec_.q_heads, hkv = spec_.kv_heads;
+  const std::int64_t d = spec_.hidden, hd = spec_.head_dim, hq = spec_.q_heads,
+                     hkv = spec_.kv_heads;
   const std::int64_t inter = spec_.intermediate;
   const float eps = static_cast<float>(spec_.rms_eps);
   CUstream_st* s = ctx_.stream();
@@ -113,7 +121,8 @@ void GpuModel::layer_forward(int index, std::int64_t tokens, bool attention_mass
   const TensorView h = h_.view(DType::kBF16, {tokens, d});
   const TensorView qkv = qkv_.view(DType::kF32, {tokens, qkv_width_});
   const TensorView cache = cache_.view(DType::kBF16, {1, spec_.layers, 2, max_tokens_, hkv, hd});
-  TensorView k_layer = kernels::cache_layer(cache, index, 0), v_layer = kernels::cache_layer(cache, index, 1);
+  TensorView k_layer = kernels::cache_layer(cache, index, 0),
+             v_layer = kernels::cache_layer(cache, index, 1);
   k_layer.shape[1] = v_layer.shape[1] = tokens;  // [1, tokens, kv_heads, head_dim]
 
   // Attention block: norm -> fused QKV GEMM -> bias + RoPE + scatter (Q to q_, K/V to the cache).
@@ -142,8 +151,8 @@ void GpuModel::layer_forward(int index, std::int64_t tokens, bool attention_mass
     const TensorView all = features(tokens);
     kc::attention_mass({q3, as3(k_layer), lse, kernels::slice(all, 0, index * hq, hq), 0, 0}, s);
   }
-  kc::gemm({attn_.view(DType::kBF16, {tokens, hq * hd}), w.wo.view(DType::kBF16, {d, hq * hd}), x, true,
-            1.0f, 1.0f},
+  kc::gemm({attn_.view(DType::kBF16, {tokens, hq * hd}), w.wo.view(DType::kBF16, {d, hq * hd}), x,
+            true, 1.0f, 1.0f},
            ctx_);
 
   // MLP block: norm -> gate|up GEMM -> SwiGLU -> down GEMM accumulated into the residual.

@@ -27,7 +27,8 @@ class GpuModel {
   void prefill(std::int64_t tokens, bool attention_mass);
 
   const cost_model::ModelSpec& spec() const { return spec_; }
-  /// KV cache [1, layers, 2, max_tokens, kv_heads, head_dim] bf16; the first `tokens` rows are valid.
+  /// KV cache [1, layers, 2, max_tokens, kv_heads, head_dim] bf16; the first `tokens` rows are
+  /// valid.
   kernels::TensorView cache(std::int64_t tokens) const;
   /// Attention-mass features of the last prefill that asked for them.
   kernels::TensorView features(std::int64_t tokens) const;

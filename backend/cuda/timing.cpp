@@ -45,8 +45,9 @@ void summarise(std::vector<double>& seconds, OpTiming& row) {
   row.p90_s = nearest_rank(seconds, 0.9);
 }
 
-OpTiming time_on_stream(const std::string& op, std::int64_t tokens, std::int64_t sharing, int warmup,
-                        int repeats, CUstream_st* stream, const std::function<void()>& enqueue) {
+OpTiming time_on_stream(const std::string& op, std::int64_t tokens, std::int64_t sharing,
+                        int warmup, int repeats, CUstream_st* stream,
+                        const std::function<void()>& enqueue) {
   for (int i = 0; i < warmup; ++i) enqueue();
   KVSHIFT_CUDA_CHECK(cudaStreamSynchronize(stream));
   EventPair events;

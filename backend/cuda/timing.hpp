@@ -14,8 +14,9 @@ struct CUstream_st;
 namespace kvshift::backend::gpu {
 
 /// Times `enqueue` (which launches work on `stream`) and returns one cost-table row.
-OpTiming time_on_stream(const std::string& op, std::int64_t tokens, std::int64_t sharing, int warmup,
-                        int repeats, CUstream_st* stream, const std::function<void()>& enqueue);
+OpTiming time_on_stream(const std::string& op, std::int64_t tokens, std::int64_t sharing,
+                        int warmup, int repeats, CUstream_st* stream,
+                        const std::function<void()>& enqueue);
 
 /// median/p10/p90 of `seconds` into `row` (nearest rank; `seconds` is sorted in place).
 void summarise(std::vector<double>& seconds, OpTiming& row);

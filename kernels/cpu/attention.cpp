@@ -62,7 +62,8 @@ void attention(const AttentionDesc& d) {
         for (std::int64_t j = j0; j < j1; ++j) {
           const float p = std::exp(s[j - j0] - m_new);
           l += p;
-          for (std::int64_t e = 0; e < hd; ++e) acc[e] += p * load_float(d.v, d.v.offset({j, kh, e}));
+          for (std::int64_t e = 0; e < hd; ++e)
+            acc[e] += p * load_float(d.v, d.v.offset({j, kh, e}));
         }
         m = m_new;
       }
@@ -91,10 +92,12 @@ void attention_naive(const AttentionDesc& d) {
       for (double& x : p) sum += (x = std::exp(x - m));
       for (std::int64_t e = 0; e < hd; ++e) {
         double o = 0;
-        for (std::int64_t j = 0; j < visible; ++j) o += p[j] * load_float(d.v, d.v.offset({j, kh, e}));
+        for (std::int64_t j = 0; j < visible; ++j)
+          o += p[j] * load_float(d.v, d.v.offset({j, kh, e}));
         store_float(d.out, d.out.offset({i, h, e}), static_cast<float>(o / sum));
       }
-      if (!d.lse.empty()) store_float(d.lse, d.lse.offset({i, h}), static_cast<float>(m + std::log(sum)));
+      if (!d.lse.empty())
+        store_float(d.lse, d.lse.offset({i, h}), static_cast<float>(m + std::log(sum)));
     }
   }
 }

@@ -55,8 +55,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttnParams p) {
   for (int idx = threadIdx.x; idx < kQueryTile * HD; idx += blockDim.x) {
     const int r = idx / HD, e = idx % HD;
     const std::int64_t qi = q0 + r;
-    qs[r][e] = qi < tq ? ld(p.q.data, qi * p.q.stride[0] + h * p.q.stride[1] + e, p.q.dtype) * p.scale
-                       : 0.0f;
+    qs[r][e] = qi < tq
+                   ? ld(p.q.data, qi * p.q.stride[0] + h * p.q.stride[1] + e, p.q.dtype) * p.scale
+                   : 0.0f;
   }
   float m[kRowsPerWarp], l[kRowsPerWarp], acc[kRowsPerWarp][kPer];
 #pragma unroll
@@ -147,7 +148,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mass_kernel(MassParams 
   for (int idx = threadIdx.x; idx < kKeyTile * HD; idx += blockDim.x) {
     const int j = idx / HD, e = idx % HD;
     const std::int64_t key = k0 + j;
-    ks[j][e] = key < tk ? ld(p.k.data, key * p.k.stride[0] + kh * p.k.stride[1] + e, p.k.dtype) : 0.0f;
+    ks[j][e] =
+        key < tk ? ld(p.k.data, key * p.k.stride[0] + kh * p.k.stride[1] + e, p.k.dtype) : 0.0f;
   }
   __syncthreads();
   const std::int64_t key = k0 + lane;
@@ -162,7 +164,8 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mass_kernel(MassParams 
     float dot = 0;
 #pragma unroll 16
     for (int e = 0; e < HD; ++e) dot += qw[warp][e] * ks[lane][e];
-    if (key < tk && key <= p.offset + i) acc += expf(dot - p.lse[i * p.lse_stride0 + h * p.lse_stride1]);
+    if (key < tk && key <= p.offset + i)
+      acc += expf(dot - p.lse[i * p.lse_stride0 + h * p.lse_stride1]);
     __syncwarp();
   }
   partial[warp][lane] = acc;
@@ -190,14 +193,27 @@ void attention_simt(const AttentionDesc& d, CUstream_st* stream) {
   require_device("attention", Device::kCuda, {&d.q, &d.k, &d.v, &d.out, &d.lse});
   const std::int64_t tq = d.q.shape[0], hq = d.q.shape[1], hd = d.q.shape[2];
   if (tq == 0) return;
-  AttnParams p{detail::dev(d.q), detail::dev(d.k), detail::dev(d.v), detail::dev(d.out),
-               static_cast<float*>(d.lse.data), d.lse.stride[0], d.lse.stride[1],
-               static_cast<int>(hq / d.k.shape[1]), d.k.shape[0] - tq, scale_of(d.scale, hd)};
-  const dim3 grid(static_cast<unsigned>(detail::ceil_div(tq, kQueryTile)), static_cast<unsigned>(hq));
+  AttnParams p{detail::dev(d.q),
+               detail::dev(d.k),
+               detail::dev(d.v),
+               detail::dev(d.out),
+               static_cast<float*>(d.lse.data),
+               d.lse.stride[0],
+               d.lse.stride[1],
+               static_cast<int>(hq / d.k.shape[1]),
+               d.k.shape[0] - tq,
+               scale_of(d.scale, hd)};
+  const dim3 grid(static_cast<unsigned>(detail::ceil_div(tq, kQueryTile)),
+                  static_cast<unsigned>(hq));
   switch (hd) {
-    case 64: attention_kernel<64><<<grid, kWarps * 32, 0, stream>>>(p); break;
-    case 128: attention_kernel<128><<<grid, kWarps * 32, 0, stream>>>(p); break;
-    default: unsupported_head_dim("attention", hd);
+    case 64:
+      attention_kernel<64><<<grid, kWarps * 32, 0, stream>>>(p);
+      break;
+    case 128:
+      attention_kernel<128><<<grid, kWarps * 32, 0, stream>>>(p);
+      break;
+    default:
+      unsupported_head_dim("attention", hd);
   }
   KVSHIFT_LAUNCH_CHECK("attention_kernel");
 }
@@ -218,14 +234,27 @@ void attention_mass(const AttentionMassDesc& d, CUstream_st* stream) {
   require_device("attention_mass", Device::kCuda, {&d.q, &d.k, &d.lse, &d.out});
   const std::int64_t tq = d.q.shape[0], tk = d.k.shape[0], hq = d.q.shape[1], hd = d.q.shape[2];
   if (tk == 0) return;
-  MassParams p{detail::dev(d.q), detail::dev(d.k), static_cast<const float*>(d.lse.data),
-               d.lse.stride[0], d.lse.stride[1], static_cast<float*>(d.out.data), d.out.stride[0],
-               static_cast<int>(hq / d.k.shape[1]), tk - tq, d.query_begin, scale_of(d.scale, hd)};
+  MassParams p{detail::dev(d.q),
+               detail::dev(d.k),
+               static_cast<const float*>(d.lse.data),
+               d.lse.stride[0],
+               d.lse.stride[1],
+               static_cast<float*>(d.out.data),
+               d.out.stride[0],
+               static_cast<int>(hq / d.k.shape[1]),
+               tk - tq,
+               d.query_begin,
+               scale_of(d.scale, hd)};
   const dim3 grid(static_cast<unsigned>(detail::ceil_div(tk, kKeyTile)), static_cast<unsigned>(hq));
   switch (hd) {
-    case 64: attention_mass_kernel<64><<<grid, kWarps * 32, 0, stream>>>(p); break;
-    case 128: attention_mass_kernel<128><<<grid, kWarps * 32, 0, stream>>>(p); break;
-    default: unsupported_head_dim("attention_mass", hd);
+    case 64:
+      attention_mass_kernel<64><<<grid, kWarps * 32, 0, stream>>>(p);
+      break;
+    case 128:
+      attention_mass_kernel<128><<<grid, kWarps * 32, 0, stream>>>(p);
+      break;
+    default:
+      unsupported_head_dim("attention_mass", hd);
   }
   KVSHIFT_LAUNCH_CHECK("attention_mass_kernel");
 }

@@ -29,10 +29,10 @@ constexpr int kTcKeys = 64;
 /// Shared-memory layout (element strides padded; every sub-array starts 32-byte aligned).
 template <int HD>
 struct TcLayout {
-  static constexpr int kLdh = HD + 8;        // bf16 rows of Q, K, V
-  static constexpr int kLds = kTcKeys + 4;   // fp32 rows of S
-  static constexpr int kLdp = kTcKeys + 8;   // bf16 rows of P
-  static constexpr int kLdo = HD + 4;        // fp32 rows of O
+  static constexpr int kLdh = HD + 8;       // bf16 rows of Q, K, V
+  static constexpr int kLds = kTcKeys + 4;  // fp32 rows of S
+  static constexpr int kLdp = kTcKeys + 8;  // bf16 rows of P
+  static constexpr int kLdo = HD + 4;       // fp32 rows of O
   static constexpr int kQ = 0;
   static constexpr int kK = kQ + kTcQueries * kLdh * 2;
   static constexpr int kV = kK + kTcKeys * kLdh * 2;
@@ -45,8 +45,8 @@ struct TcLayout {
 /// Copies `rows` rows of HD bf16 from global (row r at base + r * row_stride) into shared
 /// memory with 16-byte vectors; rows at or past `valid` are zero.
 template <int HD>
-__device__ void stage_rows(__nv_bfloat16* dst, int ld, const __nv_bfloat16* base, std::int64_t row_stride,
-                           int rows, std::int64_t valid) {
+__device__ void stage_rows(__nv_bfloat16* dst, int ld, const __nv_bfloat16* base,
+                           std::int64_t row_stride, int rows, std::int64_t valid) {
   constexpr int kVec = HD / 8;
   for (int idx = threadIdx.x; idx < rows * kVec; idx += blockDim.x) {
     const int r = idx / kVec, c = (idx % kVec) * 8;
@@ -70,7 +70,8 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(TcParams p)
 
   const std::int64_t tq = p.tq, tk = p.tk, h = blockIdx.y, kh = h / p.group;
   const std::int64_t q0 = std::int64_t{blockIdx.x} * kTcQueries;
-  stage_rows<HD>(qs, L::kLdh, p.q + q0 * p.q_stride0 + h * p.q_stride1, p.q_stride0, kTcQueries, tq - q0);
+  stage_rows<HD>(qs, L::kLdh, p.q + q0 * p.q_stride0 + h * p.q_stride1, p.q_stride0, kTcQueries,
+                 tq - q0);
   for (int i = lane; i < 16 * L::kLdo; i += 32) o_w[i] = 0.0f;
 
   // Lane pair (2r, 2r+1) owns row r of the warp: columns [half*32, half*32+32) of S and P,
@@ -85,12 +86,14 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(TcParams p)
 
   for (std::int64_t k0 = 0; k0 < key_end; k0 += kTcKeys) {
     __syncthreads();  // previous K/V consumed; Q staged on the first pass
-    stage_rows<HD>(ks, L::kLdh, p.k + k0 * p.k_stride0 + kh * p.k_stride1, p.k_stride0, kTcKeys, tk - k0);
-    stage_rows<HD>(vs, L::kLdh, p.v + k0 * p.v_stride0 + kh * p.v_stride1, p.v_stride0, kTcKeys, tk - k0);
+    stage_rows<HD>(ks, L::kLdh, p.k + k0 * p.k_stride0 + kh * p.k_stride1, p.k_stride0, kTcKeys,
+                   tk - k0);
+    stage_rows<HD>(vs, L::kLdh, p.v + k0 * p.v_stride0 + kh * p.v_stride1, p.v_stride0, kTcKeys,
+                   tk - k0);
     __syncthreads();
     if (warp_q0 >= tq || k0 > p.offset + warp_q0 + 15) continue;  // warp-uniform: nothing visible
 
-    // S = Q K^T for this warp's 16 rows and the tile's 64 keys.
+      // S = Q K^T for this warp's 16 rows and the tile's 64 keys.
 #pragma unroll
     for (int nb = 0; nb < kTcKeys / 16; ++nb) {
       wmma::fragment<wmma::accumulator, 16, 16, 16, float> c;
@@ -112,7 +115,8 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(TcParams p)
     for (int j = 0; j < 32; ++j) {
       const int col = half * 32 + j;
       const std::int64_t key = k0 + col;
-      if (row_valid && key <= pos && key < tk) tile_max = fmaxf(tile_max, s_w[r * L::kLds + col] * p.scale);
+      if (row_valid && key <= pos && key < tk)
+        tile_max = fmaxf(tile_max, s_w[r * L::kLds + col] * p.scale);
     }
     tile_max = fmaxf(tile_max, __shfl_xor_sync(kFullMask, tile_max, 1));
     const float m_new = fmaxf(m, tile_max);
@@ -153,7 +157,8 @@ __global__ void __launch_bounds__(kTcWarps * 32) attention_tc_kernel(TcParams p)
   if (!row_valid) return;
   const float inv = 1.0f / l;
   const std::int64_t o = qi * p.out.stride[0] + h * p.out.stride[1] + half * (HD / 2);
-  for (int j = 0; j < HD / 2; ++j) st(p.out.data, o + j, p.out.dtype, o_w[r * L::kLdo + half * (HD / 2) + j] * inv);
+  for (int j = 0; j < HD / 2; ++j)
+    st(p.out.data, o + j, p.out.dtype, o_w[r * L::kLdo + half * (HD / 2) + j] * inv);
   if (p.lse != nullptr && half == 0) p.lse[qi * p.lse_stride0 + h * p.lse_stride1] = m + logf(l);
 }
 
@@ -161,8 +166,8 @@ template <int HD>
 void launch_tc(const TcParams& p, std::int64_t hq, CUstream_st* stream) {
   constexpr int kBytes = TcLayout<HD>::kBytes;
   static const bool configured = [] {
-    KVSHIFT_CUDA_CHECK(cudaFuncSetAttribute(attention_tc_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            kBytes));
+    KVSHIFT_CUDA_CHECK(cudaFuncSetAttribute(attention_tc_kernel<HD>,
+                                            cudaFuncAttributeMaxDynamicSharedMemorySize, kBytes));
     return true;
   }();
   (void)configured;
@@ -175,19 +180,32 @@ void launch_tc(const TcParams& p, std::int64_t hq, CUstream_st* stream) {
 
 bool attention_tc_applies(const AttentionDesc& d) {
   const auto aligned = [](const TensorView& v) {
-    return v.dtype == DType::kBF16 && reinterpret_cast<std::uintptr_t>(v.data) % 16 == 0 && v.stride[0] % 8 == 0 &&
-           v.stride[1] % 8 == 0;
+    return v.dtype == DType::kBF16 && reinterpret_cast<std::uintptr_t>(v.data) % 16 == 0 &&
+           v.stride[0] % 8 == 0 && v.stride[1] % 8 == 0;
   };
   const std::int64_t hd = d.q.shape[2];
   return (hd == 64 || hd == 128) && aligned(d.q) && aligned(d.k) && aligned(d.v);
 }
 
 void attention_tc(const AttentionDesc& d, float scale, CUstream_st* stream) {
-  TcParams p{static_cast<const __nv_bfloat16*>(d.q.data), static_cast<const __nv_bfloat16*>(d.k.data),
-             static_cast<const __nv_bfloat16*>(d.v.data), d.q.stride[0], d.q.stride[1], d.k.stride[0],
-             d.k.stride[1], d.v.stride[0], d.v.stride[1], dev(d.out), static_cast<float*>(d.lse.data),
-             d.lse.stride[0], d.lse.stride[1], d.q.shape[0], d.k.shape[0],
-             static_cast<int>(d.q.shape[1] / d.k.shape[1]), d.k.shape[0] - d.q.shape[0], scale};
+  TcParams p{static_cast<const __nv_bfloat16*>(d.q.data),
+             static_cast<const __nv_bfloat16*>(d.k.data),
+             static_cast<const __nv_bfloat16*>(d.v.data),
+             d.q.stride[0],
+             d.q.stride[1],
+             d.k.stride[0],
+             d.k.stride[1],
+             d.v.stride[0],
+             d.v.stride[1],
+             dev(d.out),
+             static_cast<float*>(d.lse.data),
+             d.lse.stride[0],
+             d.lse.stride[1],
+             d.q.shape[0],
+             d.k.shape[0],
+             static_cast<int>(d.q.shape[1] / d.k.shape[1]),
+             d.k.shape[0] - d.q.shape[0],
+             scale};
   if (d.q.shape[2] == 64) {
     launch_tc<64>(p, d.q.shape[1], stream);
   } else {

@@ -19,13 +19,13 @@ namespace kvshift::kernels::cuda {
 
 }  // namespace kvshift::kernels::cuda
 
-#define KVSHIFT_CUDA_CHECK(stmt)                                                        \
-  do {                                                                                  \
-    const cudaError_t kvshift_err_ = (stmt);                                            \
-    if (kvshift_err_ != cudaSuccess) {                                                  \
+#define KVSHIFT_CUDA_CHECK(stmt)                                                          \
+  do {                                                                                    \
+    const cudaError_t kvshift_err_ = (stmt);                                              \
+    if (kvshift_err_ != cudaSuccess) {                                                    \
       ::kvshift::kernels::cuda::throw_cuda_error(#stmt, cudaGetErrorString(kvshift_err_), \
-                                                 __FILE__, __LINE__);                   \
-    }                                                                                   \
+                                                 __FILE__, __LINE__);                     \
+    }                                                                                     \
   } while (0)
 
 #define KVSHIFT_CUBLAS_CHECK(stmt)                                                          \
@@ -38,12 +38,11 @@ namespace kvshift::kernels::cuda {
   } while (0)
 
 /// After a <<<>>> launch: reports configuration errors naming the kernel (a string literal).
-#define KVSHIFT_LAUNCH_CHECK(kernel_name)                                                   \
-  do {                                                                                      \
-    const cudaError_t kvshift_err_ = cudaGetLastError();                                    \
-    if (kvshift_err_ != cudaSuccess) {                                                      \
-      ::kvshift::kernels::cuda::throw_cuda_error("launch of " kernel_name,                  \
-                                                 cudaGetErrorString(kvshift_err_), __FILE__, \
-                                                 __LINE__);                                 \
-    }                                                                                       \
+#define KVSHIFT_LAUNCH_CHECK(kernel_name)                                                  \
+  do {                                                                                     \
+    const cudaError_t kvshift_err_ = cudaGetLastError();                                   \
+    if (kvshift_err_ != cudaSuccess) {                                                     \
+      ::kvshift::kernels::cuda::throw_cuda_error(                                          \
+          "launch of " kernel_name, cudaGetErrorString(kvshift_err_), __FILE__, __LINE__); \
+    }                                                                                      \
   } while (0)

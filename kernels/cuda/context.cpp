@@ -54,12 +54,14 @@ DeviceBuffer::~DeviceBuffer() {
 }
 
 void DeviceBuffer::upload(const void* host, std::size_t bytes) {
-  if (bytes > bytes_) throw std::invalid_argument("DeviceBuffer::upload: more bytes than allocated");
+  if (bytes > bytes_)
+    throw std::invalid_argument("DeviceBuffer::upload: more bytes than allocated");
   KVSHIFT_CUDA_CHECK(cudaMemcpy(data_, host, bytes, cudaMemcpyHostToDevice));
 }
 
 void DeviceBuffer::download(void* host, std::size_t bytes) const {
-  if (bytes > bytes_) throw std::invalid_argument("DeviceBuffer::download: more bytes than allocated");
+  if (bytes > bytes_)
+    throw std::invalid_argument("DeviceBuffer::download: more bytes than allocated");
   KVSHIFT_CUDA_CHECK(cudaMemcpy(host, data_, bytes, cudaMemcpyDeviceToHost));
 }
 

@@ -29,7 +29,8 @@ __global__ void rms_norm_kernel(DevView x, DevView w, DevView out, float eps) {
 }
 
 // ---- RoPE: one thread per (token, head, pair) -----------------------------------------------
-__global__ void rope_kernel(DevView x, DevView out, double theta, std::int64_t offset, bool inverse) {
+__global__ void rope_kernel(DevView x, DevView out, double theta, std::int64_t offset,
+                            bool inverse) {
   const std::int64_t heads = x.shape[1], half = x.shape[2] / 2;
   const std::int64_t n = x.shape[0] * heads * half;
   for (std::int64_t g = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; g < n;
@@ -127,7 +128,7 @@ void fill_uniform(const FillDesc& d, CUstream_st* stream) {
   const std::int64_t n = d.out.numel();
   if (n == 0) return;
   fill_kernel<<<detail::grid_for(n), detail::kThreads, 0, stream>>>(d.out.data, d.out.dtype, n,
-                                                                      d.seed, d.lo, d.hi);
+                                                                    d.seed, d.lo, d.hi);
   KVSHIFT_LAUNCH_CHECK("fill_kernel");
 }
 

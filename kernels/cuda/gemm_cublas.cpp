@@ -12,10 +12,14 @@ namespace {
 
 cudaDataType_t cuda_type(DType t) {
   switch (t) {
-    case DType::kBF16: return CUDA_R_16BF;
-    case DType::kF16: return CUDA_R_16F;
-    case DType::kF32: return CUDA_R_32F;
-    case DType::kI32: break;
+    case DType::kBF16:
+      return CUDA_R_16BF;
+    case DType::kF16:
+      return CUDA_R_16F;
+    case DType::kF32:
+      return CUDA_R_32F;
+    case DType::kI32:
+      break;
   }
   throw std::invalid_argument("gemm: unsupported dtype " + std::string(dtype_name(t)));
 }
@@ -37,11 +41,11 @@ void gemm(const GemmDesc& d, const Context& ctx) {
   const int ldb = as_int(std::max<std::int64_t>(d.b.stride[0], d.b.shape[1]), "ldb");
   const int lda = as_int(std::max<std::int64_t>(d.a.stride[0], k), "lda");
   const int ldc = as_int(std::max<std::int64_t>(d.c.stride[0], n), "ldc");
-  KVSHIFT_CUBLAS_CHECK(cublasGemmEx(
-      ctx.cublas(), d.b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N, as_int(n, "n"),
-      as_int(m, "m"), as_int(k, "k"), &d.alpha, d.b.data, cuda_type(d.b.dtype), ldb, d.a.data,
-      cuda_type(d.a.dtype), lda, &d.beta, d.c.data, cuda_type(d.c.dtype), ldc,
-      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  KVSHIFT_CUBLAS_CHECK(
+      cublasGemmEx(ctx.cublas(), d.b_transposed ? CUBLAS_OP_T : CUBLAS_OP_N, CUBLAS_OP_N,
+                   as_int(n, "n"), as_int(m, "m"), as_int(k, "k"), &d.alpha, d.b.data,
+                   cuda_type(d.b.dtype), ldb, d.a.data, cuda_type(d.a.dtype), lda, &d.beta,
+                   d.c.data, cuda_type(d.c.dtype), ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace kvshift::kernels::cuda

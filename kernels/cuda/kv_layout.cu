@@ -92,7 +92,8 @@ void bias_rope_scatter(const EpilogueDesc& d, CUstream_st* stream) {
     const EpilogueSegment& s = d.segments[i];
     require_device("bias_rope_scatter", Device::kCuda, {&s.dst});
     if (s.dst.shape[3] % 2 != 0) {
-      throw std::invalid_argument("bias_rope_scatter: CUDA needs an even head_dim in every segment");
+      throw std::invalid_argument(
+          "bias_rope_scatter: CUDA needs an even head_dim in every segment");
     }
     segs.dst[i] = detail::dev(s.dst);
     segs.column[i] = s.column;
@@ -117,9 +118,8 @@ void anchor_gather(const AnchorGatherDesc& d, CUstream_st* stream) {
   if (n == 0) return;
   const dim3 grid(detail::grid_for(n) > 65535 ? 65535 : detail::grid_for(n),
                   static_cast<unsigned>(d.anchor_layers.size()));
-  anchor_gather_kernel<<<grid, detail::kThreads, 0, stream>>>(detail::dev(d.cache), anchors,
-                                                              detail::dev(d.x), d.theta,
-                                                              d.position_offset);
+  anchor_gather_kernel<<<grid, detail::kThreads, 0, stream>>>(
+      detail::dev(d.cache), anchors, detail::dev(d.x), d.theta, d.position_offset);
   KVSHIFT_LAUNCH_CHECK("anchor_gather_kernel");
 }
 

@@ -50,9 +50,11 @@ __global__ void __launch_bounds__(kTopKThreads)
     const std::uint32_t key = t < tokens ? token_key(scores, h, t, tokens, sink, recent) : 0;
     const bool gt = t < tokens && key > v, eq = t < tokens && key == v;
     int equal_total = 0, selected_total = 0;
-    const long long equal_rank = equal_seen + detail::block_exclusive_scan(eq ? 1 : 0, &equal_total);
+    const long long equal_rank =
+        equal_seen + detail::block_exclusive_scan(eq ? 1 : 0, &equal_total);
     const bool selected = gt || (eq && equal_rank < need_equal);
-    const long long slot = written + detail::block_exclusive_scan(selected ? 1 : 0, &selected_total);
+    const long long slot =
+        written + detail::block_exclusive_scan(selected ? 1 : 0, &selected_total);
     if (selected) out[slot] = static_cast<std::int32_t>(t);
     written += selected_total;
     equal_seen += equal_total;

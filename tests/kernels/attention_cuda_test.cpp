@@ -27,7 +27,8 @@ class AttentionTwin : public ::testing::TestWithParam<AttnCase> {
 
 TEST_P(AttentionTwin, OutputAndLogSumExp) {
   const AttnCase c = GetParam();
-  HostTensor q(c.dtype, {c.tq, c.hq, c.hd}), k(c.dtype, {c.tk, c.hkv, c.hd}), v(c.dtype, {c.tk, c.hkv, c.hd});
+  HostTensor q(c.dtype, {c.tq, c.hq, c.hd}), k(c.dtype, {c.tk, c.hkv, c.hd}),
+      v(c.dtype, {c.tk, c.hkv, c.hd});
   q.randomize(rng_);
   k.randomize(rng_);
   v.randomize(rng_);
@@ -50,7 +51,8 @@ TEST_P(AttentionTwin, OutputAndLogSumExp) {
 
 TEST_P(AttentionTwin, AttentionMass) {
   const AttnCase c = GetParam();
-  HostTensor q(c.dtype, {c.tq, c.hq, c.hd}), k(c.dtype, {c.tk, c.hkv, c.hd}), v(c.dtype, {c.tk, c.hkv, c.hd});
+  HostTensor q(c.dtype, {c.tq, c.hq, c.hd}), k(c.dtype, {c.tk, c.hkv, c.hd}),
+      v(c.dtype, {c.tk, c.hkv, c.hd});
   q.randomize(rng_);
   k.randomize(rng_);
   v.randomize(rng_);
@@ -59,23 +61,25 @@ TEST_P(AttentionTwin, AttentionMass) {
   const std::int64_t begin = c.tq / 3;
   HostTensor mass(DType::kF32, {c.hq, c.tk}), got(DType::kF32, {c.hq, c.tk});
   cpu::attention_mass({q.view(), k.view(), lse.view(), mass.view(), 0, begin});
-  DeviceTensor dq = testing::to_device(q), dk = testing::to_device(k), dlse = testing::to_device(lse);
+  DeviceTensor dq = testing::to_device(q), dk = testing::to_device(k),
+               dlse = testing::to_device(lse);
   DeviceTensor dmass = testing::poisoned_like(got);
   cuda::attention_mass({dq.view, dk.view, dlse.view, dmass.view, 0, begin}, nullptr);
   testing::download(dmass, got);
   testing::expect_twin(got, mass, "attention_mass");
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Shapes, AttentionTwin,
-    ::testing::Values(AttnCase{DType::kF32, 77, 77, 6, 2, 64}, AttnCase{DType::kF32, 13, 100, 4, 4, 128},
-                      AttnCase{DType::kBF16, 301, 301, 14, 2, 64}, AttnCase{DType::kBF16, 50, 333, 12, 2, 128},
-                      AttnCase{DType::kBF16, 1000, 1000, 4, 1, 128}),
-    [](const auto& param_info) {
-      const AttnCase& c = param_info.param;
-      return std::string(dtype_name(c.dtype)) + "_q" + std::to_string(c.tq) + "_k" + std::to_string(c.tk) +
-             "_hd" + std::to_string(c.hd);
-    });
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionTwin,
+                         ::testing::Values(AttnCase{DType::kF32, 77, 77, 6, 2, 64},
+                                           AttnCase{DType::kF32, 13, 100, 4, 4, 128},
+                                           AttnCase{DType::kBF16, 301, 301, 14, 2, 64},
+                                           AttnCase{DType::kBF16, 50, 333, 12, 2, 128},
+                                           AttnCase{DType::kBF16, 1000, 1000, 4, 1, 128}),
+                         [](const auto& param_info) {
+                           const AttnCase& c = param_info.param;
+                           return std::string(dtype_name(c.dtype)) + "_q" + std::to_string(c.tq) +
+                                  "_k" + std::to_string(c.tk) + "_hd" + std::to_string(c.hd);
+                         });
 
 }  // namespace
 }  // namespace kvshift::kernels

@@ -48,7 +48,8 @@ TEST(AttentionRef, MassOfTheHandCase) {
   EXPECT_NEAR(mass.get(0), 1 + 0.25 + 1 / 6.0, 1e-6);
   EXPECT_NEAR(mass.get(1), 0.75 + 2 / 6.0, 1e-6);
   EXPECT_NEAR(mass.get(2), 0.5, 1e-6);
-  cpu::attention_mass({h.q.view(), h.k.view(), lse.view(), mass.view(), 1.0f, 2});  // last query only
+  cpu::attention_mass(
+      {h.q.view(), h.k.view(), lse.view(), mass.view(), 1.0f, 2});  // last query only
   EXPECT_NEAR(mass.get(0), 1 / 6.0, 1e-6);
   EXPECT_NEAR(mass.get(2), 0.5, 1e-6);
 }
@@ -72,18 +73,20 @@ void expect_online_equals_naive(DType dtype, std::int64_t tq, std::int64_t tk, s
 
 TEST(AttentionRef, OnlineSoftmaxEqualsNaiveSoftmax) {
   expect_online_equals_naive(DType::kF32, 37, 37, 6, 2, 16, 1e-5);
-  expect_online_equals_naive(DType::kF32, 5, 53, 4, 4, 8, 1e-5);   // queries after a history
+  expect_online_equals_naive(DType::kF32, 5, 53, 4, 4, 8, 1e-5);  // queries after a history
   expect_online_equals_naive(DType::kBF16, 19, 40, 8, 1, 32, 1e-5);
 }
 
 TEST(AttentionRef, MassOfEveryQueryRowSumsToOne) {
   std::mt19937_64 rng(11);
   const std::int64_t tq = 21, tk = 29, hq = 4, hkv = 2, hd = 8;
-  HostTensor q(DType::kF32, {tq, hq, hd}), k(DType::kF32, {tk, hkv, hd}), v(DType::kF32, {tk, hkv, hd});
+  HostTensor q(DType::kF32, {tq, hq, hd}), k(DType::kF32, {tk, hkv, hd}),
+      v(DType::kF32, {tk, hkv, hd});
   q.randomize(rng);
   k.randomize(rng);
   v.randomize(rng);
-  HostTensor out(DType::kF32, {tq, hq, hd}), lse(DType::kF32, {tq, hq}), mass(DType::kF32, {hq, tk});
+  HostTensor out(DType::kF32, {tq, hq, hd}), lse(DType::kF32, {tq, hq}),
+      mass(DType::kF32, {hq, tk});
   cpu::attention({q.view(), k.view(), v.view(), out.view(), lse.view(), 0});
   cpu::attention_mass({q.view(), k.view(), lse.view(), mass.view(), 0, 4});
   for (std::int64_t h = 0; h < hq; ++h) {

@@ -22,7 +22,8 @@ TEST(CudaProfiler, SaysItWasNotCompiled) {
     make_cuda_profiler();
     FAIL() << "expected NotCompiled";
   } catch (const NotCompiled& e) {
-    EXPECT_NE(std::string(e.what()).find("CUDA backend not compiled"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("CUDA backend not compiled"), std::string::npos)
+        << e.what();
   }
 }
 

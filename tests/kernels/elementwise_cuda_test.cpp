@@ -26,7 +26,8 @@ TEST_P(ElementwiseTwin, RmsNorm) {
   x.randomize(rng_);
   w.randomize(rng_);
   cpu::rms_norm({x.view(), w.view(), out.view(), 1e-6f});
-  DeviceTensor dx = testing::to_device(x), dw = testing::to_device(w), dout = testing::poisoned_like(got);
+  DeviceTensor dx = testing::to_device(x), dw = testing::to_device(w),
+               dout = testing::poisoned_like(got);
   cuda::rms_norm({dx.view, dw.view, dout.view, 1e-6f}, nullptr);
   testing::download(dout, got);
   testing::expect_twin(got, out, "rms_norm");
@@ -34,7 +35,8 @@ TEST_P(ElementwiseTwin, RmsNorm) {
 
 TEST_P(ElementwiseTwin, RopeApplyAndInvert) {
   for (bool inverse : {false, true}) {
-    HostTensor x(GetParam(), {45, 3, 64}), out(GetParam(), {45, 3, 64}), got(GetParam(), {45, 3, 64});
+    HostTensor x(GetParam(), {45, 3, 64}), out(GetParam(), {45, 3, 64}),
+        got(GetParam(), {45, 3, 64});
     x.randomize(rng_);
     cpu::rope({x.view(), out.view(), 1e6, 31000, inverse});
     DeviceTensor dx = testing::to_device(x), dout = testing::poisoned_like(got);
@@ -52,13 +54,17 @@ TEST_P(ElementwiseTwin, BiasRopeScatterEpilogue) {
   bias.randomize(rng_);
   HostTensor q(t, {2, 33, 3, 64}), k(t, {2, 33, 1, 64}), v(t, {2, 33, 1, 64});
   HostTensor gq(t, {2, 33, 3, 64}), gk(t, {2, 33, 1, 64}), gv(t, {2, 33, 1, 64});
-  cpu::bias_rope_scatter({z.view(), bias.view(),
-                          {{0, true, q.view()}, {192, true, k.view()}, {256, false, v.view()}}, 1e4, 7});
+  cpu::bias_rope_scatter({z.view(),
+                          bias.view(),
+                          {{0, true, q.view()}, {192, true, k.view()}, {256, false, v.view()}},
+                          1e4,
+                          7});
   DeviceTensor dz = testing::to_device(z), db = testing::to_device(bias);
-  DeviceTensor dq = testing::poisoned_like(gq), dk = testing::poisoned_like(gk), dv = testing::poisoned_like(gv);
-  cuda::bias_rope_scatter({dz.view, db.view, {{0, true, dq.view}, {192, true, dk.view}, {256, false, dv.view}},
-                           1e4, 7},
-                          nullptr);
+  DeviceTensor dq = testing::poisoned_like(gq), dk = testing::poisoned_like(gk),
+               dv = testing::poisoned_like(gv);
+  cuda::bias_rope_scatter(
+      {dz.view, db.view, {{0, true, dq.view}, {192, true, dk.view}, {256, false, dv.view}}, 1e4, 7},
+      nullptr);
   testing::download(dq, gq);
   testing::download(dk, gk);
   testing::download(dv, gv);
@@ -73,7 +79,8 @@ TEST_P(ElementwiseTwin, Swiglu) {
   g.randomize(rng_);
   u.randomize(rng_);
   cpu::swiglu({g.view(), u.view(), out.view()});
-  DeviceTensor dg = testing::to_device(g), du = testing::to_device(u), dout = testing::poisoned_like(got);
+  DeviceTensor dg = testing::to_device(g), du = testing::to_device(u),
+               dout = testing::poisoned_like(got);
   cuda::swiglu({dg.view, du.view, dout.view}, nullptr);
   testing::download(dout, got);
   testing::expect_twin(got, out, "swiglu");
@@ -86,7 +93,8 @@ TEST_P(ElementwiseTwin, Embed) {
   std::uniform_int_distribution<int> pick(0, 49);
   for (int i = 0; i < 17; ++i) ids.seti(i, pick(rng_));
   cpu::embed({table.view(), ids.view(), out.view()});
-  DeviceTensor dt = testing::to_device(table), di = testing::to_device(ids), dout = testing::poisoned_like(got);
+  DeviceTensor dt = testing::to_device(table), di = testing::to_device(ids),
+               dout = testing::poisoned_like(got);
   cuda::embed({dt.view, di.view, dout.view}, nullptr);
   testing::download(dout, got);
   testing::expect_twin(got, out, "embed");
@@ -103,7 +111,9 @@ TEST_P(ElementwiseTwin, FillUniform) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Dtypes, ElementwiseTwin, ::testing::Values(DType::kF32, DType::kBF16),
-                         [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
+                         [](const auto& param_info) {
+                           return std::string(dtype_name(param_info.param));
+                         });
 
 }  // namespace
 }  // namespace kvshift::kernels

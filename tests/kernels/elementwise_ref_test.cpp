@@ -113,11 +113,13 @@ TEST(EpilogueRef, AddsBiasRotatesKeysAndCopiesValues) {
   for (int row = 0; row < 6; ++row) {
     const int t = row % 3;
     for (int i = 0; i < 4; ++i) {
-      EXPECT_EQ(v.get(row * 4 + i), bf16_to_float(float_to_bf16(z.get(row * 8 + 4 + i) + bias.get(4 + i))));
+      EXPECT_EQ(v.get(row * 4 + i),
+                bf16_to_float(float_to_bf16(z.get(row * 8 + 4 + i) + bias.get(4 + i))));
     }
     for (int i = 0; i < 2; ++i) {  // pairs (0,2), (1,3); angle (2 + t) * 500^(-i/2)
       const double angle = (2 + t) * std::pow(500.0, -2.0 * i / 4);
-      const float a = z.get(row * 8 + i) + bias.get(i), b = z.get(row * 8 + i + 2) + bias.get(i + 2);
+      const float a = z.get(row * 8 + i) + bias.get(i),
+                  b = z.get(row * 8 + i + 2) + bias.get(i + 2);
       EXPECT_NEAR(k.get(row * 4 + i), a * std::cos(angle) - b * std::sin(angle), 1e-5);
       EXPECT_NEAR(k.get(row * 4 + i + 2), b * std::cos(angle) + a * std::sin(angle), 1e-5);
     }

@@ -12,10 +12,10 @@
 #include "host_tensor.hpp"
 #include "kernels/cuda.hpp"
 
-#define KVSHIFT_REQUIRE_GPU()                                                           \
-  do {                                                                                  \
+#define KVSHIFT_REQUIRE_GPU()                                                                  \
+  do {                                                                                         \
     const std::string kvshift_reason_ = ::kvshift::kernels::cuda::device_unavailable_reason(); \
-    if (!kvshift_reason_.empty()) GTEST_SKIP() << "needs a CUDA device: " << kvshift_reason_;   \
+    if (!kvshift_reason_.empty()) GTEST_SKIP() << "needs a CUDA device: " << kvshift_reason_;  \
   } while (0)
 
 namespace kvshift::kernels::testing {
@@ -59,7 +59,8 @@ inline void expect_twin(const HostTensor& gpu, const HostTensor& cpu, const char
   std::string report;
   const double err = relative_error(gpu.values(), want, &report);
   EXPECT_LE(err, twin_bound(cpu.view().dtype))
-      << what << ": relative error " << err << "; first mismatches:\n" << report;
+      << what << ": relative error " << err << "; first mismatches:\n"
+      << report;
 }
 
 }  // namespace kvshift::kernels::testing

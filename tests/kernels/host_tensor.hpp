@@ -30,7 +30,9 @@ class HostTensor {
   std::size_t bytes() const { return bytes_.size(); }
   float get(std::int64_t i) const { return load_float(view_, i); }
   void set(std::int64_t i, float v) { store_float(view_, i, v); }
-  std::int32_t geti(std::int64_t i) const { return static_cast<const std::int32_t*>(view_.data)[i]; }
+  std::int32_t geti(std::int64_t i) const {
+    return static_cast<const std::int32_t*>(view_.data)[i];
+  }
   void seti(std::int64_t i, std::int32_t v) { static_cast<std::int32_t*>(view_.data)[i] = v; }
   /// Normal(0, sigma) values, re-drawn until non-zero.
   void randomize(std::mt19937_64& rng, float sigma = 1.0f) {

@@ -29,7 +29,8 @@ struct Group {
   std::vector<int> anchors, targets;
 };
 
-Group random_group(DType wtype, std::vector<int> anchors, std::vector<int> targets, std::mt19937_64& rng) {
+Group random_group(DType wtype, std::vector<int> anchors, std::vector<int> targets,
+                   std::mt19937_64& rng) {
   Group g{HostTensor(wtype, {static_cast<std::int64_t>(anchors.size()) * kW, 2 * kW}),
           HostTensor(DType::kF32, {2 * kW}), std::move(anchors), std::move(targets)};
   g.weight.randomize(rng, 0.05f);
@@ -90,7 +91,8 @@ TEST_P(ReconstructTwin, GraphReplayOfTwoGroupsEqualsLaunchesAndCpu) {
   Group g1 = random_group(wtype, {0, 1, 6, 7}, {2, 3}, rng_);
   Group g2 = random_group(wtype, {0, 1, 6, 7}, {4, 5}, rng_);
   // A bf16 predictor writes its GEMM output in bf16 here (the profiler's setting).
-  HostTensor x(wtype, {kRows, 4 * kW}), z(wtype == DType::kBF16 ? DType::kBF16 : DType::kF32, {kRows, 2 * kW});
+  HostTensor x(wtype, {kRows, 4 * kW}),
+      z(wtype == DType::kBF16 ? DType::kBF16 : DType::kF32, {kRows, 2 * kW});
   HostTensor want(DType::kBF16, {kReq, kLayers, 2, kTokens, kHeads, kHd});
   for (std::int64_t i = 0; i < cache.numel(); ++i) want.set(i, cache.get(i));
   cpu::reconstruct(desc(want.view(), g1, g1.weight.view(), g1.bias.view(), x.view(), z.view()));
@@ -116,8 +118,10 @@ TEST_P(ReconstructTwin, GraphReplayOfTwoGroupsEqualsLaunchesAndCpu) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(PredictorDtypes, ReconstructTwin, ::testing::Values(DType::kF32, DType::kBF16),
-                         [](const auto& param_info) { return std::string(dtype_name(param_info.param)); });
+INSTANTIATE_TEST_SUITE_P(PredictorDtypes, ReconstructTwin,
+                         ::testing::Values(DType::kF32, DType::kBF16), [](const auto& param_info) {
+                           return std::string(dtype_name(param_info.param));
+                         });
 
 }  // namespace
 }  // namespace kvshift::kernels

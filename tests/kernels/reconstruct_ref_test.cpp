@@ -32,7 +32,8 @@ TEST(GemmRef, HandCaseTransposedAndAccumulating) {
 struct Cache {
   std::int64_t requests, layers, tokens, heads, hd;
   HostTensor t;
-  Cache(DType dtype, std::int64_t r, std::int64_t l, std::int64_t tok, std::int64_t h, std::int64_t d)
+  Cache(DType dtype, std::int64_t r, std::int64_t l, std::int64_t tok, std::int64_t h,
+        std::int64_t d)
       : requests(r), layers(l), tokens(tok), heads(h), hd(d), t(dtype, {r, l, 2, tok, h, d}) {}
   std::int64_t w() const { return 2 * heads * hd; }
 };
@@ -69,7 +70,8 @@ TEST(ReconstructRef, IdentityPredictorCopiesTheAnchorLayer) {
       for (std::int64_t t = 0; t < 7; ++t)
         for (std::int64_t h = 0; h < 2; ++h)
           for (std::int64_t e = 0; e < 8; ++e)
-            EXPECT_NEAR(load_float(d, d.offset({r, t, h, e})), load_float(s, s.offset({r, t, h, e})), 1e-5);
+            EXPECT_NEAR(load_float(d, d.offset({r, t, h, e})),
+                        load_float(s, s.offset({r, t, h, e})), 1e-5);
   }
 }
 
@@ -114,7 +116,8 @@ TEST(ReconstructRef, BatchedRequestsEqualSeparateRuns) {
     HostTensor x1(DType::kBF16, {tokens, 4 * w}), z1(DType::kF32, {tokens, 2 * w});
     cpu::reconstruct(make_desc(singles[r], {0, 1, 4, 5}, {2, 3}, weight, bias, x1, z1));
     const std::int64_t per = singles[r].t.numel();
-    for (std::int64_t i = 0; i < per; ++i) ASSERT_EQ(singles[r].t.get(i), batched.t.get(r * per + i));
+    for (std::int64_t i = 0; i < per; ++i)
+      ASSERT_EQ(singles[r].t.get(i), batched.t.get(r * per + i));
   }
 }
 
@@ -128,7 +131,8 @@ TEST(ReconstructRef, Bf16GemmOutputStaysWithinBf16RoundingOfFp32) {
   HostTensor weight(DType::kBF16, {2 * w, w}), bias(DType::kF32, {w});
   weight.randomize(rng, 0.2f);
   bias.randomize(rng);
-  HostTensor x(DType::kBF16, {rows, 2 * w}), z32(DType::kF32, {rows, w}), z16(DType::kBF16, {rows, w});
+  HostTensor x(DType::kBF16, {rows, 2 * w}), z32(DType::kF32, {rows, w}),
+      z16(DType::kBF16, {rows, w});
   cpu::reconstruct(make_desc(a, {0, 3}, {1}, weight, bias, x, z32));
   cpu::reconstruct(make_desc(b, {0, 3}, {1}, weight, bias, x, z16));
   const double err = testing::relative_error(b.t.values(), a.t.values());

@@ -30,10 +30,12 @@ void expect_same_indices(const HostTensor& got, const HostTensor& want) {
 
 TEST_F(SelectTwin, TopKMatchesExactly) {
   for (bool ties : {false, true}) {
-    HostTensor scores(DType::kF32, {5, 1003}), idx(DType::kI32, {5, 123}), got(DType::kI32, {5, 123});
+    HostTensor scores(DType::kF32, {5, 1003}), idx(DType::kI32, {5, 123}),
+        got(DType::kI32, {5, 123});
     scores.randomize(rng_);
     if (ties) {  // only 7 distinct values: most of the cut falls on ties
-      for (std::int64_t i = 0; i < scores.numel(); ++i) scores.set(i, std::round(scores.get(i) * 2));
+      for (std::int64_t i = 0; i < scores.numel(); ++i)
+        scores.set(i, std::round(scores.get(i) * 2));
     }
     cpu::top_k({scores.view(), idx.view(), 4, 16});
     DeviceTensor ds = testing::to_device(scores), di = testing::poisoned_like(got);
@@ -64,7 +66,8 @@ TEST_F(SelectTwin, KvGather) {
     cpu::top_k({scores.view(), idx.view(), 2, 5});
     HostTensor dst(t, {37, 3, 64}), got(t, {37, 3, 64});
     cpu::kv_gather({src.view(), idx.view(), dst.view()});
-    DeviceTensor dsrc = testing::to_device(src), didx = testing::to_device(idx), ddst = testing::poisoned_like(got);
+    DeviceTensor dsrc = testing::to_device(src), didx = testing::to_device(idx),
+                 ddst = testing::poisoned_like(got);
     cuda::kv_gather({dsrc.view, didx.view, ddst.view}, nullptr);
     testing::download(ddst, got);
     testing::expect_twin(got, dst, "kv_gather");
@@ -77,15 +80,17 @@ TEST_F(SelectTwin, GemmThroughCublas) {
     bool transposed;
     float beta;
   };
-  for (const Case c : {Case{DType::kF32, DType::kF32, true, 0}, Case{DType::kF32, DType::kF32, false, 1},
-                       Case{DType::kBF16, DType::kF32, true, 1}, Case{DType::kBF16, DType::kBF16, false, 0}}) {
+  for (const Case c :
+       {Case{DType::kF32, DType::kF32, true, 0}, Case{DType::kF32, DType::kF32, false, 1},
+        Case{DType::kBF16, DType::kF32, true, 1}, Case{DType::kBF16, DType::kBF16, false, 0}}) {
     const std::int64_t m = 33, k = 70, n = 45;
     HostTensor a(c.in, {m, k}), b(c.in, {c.transposed ? n : k, c.transposed ? k : n});
     HostTensor cc(c.out, {m, n}), got(c.out, {m, n});
     a.randomize(rng_);
     b.randomize(rng_);
     cc.randomize(rng_);
-    DeviceTensor da = testing::to_device(a), db = testing::to_device(b), dc = testing::to_device(cc);
+    DeviceTensor da = testing::to_device(a), db = testing::to_device(b),
+                 dc = testing::to_device(cc);
     if (c.beta == 0) dc.buffer.fill_bytes(0xFF);  // beta 0 must not read the poisoned output
     cpu::gemm({a.view(), b.view(), cc.view(), c.transposed, 1.5f, c.beta});
     cuda::Context ctx;

@@ -12,8 +12,8 @@ namespace {
 
 TEST(Bf16, RoundsToNearestEven) {
   EXPECT_EQ(float_to_bf16(1.0f), 0x3F80);
-  EXPECT_EQ(float_to_bf16(1.0f + 0x1p-8f), 0x3F80);        // halfway, even stays
-  EXPECT_EQ(float_to_bf16(1.0f + 3 * 0x1p-8f), 0x3F82);    // halfway, odd rounds up
+  EXPECT_EQ(float_to_bf16(1.0f + 0x1p-8f), 0x3F80);      // halfway, even stays
+  EXPECT_EQ(float_to_bf16(1.0f + 3 * 0x1p-8f), 0x3F82);  // halfway, odd rounds up
   EXPECT_EQ(float_to_bf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3F81);
   EXPECT_EQ(float_to_bf16(-2.0f), 0xC000);
   EXPECT_TRUE(std::isnan(bf16_to_float(float_to_bf16(std::numeric_limits<float>::quiet_NaN()))));
