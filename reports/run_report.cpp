@@ -118,7 +118,7 @@ json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) 
         {"uses", uses},
         {"requests_per_copy",
          run.predictor_copies ? r9(static_cast<double>(uses) / run.predictor_copies) : 0.0},
-        {"batched_reconstructions", run.batched_reconstructions}}},
+        {"batched_reconstructions", run.gpu_time.batched_reconstructions}}},
       {"quality",
        {{"lossy_moves", lossy},
         {"delta_nll_mean_per_move", ok_moves ? r9(nll_sum / ok_moves) : 0.0}}},
@@ -245,14 +245,18 @@ double percentile(std::vector<double>& values, double p) {
 }
 
 json run_summary(const sim::ScenarioSpec& spec, const std::vector<sim::RunResult>& runs) {
-  json strategies = json::object();
-  for (const sim::RunResult& run : runs) strategies[run.strategy] = strategy_summary(spec, run);
+  json strategies = json::object(), order = json::array();
+  for (const sim::RunResult& run : runs) {
+    strategies[run.strategy] = strategy_summary(spec, run);
+    order.push_back(run.strategy);
+  }
   return {{"scenario", spec.name},
           {"model", spec.model.name},
           {"gpu", spec.gpu.name},
           {"seed", spec.seed},
           {"duration_s", r9(spec.duration.value)},
           {"protection", sim::protection_name(spec.protection.mode)},
+          {"strategy_order", order},
           {"strategies", strategies}};
 }
 
@@ -281,7 +285,9 @@ std::string run_table(const json& summary) {
                 "completed", "failed", "moves", "recov p50", "recov p99", "migr p50", "KV moved",
                 "GPU rebuild", "dNLL/move");
   o << line;
-  for (const auto& [name, s] : summary["strategies"].items()) {
+  for (const auto& name_json : summary["strategy_order"]) {
+    const std::string name = name_json.get<std::string>();
+    const json& s = summary["strategies"][name];
     auto p = [&](const char* group, const char* key) {
       return s[group].contains(key) ? fmt("%.3f s", s[group][key].get<double>()) : std::string("-");
     };

@@ -132,7 +132,7 @@ void GpuWorker::start_job() {
   const JobKind kind = running_jobs_.front().kind;
   // Reconstructions waiting together share one GEMM over all their rows.
   std::int64_t rows = running_jobs_.front().tokens;
-  if (kind == JobKind::kReconstruct) {
+  if (kind == JobKind::kReconstruct && batch_reconstructions_) {
     for (auto it = jobs_.begin(); it != jobs_.end();) {
       if (it->kind == JobKind::kReconstruct) {
         rows += it->tokens;
@@ -144,6 +144,7 @@ void GpuWorker::start_job() {
     }
   }
   std::int64_t n = static_cast<std::int64_t>(running_jobs_.size());
+  if (n > 1) ++gpu_time_.batched_reconstructions;
   GpuJob shape{kind, 0, (rows + n - 1) / n, {}};
   const SimTime length = job_duration(shape, &n);
   const SimTime start = sim_.now();

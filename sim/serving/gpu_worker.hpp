@@ -67,6 +67,8 @@ class GpuWorker {
             std::vector<TraceSpan>* trace);
 
   int index() const { return index_; }
+  /// Whether queued reconstructions merge into one GEMM (default true).
+  void set_batch_reconstructions(bool on) { batch_reconstructions_ = on; }
   bool up() const { return up_; }
 
   /// Queues a job; it runs before further decode steps.
@@ -107,6 +109,7 @@ class GpuWorker {
   std::vector<TraceSpan>* trace_;
 
   bool up_ = true;
+  bool batch_reconstructions_ = true;
   bool busy_ = false;
   std::deque<GpuJob> jobs_;
   std::vector<DecodeState> batch_;    ///< decoding now

@@ -88,6 +88,7 @@ struct GpuTime {
   std::int64_t reconstruct = 0;
   std::int64_t replay = 0;
   std::int64_t proxy_scoring = 0;
+  std::int64_t batched_reconstructions = 0;  ///< reconstruction GEMMs that served > 1 request
 };
 
 /// One trace-event span (Chrome trace format: one track per node or link).
@@ -113,7 +114,6 @@ struct RunResult {
   std::int64_t predictor_copies = 0;          ///< predictor copies resident (peak)
   std::int64_t predictor_bytes_resident = 0;  ///< their bytes
   std::map<std::string, std::int64_t> predictor_uses;  ///< node -> requests that used its copy
-  std::int64_t batched_reconstructions = 0;   ///< reconstruction GEMMs that served > 1 request
   std::int64_t events = 0;                    ///< simulator events processed
 };
 

@@ -113,6 +113,7 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
           sim_, *this, costs_, index, "gpu:" + node.name + "/" + std::to_string(g),
           spec.serving.max_batch, epoch_cap, result_.gpu_time,
           record_trace ? &result_.trace : nullptr);
+      gpu->worker->set_batch_reconstructions(spec.predictors.batch_reconstruction);
       node_gpus_[i].push_back(index);
       if (g == 0 && spec.proxy_kv && spec.proxy_kv->placement == ProxyPlacement::kProxyGpu) {
         proxy_gpus_[i] = std::make_unique<GpuWorker>(

@@ -136,7 +136,7 @@ std::string random_scenario(std::mt19937_64& rng) {
 TEST(ServingModel, RandomScenariosKeepEveryInvariant) {
   std::mt19937_64 rng(2026);
   int moves = 0, failed_requests = 0;
-  for (int trial = 0; trial < 120; ++trial) {
+  for (int trial = 0; trial < 300; ++trial) {
     const std::string text = random_scenario(rng);
     const ScenarioSpec spec = scenarios::load_scenario_text(text, "random");
     const cost_model::RooflineCosts compute(spec.gpu);
