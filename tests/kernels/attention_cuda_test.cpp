@@ -3,6 +3,7 @@
 // history, and token counts that are not multiples of the 16/32 tiles.
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <random>
 
 #include "gpu_support.hpp"
@@ -22,7 +23,11 @@ struct AttnCase {
 class AttentionTwin : public ::testing::TestWithParam<AttnCase> {
  protected:
   void SetUp() override { KVSHIFT_REQUIRE_GPU(); }
-  std::mt19937_64 rng_{std::random_device{}()};
+  void TearDown() override {
+    if (HasFailure()) std::cerr << "inputs were drawn with seed " << seed_ << "\n";
+  }
+  const std::uint64_t seed_ = std::random_device{}();
+  std::mt19937_64 rng_{seed_};
 };
 
 TEST_P(AttentionTwin, OutputAndLogSumExp) {

@@ -3,6 +3,7 @@
 // of any tile, into NaN-poisoned outputs.
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <random>
 
 #include "gpu_support.hpp"
@@ -17,7 +18,11 @@ using testing::HostTensor;
 class ElementwiseTwin : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override { KVSHIFT_REQUIRE_GPU(); }
-  std::mt19937_64 rng_{std::random_device{}()};
+  void TearDown() override {
+    if (HasFailure()) std::cerr << "inputs were drawn with seed " << seed_ << "\n";
+  }
+  const std::uint64_t seed_ = std::random_device{}();
+  std::mt19937_64 rng_{seed_};
 };
 
 TEST_P(ElementwiseTwin, RmsNorm) {

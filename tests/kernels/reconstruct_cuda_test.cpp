@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iostream>
 #include <random>
 
 #include "gpu_support.hpp"
@@ -21,7 +22,11 @@ constexpr std::int64_t kW = 2 * kHeads * kHd, kRows = kReq * kTokens;
 class ReconstructTwin : public ::testing::TestWithParam<DType> {
  protected:
   void SetUp() override { KVSHIFT_REQUIRE_GPU(); }
-  std::mt19937_64 rng_{std::random_device{}()};
+  void TearDown() override {
+    if (HasFailure()) std::cerr << "inputs were drawn with seed " << seed_ << "\n";
+  }
+  const std::uint64_t seed_ = std::random_device{}();
+  std::mt19937_64 rng_{seed_};
 };
 
 struct Group {

@@ -2,6 +2,7 @@
 // of KV compaction, and the cuBLAS GEMM against Eigen.
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <random>
 
 #include "gpu_support.hpp"
@@ -16,7 +17,11 @@ using testing::HostTensor;
 class SelectTwin : public ::testing::Test {
  protected:
   void SetUp() override { KVSHIFT_REQUIRE_GPU(); }
-  std::mt19937_64 rng_{std::random_device{}()};
+  void TearDown() override {
+    if (HasFailure()) std::cerr << "inputs were drawn with seed " << seed_ << "\n";
+  }
+  const std::uint64_t seed_ = std::random_device{}();
+  std::mt19937_64 rng_{seed_};
 };
 
 void expect_same_indices(const HostTensor& got, const HostTensor& want) {
