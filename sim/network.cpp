@@ -28,6 +28,8 @@ std::string_view to_string(TransferState s) {
 Network::Network(Simulator& sim, Topology& topology, NetworkOptions options)
     : sim_(sim), topo_(topology), options_(options) {
   channels_.resize(2 * topo_.link_count());
+  channel_flows_.resize(channels_.size());
+  logs_.resize(channels_.size());
   for (LinkId l = 0; l < topo_.link_count(); ++l) {
     channels_[2 * l].capacity = topo_.bandwidth(l).value;
     channels_[2 * l + 1].capacity = topo_.bandwidth(l).value;
@@ -48,12 +50,14 @@ TransferId Network::submit(TransferRequest r) {
   if (r.rate_cap && !(r.rate_cap->value > 0)) throw InputError("transfer: rate cap must be > 0");
   const auto id = static_cast<TransferId>(flows_.size());
   Flow& f = flows_.emplace_back();
+  Hot& h = hot_.emplace_back();
   if (r.route) {
     f.explicit_route = topo_.make_route(r.src, r.dst, *r.route);
     std::vector<LinkId> seen = *r.route;
     std::sort(seen.begin(), seen.end());
     if (std::adjacent_find(seen.begin(), seen.end()) != seen.end()) {
       flows_.pop_back();
+      hot_.pop_back();
       throw InputError("transfer: route uses a link twice");
     }
   }
@@ -63,8 +67,8 @@ TransferId Network::submit(TransferRequest r) {
   f.info.size = r.size;
   f.info.start = r.start;
   f.on_done = std::move(r.on_done);
-  if (r.rate_cap) f.cap_bps = r.rate_cap->value;
-  f.remaining_bits = r.size.bits();
+  if (r.rate_cap) h.cap_bps = r.rate_cap->value;
+  h.remaining_bits = r.size.bits();
   ++active_;
   f.event = sim_.schedule_at(r.start, [this, id] { start(id); });
   return id;
@@ -122,8 +126,8 @@ void Network::begin_route(TransferId id, const Route& r) {
   Flow& f = flows_[id];
   f.route = r;
   f.info.reason.clear();
-  f.hop_begin = static_cast<std::uint32_t>(hop_arena_.size());
-  f.hop_count = static_cast<std::uint32_t>(r.hops.size());
+  hot_[id].hop_begin = static_cast<std::uint32_t>(hop_arena_.size());
+  hot_[id].hop_count = static_cast<std::uint16_t>(r.hops.size());
   for (const Hop& h : r.hops) {
     hop_arena_.push_back(topo_.channel(h));
     pos_arena_.push_back(0);
@@ -134,51 +138,56 @@ void Network::begin_route(TransferId id, const Route& r) {
 
 void Network::enter_sharing(TransferId id) {
   Flow& f = flows_[id];
+  Hot& h = hot_[id];
   f.event = {};
-  if (f.hop_count == 0 || f.remaining_bits <= 0) {
+  if (h.hop_count == 0 || h.remaining_bits <= 0) {
     complete(id);
     return;
   }
   f.info.phase = TransferPhase::kSharing;
-  f.rate = 0;
-  f.last_settle = sim_.now();
-  for (std::uint32_t k = 0; k < f.hop_count; ++k) {
-    const std::uint32_t c = hop_arena_[f.hop_begin + k];
-    pos_arena_[f.hop_begin + k] = static_cast<std::uint32_t>(channels_[c].flows.size());
-    channels_[c].flows.push_back(id);
+  h.sharing = 1;
+  h.rate = 0;
+  h.last_settle = sim_.now().ns;
+  for (std::uint32_t k = 0; k < h.hop_count; ++k) {
+    const std::uint32_t c = hop_arena_[h.hop_begin + k];
+    pos_arena_[h.hop_begin + k] = static_cast<std::uint32_t>(channel_flows_[c].size());
+    channel_flows_[c].push_back(id);
     mark_dirty(c);
   }
   request_reshare();
 }
 
-void Network::settle(Flow& f) {
-  const SimTime now = sim_.now();
-  if (f.info.phase != TransferPhase::kSharing || now == f.last_settle) return;
-  const double bits = f.rate * static_cast<double>((now - f.last_settle).ns) * 1e-9;
-  f.remaining_bits -= bits;
-  f.info.delivered_bytes += bits / 8;
-  for (std::uint32_t k = 0; k < f.hop_count; ++k) channels_[hop_arena_[f.hop_begin + k]].bits += bits;
-  f.last_settle = now;
+void Network::settle(TransferId id) {
+  Hot& h = hot_[id];
+  const std::int64_t now = sim_.now().ns;
+  if (!h.sharing || now == h.last_settle) return;
+  const double bits = h.rate * static_cast<double>(now - h.last_settle) * 1e-9;
+  h.remaining_bits -= bits;
+  flows_[id].info.delivered_bytes += bits / 8;
+  for (std::uint32_t k = 0; k < h.hop_count; ++k) logs_[hop_arena_[h.hop_begin + k]].bits += bits;
+  h.last_settle = now;
 }
 
 void Network::leave_sharing(Flow& f) {
   if (f.info.phase != TransferPhase::kSharing) return;
-  for (std::uint32_t k = 0; k < f.hop_count; ++k) {
-    const std::uint32_t c = hop_arena_[f.hop_begin + k];
-    auto& list = channels_[c].flows;
-    const std::uint32_t pos = pos_arena_[f.hop_begin + k];
+  Hot& h = hot_[f.info.id];
+  for (std::uint32_t k = 0; k < h.hop_count; ++k) {
+    const std::uint32_t c = hop_arena_[h.hop_begin + k];
+    auto& list = channel_flows_[c];
+    const std::uint32_t pos = pos_arena_[h.hop_begin + k];
     const TransferId moved = list.back();
     list[pos] = moved;
     list.pop_back();
     if (moved != f.info.id) {
-      Flow& g = flows_[moved];
+      const Hot& g = hot_[moved];
       for (std::uint32_t j = 0; j < g.hop_count; ++j) {
         if (hop_arena_[g.hop_begin + j] == c) pos_arena_[g.hop_begin + j] = pos;
       }
     }
     mark_dirty(c);
   }
-  f.rate = 0;
+  h.rate = 0;
+  h.sharing = 0;
   f.info.rate_bps = 0;
   f.info.phase = TransferPhase::kNone;
   request_reshare();
@@ -186,23 +195,24 @@ void Network::leave_sharing(Flow& f) {
 
 void Network::complete(TransferId id) {
   Flow& f = flows_[id];
+  Hot& h = hot_[id];
   f.event = {};
-  settle(f);
+  settle(id);
   // Whatever the ns rounding left over (a fraction of a ns of transmission) is
   // delivered now, so every channel on the route carried exactly `size`.
-  if (f.info.phase == TransferPhase::kSharing) {
-    for (std::uint32_t k = 0; k < f.hop_count; ++k) {
-      channels_[hop_arena_[f.hop_begin + k]].bits += f.remaining_bits;
+  if (h.sharing) {
+    for (std::uint32_t k = 0; k < h.hop_count; ++k) {
+      logs_[hop_arena_[h.hop_begin + k]].bits += h.remaining_bits;
     }
   }
-  f.remaining_bits = 0;
+  h.remaining_bits = 0;
   f.info.delivered_bytes = static_cast<double>(f.info.size.count);
   end(f, TransferState::kFinished, "");
 }
 
 void Network::end(Flow& f, TransferState s, std::string reason) {
   if (f.info.state == TransferState::kRunning) {
-    settle(f);
+    settle(f.info.id);
     leave_sharing(f);
     const TransferId last = running_.back();
     running_[f.running_index] = last;
@@ -278,7 +288,7 @@ void Network::on_route_change(std::optional<LinkId> link, std::optional<NodeId> 
       continue;
     }
     if (topo_.usable(f.route)) continue;
-    settle(f);
+    settle(id);
     leave_sharing(f);
     sim_.cancel(f.event);
     f.event = {};
@@ -291,8 +301,8 @@ void Network::on_route_change(std::optional<LinkId> link, std::optional<NodeId> 
 }
 
 ChannelStats Network::channel_stats(LinkId link, bool forward) const {
-  const Channel& c = channels_.at(topo_.channel(Hop{link, forward}));
-  return {c.bits / 8, c.capacity, c.flows.size(), c.timeline};
+  const std::uint32_t c = topo_.channel(Hop{link, forward});
+  return {logs_.at(c).bits / 8, channels_[c].capacity, channel_flows_[c].size(), logs_[c].timeline};
 }
 
 }  // namespace kvshift::sim

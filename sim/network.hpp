@@ -169,35 +169,43 @@ class Network {
   std::uint64_t reshared_flows() const { return reshared_flows_; }
 
  private:
+  /// Everything about a transfer the solver does not touch.
   struct Flow {
     TransferInfo info;
     TransferCallback on_done;
     std::optional<Route> explicit_route;
     Route route;                   ///< current route (running phases)
+    EventId event;                 ///< start, latency-end or completion
+    std::uint32_t running_index = 0;
+  };
+  /// The solver's view of a transfer: 48 bytes, contiguous, indexed by TransferId.
+  struct Hot {
     double cap_bps = std::numeric_limits<double>::infinity();
     double remaining_bits = 0;
     double rate = 0;
     double new_rate = 0;           ///< solver scratch
-    SimTime last_settle;
-    EventId event;                 ///< start, latency-end or completion
-    std::uint32_t hop_begin = 0;   ///< channels of `route` in hop_arena_
-    std::uint32_t hop_count = 0;
-    std::uint32_t running_index = 0;
+    std::int64_t last_settle = 0;  ///< ns
+    std::uint32_t hop_begin = 0;   ///< channels of the route in hop_arena_
+    std::uint16_t hop_count = 0;
+    std::uint8_t sharing = 0;      ///< in the sharing phase
+    std::uint8_t fixed = 0;        ///< solver scratch
     std::uint32_t mark = 0;        ///< component search epoch
-    bool fixed = false;            ///< solver scratch
   };
+  /// The solver's view of a channel: 48 bytes, contiguous.
   struct Channel {
     double capacity = 0;
     double allocated = 0;
+    double rem = 0;                ///< solver scratch
+    double demand = 0;             ///< solver scratch: sum of its flows' individual maxima
+    std::uint32_t count = 0;       ///< solver scratch
+    std::uint32_t version = 0;     ///< solver scratch
+    std::uint32_t mark = 0;        ///< component search epoch
+    bool binding = false;          ///< solver scratch: can be saturated
+  };
+  /// What reports read about a channel.
+  struct ChannelLog {
     double bits = 0;
-    std::vector<TransferId> flows;  ///< flows in the sharing
     std::vector<RateSample> timeline;
-    // solver scratch
-    double rem = 0;
-    std::uint32_t count = 0;
-    std::uint32_t version = 0;
-    std::uint32_t mark = 0;
-    std::uint32_t touched = 0;  ///< solver round that last changed it
   };
   struct HeapItem {
     double share;
@@ -210,7 +218,7 @@ class Network {
   void enter_sharing(TransferId id);
   void complete(TransferId id);
   void leave_sharing(Flow& f);
-  void settle(Flow& f);
+  void settle(TransferId id);
   void end(Flow& f, TransferState s, std::string reason);
   void stall(Flow& f, std::string reason);
   void try_route(TransferId id, bool rerouting);
@@ -219,8 +227,7 @@ class Network {
   void reshare();
   void collect_component();
   void progressive_filling();
-  void fix_flow(Flow& f, double rate);
-  void end_round();
+  void fix_flow(TransferId id, double rate);
   void apply_rates();
   void schedule_completion(Flow& f);
   void on_route_change(std::optional<LinkId> link, std::optional<NodeId> node);
@@ -230,7 +237,10 @@ class Network {
   Topology& topo_;
   NetworkOptions options_;
   std::deque<Flow> flows_;  // stable addresses: callbacks may submit more transfers
+  std::vector<Hot> hot_;
   std::vector<Channel> channels_;
+  std::vector<std::vector<TransferId>> channel_flows_;  ///< flows in the sharing, per channel
+  std::vector<ChannelLog> logs_;
   std::vector<NetworkObserver*> observers_;
   std::vector<std::uint32_t> hop_arena_;   ///< channels of every route, appended
   std::vector<std::uint32_t> pos_arena_;   ///< each hop's index in its channel's flow list
@@ -241,9 +251,7 @@ class Network {
   std::vector<TransferId> comp_flows_;
   std::vector<std::pair<double, TransferId>> capped_;
   std::vector<HeapItem> heap_;
-  std::vector<std::uint32_t> touched_;
   std::uint32_t epoch_ = 0;
-  std::uint32_t round_ = 1;
   std::size_t active_ = 0;
   bool reshare_pending_ = false;
   std::uint64_t reshares_ = 0;

@@ -6,9 +6,11 @@
 // (remaining capacity / unfixed flows) or the smallest per-flow cap. Its flows
 // are fixed at that rate and removed from their other channels. Fixing flows
 // at a rate r no greater than a channel's share never lowers that channel's
-// share, so a lazy min-heap (stale entries skipped by version) finds the next
-// bottleneck in O(log C). One computation costs O((F·h + C) log C) for F flows
-// of h hops over C channels in the component.
+// share, so a min-heap with lazy keys finds the next bottleneck: a stale entry
+// is re-keyed only when it reaches the top. One computation costs
+// O(F·h + (C + R) log C) for F flows of h hops over C channels in the
+// component, R being the re-keyed entries (at most one per bottleneck round
+// and channel, far fewer in practice).
 #include <algorithm>
 #include <cmath>
 
@@ -43,7 +45,6 @@ void Network::reshare() {
   collect_component();
   dirty_.clear();
   reshared_flows_ += comp_flows_.size();
-  for (const TransferId id : comp_flows_) settle(flows_[id]);
   progressive_filling();
   apply_rates();
 }
@@ -55,85 +56,100 @@ void Network::collect_component() {
   for (const std::uint32_t c : dirty_) {
     if (channels_[c].mark != epoch_) {
       channels_[c].mark = epoch_;
+      channels_[c].demand = 0;
       comp_channels_.push_back(c);
     }
   }
   for (std::size_t i = 0; i < comp_channels_.size(); ++i) {
-    for (const TransferId id : channels_[comp_channels_[i]].flows) {
-      Flow& f = flows_[id];
-      if (f.mark == epoch_) continue;
-      f.mark = epoch_;
+    for (const TransferId id : channel_flows_[comp_channels_[i]]) {
+      Hot& h = hot_[id];
+      if (h.mark == epoch_) continue;
+      h.mark = epoch_;
       comp_flows_.push_back(id);
-      for (std::uint32_t k = 0; k < f.hop_count; ++k) {
-        const std::uint32_t c = hop_arena_[f.hop_begin + k];
-        if (channels_[c].mark != epoch_) {
-          channels_[c].mark = epoch_;
-          comp_channels_.push_back(c);
+      const std::uint32_t* hop = &hop_arena_[h.hop_begin];
+      // The most this flow could ever get: its cap and every channel's capacity.
+      double ub = h.cap_bps;
+      for (std::uint32_t k = 0; k < h.hop_count; ++k) ub = std::min(ub, channels_[hop[k]].capacity);
+      for (std::uint32_t k = 0; k < h.hop_count; ++k) {
+        Channel& ch = channels_[hop[k]];
+        if (ch.mark != epoch_) {
+          ch.mark = epoch_;
+          ch.demand = 0;
+          comp_channels_.push_back(hop[k]);
         }
+        ch.demand += ub;
       }
     }
   }
 }
 
-void Network::fix_flow(Flow& f, double rate) {
-  f.fixed = true;
-  f.new_rate = rate;
-  for (std::uint32_t k = 0; k < f.hop_count; ++k) {
-    const std::uint32_t c = hop_arena_[f.hop_begin + k];
-    Channel& ch = channels_[c];
+void Network::fix_flow(TransferId id, double rate) {
+  Hot& h = hot_[id];
+  h.fixed = 1;
+  h.new_rate = rate;
+  const std::uint32_t* hop = &hop_arena_[h.hop_begin];
+  for (std::uint32_t k = 0; k < h.hop_count; ++k) {
+    Channel& ch = channels_[hop[k]];
     ch.rem -= rate;
     --ch.count;
-    if (ch.touched != round_) {
-      ch.touched = round_;
-      touched_.push_back(c);
-    }
-  }
-}
-
-void Network::end_round() {
-  // One heap update per channel whose share moved in this round (shares only grow,
-  // so the old entries are merely stale and are skipped by version).
-  for (const std::uint32_t c : touched_) {
-    Channel& ch = channels_[c];
     ++ch.version;
-    if (ch.count > 0) {
-      heap_.push_back({std::max(ch.rem, 0.0) / ch.count, c, ch.version});
-      std::push_heap(heap_.begin(), heap_.end(), HeapLater{});
-    }
   }
-  touched_.clear();
-  ++round_;
 }
 
 void Network::progressive_filling() {
   heap_.clear();
   capped_.clear();
+  // A channel whose flows could not fill it even at their individual maxima
+  // (demand <= capacity) never binds: it stays out of the heap, and only its
+  // capacity as a single-flow bound matters, folded into the flows' caps below.
   for (const std::uint32_t c : comp_channels_) {
     Channel& ch = channels_[c];
     ch.rem = ch.capacity;
-    ch.count = static_cast<std::uint32_t>(ch.flows.size());
+    ch.count = static_cast<std::uint32_t>(channel_flows_[c].size());
     ch.version = 0;
-    if (ch.count > 0) heap_.push_back({ch.rem / ch.count, c, 0});
+    ch.binding = ch.count > 0 && ch.demand > ch.capacity;
+    if (ch.binding) heap_.push_back({ch.rem / ch.count, c, 0});
   }
   std::make_heap(heap_.begin(), heap_.end(), HeapLater{});
   for (const TransferId id : comp_flows_) {
-    Flow& f = flows_[id];
-    f.fixed = false;
-    if (std::isfinite(f.cap_bps)) capped_.push_back({f.cap_bps, id});
+    Hot& h = hot_[id];
+    h.fixed = 0;
+    double bound = h.cap_bps, binding_min = INFINITY;
+    const std::uint32_t* hop = &hop_arena_[h.hop_begin];
+    for (std::uint32_t k = 0; k < h.hop_count; ++k) {
+      const Channel& ch = channels_[hop[k]];
+      if (ch.binding) {
+        binding_min = std::min(binding_min, ch.capacity);
+      } else {
+        bound = std::min(bound, ch.capacity);
+      }
+    }
+    // Needed only where a binding channel does not already imply it.
+    if (bound < binding_min) capped_.push_back({bound, id});
   }
   std::sort(capped_.begin(), capped_.end());
   std::size_t next_cap = 0;
   std::size_t unfixed = comp_flows_.size();
   while (unfixed > 0) {
-    while (!heap_.empty() && heap_.front().version != channels_[heap_.front().channel].version) {
+    // Lazy keys: fixing flows only raises a channel's share, so an entry whose
+    // channel changed since it was pushed is re-pushed with its current share when
+    // it reaches the top; the first fresh entry is the true minimum.
+    while (!heap_.empty()) {
+      const HeapItem top = heap_.front();
+      const Channel& ch = channels_[top.channel];
+      if (top.version == ch.version) break;
       std::pop_heap(heap_.begin(), heap_.end(), HeapLater{});
-      heap_.pop_back();
+      if (ch.count > 0) {
+        heap_.back() = {std::max(ch.rem, 0.0) / ch.count, top.channel, ch.version};
+        std::push_heap(heap_.begin(), heap_.end(), HeapLater{});
+      } else {
+        heap_.pop_back();
+      }
     }
-    while (next_cap < capped_.size() && flows_[capped_[next_cap].second].fixed) ++next_cap;
+    while (next_cap < capped_.size() && hot_[capped_[next_cap].second].fixed) ++next_cap;
     const double share = heap_.empty() ? INFINITY : heap_.front().share;
     if (next_cap < capped_.size() && capped_[next_cap].first <= share) {
-      fix_flow(flows_[capped_[next_cap].second], capped_[next_cap].first);
-      end_round();
+      fix_flow(capped_[next_cap].second, capped_[next_cap].first);
       --unfixed;
       continue;
     }
@@ -141,24 +157,27 @@ void Network::progressive_filling() {
     const std::uint32_t c = heap_.front().channel;
     std::pop_heap(heap_.begin(), heap_.end(), HeapLater{});
     heap_.pop_back();
-    for (const TransferId id : channels_[c].flows) {
-      Flow& f = flows_[id];
-      if (f.fixed) continue;
-      fix_flow(f, share);
+    for (const TransferId id : channel_flows_[c]) {
+      if (hot_[id].fixed) continue;
+      fix_flow(id, share);
       --unfixed;
     }
-    end_round();
   }
 }
 
 void Network::apply_rates() {
   for (const std::uint32_t c : comp_channels_) channels_[c].rem = 0;  // reused as the new sum
   for (const TransferId id : comp_flows_) {
+    Hot& h = hot_[id];
+    const std::uint32_t* hop = &hop_arena_[h.hop_begin];
+    for (std::uint32_t k = 0; k < h.hop_count; ++k) channels_[hop[k]].rem += h.new_rate;
     Flow& f = flows_[id];
-    for (std::uint32_t k = 0; k < f.hop_count; ++k) channels_[hop_arena_[f.hop_begin + k]].rem += f.new_rate;
-    if (f.new_rate != f.rate || !f.event.valid()) {
-      f.rate = f.new_rate;
-      f.info.rate_bps = f.rate;
+    // Rates equal up to rounding noise of the filling order (1e-12 relative) are
+    // kept, so the flow keeps its completion event.
+    if (std::abs(h.new_rate - h.rate) > 1e-12 * h.rate || !f.event.valid()) {
+      settle(id);  // at the old rate, up to now
+      h.rate = h.new_rate;
+      f.info.rate_bps = h.rate;
       schedule_completion(f);
     }
   }
@@ -168,10 +187,11 @@ void Network::apply_rates() {
     if (ch.rem == ch.allocated) continue;
     ch.allocated = ch.rem;
     if (!options_.record_utilisation) continue;
-    if (!ch.timeline.empty() && ch.timeline.back().time == now) {
-      ch.timeline.back().rate_bps = ch.allocated;
+    auto& timeline = logs_[c].timeline;
+    if (!timeline.empty() && timeline.back().time == now) {
+      timeline.back().rate_bps = ch.allocated;
     } else {
-      ch.timeline.push_back({now, ch.allocated});
+      timeline.push_back({now, ch.allocated});
     }
   }
 }
@@ -179,8 +199,9 @@ void Network::apply_rates() {
 void Network::schedule_completion(Flow& f) {
   sim_.cancel(f.event);
   f.event = {};
-  if (!(f.rate > 0)) return;  // no capacity now (cannot happen with positive bandwidths)
-  const double ns = f.remaining_bits > 0 ? f.remaining_bits / f.rate * 1e9 : 0.0;
+  const Hot& h = hot_[f.info.id];
+  if (!(h.rate > 0)) return;  // no capacity now (cannot happen with positive bandwidths)
+  const double ns = h.remaining_bits > 0 ? h.remaining_bits / h.rate * 1e9 : 0.0;
   const SimTime delay = ns < 9e18 ? SimTime{std::llround(ns)} : SimTime::max() - sim_.now();
   const TransferId id = f.info.id;
   f.event = sim_.schedule_after(delay, [this, id] { complete(id); });

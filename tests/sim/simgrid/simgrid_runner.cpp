@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <map>
 #include <numeric>
 #include <simgrid/s4u.hpp>
@@ -121,7 +122,9 @@ SimgridRun run_simgrid(const std::vector<NetCase>& cases) {
     }
   });
   const auto t0 = std::chrono::steady_clock::now();
+  const std::clock_t c0 = std::clock();
   engine.run();
+  out.cpu_s = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
   out.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }

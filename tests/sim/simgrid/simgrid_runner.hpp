@@ -23,6 +23,7 @@ namespace kvshift::sim::testing {
 struct SimgridRun {
   std::vector<std::vector<double>> finish_s;  ///< per case, per flow
   double wall_s = 0;                          ///< engine run time (platform build excluded)
+  double cpu_s = 0;                           ///< process CPU time of the same span
 };
 
 /// Runs every case (routes filled in) in one SimGrid simulation. Call once per process.
