@@ -5,7 +5,9 @@
 # RISK-KV local recovery (reconstruction of the paper's topologies) for
 # Qwen2.5-0.5B, Qwen2.5-1.5B and TinyLlama-1.1B at T = 512, 4096 and 32768
 # (batch 1), times the same prefills in PyTorch (random weights, SDPA), and
-# prints one table. JSON and logs go to $OUT (default build-gpu-check/out).
+# prints one table. $OUT (default build-gpu-check/out) receives at most six
+# files: table.txt, gpu_check.json (everything merged), kvshift_gpu.json,
+# torch_prefill.json, twin_tests.log and gpu_check.log (all logs, concatenated).
 #
 # It builds from a small generated CMake project that needs only CUDA, a C++20
 # compiler, CMake and two source-level dependencies, so it runs on a bare CUDA
@@ -40,14 +42,18 @@ deps="${KVSHIFT_GPU_DEPS:-}"
 tokens="${KVSHIFT_GPU_TOKENS:-512,4096,32768}"
 models="${KVSHIFT_GPU_MODELS:-qwen2.5-0.5b,qwen2.5-1.5b,tinyllama-1.1b}"
 arch="${CUDA_ARCH:-90}"
-mkdir -p "$out" "$build/project"
+logs="$build/logs"
+mkdir -p "$out" "$build/project" "$logs"
+rm -f "$logs"/*.log
+# Whatever happens, leave every log concatenated in $OUT.
+trap 'for f in "$logs"/*.log; do [[ -f "$f" ]] && { echo "===== $(basename "$f")"; cat "$f"; }; done >"$out/gpu_check.log" 2>/dev/null || true' EXIT
 
 step "checking the machine"
 export PATH="$PATH:/usr/local/cuda/bin"
 command -v nvcc >/dev/null || die "nvcc not found (CUDA toolkit missing)"
 command -v cmake >/dev/null || die "cmake not found"
 command -v nvidia-smi >/dev/null || die "nvidia-smi not found: no NVIDIA driver on this machine"
-nvidia-smi -L | tee "$out/gpu.txt" || die "nvidia-smi sees no GPU"
+nvidia-smi -L | tee "$logs/gpu.log" || die "nvidia-smi sees no GPU"
 generator=(); command -v ninja >/dev/null && generator=(-G Ninja)
 if [[ -n "$deps" ]]; then
   [[ -d "$deps/eigen3" && -d "$deps/googletest" ]] || die "KVSHIFT_GPU_DEPS=$deps lacks eigen3/ or googletest/"
@@ -106,33 +112,33 @@ add_executable(gpu_recovery_bench "\${root}/bench/gpu_recovery.cpp")
 target_link_libraries(gpu_recovery_bench PRIVATE kvshift_backend_cuda kvshift_kernels_cuda kvshift_cost CUDA::cudart)
 CMAKE
 timeout 120 cmake -S "$build/project" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" >"$out/configure.log" 2>&1 \
-  || { tail -30 "$out/configure.log"; die "configure failed (log: $out/configure.log)"; }
+  -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" >"$logs/configure.log" 2>&1 \
+  || { tail -30 "$logs/configure.log"; die "configure failed (log: $out/gpu_check.log)"; }
 
 step "building"
 timeout 420 cmake --build "$build" -j "$(nproc)" \
-  --target kernels_cuda_test kernels_ref_test cuda_profiler_test gpu_recovery_bench >"$out/build.log" 2>&1 \
-  || { tail -40 "$out/build.log"; die "build failed (log: $out/build.log)"; }
+  --target kernels_cuda_test kernels_ref_test cuda_profiler_test gpu_recovery_bench >"$logs/build.log" 2>&1 \
+  || { tail -40 "$logs/build.log"; die "build failed (log: $out/gpu_check.log)"; }
 
 step "twin tests (CUDA vs CPU reference)"
 status=0
-timeout 60 "$build/kernels_ref_test" --gtest_brief=1 >"$out/ref_tests.log" 2>&1 || status=1
+timeout 60 "$build/kernels_ref_test" --gtest_brief=1 >"$logs/ref_tests.log" 2>&1 || status=1
 timeout 180 "$build/kernels_cuda_test" --gtest_brief=1 >"$out/twin_tests.log" 2>&1 || status=1
-timeout 120 "$build/cuda_profiler_test" --gtest_brief=1 >"$out/profiler_test.log" 2>&1 || status=1
-grep -hE "^\[  (PASSED|FAILED|SKIPPED) " "$out/ref_tests.log" "$out/twin_tests.log" "$out/profiler_test.log" || true
+timeout 120 "$build/cuda_profiler_test" --gtest_brief=1 >"$logs/profiler_test.log" 2>&1 || status=1
+grep -hE "^\[  (PASSED|FAILED|SKIPPED) " "$logs/ref_tests.log" "$out/twin_tests.log" "$logs/profiler_test.log" || true
 if [[ $status -ne 0 ]]; then
-  grep -h -B2 -A12 "Failure" "$out/twin_tests.log" "$out/profiler_test.log" | head -80 || true
-  echo "gpu_check: some tests FAILED (logs in $out); benchmarking anyway" >&2
+  grep -h -B2 -A12 "Failure" "$out/twin_tests.log" "$logs/profiler_test.log" | head -80 || true
+  echo "gpu_check: some tests FAILED (logs in $out/gpu_check.log); benchmarking anyway" >&2
 fi
 
 step "kvshift: replay vs local recovery ($models at T=$tokens)"
 timeout 330 "$build/gpu_recovery_bench" --out "$out/kvshift_gpu.json" --models "$models" --tokens "$tokens" \
-  2>&1 | tee "$out/bench.log" || die "gpu_recovery_bench failed (log: $out/bench.log)"
+  2>&1 | tee "$logs/bench.log" || die "gpu_recovery_bench failed (log: $out/gpu_check.log)"
 
 step "PyTorch prefill at the same shapes"
 torch_json="$out/torch_prefill.json"
 if ! PYTHONUNBUFFERED=1 timeout 240 python3 "$root/bench/gpu_torch_prefill.py" --shapes "$out/kvshift_gpu.json" \
-    --out "$torch_json" 2>&1 | tee "$out/torch.log"; then
+    --out "$torch_json" 2>&1 | tee "$logs/torch.log"; then
   echo "gpu_check: PyTorch timing failed; the table shows n/a for it" >&2
   rm -f "$torch_json"
 fi
