@@ -93,6 +93,12 @@ void Network::start(TransferId id) {
   f.running_index = static_cast<std::uint32_t>(running_.size());
   running_.push_back(id);
   notify(&NetworkObserver::on_started, f);
+  for (const NodeId end_node : {f.info.src, f.info.dst}) {
+    if (!topo_.node_up(end_node)) {
+      end(f, TransferState::kFailed, "node " + topo_.node(end_node).name + " is down");
+      return;
+    }
+  }
   try_route(id, false);
 }
 

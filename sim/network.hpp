@@ -30,7 +30,10 @@
 // re-routed at once if another path exists (it keeps its delivered bytes and
 // pays the new route's latency before rejoining the sharing). A transfer with
 // an explicit route is never re-routed: it stalls until that route is usable.
-// If its source or destination node fails, a transfer FAILS ("node X failed").
+// If its source or destination node fails, a transfer FAILS ("node X failed";
+// "node X is down" when it was already down at the transfer's start).
+// Change link and node state through the Network (set_link_bandwidth,
+// fail_link, ...), not on the Topology directly, so flows hear about it.
 // A simulation whose remaining transfers are stalled simply runs out of events.
 //
 // Left out: packet-level effects (slow start, queues, losses), ECMP, the TCP

@@ -124,6 +124,24 @@ TEST(Network, ParkingLotIsMaxMinFair) {
   EXPECT_EQ(net.info(s1).finish, seconds(2));
 }
 
+TEST(Network, ReshareTouchesOnlyTheAffectedComponent) {
+  // Flows on L1 and on L3 share nothing: a change on L1 never recomputes L3's flow.
+  Topology t = chain({1 * kGbps, 1 * kGbps, 1 * kGbps});
+  Simulator sim;
+  Network net(sim, t);
+  net.submit(req(0, 1, 125'000'000));
+  const TransferId far = net.submit(req(2, 3, 125'000'000));
+  sim.run_until(milliseconds(1));
+  const std::uint64_t before = net.reshared_flows();
+  const TransferId late = net.submit(req(0, 1, 1'000'000, milliseconds(1)));
+  sim.run_until(milliseconds(2));
+  EXPECT_EQ(net.reshared_flows() - before, 2u) << "only the two flows on L1";
+  EXPECT_EQ(net.info(late).rate_bps, 0.5 * kGbps);
+  EXPECT_EQ(net.info(far).rate_bps, 1 * kGbps);
+  sim.run();
+  EXPECT_EQ(net.info(far).finish, seconds(1));
+}
+
 TEST(Network, RateCapLimitsAFlowAndFreesCapacityForOthers) {
   Topology t = chain({1 * kGbps});
   Simulator sim;
@@ -294,6 +312,15 @@ TEST(Network, NodeFailureFailsItsTransfersWithAReason) {
   EXPECT_EQ(net.info(through).state, TransferState::kFinished);
   // 0.1 s at 0.5 Gbps, then 0.95 Gbit alone at 1 Gbps.
   EXPECT_EQ(net.info(through).finish, milliseconds(1050));
+  // A transfer that starts while its destination is down fails at once.
+  const TransferId late = net.submit(req(0, 2, 1000, seconds(2)));
+  sim.run();
+  EXPECT_EQ(net.info(late).state, TransferState::kFailed);
+  EXPECT_EQ(net.info(late).reason, "node n2 is down");
+  net.repair_node(2);
+  const TransferId again = net.submit(req(0, 2, 125'000'000, seconds(3)));
+  sim.run();
+  EXPECT_EQ(net.info(again).finish, seconds(4));
 }
 
 TEST(Network, DisconnectedTransferStallsVisibly) {
