@@ -41,13 +41,9 @@ def build_model(torch, transformers, spec, max_tokens):
         cls = transformers.LlamaForCausalLM
     config._attn_implementation = "sdpa"
     torch.manual_seed(0)
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.bfloat16)
-    try:
-        with torch.device("cuda"):
-            model = cls(config)
-    finally:
-        torch.set_default_dtype(previous)
+    with torch.device("cuda"):
+        model = cls(config)
+    model = model.to(dtype=torch.bfloat16)
     return model.eval()
 
 
