@@ -251,61 +251,6 @@ bool Network::cancel(TransferId id, std::string reason) {
   return true;
 }
 
-void Network::set_link_bandwidth(LinkId link, BitsPerSecond bw) {
-  topo_.set_link_bandwidth(link, bw);
-  for (const std::uint32_t c : {2 * link, 2 * link + 1}) {
-    channels_[c].capacity = bw.value;
-    mark_dirty(c);
-  }
-  request_reshare();
-}
-
-void Network::fail_link(LinkId link) {
-  topo_.set_link_up(link, false);
-  on_route_change(link, std::nullopt);
-}
-
-void Network::repair_link(LinkId link) {
-  topo_.set_link_up(link, true);
-  on_route_change(std::nullopt, std::nullopt);
-}
-
-void Network::fail_node(NodeId node) {
-  topo_.set_node_up(node, false);
-  on_route_change(std::nullopt, node);
-}
-
-void Network::repair_node(NodeId node) {
-  topo_.set_node_up(node, true);
-  on_route_change(std::nullopt, std::nullopt);
-}
-
-void Network::on_route_change(std::optional<LinkId> link, std::optional<NodeId> node) {
-  const std::vector<TransferId> affected = running_;  // ends and re-routes edit running_
-  for (const TransferId id : affected) {
-    Flow& f = flows_[id];
-    if (f.info.state != TransferState::kRunning) continue;
-    if (node && (f.info.src == *node || f.info.dst == *node)) {
-      end(f, TransferState::kFailed, "node " + topo_.node(*node).name + " failed");
-      continue;
-    }
-    if (f.info.phase == TransferPhase::kStalled) {
-      try_route(id, false);
-      continue;
-    }
-    if (topo_.usable(f.route)) continue;
-    settle(id);
-    leave_sharing(f);
-    sim_.cancel(f.event);
-    f.event = {};
-    try_route(id, true);
-    if (f.info.phase == TransferPhase::kStalled && link) {
-      f.info.reason = "link " + topo_.link(*link).name + " failed; " + f.info.reason;
-    }
-  }
-  request_reshare();
-}
-
 ChannelStats Network::channel_stats(LinkId link, bool forward) const {
   const std::uint32_t c = topo_.channel(Hop{link, forward});
   return {logs_.at(c).bits / 8, channels_[c].capacity, channel_flows_[c].size(), logs_[c].timeline};

@@ -9,48 +9,15 @@
 #include "cost_model/latency.hpp"
 #include "sim/generators.hpp"
 #include "sim/network.hpp"
+#include "tests/sim/network_fixtures.hpp"
 
 namespace kvshift::sim {
 namespace {
 
-constexpr double kGbps = 1e9;
-
-/// A chain n0 - n1 - ... with the given bandwidths (bit/s) and latencies.
-Topology chain(const std::vector<double>& bw, const std::vector<SimTime>& lat = {},
-               LinkDuplex duplex = LinkDuplex::kFull) {
-  Topology t;
-  for (std::size_t i = 0; i <= bw.size(); ++i) {
-    ClusterNode n;
-    n.name = "n" + std::to_string(i);
-    n.kind = NodeType::kGpu;
-    t.add_node(n);
-  }
-  for (std::size_t i = 0; i < bw.size(); ++i) {
-    t.add_link(ClusterLink{"L" + std::to_string(i + 1), static_cast<NodeId>(i),
-                           static_cast<NodeId>(i + 1), BitsPerSecond{bw[i]},
-                           lat.empty() ? SimTime{0} : lat[i], duplex});
-  }
-  return t;
-}
-
-TransferRequest req(NodeId src, NodeId dst, std::int64_t bytes, SimTime start = {}) {
-  TransferRequest r;
-  r.src = src;
-  r.dst = dst;
-  r.size = Bytes{bytes};
-  r.start = start;
-  return r;
-}
-
-/// Counts every end; a transfer ending twice is a failure.
-struct EndCounter : NetworkObserver {
-  std::map<TransferId, int> ends;
-  int stalls = 0, reroutes = 0, starts = 0;
-  void on_started(const TransferInfo&) override { ++starts; }
-  void on_stalled(const TransferInfo&) override { ++stalls; }
-  void on_rerouted(const TransferInfo&) override { ++reroutes; }
-  void on_done(const TransferInfo& i) override { ++ends[i.id]; }
-};
+using testing::chain;
+using testing::EndCounter;
+using testing::kGbps;
+using testing::req;
 
 TEST(Network, IdlePathFinishesAtTheCostModelClosedForm) {
   std::mt19937_64 rng(7);
@@ -246,98 +213,6 @@ TEST(Network, BadRequestsAreRejected) {
   sim.schedule_at(seconds(1), [] {});
   sim.run();
   EXPECT_THROW(net.submit(req(0, 1, 1, milliseconds(1))), InputError) << "start in the past";
-}
-
-TEST(Network, DegradedLinkSlowsItsFlows) {
-  Topology t = chain({1 * kGbps});
-  Simulator sim;
-  Network net(sim, t);
-  const TransferId a = net.submit(req(0, 1, 125'000'000));  // 1 Gbit
-  sim.schedule_at(milliseconds(500), [&] { net.set_link_bandwidth(0, BitsPerSecond{0.25 * kGbps}); });
-  sim.run();
-  // 0.5 Gbit in the first 0.5 s, the other 0.5 Gbit at 0.25 Gbps: 2 s more.
-  EXPECT_EQ(net.info(a).finish, milliseconds(2500));
-}
-
-TEST(Network, FailedLinkReroutesOrStallsAndRepairResumes) {
-  Topology t;
-  add_ring(t, 4, LinkParams{BitsPerSecond{1 * kGbps}, SimTime{0}});
-  Simulator sim;
-  Network net(sim, t);
-  EndCounter obs;
-  net.add_observer(&obs);
-  const NodeId g0 = *t.find_node("gpu0"), g1 = *t.find_node("gpu1");
-  const TransferId a = net.submit(req(g0, g1, 125'000'000));  // 1 Gbit via gpu0-gpu1
-  const LinkId direct = *t.find_link("gpu0-gpu1");
-  sim.schedule_at(milliseconds(500), [&] { net.fail_link(direct); });
-  sim.run();
-  EXPECT_EQ(obs.reroutes, 1);
-  EXPECT_EQ(net.info(a).reroutes, 1);
-  EXPECT_EQ(net.info(a).finish, seconds(1)) << "the long way round has the same bandwidth";
-  EXPECT_NEAR(net.channel_stats(direct, true).bytes, 62'500'000, 1e-3);
-
-  // Cut the ring twice: the transfer stalls with a reason, then resumes on repair.
-  Simulator sim2;
-  Network net2(sim2, t);
-  net2.repair_link(direct);
-  const LinkId other = *t.find_link("gpu1-gpu2");
-  const TransferId b = net2.submit(req(g0, g1, 125'000'000));
-  sim2.schedule_at(milliseconds(500), [&] {
-    net2.fail_link(direct);
-    net2.fail_link(other);
-  });
-  sim2.run_until(seconds(3));
-  EXPECT_EQ(net2.info(b).state, TransferState::kRunning);
-  EXPECT_EQ(net2.info(b).phase, TransferPhase::kStalled);
-  EXPECT_NE(net2.info(b).reason.find("no route from gpu0 to gpu1"), std::string::npos)
-      << net2.info(b).reason;
-  sim2.schedule_at(seconds(4), [&] { net2.repair_link(other); });
-  sim2.run();
-  EXPECT_EQ(net2.info(b).state, TransferState::kFinished);
-  EXPECT_EQ(net2.info(b).finish, milliseconds(4500));
-  EXPECT_DOUBLE_EQ(net2.info(b).delivered_bytes, 125'000'000);
-}
-
-TEST(Network, NodeFailureFailsItsTransfersWithAReason) {
-  Topology t = chain({1 * kGbps, 1 * kGbps});
-  Simulator sim;
-  Network net(sim, t);
-  const TransferId to_dead = net.submit(req(0, 2, 125'000'000));
-  const TransferId through = net.submit(req(0, 1, 125'000'000));
-  sim.schedule_at(milliseconds(100), [&] { net.fail_node(2); });
-  sim.run();
-  EXPECT_EQ(net.info(to_dead).state, TransferState::kFailed);
-  EXPECT_EQ(net.info(to_dead).reason, "node n2 failed");
-  EXPECT_EQ(net.info(to_dead).finish, milliseconds(100));
-  EXPECT_EQ(net.info(through).state, TransferState::kFinished);
-  // 0.1 s at 0.5 Gbps, then 0.95 Gbit alone at 1 Gbps.
-  EXPECT_EQ(net.info(through).finish, milliseconds(1050));
-  // A transfer that starts while its destination is down fails at once.
-  const TransferId late = net.submit(req(0, 2, 1000, seconds(2)));
-  sim.run();
-  EXPECT_EQ(net.info(late).state, TransferState::kFailed);
-  EXPECT_EQ(net.info(late).reason, "node n2 is down");
-  net.repair_node(2);
-  const TransferId again = net.submit(req(0, 2, 125'000'000, seconds(3)));
-  sim.run();
-  EXPECT_EQ(net.info(again).finish, seconds(4));
-}
-
-TEST(Network, DisconnectedTransferStallsVisibly) {
-  Topology t = chain({1 * kGbps});
-  ClusterNode island;
-  island.name = "island";
-  const NodeId i = t.add_node(island);
-  Simulator sim;
-  Network net(sim, t);
-  EndCounter obs;
-  net.add_observer(&obs);
-  const TransferId id = net.submit(req(0, i, 1000));
-  sim.run();
-  EXPECT_EQ(obs.stalls, 1);
-  EXPECT_EQ(net.info(id).phase, TransferPhase::kStalled);
-  EXPECT_EQ(net.info(id).reason, "no route from n0 to island");
-  EXPECT_EQ(net.active_count(), 1u) << "still running, visibly stalled; the run ended anyway";
 }
 
 // Random leaf-spine loads: conservation, capacity and "never faster than alone".
