@@ -13,7 +13,7 @@ if(NOT KVSHIFT_ENABLE_CUDA STREQUAL "OFF")
       set(CMAKE_CUDA_ARCHITECTURES 90)
     endif()
     enable_language(CUDA)
-    set(CMAKE_CUDA_STANDARD 20)
+    set(CMAKE_CUDA_STANDARD 17)  # nvcc 13 with CMake 3.25 has no CUDA20 dialect
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
     set(KVSHIFT_HAVE_CUDA ON)
