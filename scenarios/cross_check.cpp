@@ -165,8 +165,9 @@ void cross_check(const sim::ScenarioSpec& spec, const Reader& top, const LoadCon
   check_events(spec, names, d, ctx);
   check_methods(spec, d);
   check_placements(spec, d);
+  std::error_code ec;
   if (spec.cost_source.kind == sim::CostSourceKind::kProfile &&
-      !std::filesystem::is_regular_file(spec.cost_source.profile_path)) {
+      !std::filesystem::is_regular_file(spec.cost_source.profile_path, ec)) {
     d.add("/cost_source", "cost table \"" + spec.cost_source.profile_path + "\" is not a readable file");
   }
 }

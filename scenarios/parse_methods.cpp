@@ -53,9 +53,12 @@ void read_topology(const Reader& r, const cost_model::ModelSpec& m, sim::RiskKvS
     s.topology_source = resolve_path(ctx, text);
     Json doc;
     try {
-      doc = read_json_file(s.topology_source);
+      doc = read_json_file(input_file(ctx, text, false));
     } catch (const InputError& e) {
       r.problem("topology", e.what());
+      return;
+    } catch (const Json::exception& e) {  // read_json_file lets non-syntax JSON errors through
+      r.problem("topology", s.topology_source + ": not valid JSON: " + e.what());
       return;
     }
     s.topology = topology_from_json(doc, r, "topology", m, s.topology_source + ": ");
@@ -120,11 +123,13 @@ std::optional<sim::ProxyKvSpec> parse_proxy_kv(const Reader& top, LoadContext& c
   if (auto name = r->string("proxy_model")) {
     try {
       const bool path = name->find('/') != std::string::npos || name->ends_with(".json");
-      s.proxy_model = path ? resolve_model(resolve_path(ctx, *name)) : cost_model::find_model(*name);
+      s.proxy_model = path ? resolve_model(input_file(ctx, *name, true)) : cost_model::find_model(*name);
     } catch (const InputError& e) {
       std::string msg = e.what();
       if (msg.starts_with("--model: ")) msg = msg.substr(9);
       r->problem("proxy_model", msg);
+    } catch (const Json::exception& e) {
+      r->problem("proxy_model", std::string("not valid JSON: ") + e.what());
     }
   }
   s.placement = enum_field<sim::ProxyPlacement>(*r, "placement",

@@ -28,9 +28,12 @@ cost_model::ModelSpec parse_model(const Reader& top, LoadContext& ctx) {
   if (top.has("model") && top.node()["model"].is_string()) {
     const std::string s = top.node()["model"].get<std::string>();
     try {
-      return looks_like_path(s) ? resolve_model(resolve_path(ctx, s)) : cost_model::find_model(s);
+      return looks_like_path(s) ? resolve_model(input_file(ctx, s, true)) : cost_model::find_model(s);
     } catch (const InputError& e) {
       top.problem("model", looks_like_path(s) ? std::string(e.what()) : bare(e));
+      return {};
+    } catch (const Json::exception& e) {  // read_json_file lets non-syntax JSON errors through
+      top.problem("model", std::string("not valid JSON: ") + e.what());
       return {};
     }
   }
@@ -84,9 +87,12 @@ cost_model::GpuSpec parse_gpu(const Reader& top, LoadContext& ctx) {
   if (top.has("gpu") && top.node()["gpu"].is_string()) {
     const std::string s = top.node()["gpu"].get<std::string>();
     try {
-      return looks_like_path(s) ? resolve_gpu(resolve_path(ctx, s)) : cost_model::find_gpu(s);
+      return looks_like_path(s) ? resolve_gpu(input_file(ctx, s, false)) : cost_model::find_gpu(s);
     } catch (const InputError& e) {
       top.problem("gpu", looks_like_path(s) ? std::string(e.what()) : bare(e));
+      return {};
+    } catch (const Json::exception& e) {
+      top.problem("gpu", std::string("not valid JSON: ") + e.what());
       return {};
     }
   }

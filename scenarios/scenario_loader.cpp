@@ -52,17 +52,14 @@ void parse_all(const Reader& top, sim::ScenarioSpec& s, detail::LoadContext& ctx
 ScenarioLoad try_load_scenario_text(std::string_view text, std::string_view source,
                                     const std::string& base_dir) {
   ScenarioLoad out;
-  Json doc = Json::parse(text.begin(), text.end(), nullptr, false);
-  if (doc.is_discarded()) {
-    try {
-      parse_json_text(text, source);  // for its message (byte offset, reason)
-    } catch (const InputError& e) {
-      std::string m = e.what();
-      const std::string prefix = std::string(source) + ": ";
-      if (m.starts_with(prefix)) m = m.substr(prefix.size());
-      out.problems.push_back("/: " + m);
-    }
-    if (out.problems.empty()) out.problems.push_back("/: not valid JSON");
+  Json doc;
+  try {
+    doc = Json::parse(text.begin(), text.end());
+  } catch (const Json::parse_error& e) {
+    out.problems.push_back("/: not valid JSON at byte " + std::to_string(e.byte) + ": " + e.what());
+    return out;
+  } catch (const Json::exception& e) {  // e.g. a number too large for a double ("1e309")
+    out.problems.push_back(std::string("/: not valid JSON: ") + e.what());
     return out;
   }
   Diagnostics diag;

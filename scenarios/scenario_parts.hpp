@@ -29,6 +29,11 @@ struct LoadContext {
 
 /// The raw JSON of `key` shortened for messages, e.g. "\"-5Mbps\"".
 std::string got(const Reader& r, std::string_view key);
+/// Why `path` cannot be read as an input file (missing, a folder, a device), or nullopt.
+std::optional<std::string> not_a_file(const std::string& path);
+/// Resolves an input file path and checks it is a regular file (a folder holding config.json
+/// when `config_folder`); throws InputError otherwise, so devices and folders are never read.
+std::string input_file(const LoadContext& ctx, const std::string& path, bool config_folder);
 /// Resolves `path` against the scenario's folder (absolute paths unchanged).
 std::string resolve_path(const LoadContext& ctx, const std::string& path);
 

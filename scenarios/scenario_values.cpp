@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cost_model/input_error.hpp"
 #include "scenarios/scenario_parts.hpp"
 
 namespace kvshift::scenarios::detail {
@@ -37,6 +38,23 @@ std::string closest_name(const std::string& word, const std::vector<std::string>
     }
   }
   return best.empty() ? "" : " (did you mean \"" + best + "\"?)";
+}
+
+std::optional<std::string> not_a_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return path + ": cannot open file";
+  if (!std::filesystem::is_regular_file(path, ec)) return path + ": not a regular file";
+  return std::nullopt;
+}
+
+std::string input_file(const LoadContext& ctx, const std::string& path, bool config_folder) {
+  std::string p = resolve_path(ctx, path);
+  std::error_code ec;
+  if (config_folder && std::filesystem::is_directory(p, ec)) {
+    p = (std::filesystem::path(p) / "config.json").string();
+  }
+  if (auto why = not_a_file(p)) throw InputError(*why);
+  return p;
 }
 
 std::string resolve_path(const LoadContext& ctx, const std::string& path) {

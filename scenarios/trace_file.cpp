@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <span>
 #include <sstream>
@@ -366,6 +367,10 @@ TraceFile parse_trace_text(std::string_view text, TraceFormat format, std::strin
 }
 
 TraceFile read_trace_file(const std::string& path, TraceFormat format) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    throw InputError(path + ": not a regular file");
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(path + ": cannot open trace file");
   std::ostringstream text;

@@ -37,6 +37,14 @@ TEST(ScenarioRules, SyntaxErrorNamesTheByte) {
   EXPECT_EQ(load.problems[0].rfind("/: not valid JSON at byte 11: ", 0), 0u) << load.problems[0];
 }
 
+TEST(ScenarioRules, NumberTooLargeForADoubleIsAnInputProblem) {
+  // Found by the fuzzer: nlohmann reports this as out_of_range, not parse_error.
+  const auto load = try_load_scenario_text("{\"seed\": 1e309}", "t.json");
+  ASSERT_EQ(load.problems.size(), 1u);
+  EXPECT_EQ(load.problems[0].rfind("/: not valid JSON: ", 0), 0u) << load.problems[0];
+  EXPECT_NE(load.problems[0].find("1e309"), std::string::npos) << load.problems[0];
+}
+
 TEST(ScenarioRules, RequiredSectionsAreNamed) {
   EXPECT_EQ(problems(json::object()),
             (V{"/model: is required", "/gpu: is required", "/cluster: is required",
