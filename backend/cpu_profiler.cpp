@@ -12,6 +12,7 @@
 #include "backend/model.hpp"
 #include "backend/profiler.hpp"
 #include "backend/proxy_mapper.hpp"
+#include "backend/proxy_scoring.hpp"
 #include "backend/pruning.hpp"
 #include "backend/reconstruct.hpp"
 #include "backend/timing.hpp"
@@ -79,10 +80,8 @@ class CpuProfiler final : public Profiler {
     std::unique_ptr<HybridAxialMapper> mapper;
     if (req.proxy) {
       proxy = std::make_unique<Model>(random_weights(*req.proxy, req.seed + 1));
-      mapper = std::make_unique<HybridAxialMapper>(HybridAxialMapper::random(
-          {.in_channels = req.proxy->layers * req.proxy->q_heads,
-           .targets = req.model.layers * req.model.kv_heads},
-          req.seed + 2));
+      mapper = std::make_unique<HybridAxialMapper>(
+          random_mapper_for(*req.proxy, req.model, req.seed + 2));
     }
     for (const std::int64_t T : req.tokens) {
       const auto tokens = random_tokens(T, req.model.vocab, rng);
@@ -93,12 +92,8 @@ class CpuProfiler final : public Profiler {
       if (!predictors.empty()) time_reconstruct(req, T, predictors, recon_layers, rng, rows);
       if (proxy) {
         const auto proxy_tokens = random_tokens(T, req.proxy->vocab, rng);
-        rows.push_back(time_op("proxy_score", T, 1, req.warmup, req.repeats, [&] {
-          KvCache cache = proxy->new_cache();
-          const ForwardResult r = proxy->forward(
-              proxy_tokens, cache, {.logits = LogitsMode::kNone, .attention_stats = true});
-          mapper->forward(r.stats.mass);
-        }));
+        rows.push_back(time_op("proxy_score", T, 1, req.warmup, req.repeats,
+                               [&] { proxykv_scores(*proxy, *mapper, proxy_tokens); }));
       }
       time_prune(req, T, rng, rows);
     }

@@ -1,5 +1,6 @@
 // HybridAxialMapper: factored cross-attention vs the direct computation, the
-// sliding-window receptive field, and loading weights from safetensors.
+// sliding-window receptive field, loading weights from safetensors, and the
+// proxy attention features it consumes.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -7,6 +8,7 @@
 #include <random>
 
 #include "backend/proxy_mapper.hpp"
+#include "backend/proxy_scoring.hpp"
 #include "cost_model/input_error.hpp"
 
 namespace kvshift::backend {
@@ -90,6 +92,33 @@ TEST(HybridAxialMapper, ShapeMismatchNamesTheTensor) {
               std::string::npos)
         << e.what();
   }
+}
+
+}  // namespace
+}  // namespace kvshift::backend
+
+namespace kvshift::backend {
+namespace {
+
+TEST(ProxyScoring, FeaturesAreTheAttentionMassEachKeyReceives) {
+  const Model proxy(load_hf_model(std::string(KVSHIFT_SOURCE_DIR) + "/tests/fixtures/tiny_qwen2"));
+  const std::vector<std::int32_t> tokens{3, 14, 15, 92, 65, 35, 89, 79, 32, 38};
+  const Matrix x = proxy_attention_features(proxy, tokens);
+  const auto& p = proxy.spec();
+  ASSERT_EQ(x.rows(), p.layers * p.q_heads);
+  ASSERT_EQ(x.cols(), 10);
+  // Every query's weights sum to one, so each (layer, head) row sums to the query count,
+  // and the last key is seen only by the last query.
+  for (Eigen::Index r = 0; r < x.rows(); ++r) {
+    EXPECT_NEAR(x.row(r).sum(), 10.0, 1e-4);
+    EXPECT_GT(x(r, 9), 0.0f);
+    EXPECT_LE(x(r, 9), 1.0f + 1e-6f);
+  }
+  const HybridAxialMapper mapper = random_mapper_for(p, p, 4);
+  const Matrix y = proxykv_scores(proxy, mapper, tokens);
+  EXPECT_EQ(y.rows(), p.layers * p.kv_heads);
+  EXPECT_EQ(y.cols(), 10);
+  EXPECT_TRUE(y.allFinite());
 }
 
 }  // namespace
