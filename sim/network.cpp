@@ -70,7 +70,7 @@ TransferId Network::submit(TransferRequest r) {
   if (r.rate_cap) h.cap_bps = r.rate_cap->value;
   h.remaining_bits = r.size.bits();
   ++active_;
-  f.event = sim_.schedule_at(r.start, [this, id] { start(id); });
+  hot_[f.info.id].event = sim_.schedule_at(r.start, [this, id] { start(id); });
   return id;
 }
 
@@ -88,7 +88,7 @@ void Network::notify(void (NetworkObserver::*fn)(const TransferInfo&), const Flo
 
 void Network::start(TransferId id) {
   Flow& f = flows_[id];
-  f.event = {};
+  hot_[f.info.id].event = {};
   f.info.state = TransferState::kRunning;
   f.running_index = static_cast<std::uint32_t>(running_.size());
   running_.push_back(id);
@@ -139,13 +139,13 @@ void Network::begin_route(TransferId id, const Route& r) {
     pos_arena_.push_back(0);
   }
   f.info.phase = TransferPhase::kLatency;
-  f.event = sim_.schedule_after(r.latency, [this, id] { enter_sharing(id); });
+  hot_[f.info.id].event = sim_.schedule_after(r.latency, [this, id] { enter_sharing(id); });
 }
 
 void Network::enter_sharing(TransferId id) {
   Flow& f = flows_[id];
   Hot& h = hot_[id];
-  f.event = {};
+  hot_[f.info.id].event = {};
   if (h.hop_count == 0 || h.remaining_bits <= 0) {
     complete(id);
     return;
@@ -202,7 +202,7 @@ void Network::leave_sharing(Flow& f) {
 void Network::complete(TransferId id) {
   Flow& f = flows_[id];
   Hot& h = hot_[id];
-  f.event = {};
+  hot_[f.info.id].event = {};
   settle(id);
   // Whatever the ns rounding left over (a fraction of a ns of transmission) is
   // delivered now, so every channel on the route carried exactly `size`.
@@ -225,8 +225,8 @@ void Network::end(Flow& f, TransferState s, std::string reason) {
     flows_[last].running_index = f.running_index;
     running_.pop_back();
   }
-  sim_.cancel(f.event);
-  f.event = {};
+  sim_.cancel(hot_[f.info.id].event);
+  hot_[f.info.id].event = {};
   f.info.state = s;
   f.info.phase = TransferPhase::kNone;
   f.info.finish = sim_.now();

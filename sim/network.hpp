@@ -178,11 +178,11 @@ class Network {
     TransferCallback on_done;
     std::optional<Route> explicit_route;
     Route route;                   ///< current route (running phases)
-    EventId event;                 ///< start, latency-end or completion
     std::uint32_t running_index = 0;
   };
-  /// The solver's view of a transfer: 48 bytes, contiguous, indexed by TransferId.
+  /// The solver's view of a transfer: 56 bytes, contiguous, indexed by TransferId.
   struct Hot {
+    EventId event;                 ///< start, latency-end or completion
     double cap_bps = std::numeric_limits<double>::infinity();
     double remaining_bits = 0;
     double rate = 0;

@@ -52,8 +52,8 @@ void Network::on_route_change(std::optional<LinkId> link, std::optional<NodeId> 
     if (topo_.usable(f.route)) continue;
     settle(id);
     leave_sharing(f);
-    sim_.cancel(f.event);
-    f.event = {};
+    sim_.cancel(hot_[f.info.id].event);
+    hot_[f.info.id].event = {};
     try_route(id, true);
     if (f.info.phase == TransferPhase::kStalled && link) {
       f.info.reason = "link " + topo_.link(*link).name + " failed; " + f.info.reason;

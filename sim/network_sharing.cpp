@@ -166,17 +166,14 @@ void Network::progressive_filling() {
 }
 
 void Network::apply_rates() {
-  for (const std::uint32_t c : comp_channels_) channels_[c].rem = 0;  // reused as the new sum
   for (const TransferId id : comp_flows_) {
     Hot& h = hot_[id];
-    const std::uint32_t* hop = &hop_arena_[h.hop_begin];
-    for (std::uint32_t k = 0; k < h.hop_count; ++k) channels_[hop[k]].rem += h.new_rate;
-    Flow& f = flows_[id];
     // Rates equal up to rounding noise of the filling order (1e-12 relative) are
     // kept, so the flow keeps its completion event.
-    if (std::abs(h.new_rate - h.rate) > 1e-12 * h.rate || !f.event.valid()) {
+    if (std::abs(h.new_rate - h.rate) > 1e-12 * h.rate || !h.event.valid()) {
       settle(id);  // at the old rate, up to now
       h.rate = h.new_rate;
+      Flow& f = flows_[id];
       f.info.rate_bps = h.rate;
       schedule_completion(f);
     }
@@ -184,8 +181,11 @@ void Network::apply_rates() {
   const SimTime now = sim_.now();
   for (const std::uint32_t c : comp_channels_) {
     Channel& ch = channels_[c];
-    if (ch.rem == ch.allocated) continue;
-    ch.allocated = ch.rem;
+    // Every flow of the component was fixed once and took its rate off each of
+    // its channels, so what is left of the capacity gives the allocation.
+    const double allocated = ch.capacity - std::max(ch.rem, 0.0);
+    if (allocated == ch.allocated) continue;
+    ch.allocated = allocated;
     if (!options_.record_utilisation) continue;
     auto& timeline = logs_[c].timeline;
     if (!timeline.empty() && timeline.back().time == now) {
@@ -197,14 +197,14 @@ void Network::apply_rates() {
 }
 
 void Network::schedule_completion(Flow& f) {
-  sim_.cancel(f.event);
-  f.event = {};
+  sim_.cancel(hot_[f.info.id].event);
+  hot_[f.info.id].event = {};
   const Hot& h = hot_[f.info.id];
   if (!(h.rate > 0)) return;  // no capacity now (cannot happen with positive bandwidths)
   const double ns = h.remaining_bits > 0 ? h.remaining_bits / h.rate * 1e9 : 0.0;
   const SimTime delay = ns < 9e18 ? SimTime{std::llround(ns)} : SimTime::max() - sim_.now();
   const TransferId id = f.info.id;
-  f.event = sim_.schedule_after(delay, [this, id] { complete(id); });
+  hot_[f.info.id].event = sim_.schedule_after(delay, [this, id] { complete(id); });
 }
 
 }  // namespace kvshift::sim

@@ -9,7 +9,7 @@ Simulator::Simulator() = default;
 Simulator::~Simulator() {
   for (std::uint32_t i = 0; i < slot_count_; ++i) {
     Slot& s = slot(i);
-    if (state_[i] == State::kPending && s.destroy) s.destroy(s.storage);
+    if (state_[i] == State::kPendingOwning) s.destroy(s.storage);
   }
 }
 
@@ -68,9 +68,11 @@ bool Simulator::front_ready() {
 
 bool Simulator::cancel(EventId id) {
   if (!id.valid() || id.slot >= slot_count_) return false;
-  if (generation_[id.slot] != id.generation || state_[id.slot] != State::kPending) return false;
-  Slot& s = slot(id.slot);
-  if (s.destroy) s.destroy(s.storage);
+  if (generation_[id.slot] != id.generation || !pending(state_[id.slot])) return false;
+  if (state_[id.slot] == State::kPendingOwning) {
+    Slot& s = slot(id.slot);
+    s.destroy(s.storage);
+  }
   state_[id.slot] = State::kCancelled;
   --live_;
   return true;
@@ -78,7 +80,7 @@ bool Simulator::cancel(EventId id) {
 
 bool Simulator::is_pending(EventId id) const {
   if (!id.valid() || id.slot >= slot_count_) return false;
-  return generation_[id.slot] == id.generation && state_[id.slot] == State::kPending;
+  return generation_[id.slot] == id.generation && pending(state_[id.slot]);
 }
 
 SimTime Simulator::next_time() {

@@ -94,7 +94,9 @@ class Simulator {
   static constexpr std::uint32_t kBlockBits = 12;
   static constexpr std::uint32_t kBlockSize = 1u << kBlockBits;
 
-  enum class State : std::uint8_t { kFree, kPending, kCancelled, kRunning };
+  /// kPendingOwning: pending, and its callable needs its destructor run.
+  enum class State : std::uint8_t { kFree, kPending, kPendingOwning, kCancelled, kRunning };
+  static bool pending(State s) { return s == State::kPending || s == State::kPendingOwning; }
 
   /// One cache line: the callable and how to run and destroy it. The slot's
   /// state and generation live in compact side arrays that the queue scans.
@@ -170,7 +172,7 @@ EventId Simulator::schedule_at(SimTime t, F&& fn) {
     s.invoke = &invoke_fn<Box>;
     s.destroy = &destroy_fn<Box>;
   }
-  state_[i] = State::kPending;
+  state_[i] = s.destroy ? State::kPendingOwning : State::kPending;
   ++live_;
   push_key({static_cast<std::uint64_t>(t.ns), i});
   return {i, generation_[i]};
