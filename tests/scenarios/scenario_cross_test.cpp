@@ -71,6 +71,13 @@ TEST(ScenarioCross, PerNodeHbmOverrideIsNamed) {
                            "the 0.50 GiB HBM of a GPU of node \"b\""});
 }
 
+TEST(ScenarioCross, TemplateHbmIsNamedOnceForAllGeneratedNodes) {
+  json j = quickstart_json();
+  j["cluster"]["node"]["hbm"] = "1GiB";
+  EXPECT_EQ(problems(j), V{"/cluster/node/hbm: model qwen2.5-1.5b weights (2.88 GiB) do not fit in "
+                           "the 1.00 GiB HBM of a GPU of node \"gpu0\""});
+}
+
 TEST(ScenarioCross, LargestRequestMustFitBesideTheWeights) {
   json j = minimal_json();
   j["gpu"] = {{"base", "h100"}, {"hbm_capacity", "2GiB"}};

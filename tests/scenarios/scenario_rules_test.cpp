@@ -169,6 +169,15 @@ TEST(ScenarioRules, UnreadableTraceIsNamedAtItsPointer) {
                            "/scenarios/traces/missing.csv: cannot open trace file"});
 }
 
+TEST(ScenarioRules, FoldersAndDevicesAreNotReadAsInputFiles) {
+  json j = minimal_json();
+  j["workload"] = {{"arrival", "trace"}, {"trace", "traces"}};
+  j["model"] = "/dev/zero.json";
+  EXPECT_EQ(problems(j), (V{"/model: /dev/zero.json: cannot open file",
+                            "/workload/trace: " + std::string(KVSHIFT_SOURCE_DIR) +
+                                "/scenarios/traces: not a regular file"}));
+}
+
 TEST(ScenarioRules, ClusterNeedsNodesOrAGenerator) {
   json j = minimal_json();
   j["cluster"] = json::object();
