@@ -48,19 +48,22 @@ TransferId Network::submit(TransferRequest r) {
   if (r.size.count < 0) throw InputError("transfer: bytes must be >= 0");
   if (r.start < sim_.now()) throw InputError("transfer: start is before the current time");
   if (r.rate_cap && !(r.rate_cap->value > 0)) throw InputError("transfer: rate cap must be > 0");
-  const auto id = static_cast<TransferId>(flows_.size());
-  Flow& f = flows_.emplace_back();
-  Hot& h = hot_.emplace_back();
+  std::optional<Route> explicit_route;
   if (r.route) {
-    f.explicit_route = topo_.make_route(r.src, r.dst, *r.route);
+    for (const LinkId l : *r.route) {
+      if (l >= topo_.link_count()) throw InputError("transfer: route names an unknown link id");
+    }
+    explicit_route = topo_.make_route(r.src, r.dst, *r.route);
     std::vector<LinkId> seen = *r.route;
     std::sort(seen.begin(), seen.end());
     if (std::adjacent_find(seen.begin(), seen.end()) != seen.end()) {
-      flows_.pop_back();
-      hot_.pop_back();
       throw InputError("transfer: route uses a link twice");
     }
   }
+  const auto id = static_cast<TransferId>(flows_.size());
+  Flow& f = flows_.emplace_back();
+  Hot& h = hot_.emplace_back();
+  f.explicit_route = std::move(explicit_route);
   f.info.id = id;
   f.info.src = r.src;
   f.info.dst = r.dst;

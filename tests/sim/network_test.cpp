@@ -210,6 +210,11 @@ TEST(Network, BadRequestsAreRejected) {
   TransferRequest bad_route = req(0, 2, 1);
   bad_route.route = std::vector<LinkId>{1};
   EXPECT_THROW(net.submit(bad_route), InputError);
+  bad_route.route = std::vector<LinkId>{0, 1, 0};
+  EXPECT_THROW(net.submit(bad_route), InputError);
+  bad_route.route = std::vector<LinkId>{77};
+  EXPECT_THROW(net.submit(bad_route), InputError);
+  EXPECT_EQ(net.transfer_count(), 0u) << "rejected requests leave nothing behind";
   sim.schedule_at(seconds(1), [] {});
   sim.run();
   EXPECT_THROW(net.submit(req(0, 1, 1, milliseconds(1))), InputError) << "start in the past";
