@@ -1,0 +1,165 @@
+// Calibration requests; see corpus.hpp.
+#include "backend/calibrate/corpus.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "cost_model/input_error.hpp"
+#include "scenarios/json_reader.hpp"
+
+namespace kvshift::backend::calibrate {
+namespace {
+
+int parse_count(const std::string& item, const std::string& value, const std::string& field) {
+  std::size_t used = 0;
+  int n = -1;
+  try {
+    n = std::stoi(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != value.size() || n < 0) {
+    throw InputError(field + ": \"" + item + "\": expected a count >= 0 after the colon");
+  }
+  return n;
+}
+
+/// Vocabulary size of a tokenizer.json (model vocab plus added tokens beyond it), or -1.
+int tokenizer_vocab(const std::string& model_folder) {
+  const std::filesystem::path path = std::filesystem::path(model_folder) / "tokenizer.json";
+  if (!std::filesystem::exists(path)) return -1;
+  const scenarios::Json doc = scenarios::read_json_file(path.string());
+  std::int64_t max_id = -1;
+  if (doc.contains("model") && doc["model"].contains("vocab") && doc["model"]["vocab"].is_object()) {
+    for (const auto& [piece, id] : doc["model"]["vocab"].items()) {
+      if (id.is_number_integer()) max_id = std::max<std::int64_t>(max_id, id.get<std::int64_t>());
+    }
+  }
+  if (doc.contains("added_tokens") && doc["added_tokens"].is_array()) {
+    for (const auto& t : doc["added_tokens"]) {
+      if (t.contains("id") && t["id"].is_number_integer()) {
+        max_id = std::max<std::int64_t>(max_id, t["id"].get<std::int64_t>());
+      }
+    }
+  }
+  return max_id < 0 ? -1 : static_cast<int>(max_id + 1);
+}
+
+}  // namespace
+
+RequestCounts parse_request_counts(const std::string& text, const RequestCounts& defaults,
+                                   const std::string& field) {
+  RequestCounts c = defaults;
+  std::vector<std::string> seen;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const auto colon = item.find(':');
+    if (colon == std::string::npos) {
+      throw InputError(field + ": \"" + item + "\": expected name:count (e.g. fit:24)");
+    }
+    const std::string key = item.substr(0, colon);
+    const int n = parse_count(item, item.substr(colon + 1), field);
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      throw InputError(field + ": \"" + key + "\" is given more than once");
+    }
+    seen.push_back(key);
+    if (key == "fit") c.fit = n;
+    else if (key == "select") c.select = n;
+    else if (key == "test") c.test = n;
+    else if (key == "confirm") c.confirm = n;
+    else {
+      const std::string hint = scenarios::did_you_mean(key, {"fit", "select", "test", "confirm"});
+      throw InputError(field + ": unknown set \"" + key + "\" (expected fit, select, test, confirm" +
+                       (hint.empty() ? ")" : "; did you mean \"" + hint + "\"?)"));
+    }
+  }
+  if (c.fit < 2) throw InputError(field + ": fit needs at least 2 requests (one is held out to choose lambda)");
+  if (c.select < 1) throw InputError(field + ": select needs at least 1 request");
+  if (c.test < 1) throw InputError(field + ": test needs at least 1 request");
+  return c;
+}
+
+std::vector<std::int32_t> read_tokens(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw InputError("--corpus: cannot open \"" + path + "\"");
+  const std::streamoff size = in.tellg();
+  if (size <= 0 || size % 4 != 0) {
+    throw InputError("--corpus: \"" + path + "\" is not a token file (" + std::to_string(size) +
+                     " bytes; expected a non-empty multiple of 4: little-endian int32 ids)");
+  }
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(size / 4));
+  in.seekg(0);
+  std::vector<unsigned char> raw(static_cast<std::size_t>(size));
+  in.read(reinterpret_cast<char*>(raw.data()), size);
+  if (!in) throw InputError("--corpus: could not read \"" + path + "\"");
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const unsigned char* b = raw.data() + 4 * i;
+    tokens[i] = static_cast<std::int32_t>(static_cast<std::uint32_t>(b[0]) |
+                                          static_cast<std::uint32_t>(b[1]) << 8 |
+                                          static_cast<std::uint32_t>(b[2]) << 16 |
+                                          static_cast<std::uint32_t>(b[3]) << 24);
+  }
+  return tokens;
+}
+
+void check_vocabulary(const std::vector<std::int32_t>& tokens, int vocab,
+                      const std::string& tokens_path, const std::string& model_folder) {
+  std::filesystem::path sidecar(tokens_path);
+  sidecar.replace_extension(".json");
+  if (std::filesystem::exists(sidecar)) {
+    const scenarios::Json doc = scenarios::read_json_file(sidecar.string());
+    scenarios::Diagnostics diag;
+    const scenarios::Reader r(doc, "", diag);
+    if (auto v = r.integer("vocab_size", false); v && *v != vocab) {
+      throw InputError("tokenizer/model vocabulary mismatch: " + sidecar.string() +
+                       " says the corpus was tokenised with a " + std::to_string(*v) +
+                       "-token vocabulary, but the model has " + std::to_string(vocab));
+    }
+  }
+  if (const int tv = tokenizer_vocab(model_folder); tv > vocab) {
+    throw InputError("tokenizer/model vocabulary mismatch: " + model_folder +
+                     "/tokenizer.json has " + std::to_string(tv) + " tokens, the model " +
+                     std::to_string(vocab));
+  }
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= vocab) {
+      throw InputError("tokenizer/model vocabulary mismatch: " + tokens_path + ": token " +
+                       std::to_string(i) + " has id " + std::to_string(tokens[i]) +
+                       ", outside the model's vocabulary [0, " + std::to_string(vocab) + ")");
+    }
+  }
+}
+
+RequestSets make_request_sets(std::int64_t corpus_tokens, std::int64_t window,
+                              const RequestCounts& counts, std::uint64_t seed) {
+  const std::int64_t n = counts.total();
+  if (window < 2 || n < 1) throw std::invalid_argument("make_request_sets: bad sizes");
+  if (corpus_tokens < n * window) {
+    throw InputError("--corpus: holds " + std::to_string(corpus_tokens) + " tokens, but " +
+                     std::to_string(n) + " disjoint requests of " + std::to_string(window) +
+                     " tokens (history + eval) need " + std::to_string(n * window) +
+                     "; use fewer requests (--requests) or a shorter --history/--eval");
+  }
+  // Evenly spread disjoint windows: window i starts at i·stride.
+  const std::int64_t stride = n > 1 ? (corpus_tokens - window) / (n - 1) : 0;
+  std::vector<Window> all;
+  for (std::int64_t i = 0; i < n; ++i) all.push_back({i * std::max(stride, window)});
+  std::mt19937_64 rng(seed);
+  std::shuffle(all.begin(), all.end(), rng);
+  RequestSets s;
+  auto take = [&, next = std::size_t{0}](std::vector<Window>& dst, int count) mutable {
+    dst.assign(all.begin() + next, all.begin() + next + count);
+    next += count;
+  };
+  take(s.fit, counts.fit);
+  take(s.select, counts.select);
+  take(s.test, counts.test);
+  take(s.confirm, counts.confirm);
+  return s;
+}
+
+}  // namespace kvshift::backend::calibrate

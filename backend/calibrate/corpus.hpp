@@ -1,0 +1,50 @@
+// Calibration requests from a token file: a corpus of little-endian int32 ids
+// cut into disjoint windows of history + eval tokens, spread evenly over the
+// whole corpus (so no set is all Genesis), then dealt to the fit / selection /
+// test (/ confirmation) sets in a seeded random order. Checks that every id
+// fits the model's vocabulary and, when the corpus has a JSON sidecar
+// (<name>.json with "vocab_size"), that it was tokenised for this vocabulary.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kvshift::backend::calibrate {
+
+/// How many requests each set gets.
+struct RequestCounts {
+  int fit = 24;
+  int select = 24;
+  int test = 24;
+  int confirm = 0;  ///< stable-split's confirmation set
+  int total() const { return fit + select + test + confirm; }
+};
+
+/// Parses "fit:24,select:24,test:24[,confirm:24]" (keys in any order, each at most once;
+/// missing keys keep `defaults`). Throws InputError naming `field`.
+RequestCounts parse_request_counts(const std::string& text, const RequestCounts& defaults,
+                                   const std::string& field);
+
+/// One request: the window's first token in the corpus.
+struct Window {
+  std::int64_t start = 0;
+};
+
+struct RequestSets {
+  std::vector<Window> fit, select, test, confirm;
+};
+
+/// Reads a token file; throws InputError naming `path` (missing, empty, size not a multiple of 4).
+std::vector<std::int32_t> read_tokens(const std::string& path);
+
+/// Checks ids against `vocab` and the sidecar's vocab_size; throws InputError.
+void check_vocabulary(const std::vector<std::int32_t>& tokens, int vocab,
+                      const std::string& tokens_path, const std::string& model_folder);
+
+/// Cuts `corpus_tokens` into counts.total() disjoint windows of `window` tokens and deals them.
+/// Throws InputError (naming --corpus and the need) when the corpus is too short.
+RequestSets make_request_sets(std::int64_t corpus_tokens, std::int64_t window,
+                              const RequestCounts& counts, std::uint64_t seed);
+
+}  // namespace kvshift::backend::calibrate

@@ -1,0 +1,23 @@
+// predictors.safetensors: the folded RISK-KV predictors of a topology, one
+// weight B [|A|·w, |T|·w] and bias d [|T|·w] per omitted group ("G<g>.weight",
+// "G<g>.bias"), in F32 or F16 (round to nearest even). The header's
+// __metadata__ names the model, the dtype and each group's anchor and target
+// layers ("G<g>.anchor_layers": "0,1,6,7"). Leaves out: sharding.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "backend/calibrate/fit_data.hpp"
+#include "cost_model/model_spec.hpp"
+
+namespace kvshift::backend::calibrate {
+
+/// The bytes of a safetensors file holding `groups` (F32 or F16; other dtypes: InputError).
+std::string predictors_safetensors(const std::vector<FittedGroup>& groups, cost_model::DType dtype,
+                                   const std::string& model_name);
+
+/// Bytes of one group's predictor in `dtype`: (A·D + D) elements.
+double predictor_bytes(const GroupPredictor& p, cost_model::DType dtype);
+
+}  // namespace kvshift::backend::calibrate

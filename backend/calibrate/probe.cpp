@@ -1,0 +1,106 @@
+// Quality probes; see probe.hpp.
+#include "backend/calibrate/probe.hpp"
+
+#include <stdexcept>
+
+#include "backend/attention.hpp"
+#include "backend/rope.hpp"
+
+namespace kvshift::backend::calibrate {
+
+void layer_step(const ModelWeights& weights, int l, Matrix& x, const KvCache& cache) {
+  const auto& m = weights.spec;
+  const LayerWeights& w = weights.layers[l];
+  const Eigen::Index pos0 = cache.k[l].rows();
+  const Eigen::Index n = x.rows();
+  Matrix h = rms_norm(x, w.attn_norm, m.rms_eps);
+  Matrix q = h * w.wq.transpose();
+  Matrix k(pos0 + n, w.wk.rows());
+  Matrix v(pos0 + n, w.wv.rows());
+  k.topRows(pos0) = cache.k[l];
+  v.topRows(pos0) = cache.v[l];
+  k.bottomRows(n).noalias() = h * w.wk.transpose();
+  v.bottomRows(n).noalias() = h * w.wv.transpose();
+  if (w.bq.size()) {
+    q.rowwise() += w.bq;
+    k.bottomRows(n).rowwise() += w.bk;
+    v.bottomRows(n).rowwise() += w.bv;
+  }
+  apply_rope(q, {m.q_heads, m.head_dim, m.rope_theta}, pos0);
+  Matrix k_new = k.bottomRows(n);
+  apply_rope(k_new, {m.kv_heads, m.head_dim, m.rope_theta}, pos0);
+  k.bottomRows(n) = k_new;
+  Matrix attn;
+  causal_attention(q, k, v, {m.q_heads, m.kv_heads, m.head_dim, pos0}, attn);
+  x.noalias() += attn * w.wo.transpose();
+  h = rms_norm(x, w.mlp_norm, m.rms_eps);
+  Matrix gate = h * w.w_gate.transpose();
+  const Matrix up = h * w.w_up.transpose();
+  gate.array() = gate.array() / (1.0f + (-gate.array()).exp()) * up.array();
+  x.noalias() += gate * w.w_down.transpose();
+}
+
+RequestProbe::RequestProbe(const Model& model, std::span<const std::int32_t> history,
+                           std::span<const std::int32_t> eval,
+                           const std::vector<int>& resume_layers)
+    : model_(&model) {
+  if (history.empty() || eval.empty()) {
+    throw std::invalid_argument("RequestProbe: needs at least one history and one eval token");
+  }
+  const auto& spec = model.spec();
+  cache_ = model.new_cache();
+  if (history.size() > 1) {
+    ForwardOptions o;
+    o.logits = LogitsMode::kNone;
+    model.forward(history.first(history.size() - 1), cache_, o);
+  }
+  input_.push_back(history.back());
+  input_.insert(input_.end(), eval.begin(), eval.end());
+  targets_.assign(eval.begin(), eval.end());
+  residual_.resize(spec.layers);
+  std::vector<bool> keep(spec.layers, resume_layers.empty());
+  for (int l : resume_layers) {
+    if (l < 0 || l >= spec.layers) throw std::invalid_argument("RequestProbe: layer out of range");
+    keep[l] = true;
+  }
+  const ModelWeights& w = model.weights();
+  Matrix x(static_cast<Eigen::Index>(input_.size()), spec.hidden);
+  for (Eigen::Index i = 0; i < x.rows(); ++i) {
+    if (input_[i] < 0 || input_[i] >= spec.vocab) {
+      throw std::invalid_argument("RequestProbe: token id outside the vocabulary");
+    }
+    x.row(i) = w.embed.row(input_[i]);
+  }
+  for (int l = 0; l < spec.layers; ++l) {
+    if (keep[l]) residual_[l] = x;
+    layer_step(w, l, x, cache_);
+  }
+  exact_nll_ = logits_nll(x);
+}
+
+double RequestProbe::exact_mean() const {
+  double s = 0.0;
+  for (double v : exact_nll_) s += v;
+  return s / static_cast<double>(exact_nll_.size());
+}
+
+std::vector<double> RequestProbe::nll_with(const KvCache& cache, int first_layer) const {
+  const auto& spec = model_->spec();
+  if (first_layer < 0 || first_layer >= spec.layers || residual_[first_layer].size() == 0) {
+    throw std::invalid_argument("RequestProbe: no residual kept for layer " +
+                                std::to_string(first_layer));
+  }
+  Matrix x = residual_[first_layer];
+  for (int l = first_layer; l < spec.layers; ++l) layer_step(model_->weights(), l, x, cache);
+  return logits_nll(x);
+}
+
+std::vector<double> RequestProbe::logits_nll(const Matrix& x) const {
+  const ModelWeights& w = model_->weights();
+  // The last input row predicts past the window: no logits for it.
+  const Matrix logits =
+      rms_norm(x.topRows(x.rows() - 1), w.final_norm, w.spec.rms_eps) * w.output().transpose();
+  return next_token_nll(logits, targets_);
+}
+
+}  // namespace kvshift::backend::calibrate
