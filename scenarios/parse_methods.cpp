@@ -4,6 +4,8 @@
 // topology.json written by calibration may carry its ΔNLL as
 // {"quality": {"delta_nll": x}} (or "mean_delta_nll"); the scenario's own
 // "delta_nll" wins when both are given.
+#include <cmath>
+
 #include "cost_model/input_error.hpp"
 #include "scenarios/scenario_keys.hpp"
 #include "scenarios/scenario_parts.hpp"
@@ -22,9 +24,31 @@ std::optional<double> quality_from(const Json& doc) {
   return {};
 }
 
+// The pointer of the first integral float too large for int64 (which parse_topology's integer
+// reads must not see), or nullopt.
+std::optional<std::string> huge_integer(const Json& v, const std::string& ptr) {
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (d == std::floor(d) && !(std::fabs(d) < 9.2e18)) return ptr;
+  } else if (v.is_object()) {
+    for (const auto& [k, x] : v.items()) {
+      if (auto p = huge_integer(x, ptr + "/" + k)) return p;
+    }
+  } else if (v.is_array()) {
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (auto p = huge_integer(v[i], ptr + "/" + std::to_string(i))) return p;
+    }
+  }
+  return std::nullopt;
+}
+
 // Parses a topology document with the shared reader; problems land under `at`.
 cost_model::Topology topology_from_json(const Json& doc, const Reader& at, std::string_view key,
                                         const cost_model::ModelSpec& m, std::string_view source) {
+  if (auto p = huge_integer(doc, "")) {
+    at.problem(key, std::string(source) + *p + ": number out of range");
+    return {};
+  }
   Diagnostics local;
   cost_model::Topology t;
   try {

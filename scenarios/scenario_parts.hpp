@@ -59,6 +59,8 @@ std::optional<E> enum_field(const Reader& r, std::string_view key,
   return std::nullopt;
 }
 
+/// True when `key` holds an integral float too large for int64 (Reader::integer must not see it).
+bool integral_float_out_of_range(const Reader& r, std::string_view key);
 /// Integer in [lo, hi]; out-of-range values are a problem naming the range.
 std::optional<std::int64_t> int_in(const Reader& r, std::string_view key, std::int64_t lo,
                                    std::int64_t hi, bool required);

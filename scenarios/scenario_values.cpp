@@ -63,8 +63,22 @@ std::string resolve_path(const LoadContext& ctx, const std::string& path) {
   return (ctx.base_dir / p).lexically_normal().string();
 }
 
+bool integral_float_out_of_range(const Reader& r, std::string_view key) {
+  if (!r.node().is_object()) return false;
+  auto it = r.node().find(key);
+  if (it == r.node().end() || !it->is_number_float()) return false;
+  const double d = it->get<double>();
+  // Reader::integer casts integral floats to int64; keep values it cannot hold away from it.
+  return d == std::floor(d) && !(std::fabs(d) < 9.2e18);
+}
+
 std::optional<std::int64_t> int_in(const Reader& r, std::string_view key, std::int64_t lo,
                                    std::int64_t hi, bool required) {
+  if (integral_float_out_of_range(r, key)) {
+    r.problem(key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "] (got " +
+                       got(r, key) + ")");
+    return std::nullopt;
+  }
   auto v = r.integer(key, required);
   if (!v) return std::nullopt;
   if (*v < lo || *v > hi) {

@@ -11,6 +11,7 @@
 
 #include "cost_model/input_error.hpp"
 #include "scenarios/json_reader.hpp"
+#include "scenarios/scenario_parts.hpp"
 
 namespace kvshift::scenarios {
 namespace {
@@ -277,9 +278,16 @@ TraceFile parse_jsonl(std::string_view text, Problems& problems) {
     }
     Diagnostics diag;
     Reader rd(obj, "", diag);
+    auto count = [&](const char* key) -> std::optional<std::int64_t> {
+      if (detail::integral_float_out_of_range(rd, key)) {
+        rd.problem(key, "expected a token count (got " + detail::got(rd, key) + ")");
+        return std::nullopt;
+      }
+      return rd.integer(key);
+    };
     auto t = rd.number(layout->arrival);
-    auto p = rd.integer(layout->prompt);
-    auto o = rd.integer(layout->output);
+    auto p = count(layout->prompt);
+    auto o = count(layout->output);
     for (const std::string& item : diag.items()) problems.add(line, item);
     if (!t || !p || !o) continue;
     Row r{line, layout->unit == TimeUnit::kMilliseconds ? *t / 1000.0 : *t, *p, *o};

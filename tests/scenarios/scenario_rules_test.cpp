@@ -45,6 +45,18 @@ TEST(ScenarioRules, NumberTooLargeForADoubleIsAnInputProblem) {
   EXPECT_NE(load.problems[0].find("1e309"), std::string::npos) << load.problems[0];
 }
 
+TEST(ScenarioRules, HugeIntegralFloatsAreRangeErrors) {
+  // Found by the fuzzer: 1e52 must be reported, not cast to an integer.
+  json j = minimal_json();
+  j["seed"] = 1e52;
+  j["serving"] = {{"max_batch", -1e300}};
+  EXPECT_EQ(problems(j), (V{"/serving/max_batch: must be in [1, 65536] (got -1e+300)",
+                            "/seed: must be in [0, 9223372036854775807] (got 1e+52)"}));
+  j = minimal_json();
+  j["risk_kv"] = {{"topology", {{"omitted_groups", {2, 1e30}}}}, {"delta_nll", 0.1}};
+  EXPECT_EQ(problems(j), V{"/risk_kv/topology: /omitted_groups/1: number out of range"});
+}
+
 TEST(ScenarioRules, RequiredSectionsAreNamed) {
   EXPECT_EQ(problems(json::object()),
             (V{"/model: is required", "/gpu: is required", "/cluster: is required",

@@ -98,6 +98,11 @@ TEST(TraceFile, JsonlRowsAreCheckedWithTheReader) {
             "  t:2: expected one JSON object per line");
 }
 
+TEST(TraceFile, HugeJsonlCountsAreErrors) {
+  EXPECT_EQ(error_of("{\"arrival_s\": 0, \"prompt_tokens\": 1e40, \"output_tokens\": 1}\n"),
+            "t:1: /prompt_tokens: expected a token count (got 1e+40)");
+}
+
 TEST(TraceFile, EmptyTraceIsAnError) {
   EXPECT_EQ(error_of("arrival_s,prompt_tokens,output_tokens\n"), "t:2: the trace holds no requests");
 }
