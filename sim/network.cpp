@@ -62,7 +62,6 @@ TransferId Network::submit(TransferRequest r) {
   }
   const auto id = static_cast<TransferId>(flows_.size());
   Flow& f = flows_.emplace_back();
-  Hot& h = hot_.emplace_back();
   f.explicit_route = std::move(explicit_route);
   f.info.id = id;
   f.info.src = r.src;
@@ -70,10 +69,9 @@ TransferId Network::submit(TransferRequest r) {
   f.info.size = r.size;
   f.info.start = r.start;
   f.on_done = std::move(r.on_done);
-  if (r.rate_cap) h.cap_bps = r.rate_cap->value;
-  h.remaining_bits = r.size.bits();
+  if (r.rate_cap) f.cap_bps = r.rate_cap->value;
   ++active_;
-  hot_[f.info.id].event = sim_.schedule_at(r.start, [this, id] { start(id); });
+  f.start_event = sim_.schedule_at(r.start, [this, id] { start(id); });
   return id;
 }
 
@@ -91,7 +89,19 @@ void Network::notify(void (NetworkObserver::*fn)(const TransferInfo&), const Flo
 
 void Network::start(TransferId id) {
   Flow& f = flows_[id];
-  hot_[f.info.id].event = {};
+  f.start_event = {};
+  if (free_hot_.empty()) {
+    f.slot = static_cast<std::uint32_t>(hot_.size());
+    hot_.emplace_back();
+  } else {
+    f.slot = free_hot_.back();
+    free_hot_.pop_back();
+    hot_[f.slot] = Hot{};
+  }
+  Hot& h = hot_[f.slot];
+  h.id = id;
+  h.cap_bps = f.cap_bps;
+  h.remaining_bits = f.info.size.bits();
   f.info.state = TransferState::kRunning;
   f.running_index = static_cast<std::uint32_t>(running_.size());
   running_.push_back(id);
@@ -135,20 +145,20 @@ void Network::begin_route(TransferId id, const Route& r) {
   Flow& f = flows_[id];
   f.route = r;
   f.info.reason.clear();
-  hot_[id].hop_begin = static_cast<std::uint32_t>(hop_arena_.size());
-  hot_[id].hop_count = static_cast<std::uint16_t>(r.hops.size());
+  hot_[f.slot].hop_begin = static_cast<std::uint32_t>(hop_arena_.size());
+  hot_[f.slot].hop_count = static_cast<std::uint16_t>(r.hops.size());
   for (const Hop& h : r.hops) {
     hop_arena_.push_back(topo_.channel(h));
     pos_arena_.push_back(0);
   }
   f.info.phase = TransferPhase::kLatency;
-  hot_[f.info.id].event = sim_.schedule_after(r.latency, [this, id] { enter_sharing(id); });
+  hot_[f.slot].event = sim_.schedule_after(r.latency, [this, id] { enter_sharing(id); });
 }
 
 void Network::enter_sharing(TransferId id) {
   Flow& f = flows_[id];
-  Hot& h = hot_[id];
-  hot_[f.info.id].event = {};
+  Hot& h = hot_[f.slot];
+  h.event = {};
   if (h.hop_count == 0 || h.remaining_bits <= 0) {
     complete(id);
     return;
@@ -160,34 +170,34 @@ void Network::enter_sharing(TransferId id) {
   for (std::uint32_t k = 0; k < h.hop_count; ++k) {
     const std::uint32_t c = hop_arena_[h.hop_begin + k];
     pos_arena_[h.hop_begin + k] = static_cast<std::uint32_t>(channel_flows_[c].size());
-    channel_flows_[c].push_back(id);
+    channel_flows_[c].push_back(f.slot);
     mark_dirty(c);
   }
   request_reshare();
 }
 
-void Network::settle(TransferId id) {
-  Hot& h = hot_[id];
+void Network::settle(std::uint32_t slot) {
+  Hot& h = hot_[slot];
   const std::int64_t now = sim_.now().ns;
   if (!h.sharing || now == h.last_settle) return;
   const double bits = h.rate * static_cast<double>(now - h.last_settle) * 1e-9;
   h.remaining_bits -= bits;
-  flows_[id].info.delivered_bytes += bits / 8;
+  flows_[h.id].info.delivered_bytes += bits / 8;
   for (std::uint32_t k = 0; k < h.hop_count; ++k) logs_[hop_arena_[h.hop_begin + k]].bits += bits;
   h.last_settle = now;
 }
 
 void Network::leave_sharing(Flow& f) {
   if (f.info.phase != TransferPhase::kSharing) return;
-  Hot& h = hot_[f.info.id];
+  Hot& h = hot_[f.slot];
   for (std::uint32_t k = 0; k < h.hop_count; ++k) {
     const std::uint32_t c = hop_arena_[h.hop_begin + k];
     auto& list = channel_flows_[c];
     const std::uint32_t pos = pos_arena_[h.hop_begin + k];
-    const TransferId moved = list.back();
+    const std::uint32_t moved = list.back();
     list[pos] = moved;
     list.pop_back();
-    if (moved != f.info.id) {
+    if (moved != f.slot) {
       const Hot& g = hot_[moved];
       for (std::uint32_t j = 0; j < g.hop_count; ++j) {
         if (hop_arena_[g.hop_begin + j] == c) pos_arena_[g.hop_begin + j] = pos;
@@ -204,9 +214,9 @@ void Network::leave_sharing(Flow& f) {
 
 void Network::complete(TransferId id) {
   Flow& f = flows_[id];
-  Hot& h = hot_[id];
-  hot_[f.info.id].event = {};
-  settle(id);
+  Hot& h = hot_[f.slot];
+  h.event = {};
+  settle(f.slot);
   // Whatever the ns rounding left over (a fraction of a ns of transmission) is
   // delivered now, so every channel on the route carried exactly `size`.
   if (h.sharing) {
@@ -221,15 +231,19 @@ void Network::complete(TransferId id) {
 
 void Network::end(Flow& f, TransferState s, std::string reason) {
   if (f.info.state == TransferState::kRunning) {
-    settle(f.info.id);
+    settle(f.slot);
     leave_sharing(f);
     const TransferId last = running_.back();
     running_[f.running_index] = last;
     flows_[last].running_index = f.running_index;
     running_.pop_back();
+    sim_.cancel(hot_[f.slot].event);
+    free_hot_.push_back(f.slot);
+    f.slot = kNoSlot;
+  } else {
+    sim_.cancel(f.start_event);
+    f.start_event = {};
   }
-  sim_.cancel(hot_[f.info.id].event);
-  hot_[f.info.id].event = {};
   f.info.state = s;
   f.info.phase = TransferPhase::kNone;
   f.info.finish = sim_.now();

@@ -178,11 +178,18 @@ class Network {
     TransferCallback on_done;
     std::optional<Route> explicit_route;
     Route route;                   ///< current route (running phases)
+    EventId start_event;           ///< while pending
+    double cap_bps = std::numeric_limits<double>::infinity();
+    std::uint32_t slot = kNoSlot;  ///< its Hot record while running
     std::uint32_t running_index = 0;
   };
-  /// The solver's view of a transfer: 56 bytes, contiguous, indexed by TransferId.
+  static constexpr std::uint32_t kNoSlot = ~std::uint32_t{0};
+  /// The solver's view of a running transfer: 64 bytes. Records are recycled, so
+  /// the running transfers stay in a small, cache-resident array however many
+  /// transfers a run has had; channels list their flows by record index.
   struct Hot {
-    EventId event;                 ///< start, latency-end or completion
+    EventId event;                 ///< latency end or completion
+    TransferId id = 0;
     double cap_bps = std::numeric_limits<double>::infinity();
     double remaining_bits = 0;
     double rate = 0;
@@ -221,7 +228,7 @@ class Network {
   void enter_sharing(TransferId id);
   void complete(TransferId id);
   void leave_sharing(Flow& f);
-  void settle(TransferId id);
+  void settle(std::uint32_t slot);
   void end(Flow& f, TransferState s, std::string reason);
   void stall(Flow& f, std::string reason);
   void try_route(TransferId id, bool rerouting);
@@ -230,7 +237,7 @@ class Network {
   void reshare();
   void collect_component();
   void progressive_filling();
-  void fix_flow(TransferId id, double rate);
+  void fix_flow(std::uint32_t slot, double rate);
   void apply_rates();
   void schedule_completion(Flow& f);
   void on_route_change(std::optional<LinkId> link, std::optional<NodeId> node);
@@ -242,7 +249,8 @@ class Network {
   std::deque<Flow> flows_;  // stable addresses: callbacks may submit more transfers
   std::vector<Hot> hot_;
   std::vector<Channel> channels_;
-  std::vector<std::vector<TransferId>> channel_flows_;  ///< flows in the sharing, per channel
+  std::vector<std::uint32_t> free_hot_;                    ///< recycled Hot records
+  std::vector<std::vector<std::uint32_t>> channel_flows_;  ///< Hot records in the sharing
   std::vector<ChannelLog> logs_;
   std::vector<NetworkObserver*> observers_;
   std::vector<std::uint32_t> hop_arena_;   ///< channels of every route, appended
@@ -251,8 +259,8 @@ class Network {
   std::vector<TransferId> running_;        ///< running transfers (any phase), unordered
   // solver scratch, kept between calls so a reshare allocates nothing once warm
   std::vector<std::uint32_t> comp_channels_;
-  std::vector<TransferId> comp_flows_;
-  std::vector<std::pair<double, TransferId>> capped_;
+  std::vector<std::uint32_t> comp_flows_;                  ///< Hot records
+  std::vector<std::pair<double, std::uint32_t>> capped_;
   std::vector<HeapItem> heap_;
   std::uint32_t epoch_ = 0;
   std::size_t active_ = 0;

@@ -50,10 +50,10 @@ void Network::on_route_change(std::optional<LinkId> link, std::optional<NodeId> 
       continue;
     }
     if (topo_.usable(f.route)) continue;
-    settle(id);
+    settle(f.slot);
     leave_sharing(f);
-    sim_.cancel(hot_[f.info.id].event);
-    hot_[f.info.id].event = {};
+    sim_.cancel(hot_[f.slot].event);
+    hot_[f.slot].event = {};
     try_route(id, true);
     if (f.info.phase == TransferPhase::kStalled && link) {
       f.info.reason = "link " + topo_.link(*link).name + " failed; " + f.info.reason;

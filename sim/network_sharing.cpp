@@ -61,11 +61,11 @@ void Network::collect_component() {
     }
   }
   for (std::size_t i = 0; i < comp_channels_.size(); ++i) {
-    for (const TransferId id : channel_flows_[comp_channels_[i]]) {
-      Hot& h = hot_[id];
+    for (const std::uint32_t slot : channel_flows_[comp_channels_[i]]) {
+      Hot& h = hot_[slot];
       if (h.mark == epoch_) continue;
       h.mark = epoch_;
-      comp_flows_.push_back(id);
+      comp_flows_.push_back(slot);
       const std::uint32_t* hop = &hop_arena_[h.hop_begin];
       // The most this flow could ever get: its cap and every channel's capacity.
       double ub = h.cap_bps;
@@ -83,8 +83,8 @@ void Network::collect_component() {
   }
 }
 
-void Network::fix_flow(TransferId id, double rate) {
-  Hot& h = hot_[id];
+void Network::fix_flow(std::uint32_t slot, double rate) {
+  Hot& h = hot_[slot];
   h.fixed = 1;
   h.new_rate = rate;
   const std::uint32_t* hop = &hop_arena_[h.hop_begin];
@@ -111,8 +111,8 @@ void Network::progressive_filling() {
     if (ch.binding) heap_.push_back({ch.rem / ch.count, c, 0});
   }
   std::make_heap(heap_.begin(), heap_.end(), HeapLater{});
-  for (const TransferId id : comp_flows_) {
-    Hot& h = hot_[id];
+  for (const std::uint32_t slot : comp_flows_) {
+    Hot& h = hot_[slot];
     h.fixed = 0;
     double bound = h.cap_bps, binding_min = INFINITY;
     const std::uint32_t* hop = &hop_arena_[h.hop_begin];
@@ -125,7 +125,7 @@ void Network::progressive_filling() {
       }
     }
     // Needed only where a binding channel does not already imply it.
-    if (bound < binding_min) capped_.push_back({bound, id});
+    if (bound < binding_min) capped_.push_back({bound, slot});
   }
   std::sort(capped_.begin(), capped_.end());
   std::size_t next_cap = 0;
@@ -157,23 +157,23 @@ void Network::progressive_filling() {
     const std::uint32_t c = heap_.front().channel;
     std::pop_heap(heap_.begin(), heap_.end(), HeapLater{});
     heap_.pop_back();
-    for (const TransferId id : channel_flows_[c]) {
-      if (hot_[id].fixed) continue;
-      fix_flow(id, share);
+    for (const std::uint32_t slot : channel_flows_[c]) {
+      if (hot_[slot].fixed) continue;
+      fix_flow(slot, share);
       --unfixed;
     }
   }
 }
 
 void Network::apply_rates() {
-  for (const TransferId id : comp_flows_) {
-    Hot& h = hot_[id];
+  for (const std::uint32_t slot : comp_flows_) {
+    Hot& h = hot_[slot];
     // Rates equal up to rounding noise of the filling order (1e-12 relative) are
     // kept, so the flow keeps its completion event.
     if (std::abs(h.new_rate - h.rate) > 1e-12 * h.rate || !h.event.valid()) {
-      settle(id);  // at the old rate, up to now
+      settle(slot);  // at the old rate, up to now
       h.rate = h.new_rate;
-      Flow& f = flows_[id];
+      Flow& f = flows_[h.id];
       f.info.rate_bps = h.rate;
       schedule_completion(f);
     }
@@ -197,14 +197,14 @@ void Network::apply_rates() {
 }
 
 void Network::schedule_completion(Flow& f) {
-  sim_.cancel(hot_[f.info.id].event);
-  hot_[f.info.id].event = {};
-  const Hot& h = hot_[f.info.id];
+  Hot& h = hot_[f.slot];
+  sim_.cancel(h.event);
+  h.event = {};
   if (!(h.rate > 0)) return;  // no capacity now (cannot happen with positive bandwidths)
   const double ns = h.remaining_bits > 0 ? h.remaining_bits / h.rate * 1e9 : 0.0;
   const SimTime delay = ns < 9e18 ? SimTime{std::llround(ns)} : SimTime::max() - sim_.now();
   const TransferId id = f.info.id;
-  hot_[f.info.id].event = sim_.schedule_after(delay, [this, id] { complete(id); });
+  h.event = sim_.schedule_after(delay, [this, id] { complete(id); });
 }
 
 }  // namespace kvshift::sim
