@@ -48,8 +48,7 @@ void head_attention(const Matrix& q, const Matrix& k, const Matrix& v, const Att
       stats->max.row(r).head(keys) = stats->max.row(r).head(keys).cwiseMax(s.colwise().maxCoeff());
       const Eigen::Index wfirst = std::max<Eigen::Index>(T - stats->window, c0);
       if (wfirst < c0 + rows) {
-        stats->window_mass.row(r).head(keys) +=
-            s.bottomRows(c0 + rows - wfirst).colwise().sum();
+        stats->window_mass.row(r).head(keys) += s.bottomRows(c0 + rows - wfirst).colwise().sum();
       }
     }
   }

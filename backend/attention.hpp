@@ -13,7 +13,7 @@ namespace kvshift::backend {
 /// Per-key attention statistics of one forward pass, one row per (layer, query head):
 /// row = layer·q_heads + head, one column per key (history + new tokens).
 struct AttentionStats {
-  Matrix mass;         ///< Σ over the new queries of the weight each key receives (H2O, proxy features)
+  Matrix mass;  ///< Σ over the new queries of the weight each key receives (H2O, proxy features)
   Matrix window_mass;  ///< the same over the last `window` new queries only (SnapKV)
   Matrix max;          ///< max weight any new query gives the key (KVZip)
   int window = 0;
@@ -21,7 +21,7 @@ struct AttentionStats {
 
 struct AttentionDesc {
   int q_heads = 0;
-  int kv_heads = 0;             ///< q_heads is a multiple of kv_heads (GQA)
+  int kv_heads = 0;  ///< q_heads is a multiple of kv_heads (GQA)
   int head_dim = 0;
   std::int64_t first_position = 0;  ///< position of the first query; keys 0..first_position+T-1
 };

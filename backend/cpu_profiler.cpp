@@ -47,8 +47,8 @@ Matrix random_matrix(Eigen::Index rows, Eigen::Index cols, std::mt19937_64& rng)
 }
 
 /// A cache whose `layers` hold T random rows; the others are empty.
-KvCache random_cache(const cost_model::ModelSpec& m, const std::vector<int>& layers,
-                     std::int64_t T, std::mt19937_64& rng) {
+KvCache random_cache(const cost_model::ModelSpec& m, const std::vector<int>& layers, std::int64_t T,
+                     std::mt19937_64& rng) {
   const std::int64_t width = std::int64_t{m.kv_heads} * m.head_dim;
   KvCache c = KvCache::empty(m.layers, width);
   for (int l : layers) {
@@ -107,7 +107,8 @@ class CpuProfiler final : public Profiler {
                         std::vector<OpTiming>& rows) const {
     for (const std::int64_t N : req.sharing) {
       std::vector<KvCache> caches;
-      for (std::int64_t i = 0; i < N; ++i) caches.push_back(random_cache(req.model, layers, T, rng));
+      for (std::int64_t i = 0; i < N; ++i)
+        caches.push_back(random_cache(req.model, layers, T, rng));
       std::vector<KvCache*> ptrs;
       for (auto& c : caches) ptrs.push_back(&c);
       rows.push_back(time_op("reconstruct", T, N, req.warmup, req.repeats,

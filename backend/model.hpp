@@ -72,8 +72,8 @@ class Model {
                                          KvCache& cache) const;
 
  private:
-  void layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t pos0,
-                     const ForwardOptions& o, ForwardResult& r) const;
+  void layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t pos0, const ForwardOptions& o,
+                     ForwardResult& r) const;
 
   ModelWeights w_;
 };

@@ -87,8 +87,8 @@ std::vector<std::pair<std::string, Shape>> HybridAxialMapper::tensor_shapes() co
 template <typename Get>
 HybridAxialMapper HybridAxialMapper::build(const MapperConfig& c, Get&& get) {
   if (c.in_channels <= 0 || c.targets <= 0 || c.width <= 0 || c.heads <= 0 ||
-      c.width % c.heads != 0 || c.kernel <= 0 || c.kernel % 2 == 0 || c.layers < 0 ||
-      c.ffn <= 0 || c.window < 0) {
+      c.width % c.heads != 0 || c.kernel <= 0 || c.kernel % 2 == 0 || c.layers < 0 || c.ffn <= 0 ||
+      c.window < 0) {
     throw InputError("mapper config: needs positive sizes, width divisible by heads, odd kernel");
   }
   HybridAxialMapper m;
@@ -139,9 +139,9 @@ HybridAxialMapper HybridAxialMapper::random(const MapperConfig& config, std::uin
     const std::int64_t rows = shape.size() == 1 ? 1 : shape[0];
     std::int64_t cols = 1;
     for (std::size_t i = shape.size() == 1 ? 0 : 1; i < shape.size(); ++i) cols *= shape[i];
-    const bool norm_w = name.find("norm") != std::string::npos && name.ends_with(".weight");
-    std::normal_distribution<float> d(norm_w ? 1.0f : 0.0f,
-                                      norm_w ? 0.1f : 1.0f / std::sqrt(float(cols)));
+    const bool is_norm_weight = name.find("norm") != std::string::npos && name.ends_with(".weight");
+    std::normal_distribution<float> d(is_norm_weight ? 1.0f : 0.0f,
+                                      is_norm_weight ? 0.1f : 1.0f / std::sqrt(float(cols)));
     Matrix m(rows, cols);
     for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = d(rng);
     return m;
@@ -149,9 +149,8 @@ HybridAxialMapper HybridAxialMapper::random(const MapperConfig& config, std::uin
 }
 
 HybridAxialMapper HybridAxialMapper::load(const SafetensorsFile& file, const MapperConfig& config) {
-  return build(config, [&](const std::string& name, const Shape& shape) {
-    return file.read(name, shape);
-  });
+  return build(config,
+               [&](const std::string& name, const Shape& shape) { return file.read(name, shape); });
 }
 
 Matrix HybridAxialMapper::encoder_attention(const EncoderLayer& l, const Matrix& a) const {
@@ -162,13 +161,14 @@ Matrix HybridAxialMapper::encoder_attention(const EncoderLayer& l, const Matrix&
   v.rowwise() += l.bv;
   Matrix out(T, W);
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
-#pragma omp parallel for schedule(static) if (T * W * (2 * r + 1) > 4'000'000 && cpu_threads() > 1) \
-    num_threads(cpu_threads())
+#pragma omp parallel for schedule(static) if (T * W * (2 * r + 1) > 4'000'000 && \
+                                              cpu_threads() > 1) num_threads(cpu_threads())
   for (Eigen::Index t = 0; t < T; ++t) {
     const Eigen::Index lo = std::max<Eigen::Index>(0, t - r), hi = std::min(T - 1, t + r);
     for (int h = 0; h < cfg_.heads; ++h) {
-      RowVector s = (k.block(lo, h * dh, hi - lo + 1, dh) *
-                     q.block(t, h * dh, 1, dh).transpose()).transpose() * scale;
+      RowVector s = (k.block(lo, h * dh, hi - lo + 1, dh) * q.block(t, h * dh, 1, dh).transpose())
+                        .transpose() *
+                    scale;
       softmax_row(s);
       out.block(t, h * dh, 1, dh) = s * v.block(lo, h * dh, hi - lo + 1, dh);
     }
@@ -213,18 +213,18 @@ Matrix HybridAxialMapper::forward(const Matrix& x) const {
   const Matrix e = encode(x);
   const Eigen::Index T = x.cols();
   const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.width));
-  const Matrix qb = target_queries * wq.transpose();     // [targets, W]
-  const Matrix kb = source_embed * wk.transpose();       // [C, W]
-  const RowVector kf = feature_proj * wk.transpose();    // [W]
-  const Matrix qe = e * wq.transpose();                  // [T, W]
-  const Matrix g = qb * kb.transpose();                  // [targets, C]
-  const Vector u = qb * kf.transpose();                  // [targets]
-  const Matrix s = qe * kb.transpose();                  // [T, C]
-  const Vector c = qe * kf.transpose();                  // [T]
-  const RowVector wv_out = out_w * wv;                   // value → scalar: v·out_w = (in)·wv_out
-  const Vector vb = source_embed * wv_out.transpose();   // [C]
+  const Matrix qb = target_queries * wq.transpose();    // [targets, W]
+  const Matrix kb = source_embed * wk.transpose();      // [C, W]
+  const RowVector kf = feature_proj * wk.transpose();   // [W]
+  const Matrix qe = e * wq.transpose();                 // [T, W]
+  const Matrix g = qb * kb.transpose();                 // [targets, C]
+  const Vector u = qb * kf.transpose();                 // [targets]
+  const Matrix s = qe * kb.transpose();                 // [T, C]
+  const Vector c = qe * kf.transpose();                 // [T]
+  const RowVector wv_out = out_w * wv;                  // value → scalar: v·out_w = (in)·wv_out
+  const Vector vb = source_embed * wv_out.transpose();  // [C]
   const float vf = feature_proj.dot(wv_out);
-  const Vector ve = e * wv_out.transpose();              // [T]
+  const Vector ve = e * wv_out.transpose();  // [T]
   Matrix y(cfg_.targets, T);
 #pragma omp parallel for schedule(static) if (T * g.size() > 1'000'000 && cpu_threads() > 1) \
     num_threads(cpu_threads())

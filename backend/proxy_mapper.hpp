@@ -27,11 +27,11 @@ struct MapperConfig {
   int in_channels = 0;  ///< proxy layers·heads
   int targets = 0;      ///< target layers·KV heads
   int width = 64;
-  int layers = 2;       ///< encoder layers
-  int heads = 4;        ///< encoder attention heads (width % heads == 0)
-  int ffn = 128;        ///< encoder MLP inner width
-  int kernel = 3;       ///< stem kernel (odd)
-  int window = 128;     ///< encoder attention span (keys within ±window/2)
+  int layers = 2;    ///< encoder layers
+  int heads = 4;     ///< encoder attention heads (width % heads == 0)
+  int ffn = 128;     ///< encoder MLP inner width
+  int kernel = 3;    ///< stem kernel (odd)
+  int window = 128;  ///< encoder attention span (keys within ±window/2)
 };
 
 class HybridAxialMapper {

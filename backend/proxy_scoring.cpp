@@ -17,9 +17,9 @@ Matrix proxykv_scores(const Model& proxy, const HybridAxialMapper& mapper,
 
 HybridAxialMapper random_mapper_for(const cost_model::ModelSpec& proxy,
                                     const cost_model::ModelSpec& target, std::uint64_t seed) {
-  return HybridAxialMapper::random({.in_channels = proxy.layers * proxy.q_heads,
-                                    .targets = target.layers * target.kv_heads},
-                                   seed);
+  return HybridAxialMapper::random(
+      {.in_channels = proxy.layers * proxy.q_heads, .targets = target.layers * target.kv_heads},
+      seed);
 }
 
 }  // namespace kvshift::backend

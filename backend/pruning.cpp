@@ -33,7 +33,8 @@ std::int64_t keep_count(std::int64_t tokens, const KeepPolicy& p) {
   check_policy(p);
   std::int64_t forced_n = 0;
   for (std::int64_t t = 0; t < tokens; ++t) forced_n += forced(t, tokens, p) ? 1 : 0;
-  const auto want = static_cast<std::int64_t>(std::llround(p.retention * static_cast<double>(tokens)));
+  const auto want =
+      static_cast<std::int64_t>(std::llround(p.retention * static_cast<double>(tokens)));
   return std::min(tokens, std::max(want, forced_n));
 }
 
@@ -54,8 +55,7 @@ std::vector<std::vector<std::int64_t>> top_k_per_head(const Matrix& scores, cons
   return out;
 }
 
-std::vector<std::vector<std::int64_t>> top_share_global(const Matrix& scores,
-                                                        const KeepPolicy& p) {
+std::vector<std::vector<std::int64_t>> top_share_global(const Matrix& scores, const KeepPolicy& p) {
   check_policy(p);
   const std::int64_t T = scores.cols(), H = scores.rows();
   const auto budget = static_cast<std::int64_t>(std::llround(p.retention * double(H) * double(T)));
@@ -171,8 +171,8 @@ Matrix kvzip_scores(const Model& model, std::span<const std::int32_t> context, K
       input.insert(input.end(), context.begin() + from, context.begin() + c0);
     }
     input.insert(input.end(), context.begin() + c0, context.begin() + c0 + len);
-    const ForwardResult r = model.forward(input, cache,
-                                          {.logits = LogitsMode::kNone, .attention_stats = true});
+    const ForwardResult r =
+        model.forward(input, cache, {.logits = LogitsMode::kNone, .attention_stats = true});
     for (auto& k : cache.k) k.conservativeResize(n, Eigen::NoChange);
     for (auto& v : cache.v) v.conservativeResize(n, Eigen::NoChange);
     const Matrix kv_max =

@@ -25,9 +25,9 @@
 namespace kvshift::backend {
 
 struct KeepPolicy {
-  double retention = 0.3;     ///< ρ: share of tokens kept per head, in (0, 1]
-  int sink_tokens = 4;        ///< the first tokens, always kept
-  int recent_window = 32;     ///< the last tokens, always kept
+  double retention = 0.3;  ///< ρ: share of tokens kept per head, in (0, 1]
+  int sink_tokens = 4;     ///< the first tokens, always kept
+  int recent_window = 32;  ///< the last tokens, always kept
 };
 
 /// Tokens kept per head: max(round(ρ·T), forced tokens), at most T.
@@ -45,8 +45,7 @@ std::vector<std::vector<std::int64_t>> top_share_global(const Matrix& scores,
 
 /// Reduces per-query-head rows [layers·q_heads, T] onto KV heads [layers·kv_heads, T].
 enum class GroupReduce { kSum, kMax };
-Matrix reduce_to_kv_heads(const Matrix& per_query_head, int q_heads, int kv_heads,
-                          GroupReduce how);
+Matrix reduce_to_kv_heads(const Matrix& per_query_head, int q_heads, int kv_heads, GroupReduce how);
 
 /// Keeps, for every layer and KV head, the tokens in kept[layer·kv_heads + head]
 /// (equal counts per head): the returned cache has that many rows per layer.

@@ -13,8 +13,8 @@
 namespace kvshift::backend {
 
 struct RopeDesc {
-  int heads = 0;        ///< heads packed side by side in each row
-  int head_dim = 0;     ///< even
+  int heads = 0;     ///< heads packed side by side in each row
+  int head_dim = 0;  ///< even
   double theta = 10000.0;
 };
 

@@ -18,14 +18,14 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
 
-constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;      // the format's own limit
+constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;  // the format's own limit
 constexpr std::int64_t kMaxElements = std::int64_t{1} << 50;
 
 int dtype_size(const std::string& dtype) {
   static const std::pair<const char*, int> kSizes[] = {
-      {"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2}, {"I64", 8},     {"I32", 4},
-      {"I16", 2}, {"I8", 1},  {"U8", 1},   {"U16", 2},  {"U32", 4},     {"U64", 8},
-      {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
+      {"F64", 8}, {"F32", 4}, {"F16", 2},  {"BF16", 2},    {"I64", 8},
+      {"I32", 4}, {"I16", 2}, {"I8", 1},   {"U8", 1},      {"U16", 2},
+      {"U32", 4}, {"U64", 8}, {"BOOL", 1}, {"F8_E4M3", 1}, {"F8_E5M2", 1}};
   for (const auto& [name, size] : kSizes) {
     if (dtype == name) return size;
   }
@@ -99,7 +99,8 @@ TensorInfo parse_entry(const std::string& name, const nlohmann::json& e, std::ui
                      std::to_string(t.end) + "] outside the " + std::to_string(data_size) +
                      "-byte data section (truncated file?)");
   }
-  const std::uint64_t want = static_cast<std::uint64_t>(elements) * static_cast<std::uint64_t>(size);
+  const std::uint64_t want =
+      static_cast<std::uint64_t>(elements) * static_cast<std::uint64_t>(size);
   if (t.end - t.begin != want) {
     fail(source, where + ": shape " + shape_text(t.shape) + " of " + t.dtype + " needs " +
                      std::to_string(want) + " bytes but data_offsets span " +
@@ -193,7 +194,7 @@ struct SafetensorsFile::Storage {
 SafetensorsFile SafetensorsFile::open(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw InputError(path + ": cannot open (" + std::strerror(errno) + ")");
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     throw InputError(path + ": not a regular file");

@@ -21,9 +21,9 @@ namespace kvshift::backend {
 /// One tensor's header entry.
 struct TensorInfo {
   std::string name;
-  std::string dtype;                 ///< as written: "F32", "F16", "BF16", "I64", ...
+  std::string dtype;  ///< as written: "F32", "F16", "BF16", "I64", ...
   std::vector<std::int64_t> shape;
-  std::uint64_t begin = 0;           ///< byte offset inside the data section
+  std::uint64_t begin = 0;  ///< byte offset inside the data section
   std::uint64_t end = 0;
   std::int64_t elements() const;
 };

@@ -28,8 +28,7 @@ class TensorSource {
       files_.emplace(single.filename().string(), SafetensorsFile::open(single.string()));
       default_ = &files_.begin()->second;
     } else {
-      throw InputError(folder.string() +
-                       ": no model.safetensors or model.safetensors.index.json");
+      throw InputError(folder.string() + ": no model.safetensors or model.safetensors.index.json");
     }
   }
 

@@ -16,24 +16,24 @@ namespace kvshift::backend {
 
 /// One decoder layer. Linear weights are [out, in] as in the checkpoint.
 struct LayerWeights {
-  Vector attn_norm;  ///< [hidden]
-  Matrix wq;         ///< [q_heads·head_dim, hidden]
-  Matrix wk;         ///< [kv_heads·head_dim, hidden]
-  Matrix wv;         ///< [kv_heads·head_dim, hidden]
-  Matrix wo;         ///< [hidden, q_heads·head_dim]
+  Vector attn_norm;      ///< [hidden]
+  Matrix wq;             ///< [q_heads·head_dim, hidden]
+  Matrix wk;             ///< [kv_heads·head_dim, hidden]
+  Matrix wv;             ///< [kv_heads·head_dim, hidden]
+  Matrix wo;             ///< [hidden, q_heads·head_dim]
   RowVector bq, bk, bv;  ///< empty unless spec.attention_bias
-  Vector mlp_norm;   ///< [hidden]
-  Matrix w_gate;     ///< [intermediate, hidden]
-  Matrix w_up;       ///< [intermediate, hidden]
-  Matrix w_down;     ///< [hidden, intermediate]
+  Vector mlp_norm;       ///< [hidden]
+  Matrix w_gate;         ///< [intermediate, hidden]
+  Matrix w_up;           ///< [intermediate, hidden]
+  Matrix w_down;         ///< [hidden, intermediate]
 };
 
 struct ModelWeights {
   cost_model::ModelSpec spec;
-  Matrix embed;                      ///< [vocab, hidden]
+  Matrix embed;  ///< [vocab, hidden]
   std::vector<LayerWeights> layers;
-  Vector final_norm;                 ///< [hidden]
-  Matrix lm_head;                    ///< [vocab, hidden]; empty when tied to `embed`
+  Vector final_norm;  ///< [hidden]
+  Matrix lm_head;     ///< [vocab, hidden]; empty when tied to `embed`
   /// The output projection actually used (lm_head, or embed when tied).
   const Matrix& output() const { return lm_head.size() ? lm_head : embed; }
 };

@@ -19,7 +19,8 @@ const Model& smollm2() {
 }
 
 double prefill_flops(const cost_model::ModelSpec& m, std::int64_t T) {
-  const double h = m.hidden, q = double(m.q_heads) * m.head_dim, kv = double(m.kv_heads) * m.head_dim;
+  const double h = m.hidden, q = double(m.q_heads) * m.head_dim,
+               kv = double(m.kv_heads) * m.head_dim;
   const double linear = 2.0 * T * (h * q + 2 * h * kv + q * h + 3 * h * m.intermediate);
   const double attention = 2.0 * 2.0 * m.q_heads * m.head_dim * (T * (T + 1) / 2.0);
   return m.layers * (linear + attention) + 2.0 * h * m.vocab;
@@ -34,8 +35,8 @@ void BM_EigenSgemm(benchmark::State& state) {
     c.noalias() = a * b;
     benchmark::DoNotOptimize(c.data());
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * n * n * n / 1e9,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * n * n * n / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
 void BM_PrefillSmolLM2(benchmark::State& state) {
@@ -54,10 +55,18 @@ void BM_PrefillSmolLM2(benchmark::State& state) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
-BENCHMARK(BM_EigenSgemm)->ArgName("threads")->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)
+BENCHMARK(BM_EigenSgemm)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
-BENCHMARK(BM_PrefillSmolLM2)->ArgNames({"threads", "tokens"})->Args({1, 512})->Args({2, 512})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_PrefillSmolLM2)
+    ->ArgNames({"threads", "tokens"})
+    ->Args({1, 512})
+    ->Args({2, 512})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace kvshift::backend

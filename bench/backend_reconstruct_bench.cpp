@@ -38,8 +38,12 @@ void BM_ReconstructSmolLM2(benchmark::State& state) {
       benchmark::Counter(flops / 1e9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
-BENCHMARK(BM_ReconstructSmolLM2)->ArgNames({"tokens", "sharing"})->Args({512, 1})->Args({512, 4})
-    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ReconstructSmolLM2)
+    ->ArgNames({"tokens", "sharing"})
+    ->Args({512, 1})
+    ->Args({512, 4})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace kvshift::backend

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 #include <map>
 
 #include "cost_model/input_error.hpp"
@@ -13,7 +14,8 @@ namespace {
 
 bool same_name(const std::string& a, const std::string& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](char x, char y) {
-    return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
+    return std::tolower(static_cast<unsigned char>(x)) ==
+           std::tolower(static_cast<unsigned char>(y));
   });
 }
 
@@ -57,14 +59,19 @@ double TableCosts::interpolate(const std::string& op, std::int64_t tokens,
   std::vector<std::pair<double, double>> along_n;
   for (auto& [n, pts] : by_sharing) {
     std::sort(pts.begin(), pts.end());
-    along_n.push_back({double(n), interpolate_log_log(pts, double(tokens))});
+    // Extrapolating far outside the table can overflow; keep it finite so the
+    // second interpolation never sees inf - inf.
+    const double y = interpolate_log_log(pts, double(tokens));
+    along_n.push_back({double(n), std::clamp(y, std::numeric_limits<double>::min(),
+                                             std::numeric_limits<double>::max())});
   }
   return interpolate_log_log(along_n, double(sharing));
 }
 
 void TableCosts::check_model(const ModelSpec& m) const {
   if (!same_name(m.name, model_)) {
-    throw InputError("cost table was measured for model \"" + model_ + "\", not \"" + m.name + "\"");
+    throw InputError("cost table was measured for model \"" + model_ + "\", not \"" + m.name +
+                     "\"");
   }
 }
 

@@ -19,7 +19,7 @@ namespace kvshift::cost_model {
 
 /// One row of a cost table (field names as in the JSON file).
 struct CostTableEntry {
-  std::string op;             ///< "prefill" | "reconstruct" | "proxy_score" | "prune"
+  std::string op;  ///< "prefill" | "reconstruct" | "proxy_score" | "prune"
   std::int64_t tokens = 0;
   std::int64_t sharing = 1;
   double median_s = 0;

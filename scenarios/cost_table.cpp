@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include "cost_model/input_error.hpp"
@@ -11,6 +13,7 @@
 namespace kvshift::scenarios {
 namespace {
 
+constexpr double kMaxSeconds = 1e6;
 constexpr std::string_view kOps[] = {"prefill", "reconstruct", "proxy_score", "prune"};
 
 std::optional<cost_model::CostTableEntry> parse_entry(const Reader& r) {
@@ -38,8 +41,8 @@ std::optional<cost_model::CostTableEntry> parse_entry(const Reader& r) {
   positive_int("sharing", sharing);
   positive_int("repeats", repeats);
   for (const auto& [key, v] : {std::pair{"median_s", median}, {"p10_s", p10}, {"p90_s", p90}}) {
-    if (v && !(std::isfinite(*v) && *v > 0)) {
-      r.problem(key, "must be a finite number of seconds > 0");
+    if (v && !(*v > 0 && *v <= kMaxSeconds)) {
+      r.problem(key, "must be a number of seconds in (0, 1e6]");
       ok = false;
     }
   }
@@ -93,7 +96,8 @@ CostTable parse_cost_table(const Json& doc, std::string_view source) {
   const Reader r(doc, "", diag);
   r.allow_only({"backend", "model", "topology", "proxy", "retention", "machine", "entries"});
   if (auto b = r.string("backend")) {
-    if (*b != "cpu" && *b != "cuda") r.problem("backend", "must be \"cpu\" or \"cuda\" (got \"" + *b + "\")");
+    if (*b != "cpu" && *b != "cuda")
+      r.problem("backend", "must be \"cpu\" or \"cuda\" (got \"" + *b + "\")");
     t.backend = *b;
   }
   t.model = r.string("model").value_or("");
@@ -128,21 +132,42 @@ CostTable parse_cost_table(const Json& doc, std::string_view source) {
   return t;
 }
 
+CostTable parse_cost_table_text(std::string_view text, std::string_view source) {
+  Json doc;
+  try {
+    doc = parse_json_text(text, source);
+  } catch (const Json::exception& e) {  // e.g. a number outside double's range
+    throw InputError(std::string(source) + ": not a valid JSON document (" + e.what() + ")");
+  }
+  return parse_cost_table(doc, source);
+}
+
 CostTable read_cost_table(const std::string& path) {
-  return parse_cost_table(read_json_file(path), path);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path + ": cannot read the cost table");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_cost_table_text(text.str(), path);
 }
 
 Json cost_table_json(const CostTable& t) {
   Json entries = Json::array();
   for (const auto& e : t.entries) {
-    entries.push_back({{"op", e.op}, {"tokens", e.tokens}, {"sharing", e.sharing},
-                       {"median_s", e.median_s}, {"p10_s", e.p10_s}, {"p90_s", e.p90_s},
+    entries.push_back({{"op", e.op},
+                       {"tokens", e.tokens},
+                       {"sharing", e.sharing},
+                       {"median_s", e.median_s},
+                       {"p10_s", e.p10_s},
+                       {"p90_s", e.p90_s},
                        {"repeats", e.repeats}});
   }
   Json j = {{"backend", t.backend},
             {"model", t.model},
-            {"machine", {{"cpu", t.machine.cpu}, {"gpu", t.machine.gpu},
-                         {"versions", t.machine.versions}, {"date", t.machine.date}}},
+            {"machine",
+             {{"cpu", t.machine.cpu},
+              {"gpu", t.machine.gpu},
+              {"versions", t.machine.versions},
+              {"date", t.machine.date}}},
             {"entries", entries}};
   if (!t.topology.empty()) j["topology"] = t.topology;
   if (t.proxy) j["proxy"] = *t.proxy;

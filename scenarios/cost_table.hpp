@@ -30,7 +30,7 @@ struct MachineInfo {
 struct CostTable {
   std::string backend;
   std::string model;
-  std::string topology;          ///< groups reconstructed when measured ("G2,G3"), or empty
+  std::string topology;  ///< groups reconstructed when measured ("G2,G3"), or empty
   std::optional<std::string> proxy;
   std::optional<double> retention;
   MachineInfo machine;
@@ -41,6 +41,8 @@ struct CostTable {
 
 /// Parses a cost table document; throws InputError listing every problem, prefixed by `source`.
 CostTable parse_cost_table(const Json& doc, std::string_view source);
+/// Parses cost table text; malformed JSON (including out-of-range numbers) is an InputError.
+CostTable parse_cost_table_text(std::string_view text, std::string_view source);
 /// Reads and parses a cost table file.
 CostTable read_cost_table(const std::string& path);
 /// The JSON form (the inverse of parse_cost_table).

@@ -3,8 +3,8 @@
 // reconstruction, ProxyKV scoring, pruning) on the CPU or CUDA backend with
 // seeded random weights of the model's shape, and writes the cost table the
 // simulator's profiled cost provider reads (scenarios/cost_table.hpp).
-#include <Eigen/Core>
 #include <CLI/CLI.hpp>
+#include <Eigen/Core>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -62,7 +62,8 @@ std::string cpu_name() {
   std::ifstream in("/proc/cpuinfo");
   for (std::string line; std::getline(in, line);) {
     const auto colon = line.find(':');
-    if (line.rfind("model name", 0) == 0 && colon != std::string::npos && colon + 2 <= line.size()) {
+    if (line.rfind("model name", 0) == 0 && colon != std::string::npos &&
+        colon + 2 <= line.size()) {
       return line.substr(colon + 2);
     }
   }
@@ -96,8 +97,8 @@ backend::ProfileRequest make_request(const ProfileOptions& o) {
   if (topo.empty()) {
     const int groups = (req.model.layers + 1) / 2;
     topo = !cost_model::paper_topology_groups(req.model.name).empty() ? "paper"
-           : groups >= 3                                                ? "G2"
-                                                                        : "none";
+           : groups >= 3                                              ? "G2"
+                                                                      : "none";
   }
   req.topology = topo.ends_with(".json") ? scenarios::resolve_topology(topo, req.model)
                                          : cost_model::Topology::parse(topo, req.model);
@@ -125,11 +126,11 @@ int run_profile(const ProfileOptions& o) {
   table.retention = req.retention;
   table.machine.cpu = o.backend == "cpu" ? profiler->device_description() : cpu_name();
   table.machine.gpu = o.backend == "cpu" ? "none" : profiler->device_description();
-  table.machine.versions = {{"kvshift", "0.1.0"},
-                            {"compiler", __VERSION__},
-                            {"eigen", std::to_string(EIGEN_WORLD_VERSION) + "." +
-                                          std::to_string(EIGEN_MAJOR_VERSION) + "." +
-                                          std::to_string(EIGEN_MINOR_VERSION)}};
+  table.machine.versions = {
+      {"kvshift", "0.1.0"},
+      {"compiler", __VERSION__},
+      {"eigen", std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) +
+                    "." + std::to_string(EIGEN_MINOR_VERSION)}};
   table.machine.date = utc_now();
   std::printf("%-12s %8s %8s %12s %12s %12s\n", "op", "tokens", "sharing", "median ms", "p10 ms",
               "p90 ms");
@@ -159,8 +160,10 @@ Action setup(CLI::App& sub) {
   sub.add_option("--topology", o->topology,
                  "Reconstructed groups: paper | G2,G5 | G2-G5 | topology.json "
                  "(default: paper where the paper has one, else G2, or none below 3 groups)");
-  sub.add_option("--retention", o->retention, "ProxyKV keep ratio for prune")->capture_default_str();
-  sub.add_option("--predictor", o->predictor, "Predictor dtype: fp32 | fp16")->capture_default_str();
+  sub.add_option("--retention", o->retention, "ProxyKV keep ratio for prune")
+      ->capture_default_str();
+  sub.add_option("--predictor", o->predictor, "Predictor dtype: fp32 | fp16")
+      ->capture_default_str();
   sub.add_option("--warmup", o->warmup, "Untimed runs per shape")->capture_default_str();
   sub.add_option("--repeats", o->repeats, "Timed runs per shape")->capture_default_str();
   sub.add_option("--seed", o->seed, "Seed of the random weights and inputs")->capture_default_str();

@@ -58,8 +58,10 @@ TEST(ProfileCli, MeasuresReconstructionForEachSharingCount) {
              "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 8,
              "vocab_size": 256, "rms_norm_eps": 1e-5})";
   const std::string out = std::string(KVSHIFT_BINARY_DIR) + "/profile-cli-recon.json";
-  const auto r = run_kvshift("profile --model " + dir + " --topology G2,G3 --tokens 16 "
-                             "--sharing 1,2 --repeats 1 --warmup 0 --out " + out);
+  const auto r = run_kvshift("profile --model " + dir +
+                             " --topology G2,G3 --tokens 16 "
+                             "--sharing 1,2 --repeats 1 --warmup 0 --out " +
+                             out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(slurp(out));
   EXPECT_EQ(j["topology"], "G2,G3");

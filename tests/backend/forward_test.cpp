@@ -27,7 +27,8 @@ Reference load_reference(const std::string& name) {
   Reference r;
   r.tokens = j["tokens"].get<std::vector<std::int32_t>>();
   const auto rows = j["logits"].get<std::vector<std::vector<float>>>();
-  r.logits.resize(static_cast<Eigen::Index>(rows.size()), static_cast<Eigen::Index>(rows[0].size()));
+  r.logits.resize(static_cast<Eigen::Index>(rows.size()),
+                  static_cast<Eigen::Index>(rows[0].size()));
   for (std::size_t i = 0; i < rows.size(); ++i) {
     for (std::size_t c = 0; c < rows[i].size(); ++c) r.logits(i, c) = rows[i][c];
   }

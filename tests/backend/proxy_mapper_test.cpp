@@ -22,8 +22,14 @@ Matrix random_features(Eigen::Index rows, Eigen::Index cols, unsigned seed) {
   return m;
 }
 
-const MapperConfig kConfig{.in_channels = 10, .targets = 6, .width = 16, .layers = 2,
-                           .heads = 4, .ffn = 24, .kernel = 3, .window = 8};
+const MapperConfig kConfig{.in_channels = 10,
+                           .targets = 6,
+                           .width = 16,
+                           .layers = 2,
+                           .heads = 4,
+                           .ffn = 24,
+                           .kernel = 3,
+                           .window = 8};
 
 TEST(HybridAxialMapper, FactoredForwardEqualsTheDirectCrossAttention) {
   const auto m = HybridAxialMapper::random(kConfig, 11);
@@ -55,7 +61,8 @@ std::vector<std::uint8_t> write_image(const HybridAxialMapper& shape_of, float b
   for (const auto& [name, shape] : shape_of.tensor_shapes()) {
     std::int64_t n = 1;
     for (auto s : shape) n *= s;
-    header[name] = {{"dtype", "F32"}, {"shape", shape},
+    header[name] = {{"dtype", "F32"},
+                    {"shape", shape},
                     {"data_offsets", {data.size() * 4, (data.size() + n) * 4}}};
     for (std::int64_t i = 0; i < n; ++i) data.push_back(name == "head.out.bias" ? bias : d(rng));
   }

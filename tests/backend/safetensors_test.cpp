@@ -75,14 +75,14 @@ TEST(Safetensors, TruncatedFilesAreRejected) {
 }
 
 TEST(Safetensors, InconsistentHeadersNameTheTensor) {
-  EXPECT_NE(error_of(image(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",
-                           floats({1, 2})))
-                .find("tensor \"w\": shape [3] of F32 needs 12 bytes"),
-            std::string::npos);
-  EXPECT_NE(error_of(image(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})",
-                           floats({1, 2})))
-                .find("tensor \"w\""),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(image(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", floats({1, 2})))
+          .find("tensor \"w\": shape [3] of F32 needs 12 bytes"),
+      std::string::npos);
+  EXPECT_NE(
+      error_of(image(R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[4,0]}})", floats({1, 2})))
+          .find("tensor \"w\""),
+      std::string::npos);
   EXPECT_NE(error_of(image(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
                            R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
                            floats({1, 2})))

@@ -21,8 +21,9 @@ ModelSpec model_named(const char* name) {
 
 TEST(InterpolateLogLog, IsExactOnPowerLawsAndAtMeasuredPoints) {
   // y = 2·x^1.5 measured at 100, 400, 1600
-  const std::vector<std::pair<double, double>> p = {
-      {100, 2 * std::pow(100, 1.5)}, {400, 2 * std::pow(400, 1.5)}, {1600, 2 * std::pow(1600, 1.5)}};
+  const std::vector<std::pair<double, double>> p = {{100, 2 * std::pow(100, 1.5)},
+                                                    {400, 2 * std::pow(400, 1.5)},
+                                                    {1600, 2 * std::pow(1600, 1.5)}};
   for (double x : {100.0, 200.0, 400.0, 1000.0, 1600.0, 50.0, 6400.0}) {
     EXPECT_NEAR(interpolate_log_log(p, x) / (2 * std::pow(x, 1.5)), 1.0, 1e-12) << x;
   }
@@ -30,8 +31,8 @@ TEST(InterpolateLogLog, IsExactOnPowerLawsAndAtMeasuredPoints) {
 
 TEST(InterpolateLogLog, UsesEachSegmentsOwnSlopeAndScalesASinglePointProportionally) {
   const std::vector<std::pair<double, double>> p = {{1, 1}, {10, 10}, {100, 1000}};
-  EXPECT_NEAR(interpolate_log_log(p, std::sqrt(10.0)), std::sqrt(10.0), 1e-12);   // slope 1
-  EXPECT_NEAR(interpolate_log_log(p, std::sqrt(1000.0)), 100.0, 1e-9);            // slope 2
+  EXPECT_NEAR(interpolate_log_log(p, std::sqrt(10.0)), std::sqrt(10.0), 1e-12);  // slope 1
+  EXPECT_NEAR(interpolate_log_log(p, std::sqrt(1000.0)), 100.0, 1e-9);           // slope 2
   EXPECT_NEAR(interpolate_log_log({{512, 0.04}}, 1024), 0.08, 1e-15);
 }
 
@@ -45,15 +46,17 @@ TEST(TableCosts, ReconstructInterpolatesInTokensThenSharingAndScalesByGroups) {
   // t(T, N) = 1e-6 · T · N^0.5 measured on a grid; 4 groups measured.
   std::vector<CostTableEntry> rows;
   for (std::int64_t t : {128, 512, 2048}) {
-    for (std::int64_t n : {1, 4, 16}) rows.push_back(row("reconstruct", t, n, 1e-6 * t * std::sqrt(n)));
+    for (std::int64_t n : {1, 4, 16})
+      rows.push_back(row("reconstruct", t, n, 1e-6 * t * std::sqrt(n)));
   }
   const TableCosts c("m", 4, rows);
   const ModelSpec m = model_named("m");
   const Topology four = Topology::from_groups(24, {2, 3, 4, 5});
   const Topology two = Topology::from_groups(24, {2, 5});
-  EXPECT_NEAR(c.reconstruct(m, four, 1024, 8, DType::kF32).value, 1e-6 * 1024 * std::sqrt(8.0), 1e-15);
-  EXPECT_NEAR(c.reconstruct(m, two, 1024, 8, DType::kF32).value,
-              0.5 * 1e-6 * 1024 * std::sqrt(8.0), 1e-15);
+  EXPECT_NEAR(c.reconstruct(m, four, 1024, 8, DType::kF32).value, 1e-6 * 1024 * std::sqrt(8.0),
+              1e-15);
+  EXPECT_NEAR(c.reconstruct(m, two, 1024, 8, DType::kF32).value, 0.5 * 1e-6 * 1024 * std::sqrt(8.0),
+              1e-15);
   EXPECT_EQ(c.reconstruct(m, Topology{}, 1024, 8, DType::kF32).value, 0.0);
 }
 
