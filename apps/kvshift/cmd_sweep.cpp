@@ -1,0 +1,241 @@
+// requires: kvshift_sweep kvshift_serving kvshift_scenarios kvshift_reports
+// `kvshift sweep`: many simulations of one scenario, the cartesian product of
+// `--set POINTER=v1,v2,...` values, on a thread pool (and across MPI ranks
+// when started by mpirun), into DIR/sweep.csv + DIR/points/<k>/summary.json +
+// DIR/report.html. `--analytic` evaluates the cost model's closed forms over
+// bandwidth x context x omitted groups instead. Ctrl-C keeps finished points;
+// `--resume DIR` continues. Wall-clock figures go to the console and
+// DIR/wall.json, never into sweep.csv.
+#include <unistd.h>
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <thread>
+
+#include "apps/kvshift/command.hpp"
+#include "apps/kvshift/support_costs.hpp"
+#include "cost_model/input_error.hpp"
+#include "reports/atomic_file.hpp"
+#include "reports/html_report.hpp"
+#include "scenarios/json_reader.hpp"
+#include "scenarios/scenario_loader.hpp"
+#include "scenarios/spec_files.hpp"
+#include "sweep/analytic_sweep.hpp"
+#include "sweep/mpi_shard.hpp"
+#include "sweep/sweep_runner.hpp"
+
+namespace kvshift::app {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+extern "C" void on_sigint(int) {
+  g_interrupted.store(true);
+  std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
+}
+
+struct SweepCliOptions {
+  std::string scenario, out, resume;
+  std::vector<std::string> sets;
+  int jobs = 0;
+  bool analytic = false, no_report = false, quiet = false;
+  std::string bandwidth = "1Mbps..100Gbps:60", tokens = "128..32768:40", omit = "0..4";
+  std::string model, gpu, latency = "100us";
+  std::uint64_t max_rows = 1000000;
+};
+
+std::string clock_text(double s) {
+  char buf[32];
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%dm%02ds", int(s) / 60, int(s) % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%dh%02dm", int(s) / 3600, int(s) % 3600 / 60);
+  return buf;
+}
+
+// A bar on a terminal; a plain line every 10 % (or 30 s) otherwise.
+std::function<void(const sweep::Progress&)> progress_printer(bool quiet) {
+  if (quiet) return {};
+  const bool tty = ::isatty(STDERR_FILENO);
+  auto last = std::make_shared<std::pair<int, double>>(-1, 0.0);
+  return [tty, last](const sweep::Progress& p) {
+    const double rate = p.elapsed_s > 0 ? p.done / p.elapsed_s : 0;
+    const double eta = rate > 0 ? (p.total - p.done) / rate : 0;
+    const int tenth = p.total ? static_cast<int>(10 * p.done / p.total) : 10;
+    if (tty) {
+      const int width = 30, fill = p.total ? static_cast<int>(width * p.done / p.total) : width;
+      std::fprintf(stderr, "\r  [%s%s] %llu/%llu points  %.2f points/s  ETA %s   ",
+                   std::string(fill, '#').c_str(), std::string(width - fill, '.').c_str(),
+                   (unsigned long long)p.done, (unsigned long long)p.total, rate,
+                   clock_text(eta).c_str());
+      if (p.done == p.total) std::fputc('\n', stderr);
+    } else if (p.elapsed_s >= 2 && (tenth != last->first || p.elapsed_s - last->second > 30)) {
+      std::fprintf(stderr, "  %llu/%llu points done, %.2f points/s, ETA %s\n",
+                   (unsigned long long)p.done, (unsigned long long)p.total, rate,
+                   clock_text(eta).c_str());
+      *last = {tenth, p.elapsed_s};
+    }
+  };
+}
+
+void write_report(const std::filesystem::path& dir, bool quiet) {
+  try {
+    const auto path = reports::write_html_report(dir);
+    if (!quiet) std::cout << "report: " << path.string() << "\n";
+  } catch (const std::exception& e) {
+    std::cerr << "kvshift: warning: no report.html: " << e.what() << "\n";
+  }
+}
+
+int run_analytic(const SweepCliOptions& o) {
+  sweep::AnalyticSetup setup;
+  if (!o.scenario.empty()) {
+    const sim::ScenarioSpec spec = scenarios::load_scenario_file(o.scenario);
+    setup.model = spec.model;
+    setup.gpu = spec.gpu;
+    if (spec.risk_kv) setup.predictor_dtype = spec.risk_kv->predictor_dtype;
+    if (spec.proxy_kv) setup.retention = spec.proxy_kv->retention;
+  } else {
+    setup.model = scenarios::resolve_model("qwen2.5-1.5b");
+    setup.gpu = scenarios::resolve_gpu("h100");
+  }
+  if (!o.model.empty()) setup.model = scenarios::resolve_model(o.model);
+  if (!o.gpu.empty()) setup.gpu = scenarios::resolve_gpu(o.gpu);
+  setup.latency = parse_duration(o.latency, "--latency");
+  sweep::AnalyticGrid grid{sweep::parse_bandwidth_grid(o.bandwidth, "--bandwidth"),
+                           sweep::parse_token_grid(o.tokens, "--tokens"),
+                           sweep::parse_int_grid(o.omit, "--omit")};
+  const std::uint64_t points =
+      grid.bandwidths_bps.size() * grid.tokens.size() * grid.omitted_groups.size();
+  const bool with_points = points <= o.max_rows;
+  const auto start = std::chrono::steady_clock::now();
+  const sweep::AnalyticResult r = sweep::run_analytic(setup, grid, o.jobs, with_points);
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const std::filesystem::path dir = o.out.empty() ? "kvshift-out/analytic-sweep" : o.out;
+  reports::write_file_atomic(dir / "crossover.csv", r.crossover_csv);
+  reports::write_file_atomic(dir / "winners.csv", r.winners_csv);
+  if (with_points) reports::write_file_atomic(dir / "analytic.csv", r.points_csv);
+  std::printf(
+      "analytic sweep: %s on %s, %llu points (%zu bandwidths x %zu context lengths x %zu "
+      "omitted-group "
+      "counts) in %.3f s wall (%.3g points/s)\n",
+      setup.model.name.c_str(), setup.gpu.name.c_str(), (unsigned long long)r.points,
+      grid.bandwidths_bps.size(), grid.tokens.size(), grid.omitted_groups.size(), wall,
+      wall > 0 ? r.points / wall : 0.0);
+  if (!with_points) {
+    std::printf(
+        "analytic.csv not written: %llu points > --max-rows %llu (crossover.csv and winners.csv "
+        "hold the map)\n",
+        (unsigned long long)points, (unsigned long long)o.max_rows);
+  }
+  std::cout << "wrote " << dir.string() << "/{crossover.csv,winners.csv"
+            << (with_points ? ",analytic.csv" : "") << "}\n";
+  if (!o.no_report) write_report(dir, o.quiet);
+  return 0;
+}
+
+int run(const SweepCliOptions& o) {
+  if (o.analytic) {
+    if (!o.sets.empty() || !o.resume.empty())
+      throw InputError("--analytic: takes --bandwidth/--tokens/--omit, not --set or --resume");
+    return run_analytic(o);
+  }
+  sweep::SweepPlan plan;
+  std::filesystem::path dir;
+  if (!o.resume.empty()) {
+    if (!o.scenario.empty() || !o.sets.empty()) {
+      throw InputError("--resume: continues the sweep saved in " + o.resume +
+                       "; drop SCENARIO and --set");
+    }
+    dir = o.resume;
+    const auto saved = dir / "sweep.json";
+    if (!std::filesystem::exists(saved))
+      throw InputError("--resume: " + saved.string() + " does not exist");
+    plan = sweep::plan_from_json(scenarios::read_json_file(saved.string()), saved.string());
+  } else {
+    if (o.sets.empty()) throw InputError("--set: give at least one POINTER=v1,v2,... to sweep");
+    plan = sweep::make_plan(o.scenario, o.sets);
+    dir = o.out.empty() ? "kvshift-out/sweep" : o.out;
+  }
+  sweep::RunnerOptions options;
+  options.jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
+  options.resume = !o.resume.empty();
+  options.stop = &g_interrupted;
+  options.warn = [](const std::string& w) { std::cerr << "kvshift: warning: " << w << "\n"; };
+  const bool quiet = o.quiet || sweep::rank_from_environment() != 0;
+  options.progress = progress_printer(quiet);
+  std::signal(SIGINT, on_sigint);
+  const sweep::SweepOutcome r = sweep::run_sweep(plan, dir, make_compute_costs, options);
+  std::signal(SIGINT, SIG_DFL);
+  if (!r.is_root) return r.interrupted ? 130 : 0;
+  if (r.interrupted) {
+    std::cerr << "kvshift: interrupted: " << (r.skipped + r.simulated) << " of " << r.points
+              << " points done (kept under " << (dir / "points").string() << ")\n"
+              << "resume with: kvshift sweep --resume " << dir.string() << "\n";
+    return 130;
+  }
+  const double rate = r.wall_s > 0 ? r.simulated / r.wall_s : 0;
+  reports::write_file_atomic(dir / "wall.json", nlohmann::json{{"wall_s", r.wall_s},
+                                                               {"points_simulated", r.simulated},
+                                                               {"points_per_s", rate},
+                                                               {"jobs", options.jobs},
+                                                               {"ranks", r.ranks}}
+                                                        .dump(2) +
+                                                    "\n");
+  if (!o.quiet) {
+    std::printf(
+        "sweep: %llu points (%llu simulated now, %llu already done) on %d rank(s) x %d thread(s) "
+        "in %.2f s "
+        "wall (%.3g points/s)\n",
+        (unsigned long long)r.points, (unsigned long long)r.simulated,
+        (unsigned long long)r.skipped, r.ranks, options.jobs, r.wall_s, rate);
+  }
+  std::cout << "wrote " << (dir / "sweep.csv").string() << "\n";
+  if (!o.no_report) write_report(dir, o.quiet);
+  return 0;
+}
+
+Action setup(CLI::App& sub) {
+  auto o = std::make_shared<SweepCliOptions>();
+  sub.add_option("scenario", o->scenario, "Scenario JSON file (default: the embedded quickstart)");
+  sub.add_option(
+      "--set", o->sets,
+      "POINTER=v1,v2,...: values of one knob (JSON pointer, * for every element); repeat for "
+      "a cartesian product, e.g. --set /cluster/star/bandwidth=1Gbps,10Gbps");
+  sub.add_option("--jobs,-j", o->jobs, "Worker threads (default: all cores)");
+  sub.add_option("--out", o->out, "Output folder (default: kvshift-out/sweep)");
+  sub.add_option("--resume", o->resume,
+                 "Continue the sweep in this folder, skipping points already done");
+  sub.add_flag("--analytic", o->analytic,
+               "Evaluate the cost model's closed forms instead of simulating");
+  sub.add_option("--bandwidth", o->bandwidth, "--analytic: LO..HI:N (log-spaced) or a list")
+      ->capture_default_str();
+  sub.add_option("--tokens", o->tokens, "--analytic: context lengths, LO..HI:N or a list")
+      ->capture_default_str();
+  sub.add_option("--omit", o->omit, "--analytic: omitted group counts, LO..HI or a list")
+      ->capture_default_str();
+  sub.add_option("--model", o->model,
+                 "--analytic: model (default: the scenario's, else qwen2.5-1.5b)");
+  sub.add_option("--gpu", o->gpu, "--analytic: receiving GPU (default: the scenario's, else h100)");
+  sub.add_option("--latency", o->latency, "--analytic: one-way path latency")
+      ->capture_default_str();
+  sub.add_option("--max-rows", o->max_rows,
+                 "--analytic: write analytic.csv only up to this many points")
+      ->capture_default_str();
+  sub.add_flag("--no-report", o->no_report, "Do not write report.html");
+  sub.add_flag("--quiet", o->quiet, "No progress and no summary line");
+  return [o] { return run(*o); };
+}
+
+const RegisterCommand kRegister{
+    {"sweep", "Simulate a scenario over a grid of settings (threads, or MPI ranks under mpirun)",
+     20, setup}};
+
+}  // namespace
+}  // namespace kvshift::app

@@ -1,0 +1,464 @@
+// report.html (see html_report.hpp): C++ gathers the folder's results into
+// one JSON object of chart definitions; a small inline script hands them to
+// Chart.js, draws heat maps on plain canvases and checks that each drew.
+#include "reports/html_report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include "cost_model/input_error.hpp"
+#include "reports/atomic_file.hpp"
+
+namespace kvshift::reports {
+namespace {
+
+using nlohmann::json;
+
+struct Csv {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  int col(const std::string& name) const {
+    const auto it = std::find(header.begin(), header.end(), name);
+    return it == header.end() ? -1 : static_cast<int>(it - header.begin());
+  }
+};
+
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+      out.back() += '"';
+      ++i;
+    } else if (c == '"') {
+      quoted = !quoted;
+    } else if (c == ',' && !quoted) {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+Csv read_csv(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  Csv csv;
+  std::string line;
+  if (std::getline(in, line)) csv.header = csv_fields(line);
+  while (std::getline(in, line)) {
+    if (!line.empty()) csv.rows.push_back(csv_fields(line));
+  }
+  return csv;
+}
+
+double num(const std::string& s) { return s.empty() ? NAN : std::strtod(s.c_str(), nullptr); }
+
+json chart(const std::string& title, const std::string& type, json data, const std::string& x_title,
+           const std::string& y_title, const std::string& x_type = "category",
+           bool stacked = false) {
+  return {{"title", title},    {"type", type},    {"data", std::move(data)}, {"xTitle", x_title},
+          {"yTitle", y_title}, {"xType", x_type}, {"stacked", stacked}};
+}
+
+json xy_dataset(const std::string& label, const std::vector<std::pair<double, double>>& pts,
+                bool stepped = false) {
+  json data = json::array();
+  for (const auto& [x, y] : pts) data.push_back({{"x", x}, {"y", y}});
+  return {{"label", label}, {"data", data}, {"stepped", stepped}, {"pointRadius", 0}};
+}
+
+// Per-strategy charts of a run folder.
+json run_charts(const std::filesystem::path& dir, const json& summary) {
+  json charts = json::array();
+  std::vector<std::string> strategies;
+  for (const auto& [name, s] : summary.at("strategies").items()) strategies.push_back(name);
+  if (std::filesystem::exists(dir / "recoveries.csv")) {
+    const Csv csv = read_csv(dir / "recoveries.csv");
+    const int run = csv.col("strategy_run"), trig = csv.col("trigger"), lat = csv.col("latency_s"),
+              ok = csv.col("ok");
+    std::map<std::string, std::vector<double>> by;
+    for (const auto& r : csv.rows) {
+      if (run < 0 || lat < 0 || r.size() != csv.header.size()) continue;
+      if (r[trig] == "failure" && r[ok] == "true") by[r[run]].push_back(num(r[lat]));
+    }
+    json sets = json::array();
+    for (auto& [name, v] : by) {
+      std::sort(v.begin(), v.end());
+      std::vector<std::pair<double, double>> pts;
+      for (std::size_t i = 0; i < v.size(); ++i)
+        pts.emplace_back(v[i], double(i + 1) / double(v.size()));
+      sets.push_back(xy_dataset(name, pts, true));
+    }
+    if (!sets.empty()) {
+      charts.push_back(chart("Recovery latency CDF (failure recoveries)", "line",
+                             {{"datasets", sets}}, "recovery latency (s)", "share of recoveries",
+                             "linear"));
+    }
+  }
+  auto stacked_bars = [&](const char* group, const std::vector<std::string>& kinds, double scale) {
+    json labels = strategies, sets = json::array();
+    for (const std::string& k : kinds) {
+      json values = json::array();
+      for (const std::string& s : strategies)
+        values.push_back(summary["strategies"][s][group][k].get<double>() * scale);
+      sets.push_back({{"label", k}, {"data", values}});
+    }
+    return json{{"labels", labels}, {"datasets", sets}};
+  };
+  charts.push_back(
+      chart("Bytes moved over the network, by kind", "bar",
+            stacked_bars("bytes", {"kv", "replica_stream", "predictors", "tokens"}, 1.0 / 1048576),
+            "strategy", "MiB", "category", true));
+  if (std::filesystem::exists(dir / "links.csv")) {
+    const Csv csv = read_csv(dir / "links.csv");
+    const int st = csv.col("strategy"), t = csv.col("t_s"), u = csv.col("utilisation");
+    std::map<std::string, std::map<double, double>> peak;
+    for (const auto& r : csv.rows) {
+      if (st < 0 || r.size() != csv.header.size()) continue;
+      double& p = peak[r[st]][num(r[t])];
+      p = std::max(p, num(r[u]));
+    }
+    json sets = json::array();
+    for (const auto& [name, series] : peak) {
+      sets.push_back(xy_dataset(name, {series.begin(), series.end()}));
+    }
+    if (!sets.empty()) {
+      charts.push_back(chart("Link utilisation over time (busiest link direction per interval)",
+                             "line", {{"datasets", sets}}, "simulated time (s)", "utilisation",
+                             "linear"));
+    }
+  }
+  charts.push_back(
+      chart("GPU time split (summed over GPUs)", "bar",
+            stacked_bars("gpu_time_s",
+                         {"prefill", "decode", "reconstruct", "replay", "proxy_scoring"}, 1.0),
+            "strategy", "GPU seconds", "category", true));
+  return charts;
+}
+
+// A categorical heat map: x/y labels and one category (or -1) per cell.
+json category_heatmap(const std::string& title, const std::string& x_title,
+                      const std::string& y_title, const std::vector<std::string>& xs,
+                      const std::vector<std::string>& ys,
+                      const std::vector<std::vector<int>>& cells,
+                      const std::vector<std::string>& categories) {
+  json rects = json::array(), xt = json::array(), yt = json::array();
+  for (std::size_t i = 0; i < xs.size(); ++i) xt.push_back({i + 0.5, xs[i]});
+  for (std::size_t j = 0; j < ys.size(); ++j) yt.push_back({j + 0.5, ys[j]});
+  for (std::size_t j = 0; j < ys.size(); ++j) {
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      if (cells[j][i] >= 0) rects.push_back({i, i + 1, j, j + 1, cells[j][i]});
+    }
+  }
+  return {{"title", title},
+          {"xTitle", x_title},
+          {"yTitle", y_title},
+          {"xRange", {0, xs.size()}},
+          {"yRange", {0, ys.size()}},
+          {"xTicks", xt},
+          {"yTicks", yt},
+          {"rects", rects},
+          {"categories", categories}};
+}
+
+json sweep_part(const Csv& csv) {
+  std::vector<int> axis_cols;
+  for (std::size_t i = 0; i < csv.header.size(); ++i) {
+    if (!csv.header[i].empty() && csv.header[i][0] == '/') axis_cols.push_back(static_cast<int>(i));
+  }
+  std::vector<std::string> strategies;
+  for (const std::string& h : csv.header) {
+    const auto dot = h.find(".recovery_p99_s");
+    if (dot != std::string::npos) strategies.push_back(h.substr(0, dot));
+  }
+  std::vector<std::vector<std::string>> labels(axis_cols.size());
+  for (const auto& r : csv.rows) {
+    for (std::size_t a = 0; a < axis_cols.size(); ++a) {
+      auto& l = labels[a];
+      if (std::find(l.begin(), l.end(), r[axis_cols[a]]) == l.end()) l.push_back(r[axis_cols[a]]);
+    }
+  }
+  // Rows whose axes other than `a` (and `b`) sit at their first value.
+  auto rows_along = [&](std::size_t a, int b) {
+    std::vector<const std::vector<std::string>*> out;
+    for (const auto& r : csv.rows) {
+      bool keep = true;
+      for (std::size_t o = 0; o < axis_cols.size(); ++o) {
+        if (o != a && static_cast<int>(o) != b && r[axis_cols[o]] != labels[o][0]) keep = false;
+      }
+      if (keep) out.push_back(&r);
+    }
+    return out;
+  };
+  json part = {{"lines", json::array()}, {"heatmaps", json::array()}};
+  const std::pair<const char*, const char*> metrics[] = {{"recovery_p99_s", "recovery p99 (s)"},
+                                                         {"kv_bytes", "KV bytes moved"}};
+  for (std::size_t a = 0; a < axis_cols.size() && a < 3; ++a) {
+    for (const auto& [metric, y_title] : metrics) {
+      json sets = json::array();
+      for (const std::string& s : strategies) {
+        const int c = csv.col(s + "." + metric);
+        json values(labels[a].size(), nullptr);
+        for (const auto* r : rows_along(a, -1)) {
+          const auto at = std::find(labels[a].begin(), labels[a].end(), (*r)[axis_cols[a]]);
+          const double v = num((*r)[c]);
+          if (!std::isnan(v)) values[at - labels[a].begin()] = v;
+        }
+        sets.push_back({{"label", s}, {"data", values}});
+      }
+      part["lines"].push_back(chart(std::string(y_title) + " vs " + csv.header[axis_cols[a]],
+                                    "line", {{"labels", labels[a]}, {"datasets", sets}},
+                                    csv.header[axis_cols[a]], y_title));
+    }
+  }
+  if (axis_cols.size() >= 2) {
+    std::vector<std::vector<int>> cells(labels[1].size(), std::vector<int>(labels[0].size(), -1));
+    for (const auto* r : rows_along(0, 1)) {
+      int best = -1;
+      double best_v = INFINITY;
+      for (std::size_t s = 0; s < strategies.size(); ++s) {
+        const double v = num((*r)[csv.col(strategies[s] + ".recovery_p99_s")]);
+        if (!std::isnan(v) && v < best_v) best_v = v, best = static_cast<int>(s);
+      }
+      const auto x =
+          std::find(labels[0].begin(), labels[0].end(), (*r)[axis_cols[0]]) - labels[0].begin();
+      const auto y =
+          std::find(labels[1].begin(), labels[1].end(), (*r)[axis_cols[1]]) - labels[1].begin();
+      cells[y][x] = best;
+    }
+    part["heatmaps"].push_back(category_heatmap("Fastest strategy by recovery p99",
+                                                csv.header[axis_cols[0]], csv.header[axis_cols[1]],
+                                                labels[0], labels[1], cells, strategies));
+  }
+  json table = {{"header", csv.header}, {"rows", json::array()}};
+  for (std::size_t i = 0; i < csv.rows.size() && i < 200; ++i) table["rows"].push_back(csv.rows[i]);
+  part["table"] = table;
+  return part;
+}
+
+// Winner bands (winners.csv) as rectangles on log axes, one map per omitted-group count (at most
+// 4).
+json analytic_part(const Csv& csv) {
+  const int kc = csv.col("omitted_groups"), tc = csv.col("tokens"),
+            fc = csv.col("bandwidth_from_bps"), toc = csv.col("bandwidth_to_bps"),
+            wc = csv.col("winner");
+  const std::vector<std::string> categories = {"full_kv", "token_replay", "risk_kv"};
+  std::map<int, std::map<double, std::vector<std::array<double, 3>>>>
+      bands;  // k -> tokens -> bands
+  double bmin = INFINITY, bmax = 0;
+  for (const auto& r : csv.rows) {
+    const int cat = static_cast<int>(std::find(categories.begin(), categories.end(), r[wc]) -
+                                     categories.begin());
+    bands[std::atoi(r[kc].c_str())][num(r[tc])].push_back({num(r[fc]), num(r[toc]), double(cat)});
+    bmin = std::min(bmin, num(r[fc]));
+    bmax = std::max(bmax, num(r[toc]));
+  }
+  json maps = json::array();
+  std::vector<int> ks;
+  for (const auto& [k, rows] : bands) ks.push_back(k);
+  const std::size_t step = std::max<std::size_t>(1, (ks.size() + 3) / 4);
+  for (std::size_t i = 0; i < ks.size(); i += step) {
+    const auto& rows = bands[ks[i]];
+    std::vector<double> ts;
+    for (const auto& [t, b] : rows) ts.push_back(std::log10(t));
+    json rects = json::array(), xt = json::array(), yt = json::array();
+    for (std::size_t j = 0; j < ts.size(); ++j) {
+      const double y0 =
+          j == 0 ? ts[0] - (ts.size() > 1 ? (ts[1] - ts[0]) / 2 : 0.5) : (ts[j - 1] + ts[j]) / 2;
+      const double y1 = j + 1 == ts.size() ? ts[j] + (ts.size() > 1 ? (ts[j] - ts[j - 1]) / 2 : 0.5)
+                                           : (ts[j] + ts[j + 1]) / 2;
+      const auto& bs = std::next(rows.begin(), static_cast<long>(j))->second;
+      for (std::size_t b = 0; b < bs.size(); ++b) {
+        const double x0 =
+            b == 0 ? std::log10(bmin) : (std::log10(bs[b - 1][1]) + std::log10(bs[b][0])) / 2;
+        const double x1 = b + 1 == bs.size()
+                              ? std::log10(bmax)
+                              : (std::log10(bs[b][1]) + std::log10(bs[b + 1][0])) / 2;
+        rects.push_back({x0, x1, y0, y1, static_cast<int>(bs[b][2])});
+      }
+    }
+    for (int e = static_cast<int>(std::ceil(std::log10(bmin))); e <= std::floor(std::log10(bmax));
+         ++e) {
+      static const char* kNames[] = {"1 bps",    "10 bps",   "100 bps", "1 Kbps",   "10 Kbps",
+                                     "100 Kbps", "1 Mbps",   "10 Mbps", "100 Mbps", "1 Gbps",
+                                     "10 Gbps",  "100 Gbps", "1 Tbps"};
+      if (e >= 0 && e <= 12) xt.push_back({e, kNames[e]});
+    }
+    const std::size_t ystep = std::max<std::size_t>(1, ts.size() / 8);
+    for (std::size_t j = 0; j < ts.size(); j += ystep)
+      yt.push_back({ts[j], std::to_string(std::llround(std::pow(10, ts[j])))});
+    maps.push_back({{"title", "Fastest of full KV / token replay / RISK-KV, " +
+                                  std::to_string(ks[i]) + " group(s) omitted (closed forms)"},
+                    {"xTitle", "bandwidth (log)"},
+                    {"yTitle", "context tokens (log)"},
+                    {"xRange", {std::log10(bmin), std::log10(bmax)}},
+                    {"yRange",
+                     {rects.empty() ? 0.0 : rects[0][2].get<double>(),
+                      rects.empty() ? 1.0 : rects.back()[3].get<double>()}},
+                    {"xTicks", xt},
+                    {"yTicks", yt},
+                    {"rects", rects},
+                    {"categories", categories}});
+  }
+  return {{"heatmaps", maps}};
+}
+
+std::string read_text(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+extern const char* const kPageScript;
+
+}  // namespace
+
+std::string load_chart_js() {
+  const char* env = std::getenv("KVSHIFT_CHARTJS");
+  const std::filesystem::path path =
+      env && *env ? env : "/usr/share/javascript/chart.js/chart.min.js";
+  if (!std::filesystem::exists(path)) {
+    throw std::runtime_error("report: Chart.js not found at " + path.string() +
+                             " (install Debian's libjs-chart.js or set KVSHIFT_CHARTJS)");
+  }
+  return read_text(path);
+}
+
+json report_data(const std::filesystem::path& dir) {
+  json data = {{"folder", dir.filename().string()}};
+  if (std::filesystem::exists(dir / "summary.json")) {
+    json summary;
+    try {
+      summary = json::parse(read_text(dir / "summary.json"));
+    } catch (const json::exception& e) {
+      throw InputError((dir / "summary.json").string() + ": not JSON (" + e.what() + ")");
+    }
+    data["run"] = {{"summary", summary}, {"charts", run_charts(dir, summary)}};
+  }
+  if (std::filesystem::exists(dir / "sweep.csv"))
+    data["sweep"] = sweep_part(read_csv(dir / "sweep.csv"));
+  if (std::filesystem::exists(dir / "winners.csv"))
+    data["analytic"] = analytic_part(read_csv(dir / "winners.csv"));
+  if (!data.contains("run") && !data.contains("sweep") && !data.contains("analytic")) {
+    throw InputError(dir.string() +
+                     ": nothing to report (no summary.json, sweep.csv or winners.csv)");
+  }
+  return data;
+}
+
+std::string render_html_report(const json& data, const std::string& chart_js) {
+  std::string payload = data.dump();
+  for (std::size_t at = 0; (at = payload.find("</", at)) != std::string::npos; at += 3)
+    payload.replace(at, 2, "<\\/");
+  std::string page =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>kvshift "
+      "report</title>\n"
+      "<style>body{font:14px "
+      "sans-serif;margin:24px;max-width:1100px}table{border-collapse:collapse;"
+      "font-size:12px}td,th{border:1px solid #ccc;padding:3px "
+      "6px;text-align:right}h2{margin-top:32px}"
+      ".chart{margin:12px 0}#kvshift-status{color:#888;font-size:11px}</style>\n"
+      "<script>\n" +
+      chart_js +
+      "\n</script>\n</head><body>\n<h1>kvshift report</h1>\n"
+      "<div id=\"content\"></div>\n<div id=\"kvshift-status\">charts-pending</div>\n"
+      "<script id=\"kvshift-data\" type=\"application/json\">" +
+      payload + "</script>\n<script>\n" + kPageScript + "\n</script>\n</body></html>\n";
+  return page;
+}
+
+std::filesystem::path write_html_report(const std::filesystem::path& dir) {
+  const std::string page = render_html_report(report_data(dir), load_chart_js());
+  write_file_atomic(dir / "report.html", page);
+  return dir / "report.html";
+}
+
+namespace {
+
+const char* const kPageScript = R"JS(
+(function () {
+  const status = document.getElementById('kvshift-status');
+  const fail = (why) => { status.textContent = 'charts-failed: ' + why; };
+  window.addEventListener('error', (e) => fail(e.message));
+  const data = JSON.parse(document.getElementById('kvshift-data').textContent);
+  const palette = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f'];
+  const content = document.getElementById('content');
+  const drawn = [];
+  const el = (tag, text) => { const e = document.createElement(tag); if (text) e.textContent = text; content.appendChild(e); return e; };
+  const canvas = () => { const c = el('canvas'); c.width = 1000; c.height = 360; c.className = 'chart'; return c; };
+  const inked = (c) => { const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let n = 0; for (let i = 3; i < d.length; i += 4) if (d[i] > 0) n++; return n; };
+  function table(header, rows) {
+    const t = el('table'); const h = t.insertRow();
+    header.forEach((x) => { const th = document.createElement('th'); th.textContent = x; h.appendChild(th); });
+    rows.forEach((r) => { const tr = t.insertRow(); r.forEach((x) => { tr.insertCell().textContent = x; }); });
+  }
+  function chart(def) {
+    el('h3', def.title);
+    const c = canvas();
+    def.data.datasets.forEach((d, i) => { d.borderColor = d.backgroundColor = palette[i % palette.length]; });
+    const scales = { x: { type: def.xType, stacked: def.stacked, title: { display: true, text: def.xTitle } },
+                     y: { stacked: def.stacked, title: { display: true, text: def.yTitle } } };
+    const ch = new Chart(c, { type: def.type, data: def.data,
+      options: { animation: false, responsive: false, parsing: def.xType === 'category' ? undefined : false,
+                 scales: scales, plugins: { legend: { position: 'right' } } } });
+    const marks = ch.data.datasets.reduce((n, d, i) => n + ch.getDatasetMeta(i).data.length, 0);
+    drawn.push({ title: def.title, ok: marks > 0 && inked(c) > 0 });
+  }
+  function heatmap(def) {
+    el('h3', def.title);
+    const c = canvas(); const g = c.getContext('2d');
+    const L = 170, R = 150, T = 10, B = 50, W = c.width - L - R, H = c.height - T - B;
+    const X = (v) => L + (v - def.xRange[0]) / (def.xRange[1] - def.xRange[0]) * W;
+    const Y = (v) => T + H - (v - def.yRange[0]) / (def.yRange[1] - def.yRange[0]) * H;
+    def.rects.forEach(([x0, x1, y0, y1, k]) => { g.fillStyle = palette[k % palette.length];
+      g.fillRect(X(x0), Y(y1), X(x1) - X(x0) + 0.5, Y(y0) - Y(y1) + 0.5); });
+    g.strokeStyle = '#444'; g.strokeRect(L, T, W, H); g.fillStyle = '#222'; g.font = '11px sans-serif';
+    g.textAlign = 'center'; def.xTicks.forEach(([v, s]) => g.fillText(s, X(v), T + H + 14));
+    g.fillText(def.xTitle, L + W / 2, T + H + 36);
+    g.textAlign = 'right'; def.yTicks.forEach(([v, s]) => g.fillText(s, L - 6, Y(v) + 4));
+    g.save(); g.translate(14, T + H / 2); g.rotate(-Math.PI / 2); g.textAlign = 'center';
+    g.fillText(def.yTitle, 0, 0); g.restore();
+    g.textAlign = 'left'; def.categories.forEach((s, k) => { g.fillStyle = palette[k % palette.length];
+      g.fillRect(L + W + 12, T + 8 + 18 * k, 12, 12); g.fillStyle = '#222'; g.fillText(s, L + W + 30, T + 18 + 18 * k); });
+    drawn.push({ title: def.title, ok: def.rects.length > 0 && inked(c) > 0 });
+  }
+  try {
+    if (data.run) {
+      const s = data.run.summary;
+      el('h2', 'Run: ' + s.scenario + ' (' + s.model + ' on ' + s.gpu + ', seed ' + s.seed + ')');
+      const f = (d, k) => (d && d[k] !== undefined ? d[k].toFixed(3) : '-');
+      table(['strategy', 'completed', 'failed', 'recoveries', 'migrations', 'recovery p50 (s)', 'recovery p99 (s)',
+             'KV moved (MiB)', 'dNLL/move'],
+            Object.entries(s.strategies).map(([n, v]) => [n, v.requests.completed, v.requests.failed,
+              v.moves.recoveries, v.moves.migrations, f(v.recovery, 'p50_s'), f(v.recovery, 'p99_s'),
+              (v.bytes.kv / 1048576).toFixed(1), v.quality.delta_nll_mean_per_move.toFixed(5)]));
+      data.run.charts.forEach(chart);
+    }
+    if (data.sweep) {
+      el('h2', 'Sweep');
+      data.sweep.lines.forEach(chart);
+      data.sweep.heatmaps.forEach(heatmap);
+      el('h3', 'sweep.csv (first 200 rows)');
+      table(data.sweep.table.header, data.sweep.table.rows);
+    }
+    if (data.analytic) { el('h2', 'Analytic crossover maps'); data.analytic.heatmaps.forEach(heatmap); }
+    const bad = drawn.filter((d) => !d.ok).map((d) => d.title);
+    if (bad.length) fail('no marks in ' + bad.join('; '));
+    else { status.textContent = 'charts-ok ' + drawn.length; status.dataset.charts = drawn.length; }
+  } catch (e) { fail(e && e.message ? e.message : String(e)); }
+})();
+)JS";
+
+}  // namespace
+
+}  // namespace kvshift::reports

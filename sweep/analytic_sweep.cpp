@@ -1,0 +1,233 @@
+// Analytic sweeps over the closed forms (see analytic_sweep.hpp).
+#include "sweep/analytic_sweep.hpp"
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <cmath>
+#include <cstdio>
+
+#include "cost_model/input_error.hpp"
+#include "cost_model/latency.hpp"
+#include "cost_model/storage.hpp"
+#include "cost_model/topology.hpp"
+
+namespace kvshift::sweep {
+namespace {
+
+constexpr const char* kRanked[] = {"full_kv", "token_replay", "risk_kv"};
+
+std::vector<std::string> split_list(std::string_view text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find(',', start), text.size());
+    out.emplace_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
+}
+
+// Splits "LO..HI[:N]"; returns false for a list.
+bool split_range(std::string_view text, std::string& lo, std::string& hi, long& n,
+                 std::string_view flag) {
+  const std::size_t dots = text.find("..");
+  if (dots == std::string_view::npos) return false;
+  lo = std::string(text.substr(0, dots));
+  std::string_view rest = text.substr(dots + 2);
+  n = -1;
+  if (const std::size_t colon = rest.find(':'); colon != std::string_view::npos) {
+    const std::string count(rest.substr(colon + 1));
+    char* end = nullptr;
+    n = std::strtol(count.c_str(), &end, 10);
+    if (count.empty() || *end != '\0' || n < 2 || n > 100000000) {
+      throw InputError(std::string(flag) +
+                       ": the count after ':' must be an integer in [2, 1e8] (got \"" + count +
+                       "\")");
+    }
+    rest = rest.substr(0, colon);
+  }
+  hi = std::string(rest);
+  return true;
+}
+
+std::vector<double> log_space(double lo, double hi, long n) {
+  std::vector<double> v(static_cast<std::size_t>(n));
+  for (long i = 0; i < n; ++i) {
+    v[static_cast<std::size_t>(i)] =
+        i == n - 1 ? hi
+                   : lo * std::pow(hi / lo, static_cast<double>(i) / static_cast<double>(n - 1));
+  }
+  return v;
+}
+
+std::int64_t parse_int(const std::string& s, std::string_view flag) {
+  char* end = nullptr;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || *end != '\0') {
+    throw InputError(std::string(flag) + ": expected an integer (got \"" + s + "\")");
+  }
+  return v;
+}
+
+std::string g9(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
+
+struct Row {
+  std::string crossover, winners, points;
+};
+
+Row evaluate_row(const AnalyticSetup& s, const AnalyticGrid& grid, int k, std::int64_t tokens,
+                 bool with_points) {
+  std::vector<int> groups;
+  for (int g = 2; g < k + 2; ++g) groups.push_back(g);
+  const cost_model::Topology topo = cost_model::Topology::from_groups(s.model.layers, groups);
+  const cost_model::RooflineCosts compute(s.gpu);
+  const cost_model::StorageReport storage =
+      cost_model::storage(s.model, topo, tokens, {s.predictor_dtype, 1});
+  const cost_model::LatencyOptions lo{s.retention, s.predictor_dtype};
+  Row row;
+  const std::string prefix = std::to_string(k) + "," + std::to_string(tokens) + ",";
+  int current = -1;
+  double band_start = 0, previous = 0;
+  auto close_band = [&] {
+    if (current >= 0) {
+      row.winners += prefix + g9(band_start) + "," + g9(previous) + "," + kRanked[current] + "\n";
+    }
+  };
+  for (double b : grid.bandwidths_bps) {
+    const cost_model::Path path{BitsPerSecond{b}, s.latency};
+    const cost_model::LatencyReport r =
+        cost_model::latency(s.model, topo, tokens, storage, path, s.gpu, compute, lo);
+    if (row.crossover.empty()) {
+      row.crossover = prefix + g9(storage.omitted_fraction) + "," +
+                      std::to_string(storage.kv_saved.count) + "," +
+                      (r.crossover_full ? g9(r.crossover_full->value) : "") + "," +
+                      (r.crossover_replay ? g9(r.crossover_replay->value) : "") + "\n";
+    }
+    const double t[3] = {r.full_kv.value, r.token_replay.value, r.risk_kv.value};
+    int best = 0;
+    for (int i = 1; i < 3; ++i) best = t[i] < t[best] ? i : best;
+    if (best != current) {
+      close_band();
+      current = best;
+      band_start = b;
+    }
+    previous = b;
+    if (with_points) {
+      row.points += g9(b) + "," + prefix + g9(t[0]) + "," + g9(t[1]) + "," + g9(t[2]) + "," +
+                    g9(r.proxy_kv.value) + "," + kRanked[best] + "\n";
+    }
+  }
+  close_band();
+  return row;
+}
+
+}  // namespace
+
+std::vector<double> parse_bandwidth_grid(std::string_view text, std::string_view flag) {
+  std::string lo, hi;
+  long n = 0;
+  std::vector<double> v;
+  if (split_range(text, lo, hi, n, flag)) {
+    const double a = parse_bandwidth(lo, flag).value, b = parse_bandwidth(hi, flag).value;
+    if (!(a < b))
+      throw InputError(std::string(flag) + ": LO must be below HI (got \"" + std::string(text) +
+                       "\")");
+    v = log_space(a, b, n < 0 ? 50 : n);
+  } else {
+    for (const std::string& item : split_list(text)) v.push_back(parse_bandwidth(item, flag).value);
+    std::sort(v.begin(), v.end());
+  }
+  return v;
+}
+
+std::vector<std::int64_t> parse_token_grid(std::string_view text, std::string_view flag) {
+  std::string lo, hi;
+  long n = 0;
+  std::vector<std::int64_t> v;
+  if (split_range(text, lo, hi, n, flag)) {
+    const std::int64_t a = parse_int(lo, flag), b = parse_int(hi, flag);
+    if (a < 1 || !(a < b)) {
+      throw InputError(std::string(flag) + ": need 1 <= LO < HI (got \"" + std::string(text) +
+                       "\")");
+    }
+    for (double x : log_space(static_cast<double>(a), static_cast<double>(b), n < 0 ? 50 : n)) {
+      v.push_back(std::llround(x));
+    }
+  } else {
+    for (const std::string& item : split_list(text)) {
+      v.push_back(parse_int(item, flag));
+      if (v.back() < 1)
+        throw InputError(std::string(flag) + ": token counts must be >= 1 (got " + item + ")");
+    }
+  }
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+  return v;
+}
+
+std::vector<int> parse_int_grid(std::string_view text, std::string_view flag) {
+  std::string lo, hi;
+  long n = 0;
+  std::vector<int> v;
+  if (split_range(text, lo, hi, n, flag)) {
+    if (n >= 0) throw InputError(std::string(flag) + ": takes LO..HI without a count");
+    const std::int64_t a = parse_int(lo, flag), b = parse_int(hi, flag);
+    if (a < 0 || a > b)
+      throw InputError(std::string(flag) + ": need 0 <= LO <= HI (got \"" + std::string(text) +
+                       "\")");
+    for (std::int64_t i = a; i <= b; ++i) v.push_back(static_cast<int>(i));
+  } else {
+    for (const std::string& item : split_list(text))
+      v.push_back(static_cast<int>(parse_int(item, flag)));
+  }
+  return v;
+}
+
+AnalyticResult run_analytic(const AnalyticSetup& setup, const AnalyticGrid& grid, int jobs,
+                            bool with_points) {
+  const int groups = (setup.model.layers + 1) / 2;
+  for (int k : grid.omitted_groups) {
+    if (k < 0 || k > groups - 2) {
+      throw InputError("--omit: " + setup.model.name + " has " + std::to_string(groups) +
+                       " groups, so 0.." + std::to_string(groups - 2) +
+                       " can be omitted between G1 and the last group (got " + std::to_string(k) +
+                       ")");
+    }
+  }
+  const std::size_t nt = grid.tokens.size(), nrows = grid.omitted_groups.size() * nt;
+  std::vector<Row> rows(nrows);
+  {
+    boost::asio::thread_pool pool(static_cast<std::size_t>(std::max(jobs, 1)));
+    for (std::size_t i = 0; i < nrows; ++i) {
+      boost::asio::post(pool, [&, i] {
+        rows[i] = evaluate_row(setup, grid, grid.omitted_groups[i / nt], grid.tokens[i % nt],
+                               with_points);
+      });
+    }
+    pool.join();
+  }
+  AnalyticResult out;
+  out.points = nrows * grid.bandwidths_bps.size();
+  out.crossover_csv =
+      "omitted_groups,tokens,omitted_share,kv_saved_bytes,crossover_full_bps,crossover_replay_"
+      "bps\n";
+  out.winners_csv = "omitted_groups,tokens,bandwidth_from_bps,bandwidth_to_bps,winner\n";
+  if (with_points) {
+    out.points_csv =
+        "bandwidth_bps,omitted_groups,tokens,full_kv_s,token_replay_s,risk_kv_s,"
+        "proxy_kv_s,winner\n";
+  }
+  for (Row& r : rows) {
+    out.crossover_csv += r.crossover;
+    out.winners_csv += r.winners;
+    out.points_csv += r.points;
+  }
+  return out;
+}
+
+}  // namespace kvshift::sweep

@@ -1,0 +1,69 @@
+// sweep.csv rows from point summaries (see sweep_table.hpp).
+#include "sweep/sweep_table.hpp"
+
+namespace kvshift::sweep {
+namespace {
+
+// Quotes a cell holding a comma, quote or newline (RFC 4180).
+std::string cell(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
+const std::vector<MetricColumn>& metric_columns() {
+  static const std::vector<MetricColumn> columns = {
+      {"completed", "/requests/completed"},
+      {"failed", "/requests/failed"},
+      {"recoveries", "/moves/recoveries"},
+      {"migrations", "/moves/migrations"},
+      {"failed_moves", "/moves/failed"},
+      {"recovery_p50_s", "/recovery/p50_s"},
+      {"recovery_p99_s", "/recovery/p99_s"},
+      {"recovery_stall_p99_s", "/recovery_stall/p99_s"},
+      {"migration_p99_s", "/migration/p99_s"},
+      {"ttft_p99_s", "/ttft/p99_s"},
+      {"e2e_p99_s", "/e2e/p99_s"},
+      {"goodput_tokens_per_s", "/goodput_tokens_per_s"},
+      {"kv_bytes", "/bytes/kv"},
+      {"predictor_bytes", "/bytes/predictors"},
+      {"token_bytes", "/bytes/tokens"},
+      {"gpu_reconstruct_s", "/gpu_time_s/reconstruct"},
+      {"gpu_replay_s", "/gpu_time_s/replay"},
+      {"delta_nll_per_move", "/quality/delta_nll_mean_per_move"},
+  };
+  return columns;
+}
+
+std::string sweep_header(const std::vector<Axis>& axes,
+                         const std::vector<std::string>& strategies) {
+  std::string h = "point,seed";
+  for (const Axis& a : axes) h += "," + cell(a.pointer);
+  for (const std::string& s : strategies) {
+    for (const MetricColumn& c : metric_columns()) h += "," + s + "." + c.name;
+  }
+  return h;
+}
+
+std::string sweep_row(const std::vector<Axis>& axes, std::uint64_t k, std::uint64_t seed,
+                      const std::vector<std::string>& strategies, const nlohmann::json& summary) {
+  std::string row = std::to_string(k) + "," + std::to_string(seed);
+  const std::vector<std::size_t> idx = point_indices(axes, k);
+  for (std::size_t i = 0; i < axes.size(); ++i) row += "," + cell(axes[i].labels[idx[i]]);
+  const nlohmann::json& all = summary.at("strategies");
+  for (const std::string& s : strategies) {
+    const nlohmann::json* strat = all.contains(s) ? &all[s] : nullptr;
+    for (const MetricColumn& c : metric_columns()) {
+      row += ",";
+      if (!strat) continue;
+      const nlohmann::json::json_pointer ptr(c.pointer);
+      if (strat->contains(ptr)) row += (*strat)[ptr].dump();
+    }
+  }
+  return row;
+}
+
+}  // namespace kvshift::sweep

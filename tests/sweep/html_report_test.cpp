@@ -1,0 +1,78 @@
+// report.html data and page: charts gathered from a real run folder and a
+// sweep table, and a page that inlines Chart.js and its data safely.
+#include "reports/html_report.hpp"
+
+#include <gtest/gtest.h>
+
+#include "cost_model/input_error.hpp"
+#include "reports/atomic_file.hpp"
+#include "reports/run_report.hpp"
+#include "scenarios/scenario_loader.hpp"
+#include "sim/serving/scenario_run.hpp"
+#include "sweep/sweep_plan.hpp"
+#include "tests/sweep/sweep_test_util.hpp"
+
+namespace kvshift::reports {
+namespace {
+
+using nlohmann::json;
+
+TEST(HtmlReport, RunFolderGivesOneChartPerViewWithCompleteCdfs) {
+  const sim::ScenarioSpec spec = scenarios::load_scenario_file(sweep::testing::tiny_scenario());
+  const auto compute = sweep::roofline_costs(spec);
+  sim::RunOptions options;
+  options.record_trace = false;
+  const auto runs = sim::run_scenario(spec, *compute, options);
+  const auto dir = sweep::testing::scratch("report-run");
+  write_run_outputs(dir, spec, runs);
+  const json data = report_data(dir);
+  ASSERT_TRUE(data.contains("run"));
+  const json& charts = data["run"]["charts"];
+  ASSERT_EQ(charts.size(), 4u);
+  EXPECT_EQ(charts[0]["title"], "Recovery latency CDF (failure recoveries)");
+  for (const json& set : charts[0]["data"]["datasets"]) {
+    const json& pts = set["data"];
+    ASSERT_FALSE(pts.empty());
+    EXPECT_DOUBLE_EQ(pts.back()["y"].get<double>(), 1.0);
+    for (std::size_t i = 1; i < pts.size(); ++i) EXPECT_LE(pts[i - 1]["x"], pts[i]["x"]);
+  }
+  EXPECT_EQ(charts[1]["data"]["labels"].size(), runs.size());
+  EXPECT_EQ(charts[1]["data"]["datasets"].size(), 4u);  // kv, replica stream, predictors, tokens
+  EXPECT_EQ(charts[3]["data"]["datasets"].size(), 5u);  // GPU time kinds
+  const std::string page = render_html_report(data, "/* chart.js */");
+  EXPECT_NE(page.find("/* chart.js */"), std::string::npos);
+  EXPECT_NE(page.find("id=\"kvshift-status\""), std::string::npos);
+}
+
+TEST(HtmlReport, SweepTableGivesLinesPerStrategyAndAWinnerHeatMap) {
+  const auto dir = sweep::testing::scratch("report-sweep");
+  write_file_atomic(dir / "sweep.csv",
+                    "point,seed,/bw,/n,a.recovery_p99_s,a.kv_bytes,b.recovery_p99_s,b.kv_bytes\n"
+                    "0,1,1Gbps,1,2.0,10,1.0,5\n"
+                    "1,2,1Gbps,2,0.5,10,1.0,5\n"
+                    "2,3,10Gbps,1,0.2,10,,5\n"
+                    "3,4,10Gbps,2,0.3,10,0.1,5\n");
+  const json data = report_data(dir);
+  const json& lines = data["sweep"]["lines"];
+  ASSERT_EQ(lines.size(), 4u);  // 2 metrics x 2 axes
+  EXPECT_EQ(lines[0]["data"]["labels"], json({"1Gbps", "10Gbps"}));
+  EXPECT_EQ(lines[0]["data"]["datasets"][0]["data"], json({2.0, 0.2}));  // a along /bw at /n=1
+  EXPECT_EQ(lines[0]["data"]["datasets"][1]["data"],
+            json({1.0, nullptr}));  // b has no value at 10Gbps
+  const json& heat = data["sweep"]["heatmaps"][0];
+  // cells: (1Gbps,1)->b, (1Gbps,2)->a, (10Gbps,1)->a, (10Gbps,2)->b
+  EXPECT_EQ(heat["rects"], json::parse("[[0,1,0,1,1],[1,2,0,1,0],[0,1,1,2,0],[1,2,1,2,1]]"));
+}
+
+TEST(HtmlReport, DataCannotCloseTheScriptElement) {
+  const std::string page = render_html_report(json{{"x", "</script><b>"}}, "");
+  EXPECT_EQ(page.find("</script><b>"), std::string::npos);
+  EXPECT_NE(page.find("<\\/script><b>"), std::string::npos);
+}
+
+TEST(HtmlReport, AnEmptyFolderIsAnInputError) {
+  EXPECT_THROW(report_data(sweep::testing::scratch("report-empty")), InputError);
+}
+
+}  // namespace
+}  // namespace kvshift::reports

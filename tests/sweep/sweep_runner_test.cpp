@@ -1,0 +1,108 @@
+// The threaded sweep runner: identical sweep.csv at any --jobs, per-point
+// seeds, resume after a partial run, a stop request that keeps finished
+// points, bad points rejected before anything is simulated.
+#include "sweep/sweep_runner.hpp"
+
+#include <gtest/gtest.h>
+
+#include "cost_model/input_error.hpp"
+#include "sweep/point_seed.hpp"
+#include "sweep/sweep_table.hpp"
+#include "tests/sweep/sweep_test_util.hpp"
+
+namespace kvshift::sweep {
+namespace {
+
+using testing::read_file;
+using testing::scratch;
+
+SweepPlan small_plan() {
+  return make_plan(testing::tiny_scenario(), {"/cluster/star/bandwidth=1Gbps,25Gbps",
+                                              "/policies/strategies=[\"full_kv\"],[\"risk_kv\"]"});
+}
+
+TEST(SweepRunner, JobsOneAndTwoWriteTheSameTable) {
+  // Two strategies per point would double the cost; one strategy per point, swept.
+  const SweepPlan plan = make_plan(testing::tiny_scenario(),
+                                   {"/cluster/star/bandwidth=1Gbps,25Gbps", "/workload/rate=2,3"});
+  SweepPlan one = plan;
+  one.base["policies"]["strategies"] = {"full_kv", "risk_kv"};
+  const auto a = scratch("jobs1"), b = scratch("jobs2");
+  RunnerOptions o;
+  o.jobs = 1;
+  const SweepOutcome ra = run_sweep(one, a, roofline_costs, o);
+  o.jobs = 2;
+  const SweepOutcome rb = run_sweep(one, b, roofline_costs, o);
+  EXPECT_EQ(ra.points, 4u);
+  EXPECT_EQ(ra.simulated, 4u);
+  EXPECT_EQ(rb.simulated, 4u);
+  EXPECT_EQ(ra.strategies, (std::vector<std::string>{"full_kv", "risk_kv"}));
+  const std::string csv = read_file(a / "sweep.csv");
+  EXPECT_EQ(csv, read_file(b / "sweep.csv"));
+  for (int k = 0; k < 4; ++k) {
+    EXPECT_EQ(read_file(point_summary_path(a, k)), read_file(point_summary_path(b, k)));
+  }
+  // One header + 4 rows; each row starts with its point number and derived seed.
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5);
+  const std::uint64_t seed3 =
+      point_seed(7, {{"/cluster/star/bandwidth", "25Gbps"}, {"/workload/rate", "3"}});
+  EXPECT_NE(csv.find("\n3," + std::to_string(seed3) + ",25Gbps,3,"), std::string::npos) << csv;
+  EXPECT_EQ(csv.substr(0, csv.find('\n')), sweep_header(one.axes, {"full_kv", "risk_kv"}));
+}
+
+TEST(SweepRunner, ResumeSkipsFinishedPointsAndGivesTheSameTable) {
+  const SweepPlan plan = small_plan();
+  const auto dir = scratch("resume");
+  RunnerOptions o;
+  o.jobs = 2;
+  run_sweep(plan, dir, roofline_costs, o);
+  const std::string full = read_file(dir / "sweep.csv");
+  std::filesystem::remove(point_summary_path(dir, 2));
+  std::filesystem::remove(dir / "sweep.csv");
+  o.resume = true;
+  const SweepOutcome r = run_sweep(plan, dir, roofline_costs, o);
+  EXPECT_EQ(r.skipped, 3u);
+  EXPECT_EQ(r.simulated, 1u);
+  EXPECT_EQ(read_file(dir / "sweep.csv"), full);
+  // The saved plan reloads to the same axes.
+  const SweepPlan saved =
+      plan_from_json(nlohmann::json::parse(read_file(dir / "sweep.json")), "sweep.json");
+  EXPECT_EQ(saved.sets, plan.sets);
+  EXPECT_EQ(saved.base, plan.base);
+}
+
+TEST(SweepRunner, AStopRequestKeepsFinishedPointsAndWritesNoTable) {
+  const auto dir = scratch("stop");
+  std::atomic<bool> stop{true};
+  RunnerOptions o;
+  o.stop = &stop;
+  const SweepOutcome r = run_sweep(small_plan(), dir, roofline_costs, o);
+  EXPECT_TRUE(r.interrupted);
+  EXPECT_EQ(r.simulated, 0u);
+  EXPECT_EQ(r.missing, 4u);
+  EXPECT_FALSE(std::filesystem::exists(dir / "sweep.csv"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "sweep.json"));
+}
+
+TEST(SweepRunner, AValueThatFailsTheSchemaStopsBeforeSimulating) {
+  const SweepPlan plan =
+      make_plan(testing::tiny_scenario(), {"/cluster/star/bandwidth=1Gbps,fast"});
+  const auto dir = scratch("bad");
+  try {
+    run_sweep(plan, dir, roofline_costs, {});
+    FAIL() << "no throw";
+  } catch (const InputError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("point 1 (/cluster/star/bandwidth=fast)"), std::string::npos) << m;
+    EXPECT_NE(m.find("/cluster/star/bandwidth"), std::string::npos) << m;
+  }
+  EXPECT_FALSE(std::filesystem::exists(point_summary_path(dir, 0)));
+}
+
+TEST(SweepRunner, ASetThatMatchesNothingIsRejectedByThePlan) {
+  EXPECT_THROW(make_plan(testing::tiny_scenario(), {"/cluster/links/*/bandwidth=1Gbps"}),
+               InputError);
+}
+
+}  // namespace
+}  // namespace kvshift::sweep
