@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sweep throughput, end to end through the kvshift executable:
-#  1. 1,000 small simulated points (tests/sweep/data/tiny.json, 4 s simulated,
+#  1. 1,000 small simulated points (tests/sweep/data/tiny.json, 8 s simulated,
 #     one strategy, 1,000 distinct seeds) at --jobs 1 and --jobs 2: points/s;
 #  2. an analytic sweep of 10 million points (1,000 bandwidths x 2,000 context
 #     lengths x 5 omitted-group counts): wall seconds (target <= 5 s).
@@ -21,7 +21,7 @@ seeds=$(seq -s, 1 "$points")
 for jobs in 1 2; do
   for i in $(seq "$reps"); do
     rm -rf "$out/s"
-    "$exe" sweep "$root/tests/sweep/data/tiny.json" --set /duration=4s --set '/policies/strategies=["risk_kv"]' \
+    "$exe" sweep "$root/tests/sweep/data/tiny.json" --set /duration=8s --set '/policies/strategies=["risk_kv"]' \
       --set "/seed=$seeds" --jobs "$jobs" --no-report --quiet --out "$out/s" >/dev/null
     python3 -c "import json;print(json.load(open('$out/s/wall.json'))['points_per_s'])"
   done | median | xargs printf "simulated sweep, %s points, --jobs %s: %.1f points/s (median of $reps)\n" "$points" "$jobs"

@@ -58,9 +58,9 @@ std::string csv_from(const SweepPlan& plan, const std::map<std::uint64_t, std::s
 }
 
 // Runs `todo` on a thread pool; returns (point, summary text) for each finished point.
-Items run_local(const SweepPlan& plan, const std::vector<std::uint64_t>& todo,
-                const std::filesystem::path& dir, const CostFactory& costs,
-                const RunnerOptions& options, Items& errors) {
+Items run_local(const SweepPlan& plan, std::vector<sim::ScenarioSpec>& specs,
+                const std::vector<std::uint64_t>& todo, const std::filesystem::path& dir,
+                const CostFactory& costs, const RunnerOptions& options, Items& errors) {
   Items finished;
   std::mutex mutex;
   std::condition_variable cv;
@@ -72,7 +72,8 @@ Items run_local(const SweepPlan& plan, const std::vector<std::uint64_t>& todo,
       std::string text, error;
       if (!(options.stop && options.stop->load())) {
         try {
-          text = simulate_point(load_point(plan, k), costs).dump(2) + "\n";
+          text = simulate_point(specs[k], costs).dump(2) + "\n";
+          specs[k] = sim::ScenarioSpec{};  // free it
           reports::write_file_atomic(point_summary_path(dir, k), text);
         } catch (const std::exception& e) {
           error = "point " + std::to_string(k) + " (" + describe_point(plan, k) + "): " + e.what();
@@ -123,7 +124,9 @@ SweepOutcome run_sweep(const SweepPlan& plan, const std::filesystem::path& dir,
   const auto start = Clock::now();
   SweepOutcome out;
   out.points = point_count(plan.axes);
-  for (std::uint64_t k = 0; k < out.points; ++k) load_point(plan, k);  // validate all first
+  std::vector<sim::ScenarioSpec> specs;  // every point loaded (validated) before any runs
+  specs.reserve(out.points);
+  for (std::uint64_t k = 0; k < out.points; ++k) specs.push_back(load_point(plan, k));
 
   MpiWorld world;
   out.is_root = world.is_root();
@@ -153,7 +156,7 @@ SweepOutcome run_sweep(const SweepPlan& plan, const std::filesystem::path& dir,
   }
 
   Items errors;
-  const Items finished = run_local(plan, todo, dir, costs, options, errors);
+  const Items finished = run_local(plan, specs, todo, dir, costs, options, errors);
   const int stopped = world.max_all(options.stop && options.stop->load() ? 1 : 0);
   const Items all = world.gather(finished);
   const Items all_errors = world.gather(errors);
@@ -179,7 +182,9 @@ SweepOutcome run_sweep(const SweepPlan& plan, const std::filesystem::path& dir,
   out.missing = out.points - out.skipped - out.simulated;
   out.interrupted = stopped != 0 && out.missing > 0;
   if (out.missing == 0) {
-    reports::write_file_atomic(dir / "sweep.csv", sweep_csv_from_dir(plan, dir, &out.strategies));
+    std::map<std::uint64_t, std::string> texts(all.begin(), all.end());
+    for (std::uint64_t k : done) texts[k] = read_text(point_summary_path(dir, k));
+    reports::write_file_atomic(dir / "sweep.csv", csv_from(plan, texts, &out.strategies));
   }
   return out;
 }
