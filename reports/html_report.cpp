@@ -198,12 +198,13 @@ json sweep_part(const Csv& csv) {
     }
     return out;
   };
-  json part = {{"lines", json::array()}, {"heatmaps", json::array()}};
+  json part = {{"lines", json::array()}, {"heatmaps", json::array()}, {"notes", json::array()}};
   const std::pair<const char*, const char*> metrics[] = {{"recovery_p99_s", "recovery p99 (s)"},
                                                          {"kv_bytes", "KV bytes moved"}};
   for (std::size_t a = 0; a < axis_cols.size() && a < 3; ++a) {
     for (const auto& [metric, y_title] : metrics) {
       json sets = json::array();
+      bool any = false;
       for (const std::string& s : strategies) {
         const int c = csv.col(s + "." + metric);
         json values(labels[a].size(), nullptr);
@@ -212,7 +213,13 @@ json sweep_part(const Csv& csv) {
           const double v = num((*r)[c]);
           if (!std::isnan(v)) values[at - labels[a].begin()] = v;
         }
+        for (const json& v : values) any |= !v.is_null();
         sets.push_back({{"label", s}, {"data", values}});
+      }
+      if (!any) {
+        part["notes"].push_back(std::string(y_title) + " vs " + csv.header[axis_cols[a]] +
+                                ": no values (other axes at their first value)");
+        continue;
       }
       part["lines"].push_back(chart(std::string(y_title) + " vs " + csv.header[axis_cols[a]],
                                     "line", {{"labels", labels[a]}, {"datasets", sets}},
@@ -221,12 +228,17 @@ json sweep_part(const Csv& csv) {
   }
   if (axis_cols.size() >= 2) {
     std::vector<std::vector<int>> cells(labels[1].size(), std::vector<int>(labels[0].size(), -1));
+    const int tie = static_cast<int>(strategies.size());
+    std::vector<std::string> categories = strategies;
+    categories.push_back("tie");
     for (const auto* r : rows_along(0, 1)) {
       int best = -1;
       double best_v = INFINITY;
       for (std::size_t s = 0; s < strategies.size(); ++s) {
         const double v = num((*r)[csv.col(strategies[s] + ".recovery_p99_s")]);
-        if (!std::isnan(v) && v < best_v) best_v = v, best = static_cast<int>(s);
+        if (std::isnan(v)) continue;
+        if (v == best_v) best = tie;  // equal to the ns: no single winner
+        if (v < best_v) best_v = v, best = static_cast<int>(s);
       }
       const auto x =
           std::find(labels[0].begin(), labels[0].end(), (*r)[axis_cols[0]]) - labels[0].begin();
@@ -236,7 +248,7 @@ json sweep_part(const Csv& csv) {
     }
     part["heatmaps"].push_back(category_heatmap("Fastest strategy by recovery p99",
                                                 csv.header[axis_cols[0]], csv.header[axis_cols[1]],
-                                                labels[0], labels[1], cells, strategies));
+                                                labels[0], labels[1], cells, categories));
   }
   json table = {{"header", csv.header}, {"rows", json::array()}};
   for (std::size_t i = 0; i < csv.rows.size() && i < 200; ++i) table["rows"].push_back(csv.rows[i]);
@@ -411,7 +423,8 @@ const char* const kPageScript = R"JS(
     const ch = new Chart(c, { type: def.type, data: def.data,
       options: { animation: false, responsive: false, parsing: def.xType === 'category' ? undefined : false,
                  scales: scales, plugins: { legend: { position: 'right' } } } });
-    const marks = ch.data.datasets.reduce((n, d, i) => n + ch.getDatasetMeta(i).data.length, 0);
+    const marks = ch.data.datasets.reduce((n, d, i) =>
+      n + ch.getDatasetMeta(i).data.filter((e, j) => d.data[j] !== null && !e.skip).length, 0);
     drawn.push({ title: def.title, ok: marks > 0 && inked(c) > 0 });
   }
   function heatmap(def) {
@@ -420,7 +433,8 @@ const char* const kPageScript = R"JS(
     const L = 170, R = 150, T = 10, B = 50, W = c.width - L - R, H = c.height - T - B;
     const X = (v) => L + (v - def.xRange[0]) / (def.xRange[1] - def.xRange[0]) * W;
     const Y = (v) => T + H - (v - def.yRange[0]) / (def.yRange[1] - def.yRange[0]) * H;
-    def.rects.forEach(([x0, x1, y0, y1, k]) => { g.fillStyle = palette[k % palette.length];
+    const colour = (k) => (def.categories[k] === 'tie' ? '#bbbbbb' : palette[k % palette.length]);
+    def.rects.forEach(([x0, x1, y0, y1, k]) => { g.fillStyle = colour(k);
       g.fillRect(X(x0), Y(y1), X(x1) - X(x0) + 0.5, Y(y0) - Y(y1) + 0.5); });
     g.strokeStyle = '#444'; g.strokeRect(L, T, W, H); g.fillStyle = '#222'; g.font = '11px sans-serif';
     g.textAlign = 'center'; def.xTicks.forEach(([v, s]) => g.fillText(s, X(v), T + H + 14));
@@ -428,7 +442,7 @@ const char* const kPageScript = R"JS(
     g.textAlign = 'right'; def.yTicks.forEach(([v, s]) => g.fillText(s, L - 6, Y(v) + 4));
     g.save(); g.translate(14, T + H / 2); g.rotate(-Math.PI / 2); g.textAlign = 'center';
     g.fillText(def.yTitle, 0, 0); g.restore();
-    g.textAlign = 'left'; def.categories.forEach((s, k) => { g.fillStyle = palette[k % palette.length];
+    g.textAlign = 'left'; def.categories.forEach((s, k) => { g.fillStyle = colour(k);
       g.fillRect(L + W + 12, T + 8 + 18 * k, 12, 12); g.fillStyle = '#222'; g.fillText(s, L + W + 30, T + 18 + 18 * k); });
     drawn.push({ title: def.title, ok: def.rects.length > 0 && inked(c) > 0 });
   }
@@ -448,6 +462,7 @@ const char* const kPageScript = R"JS(
       el('h2', 'Sweep');
       data.sweep.lines.forEach(chart);
       data.sweep.heatmaps.forEach(heatmap);
+      data.sweep.notes.forEach((n) => el('p', n));
       el('h3', 'sweep.csv (first 200 rows)');
       table(data.sweep.table.header, data.sweep.table.rows);
     }

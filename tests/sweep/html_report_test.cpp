@@ -62,6 +62,20 @@ TEST(HtmlReport, SweepTableGivesLinesPerStrategyAndAWinnerHeatMap) {
   const json& heat = data["sweep"]["heatmaps"][0];
   // cells: (1Gbps,1)->b, (1Gbps,2)->a, (10Gbps,1)->a, (10Gbps,2)->b
   EXPECT_EQ(heat["rects"], json::parse("[[0,1,0,1,1],[1,2,0,1,0],[0,1,1,2,0],[1,2,1,2,1]]"));
+  EXPECT_EQ(heat["categories"], json({"a", "b", "tie"}));
+}
+
+TEST(HtmlReport, EqualValuesAreATieAndEmptyLinesBecomeNotes) {
+  const auto dir = sweep::testing::scratch("report-tie");
+  write_file_atomic(dir / "sweep.csv",
+                    "point,seed,/bw,/n,a.recovery_p99_s,a.kv_bytes,b.recovery_p99_s,b.kv_bytes\n"
+                    "0,1,1Gbps,1,0.5,,0.5,\n"
+                    "1,2,1Gbps,2,0.7,,0.5,\n");
+  const json data = report_data(dir);
+  EXPECT_EQ(data["sweep"]["heatmaps"][0]["rects"], json::parse("[[0,1,0,1,2],[0,1,1,2,1]]"));
+  // kv_bytes is empty everywhere: no chart, a note instead (recovery p99 along /bw and /n remain)
+  EXPECT_EQ(data["sweep"]["lines"].size(), 2u);
+  EXPECT_EQ(data["sweep"]["notes"].size(), 2u);
 }
 
 TEST(HtmlReport, DataCannotCloseTheScriptElement) {
