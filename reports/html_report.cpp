@@ -76,7 +76,7 @@ json xy_dataset(const std::string& label, const std::vector<std::pair<double, do
 }
 
 // Per-strategy charts of a run folder.
-json run_charts(const std::filesystem::path& dir, const json& summary) {
+json run_charts(const std::filesystem::path& dir, const json& summary, json& notes) {
   json charts = json::array();
   std::vector<std::string> strategies;
   for (const auto& [name, s] : summary.at("strategies").items()) strategies.push_back(name);
@@ -97,6 +97,8 @@ json run_charts(const std::filesystem::path& dir, const json& summary) {
         pts.emplace_back(v[i], double(i + 1) / double(v.size()));
       sets.push_back(xy_dataset(name, pts, true));
     }
+    if (sets.empty())
+      notes.push_back("No failure recoveries in this run: no recovery-latency CDF.");
     if (!sets.empty()) {
       charts.push_back(chart("Recovery latency CDF (failure recoveries)", "line",
                              {{"datasets", sets}}, "recovery latency (s)", "share of recoveries",
@@ -354,7 +356,9 @@ json report_data(const std::filesystem::path& dir) {
     } catch (const json::exception& e) {
       throw InputError((dir / "summary.json").string() + ": not JSON (" + e.what() + ")");
     }
-    data["run"] = {{"summary", summary}, {"charts", run_charts(dir, summary)}};
+    json notes = json::array();
+    json charts = run_charts(dir, summary, notes);
+    data["run"] = {{"summary", summary}, {"charts", charts}, {"notes", notes}};
   }
   if (std::filesystem::exists(dir / "sweep.csv"))
     data["sweep"] = sweep_part(read_csv(dir / "sweep.csv"));
@@ -417,7 +421,10 @@ const char* const kPageScript = R"JS(
   function chart(def) {
     el('h3', def.title);
     const c = canvas();
-    def.data.datasets.forEach((d, i) => { d.borderColor = d.backgroundColor = palette[i % palette.length]; });
+    def.data.datasets.forEach((d, i) => {
+      d.borderColor = d.backgroundColor = palette[i % palette.length];
+      if (def.type === 'line') d.borderDash = [[], [8, 4], [2, 3], [10, 3, 2, 3]][i % 4];  // overlaps stay visible
+    });
     const scales = { x: { type: def.xType, stacked: def.stacked, title: { display: true, text: def.xTitle } },
                      y: { stacked: def.stacked, title: { display: true, text: def.yTitle } } };
     const ch = new Chart(c, { type: def.type, data: def.data,
@@ -456,6 +463,7 @@ const char* const kPageScript = R"JS(
             Object.entries(s.strategies).map(([n, v]) => [n, v.requests.completed, v.requests.failed,
               v.moves.recoveries, v.moves.migrations, f(v.recovery, 'p50_s'), f(v.recovery, 'p99_s'),
               (v.bytes.kv / 1048576).toFixed(1), v.quality.delta_nll_mean_per_move.toFixed(5)]));
+      data.run.notes.forEach((n) => el('p', n));
       data.run.charts.forEach(chart);
     }
     if (data.sweep) {

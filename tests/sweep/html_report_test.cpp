@@ -30,6 +30,8 @@ TEST(HtmlReport, RunFolderGivesOneChartPerViewWithCompleteCdfs) {
   const json& charts = data["run"]["charts"];
   ASSERT_EQ(charts.size(), 4u);
   EXPECT_EQ(charts[0]["title"], "Recovery latency CDF (failure recoveries)");
+  EXPECT_EQ(charts[0]["data"]["datasets"].size(), runs.size());  // every strategy recovered
+  EXPECT_TRUE(data["run"]["notes"].empty());
   for (const json& set : charts[0]["data"]["datasets"]) {
     const json& pts = set["data"];
     ASSERT_FALSE(pts.empty());
