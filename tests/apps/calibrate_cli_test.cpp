@@ -1,0 +1,176 @@
+// `kvshift calibrate`: a run on a small seeded model folder writes the four
+// outputs (and the topology feeds `kvshift cost --topology`); bad input — a
+// short corpus, a vocabulary mismatch, a model without interior groups, bad
+// options — exits 2 with a message naming the problem and writes nothing.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "tests/testing/run_command.hpp"
+
+namespace kvshift::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Tensor {
+  std::string name;
+  std::vector<std::int64_t> shape;
+};
+
+/// Writes an 8-layer Llama-style model folder with seeded N(0, 1/in) weights.
+void write_model(const fs::path& dir, int vocab) {
+  fs::create_directories(dir);
+  const int hidden = 16, layers = 8, heads = 2, kv = 1, dim = 8, inter = 32;
+  std::ofstream(dir / "config.json")
+      << json{{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},
+              {"hidden_size", hidden}, {"intermediate_size", inter},
+              {"num_hidden_layers", layers}, {"num_attention_heads", heads},
+              {"num_key_value_heads", kv}, {"vocab_size", vocab}, {"rms_norm_eps", 1e-5},
+              {"rope_theta", 10000.0}, {"tie_word_embeddings", false}}
+             .dump();
+  std::vector<Tensor> ts{{"model.embed_tokens.weight", {vocab, hidden}},
+                         {"model.norm.weight", {hidden}},
+                         {"lm_head.weight", {vocab, hidden}}};
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    ts.push_back({p + "input_layernorm.weight", {hidden}});
+    ts.push_back({p + "post_attention_layernorm.weight", {hidden}});
+    ts.push_back({p + "self_attn.q_proj.weight", {heads * dim, hidden}});
+    ts.push_back({p + "self_attn.k_proj.weight", {kv * dim, hidden}});
+    ts.push_back({p + "self_attn.v_proj.weight", {kv * dim, hidden}});
+    ts.push_back({p + "self_attn.o_proj.weight", {hidden, heads * dim}});
+    ts.push_back({p + "mlp.gate_proj.weight", {inter, hidden}});
+    ts.push_back({p + "mlp.up_proj.weight", {inter, hidden}});
+    ts.push_back({p + "mlp.down_proj.weight", {hidden, inter}});
+  }
+  std::mt19937_64 rng(17);
+  json header;
+  std::string data;
+  for (const Tensor& t : ts) {
+    std::int64_t n = 1;
+    for (auto d : t.shape) n *= d;
+    const bool norm = t.shape.size() == 1;
+    std::normal_distribution<float> dist(0.0f, norm ? 0.0f : 1.0f / std::sqrt(float(t.shape.back())));
+    const std::size_t begin = data.size();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float v = norm ? 1.0f : dist(rng);
+      char b[4];
+      std::memcpy(b, &v, 4);
+      data.append(b, 4);
+    }
+    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
+  }
+  std::string h = header.dump();
+  while (h.size() % 8) h.push_back(' ');
+  std::ofstream f(dir / "model.safetensors", std::ios::binary);
+  const std::uint64_t len = h.size();
+  f.write(reinterpret_cast<const char*>(&len), 8);
+  f << h << data;
+}
+
+void write_corpus(const fs::path& path, std::size_t n, int vocab) {
+  std::ofstream f(path, std::ios::binary);
+  std::mt19937_64 rng(3);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int32_t t = static_cast<std::int32_t>((i * 5 + rng() % 4) % static_cast<std::size_t>(vocab));
+    f.write(reinterpret_cast<const char*>(&t), 4);
+  }
+}
+
+class CalibrateCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (run_kvshift("calibrate --help").exit_code != 0) {
+      GTEST_SKIP() << "this build has no calibrate command (kvshift_calibrate not built)";
+    }
+    dir_ = fs::path(KVSHIFT_BINARY_DIR) / "calibrate-cli-test";
+    fs::remove_all(dir_);
+    write_model(dir_ / "model", 40);
+    write_corpus(dir_ / "corpus.tokens", 3000, 40);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string base() const {
+    return "calibrate --model " + (dir_ / "model").string() + " --corpus " +
+           (dir_ / "corpus.tokens").string() + " --threads 2";
+  }
+  fs::path dir_;
+};
+
+TEST_F(CalibrateCli, WritesTheFourOutputsAndTheCostModelReadsTheTopology) {
+  const auto r = run_kvshift(base() + " --history 24 --eval 12 --requests fit:3,select:3,test:2 "
+                                      "--eps 1e9 --predictor-dtype fp16 --out " + (dir_ / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* f : {"topology.json", "predictors.safetensors", "report.json", "report.md"}) {
+    EXPECT_TRUE(fs::exists(dir_ / "out" / f)) << f;
+  }
+  const json report = json::parse(slurp((dir_ / "out" / "report.json").string()));
+  for (const char* k : {"model", "gate", "eps", "omitted_groups", "omitted_fraction", "wall_time_s"}) {
+    EXPECT_TRUE(report.contains(k)) << k;
+  }
+  EXPECT_EQ(report["gate"], "upper90");
+  // eps = 1e9 accepts every prefix: all interior groups (G2, G3) are omitted.
+  EXPECT_EQ(report["omitted_groups"], json({2, 3}));
+  EXPECT_DOUBLE_EQ(report["omitted_fraction"].get<double>(), 0.5);
+  for (const char* k : {"ppl_exact", "ppl_reconstructed", "delta_nll_mean", "violation_rate", "requests"}) {
+    EXPECT_TRUE(report["test"].contains(k)) << k;
+  }
+  EXPECT_EQ(report["test"]["delta_nll_ci95"].size(), 2u);
+  EXPECT_EQ(report["test"]["requests"], 2);
+  const auto cost = run_kvshift("cost --model " + (dir_ / "model").string() + " --topology " +
+                                (dir_ / "out" / "topology.json").string() + " --json");
+  EXPECT_EQ(cost.exit_code, 0) << cost.err;
+}
+
+TEST_F(CalibrateCli, ShortCorpusExitsTwoAndWritesNothing) {
+  const auto r = run_kvshift(base() + " --out " + (dir_ / "out").string());  // 72 × 1024 > 3000
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--corpus"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("73728"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "out"));
+}
+
+TEST_F(CalibrateCli, VocabularyMismatchExitsTwo) {
+  write_model(dir_ / "small-vocab", 20);  // the corpus uses ids up to 39
+  const auto r = run_kvshift("calibrate --model " + (dir_ / "small-vocab").string() + " --corpus " +
+                             (dir_ / "corpus.tokens").string() + " --history 24 --eval 12 --out " +
+                             (dir_ / "out").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("vocabulary mismatch"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "out"));
+}
+
+TEST_F(CalibrateCli, BadOptionsExitTwoNamingTheOption) {
+  const std::string out = " --out " + (dir_ / "out").string();
+  const std::pair<std::string, std::string> cases[] = {
+      {" --gate upper95", "--gate"},
+      {" --requests fit:3,tset:2", "did you mean \"test\""},
+      {" --predictor-dtype int8", "--predictor-dtype"},
+      {" --groups G1", "G1"},
+      {" --history 24 --eval 12 --requests fit:3,select:3,test:2 --resamples 10", "--resamples"},
+  };
+  for (const auto& [args, needle] : cases) {
+    const auto r = run_kvshift(base() + args + out);
+    EXPECT_EQ(r.exit_code, 2) << args << ": " << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": " << r.err;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "out"));
+}
+
+TEST_F(CalibrateCli, ModelWithoutInteriorGroupsExitsTwo) {
+  const std::string tiny = std::string(KVSHIFT_SOURCE_DIR) + "/tests/fixtures/tiny_llama";
+  write_corpus(dir_ / "c96.tokens", 3000, 96);
+  const auto r = run_kvshift("calibrate --model " + tiny + " --corpus " + (dir_ / "c96.tokens").string() +
+                             " --history 24 --eval 12 --requests fit:3,select:3,test:2 --out " +
+                             (dir_ / "out").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("interior"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace kvshift::testing
