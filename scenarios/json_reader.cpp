@@ -1,6 +1,7 @@
 #include "scenarios/json_reader.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -59,6 +60,8 @@ Json parse_json_text(std::string_view text, std::string_view source) {
   } catch (const Json::parse_error& e) {
     throw InputError(std::string(source) + ": not valid JSON at byte " + std::to_string(e.byte) +
                      ": " + e.what());
+  } catch (const Json::exception& e) {  // e.g. a number too large for a double
+    throw InputError(std::string(source) + ": not valid JSON: " + e.what());
   }
 }
 
@@ -132,7 +135,8 @@ std::optional<std::int64_t> Reader::integer(std::string_view key, bool required)
   if (v->is_number_integer()) return v->get<std::int64_t>();
   if (v->is_number_float()) {
     const double d = v->get<double>();
-    if (d == static_cast<double>(static_cast<std::int64_t>(d))) return static_cast<std::int64_t>(d);
+    // Range check first: casting an out-of-range double to an integer is undefined.
+    if (d == std::floor(d) && std::fabs(d) < 9.2e18) return static_cast<std::int64_t>(d);
   }
   problem(key, "expected an integer (got " + shown(*v) + ")");
   return std::nullopt;
