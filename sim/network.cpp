@@ -249,7 +249,12 @@ void Network::end(Flow& f, TransferState s, std::string reason) {
   f.info.finish = sim_.now();
   f.info.reason = std::move(reason);
   --active_;
-  if (f.on_done) f.on_done(f.info);
+  // An ended transfer keeps only its TransferInfo: long runs end millions of them.
+  TransferCallback done = std::move(f.on_done);
+  f.on_done = nullptr;
+  f.route = Route{};
+  f.explicit_route.reset();
+  if (done) done(f.info);
   notify(&NetworkObserver::on_done, f);
 }
 

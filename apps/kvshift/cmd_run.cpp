@@ -12,6 +12,7 @@
 
 #include "apps/kvshift/command.hpp"
 #include "apps/kvshift/support_costs.hpp"
+#include "reports/html_report.hpp"
 #include "reports/run_report.hpp"
 #include "scenarios/scenario_loader.hpp"
 #include "sim/serving/scenario_run.hpp"
@@ -70,7 +71,12 @@ int run(const RunCliOptions& o) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                                     wall_start).count();
   const auto summary = reports::run_summary(spec, runs);
-  const auto written = reports::write_run_outputs(out, spec, runs);
+  auto written = reports::write_run_outputs(out, spec, runs);
+  try {
+    written.push_back(reports::write_html_report(out));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "kvshift: warning: no report.html: %s\n", e.what());
+  }
   std::int64_t events = 0;
   for (const auto& r : runs) events += r.events;
   if (!o.quiet) {
