@@ -275,7 +275,8 @@ bool Network::cancel(TransferId id, std::string reason) {
 
 ChannelStats Network::channel_stats(LinkId link, bool forward) const {
   const std::uint32_t c = topo_.channel(Hop{link, forward});
-  return {logs_.at(c).bits / 8, channels_[c].capacity, channel_flows_[c].size(), logs_[c].timeline};
+  return {logs_.at(c).bits / 8, channels_[c].capacity, channel_flows_[c].size(),
+          channels_[c].allocated, logs_[c].timeline};
 }
 
 }  // namespace kvshift::sim

@@ -123,6 +123,7 @@ struct ChannelStats {
   double bytes = 0;                    ///< carried so far (settled at rate changes and ends)
   double capacity_bps = 0;             ///< current
   std::size_t active_flows = 0;        ///< flows in the sharing now
+  double allocated_bps = 0;            ///< rate allocated to those flows now
   std::vector<RateSample> timeline;    ///< allocated rate changes (if recorded)
 };
 

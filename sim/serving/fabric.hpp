@@ -19,7 +19,8 @@ namespace kvshift::sim {
 struct LinkCounter {
   std::string name;        ///< "a->b" for one direction of link a-b
   double capacity_bps = 0; ///< current capacity
-  std::int64_t bytes = 0;  ///< delivered so far
+  double allocated_bps = 0;  ///< rate allocated to flows now
+  std::int64_t bytes = 0;  ///< delivered so far (settled when rates change)
 };
 
 class Fabric {

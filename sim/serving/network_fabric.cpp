@@ -104,10 +104,10 @@ std::vector<LinkCounter> NetworkFabric::link_counters() {
     const ClusterLink& link = topology_.link(l);
     const std::string a = topology_.node(link.a).name, b = topology_.node(link.b).name;
     const ChannelStats fwd = network_->channel_stats(l, true);
-    out.push_back({a + "->" + b, fwd.capacity_bps, std::llround(fwd.bytes)});
+    out.push_back({a + "->" + b, fwd.capacity_bps, fwd.allocated_bps, std::llround(fwd.bytes)});
     if (link.duplex == LinkDuplex::kFull) {
       const ChannelStats back = network_->channel_stats(l, false);
-      out.push_back({b + "->" + a, back.capacity_bps, std::llround(back.bytes)});
+      out.push_back({b + "->" + a, back.capacity_bps, back.allocated_bps, std::llround(back.bytes)});
     }
   }
   return out;

@@ -65,12 +65,12 @@ struct MoveRecord {
   std::string note;               ///< fallback or failure reason
 };
 
-/// Utilisation of one link direction over one sampling interval.
+/// One link direction at one sampling instant.
 struct LinkSample {
   std::int64_t t_ns = 0;
   std::string link;
-  double utilisation = 0;  ///< delivered bits / (capacity · interval)
-  std::int64_t bytes = 0;
+  double utilisation = 0;  ///< allocated rate / capacity at t
+  std::int64_t bytes = 0;  ///< bytes settled since the previous sample
 };
 
 /// Bytes moved over the network, by what they were.
