@@ -3,13 +3,13 @@
 // corpus, measures each group's NLL risk, selects the topology with a quality
 // gate and writes topology.json, predictors.safetensors, report.json and
 // report.md (atomically, and only after the whole run succeeded).
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <thread>
-#include <unistd.h>
 
 #include "apps/kvshift/command.hpp"
 #include "backend/calibrate/calibration.hpp"
@@ -41,23 +41,24 @@ cal::ProgressFn progress_printer() {
   const bool tty = ::isatty(::fileno(stderr)) != 0;
   auto last_pct = std::make_shared<int>(-1);
   auto last_stage = std::make_shared<std::string>();
-  return [tty, last_pct, last_stage](const std::string& stage, std::int64_t done, std::int64_t total) {
-    const int pct = total > 0 ? static_cast<int>(100 * done / total) : 100;
-    const bool new_stage = stage != *last_stage;
-    if (tty) {
-      if (pct == *last_pct && !new_stage) return;
-      const int filled = pct * 30 / 100;
-      std::fprintf(stderr, "\r[%.*s%.*s] %3d%% %-20s", filled, "##############################",
-                   30 - filled, "..............................", pct, stage.c_str());
-      if (done >= total) std::fprintf(stderr, "\n");
-    } else {
-      if (!new_stage && pct / 10 == *last_pct / 10) return;
-      std::fprintf(stderr, "calibrate: %3d%% %s\n", pct, stage.c_str());
-    }
-    std::fflush(stderr);
-    *last_pct = pct;
-    *last_stage = stage;
-  };
+  return
+      [tty, last_pct, last_stage](const std::string& stage, std::int64_t done, std::int64_t total) {
+        const int pct = total > 0 ? static_cast<int>(100 * done / total) : 100;
+        const bool new_stage = stage != *last_stage;
+        if (tty) {
+          if (pct == *last_pct && !new_stage) return;
+          const int filled = pct * 30 / 100;
+          std::fprintf(stderr, "\r[%.*s%.*s] %3d%% %-20s", filled, "##############################",
+                       30 - filled, "..............................", pct, stage.c_str());
+          if (done >= total) std::fprintf(stderr, "\n");
+        } else {
+          if (!new_stage && pct / 10 == *last_pct / 10) return;
+          std::fprintf(stderr, "calibrate: %3d%% %s\n", pct, stage.c_str());
+        }
+        std::fflush(stderr);
+        *last_pct = pct;
+        *last_stage = stage;
+      };
 }
 
 cal::CalibrationOptions procedure_options(const CalibrateOptions& o,
@@ -72,7 +73,8 @@ cal::CalibrationOptions procedure_options(const CalibrateOptions& o,
   c.eps = o.eps;
   c.seed = o.seed;
   c.resamples = o.resamples;
-  c.threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  c.threads = o.threads > 0 ? o.threads
+                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (!o.groups.empty()) {
     const cost_model::Topology candidates = cost_model::Topology::parse(o.groups, spec);
     for (const auto& g : candidates.groups()) c.candidates.push_back(g.group);
@@ -85,7 +87,8 @@ int run_calibrate(const CalibrateOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   const cost_model::DType dtype = cost_model::parse_dtype(o.predictor_dtype, "--predictor-dtype");
   if (dtype != cost_model::DType::kF32 && dtype != cost_model::DType::kF16) {
-    throw InputError("--predictor-dtype: expected fp32 or fp16 (got \"" + o.predictor_dtype + "\")");
+    throw InputError("--predictor-dtype: expected fp32 or fp16 (got \"" + o.predictor_dtype +
+                     "\")");
   }
   cal::parse_gate(o.gate, "--gate");  // fail fast, before loading the model
   const backend::Model model(backend::load_hf_model(o.model));
@@ -93,7 +96,10 @@ int run_calibrate(const CalibrateOptions& o) {
   const std::vector<std::int32_t> tokens = cal::read_tokens(o.corpus);
   cal::check_vocabulary(tokens, model.spec().vocab, o.corpus, o.model);
   const cal::CalibrationResult r = cal::run_calibration(model, tokens, copt, progress_printer());
-  cal::RunInfo info{o.model, o.corpus, static_cast<std::int64_t>(tokens.size()), dtype,
+  cal::RunInfo info{o.model,
+                    o.corpus,
+                    static_cast<std::int64_t>(tokens.size()),
+                    dtype,
                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
                     static_cast<double>(std::clock()) / CLOCKS_PER_SEC};
   const auto& spec = model.spec();
@@ -109,18 +115,21 @@ int run_calibrate(const CalibrateOptions& o) {
   const cal::TestQuality& q = r.chosen().test;
   std::printf("%s: %s (%s gate, eps %g)\n", spec.name.c_str(), cal::groups_text(q.groups).c_str(),
               std::string(cal::gate_name(copt.gate)).c_str(), copt.eps);
-  std::printf("omitted KV %.1f %%; test PPL %.4f -> %.4f; mean dNLL %+.5f [%+.5f, %+.5f]; "
-              "dNLL > eps on %.1f %% of %d requests\n",
-              100.0 * q.omitted_fraction, q.ppl_exact, q.ppl_reconstructed, q.delta_nll_mean,
-              q.ci95_low, q.ci95_high, 100.0 * q.violation_rate, q.requests);
-  std::printf("wrote %s/{topology.json, predictors.safetensors, report.json, report.md} in %.1f s\n",
-              o.out.c_str(), info.wall_time_s);
+  std::printf(
+      "omitted KV %.1f %%; test PPL %.4f -> %.4f; mean dNLL %+.5f [%+.5f, %+.5f]; "
+      "dNLL > eps on %.1f %% of %d requests\n",
+      100.0 * q.omitted_fraction, q.ppl_exact, q.ppl_reconstructed, q.delta_nll_mean, q.ci95_low,
+      q.ci95_high, 100.0 * q.violation_rate, q.requests);
+  std::printf(
+      "wrote %s/{topology.json, predictors.safetensors, report.json, report.md} in %.1f s\n",
+      o.out.c_str(), info.wall_time_s);
   return 0;
 }
 
 Action setup(CLI::App& sub) {
   auto o = std::make_shared<CalibrateOptions>();
-  sub.add_option("--model", o->model, "Hugging Face model folder (config.json, model.safetensors)")->required();
+  sub.add_option("--model", o->model, "Hugging Face model folder (config.json, model.safetensors)")
+      ->required();
   sub.add_option("--corpus", o->corpus, "Token file (little-endian int32 ids)")->required();
   sub.add_option("--out", o->out, "Output folder")->required();
   sub.add_option("--history", o->history, "History tokens per request (whose KV is rebuilt)");
@@ -129,7 +138,8 @@ Action setup(CLI::App& sub) {
   sub.add_option("--eps", o->eps, "ΔNLL budget in nats/token");
   sub.add_option("--gate", o->gate, "Quality gate: upper90, mean or stable-split");
   sub.add_option("--predictor-dtype", o->predictor_dtype, "Predictor weights: fp32 or fp16");
-  sub.add_option("--groups", o->groups, "Candidate groups, e.g. G2-G14 (default: every interior group)");
+  sub.add_option("--groups", o->groups,
+                 "Candidate groups, e.g. G2-G14 (default: every interior group)");
   sub.add_option("--seed", o->seed, "Seed for the request split and the bootstrap");
   sub.add_option("--resamples", o->resamples, "Bootstrap resamples (>= 2000)");
   sub.add_option("--threads", o->threads, "Worker threads (default: all cores)");

@@ -115,8 +115,8 @@ double delta_nll(const Model& model, const RequestProbe& probe,
 }
 
 /// deltas[t][r] for every topology t on every probe r.
-std::vector<std::vector<double>> evaluate(Context& c, const Probes& probes,
-                                          const std::vector<std::vector<const FittedGroup*>>& topos) {
+std::vector<std::vector<double>> evaluate(
+    Context& c, const Probes& probes, const std::vector<std::vector<const FittedGroup*>>& topos) {
   std::vector<std::vector<double>> d(topos.size(), std::vector<double>(probes.size()));
   parallel_for(probes.size(), c.o.threads, [&](std::size_t r) {
     for (std::size_t t = 0; t < topos.size(); ++t) {
@@ -147,7 +147,8 @@ TestQuality test_quality(const Context& c, const Probes& probes, const std::vect
   std::sort(q.groups.begin(), q.groups.end());
   int omitted = 0;
   if (!groups.empty()) {
-    for (const GroupPlan& p : plans_for(c, groups)) omitted += static_cast<int>(p.target_layers.size());
+    for (const GroupPlan& p : plans_for(c, groups))
+      omitted += static_cast<int>(p.target_layers.size());
   }
   q.omitted_fraction = static_cast<double>(omitted) / c.model.spec().layers;
   q.requests = static_cast<int>(probes.size());
@@ -169,9 +170,12 @@ TestQuality test_quality(const Context& c, const Probes& probes, const std::vect
 
 void check_options(const Model& model, std::span<const std::int32_t> corpus,
                    const CalibrationOptions& o) {
-  if (o.history < 2) throw InputError("--history: must be >= 2 tokens (got " + std::to_string(o.history) + ")");
-  if (o.eval < 1) throw InputError("--eval: must be >= 1 token (got " + std::to_string(o.eval) + ")");
-  if (!(o.eps >= 0.0) || !std::isfinite(o.eps)) throw InputError("--eps: must be a finite number >= 0");
+  if (o.history < 2)
+    throw InputError("--history: must be >= 2 tokens (got " + std::to_string(o.history) + ")");
+  if (o.eval < 1)
+    throw InputError("--eval: must be >= 1 token (got " + std::to_string(o.eval) + ")");
+  if (!(o.eps >= 0.0) || !std::isfinite(o.eps))
+    throw InputError("--eps: must be a finite number >= 0");
   if (o.resamples < kMinResamples) {
     throw InputError("--resamples: the gates need at least " + std::to_string(kMinResamples) +
                      " bootstrap resamples (got " + std::to_string(o.resamples) + ")");
@@ -194,24 +198,27 @@ std::vector<int> interior_groups(int layers, int group_width) {
 }
 
 CalibrationResult run_calibration(const Model& model, std::span<const std::int32_t> corpus,
-                                  const CalibrationOptions& options, const ProgressFn& progress_fn) {
+                                  const CalibrationOptions& options,
+                                  const ProgressFn& progress_fn) {
   check_options(model, corpus, options);
   const auto& spec = model.spec();
   CalibrationResult res;
   res.options = options;
-  std::vector<int> candidates =
-      options.candidates.empty() ? interior_groups(spec.layers, options.group_width) : options.candidates;
+  std::vector<int> candidates = options.candidates.empty()
+                                    ? interior_groups(spec.layers, options.group_width)
+                                    : options.candidates;
   std::sort(candidates.begin(), candidates.end());
   if (candidates.empty()) {
     throw InputError("--groups: the model has no interior " + std::to_string(options.group_width) +
                      "-layer group to omit (" + std::to_string(spec.layers) + " layers)");
   }
-  const RequestSets sets = make_request_sets(static_cast<std::int64_t>(corpus.size()),
-                                             options.history + options.eval, options.counts, options.seed);
+  const RequestSets sets =
+      make_request_sets(static_cast<std::int64_t>(corpus.size()), options.history + options.eval,
+                        options.counts, options.seed);
   const auto& n = options.counts;
   const std::int64_t G = static_cast<std::int64_t>(candidates.size());
-  Progress progress(progress_fn, n.fit + 2 * G + n.select * (1 + 2 * G) + n.confirm * (1 + G) +
-                                     n.test * 4);
+  Progress progress(progress_fn,
+                    n.fit + 2 * G + n.select * (1 + 2 * G) + n.confirm * (1 + G) + n.test * 4);
   Context c{model, options, corpus, progress, {}, {}};
   auto timed = [&](const std::string& name, auto&& fn) {
     const auto t0 = Clock::now();
@@ -239,8 +246,8 @@ CalibrationResult run_calibration(const Model& model, std::span<const std::int32
     for (const FittedGroup* f : fitted) topos.push_back({f});
     res.single_deltas = evaluate(c, select, topos);
     for (std::size_t i = 0; i < candidates.size(); ++i) {
-      res.singles.push_back({candidates[i], mean_of(res.single_deltas[i]),
-                             saved_bytes(c, single_plans[i].front())});
+      res.singles.push_back(
+          {candidates[i], mean_of(res.single_deltas[i]), saved_bytes(c, single_plans[i].front())});
     }
   });
   double exact = 0.0;
@@ -265,9 +272,11 @@ CalibrationResult run_calibration(const Model& model, std::span<const std::int32
       for (const GroupPlan& plan : plans) p.omitted_bytes += saved_bytes(c, plan);
       res.prefixes.push_back(std::move(p));
     }
-    std::vector<std::vector<const FittedGroup*>> to_eval(prefix_topos.begin() + 1, prefix_topos.end());
+    std::vector<std::vector<const FittedGroup*>> to_eval(prefix_topos.begin() + 1,
+                                                         prefix_topos.end());
     auto d = evaluate(c, select, to_eval);
-    const auto first = std::find(candidates.begin(), candidates.end(), res.order.front()) - candidates.begin();
+    const auto first =
+        std::find(candidates.begin(), candidates.end(), res.order.front()) - candidates.begin();
     d.insert(d.begin(), res.single_deltas[static_cast<std::size_t>(first)]);
     for (std::size_t k = 0; k < res.prefixes.size(); ++k) {
       res.prefixes[k].mean = mean_of(d[k]);
@@ -281,7 +290,8 @@ CalibrationResult run_calibration(const Model& model, std::span<const std::int32
       const Probes confirm = make_probes(c, sets.confirm, resume_layers(c, candidates));
       const auto d = evaluate(c, confirm, prefix_topos);
       for (std::size_t k = 0; k < res.prefixes.size(); ++k) {
-        res.prefixes[k].confirm_upper90 = bootstrap_upper(d[k], 0.9, options.resamples, options.seed + 2);
+        res.prefixes[k].confirm_upper90 =
+            bootstrap_upper(d[k], 0.9, options.resamples, options.seed + 2);
       }
     });
   }
@@ -307,7 +317,8 @@ CalibrationResult run_calibration(const Model& model, std::span<const std::int32
     for (GateChoice& gc : res.gates) {
       if (gc.prefix) {
         const auto t = std::find(distinct.begin(), distinct.end(), *gc.prefix) - distinct.begin();
-        gc.test = test_quality(c, test, res.prefixes[*gc.prefix].groups, d[static_cast<std::size_t>(t)]);
+        gc.test =
+            test_quality(c, test, res.prefixes[*gc.prefix].groups, d[static_cast<std::size_t>(t)]);
       } else {
         gc.test = test_quality(c, test, {}, std::vector<double>(test.size(), 0.0));
       }

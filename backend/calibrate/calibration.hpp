@@ -27,7 +27,7 @@ struct CalibrationOptions {
   std::int64_t history = 512;  ///< tokens whose KV may be reconstructed
   std::int64_t eval = 512;     ///< teacher-forced tokens scored after the history
   RequestCounts counts;
-  double eps = 0.002;          ///< ΔNLL budget (nats/token)
+  double eps = 0.002;  ///< ΔNLL budget (nats/token)
   Gate gate = Gate::kUpper90;
   std::uint64_t seed = 1;
   int resamples = kMinResamples;
@@ -40,35 +40,35 @@ struct CalibrationOptions {
 
 /// Quality of one topology on the test set.
 struct TestQuality {
-  std::vector<int> groups;             ///< omitted groups (empty: omit nothing)
-  double omitted_fraction = 0.0;       ///< omitted layers / layers
+  std::vector<int> groups;        ///< omitted groups (empty: omit nothing)
+  double omitted_fraction = 0.0;  ///< omitted layers / layers
   double ppl_exact = 0.0;
   double ppl_reconstructed = 0.0;
   double delta_nll_mean = 0.0;
   double ci95_low = 0.0, ci95_high = 0.0;
-  double violation_rate = 0.0;         ///< share of requests with ΔNLL_r > eps
+  double violation_rate = 0.0;  ///< share of requests with ΔNLL_r > eps
   int requests = 0;
-  std::vector<double> per_request;     ///< ΔNLL_r
+  std::vector<double> per_request;  ///< ΔNLL_r
 };
 
 /// Which topology a gate chose, and how it does on the test set.
 struct GateChoice {
   Gate gate = Gate::kUpper90;
-  std::optional<std::size_t> prefix;   ///< index into prefixes; nullopt: omit nothing
+  std::optional<std::size_t> prefix;  ///< index into prefixes; nullopt: omit nothing
   TestQuality test;
 };
 
 struct CalibrationResult {
   CalibrationOptions options;
-  std::vector<SingleRisk> singles;        ///< candidates alone, in candidate order
+  std::vector<SingleRisk> singles;                 ///< candidates alone, in candidate order
   std::vector<std::vector<double>> single_deltas;  ///< ΔNLL_r per single
-  std::vector<int> order;                 ///< π: groups by risk per saved byte
-  std::vector<PrefixOutcome> prefixes;    ///< {π1..πk}, k = 1..G
-  std::vector<GateChoice> gates;          ///< one per gate evaluated (the chosen gate first)
-  std::vector<FittedGroup> predictors;    ///< the chosen topology's folded predictors
-  std::size_t fits = 0;                   ///< (group, anchors) pairs fitted
+  std::vector<int> order;                          ///< π: groups by risk per saved byte
+  std::vector<PrefixOutcome> prefixes;             ///< {π1..πk}, k = 1..G
+  std::vector<GateChoice> gates;        ///< one per gate evaluated (the chosen gate first)
+  std::vector<FittedGroup> predictors;  ///< the chosen topology's folded predictors
+  std::size_t fits = 0;                 ///< (group, anchors) pairs fitted
   std::map<std::string, double> stage_seconds;
-  double exact_nll_select = 0.0;          ///< mean exact NLL on the selection set
+  double exact_nll_select = 0.0;  ///< mean exact NLL on the selection set
   /// The choice of options.gate.
   const GateChoice& chosen() const { return gates.front(); }
 };

@@ -33,7 +33,8 @@ int tokenizer_vocab(const std::string& model_folder) {
   if (!std::filesystem::exists(path)) return -1;
   const scenarios::Json doc = scenarios::read_json_file(path.string());
   std::int64_t max_id = -1;
-  if (doc.contains("model") && doc["model"].contains("vocab") && doc["model"]["vocab"].is_object()) {
+  if (doc.contains("model") && doc["model"].contains("vocab") &&
+      doc["model"]["vocab"].is_object()) {
     for (const auto& [piece, id] : doc["model"]["vocab"].items()) {
       if (id.is_number_integer()) max_id = std::max<std::int64_t>(max_id, id.get<std::int64_t>());
     }
@@ -67,17 +68,23 @@ RequestCounts parse_request_counts(const std::string& text, const RequestCounts&
       throw InputError(field + ": \"" + key + "\" is given more than once");
     }
     seen.push_back(key);
-    if (key == "fit") c.fit = n;
-    else if (key == "select") c.select = n;
-    else if (key == "test") c.test = n;
-    else if (key == "confirm") c.confirm = n;
+    if (key == "fit")
+      c.fit = n;
+    else if (key == "select")
+      c.select = n;
+    else if (key == "test")
+      c.test = n;
+    else if (key == "confirm")
+      c.confirm = n;
     else {
       const std::string hint = scenarios::did_you_mean(key, {"fit", "select", "test", "confirm"});
-      throw InputError(field + ": unknown set \"" + key + "\" (expected fit, select, test, confirm" +
+      throw InputError(field + ": unknown set \"" + key +
+                       "\" (expected fit, select, test, confirm" +
                        (hint.empty() ? ")" : "; did you mean \"" + hint + "\"?)"));
     }
   }
-  if (c.fit < 2) throw InputError(field + ": fit needs at least 2 requests (one is held out to choose lambda)");
+  if (c.fit < 2)
+    throw InputError(field + ": fit needs at least 2 requests (one is held out to choose lambda)");
   if (c.select < 1) throw InputError(field + ": select needs at least 1 request");
   if (c.test < 1) throw InputError(field + ": test needs at least 1 request");
   return c;
@@ -98,10 +105,9 @@ std::vector<std::int32_t> read_tokens(const std::string& path) {
   if (!in) throw InputError("--corpus: could not read \"" + path + "\"");
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     const unsigned char* b = raw.data() + 4 * i;
-    tokens[i] = static_cast<std::int32_t>(static_cast<std::uint32_t>(b[0]) |
-                                          static_cast<std::uint32_t>(b[1]) << 8 |
-                                          static_cast<std::uint32_t>(b[2]) << 16 |
-                                          static_cast<std::uint32_t>(b[3]) << 24);
+    tokens[i] = static_cast<std::int32_t>(
+        static_cast<std::uint32_t>(b[0]) | static_cast<std::uint32_t>(b[1]) << 8 |
+        static_cast<std::uint32_t>(b[2]) << 16 | static_cast<std::uint32_t>(b[3]) << 24);
   }
   return tokens;
 }

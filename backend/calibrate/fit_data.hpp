@@ -27,8 +27,9 @@ struct FitData {
 
 /// Runs the exact forwards over `histories` (one span per fit request) and collects the
 /// data; the last `held_out` requests are the validation rows.
-FitData gather_fit_data(const Model& model, const std::vector<std::span<const std::int32_t>>& histories,
-                        int held_out, int threads);
+FitData gather_fit_data(const Model& model,
+                        const std::vector<std::span<const std::int32_t>>& histories, int held_out,
+                        int threads);
 
 /// A folded predictor with its fit diagnostics.
 struct FittedGroup {
@@ -37,7 +38,7 @@ struct FittedGroup {
   double alpha = 0.0;
   double lambda = 0.0;
   double validation_rel_error = 0.0;  ///< of the labels H (unfolded), held-out rows
-  double fold_max_rel_error = 0.0;    ///< max |folded − unfolded| / max |unfolded| on held-out rows
+  double fold_max_rel_error = 0.0;  ///< max |folded − unfolded| / max |unfolded| on held-out rows
 };
 
 /// Fits, folds and checks one (group, anchors) pair. Throws InputError on a bad fit

@@ -13,9 +13,12 @@ namespace kvshift::backend::calibrate {
 
 std::string_view gate_name(Gate g) {
   switch (g) {
-    case Gate::kMean: return "mean";
-    case Gate::kUpper90: return "upper90";
-    case Gate::kStableSplit: return "stable-split";
+    case Gate::kMean:
+      return "mean";
+    case Gate::kUpper90:
+      return "upper90";
+    case Gate::kStableSplit:
+      return "stable-split";
   }
   return "?";
 }

@@ -30,7 +30,8 @@ inline void parallel_for(std::size_t n, int threads, const std::function<void(st
       }
     }
   };
-  const std::size_t count = std::min<std::size_t>(n, static_cast<std::size_t>(std::max(1, threads)));
+  const std::size_t count =
+      std::min<std::size_t>(n, static_cast<std::size_t>(std::max(1, threads)));
   if (count <= 1) {
     worker();
   } else {

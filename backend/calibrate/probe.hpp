@@ -41,7 +41,7 @@ class RequestProbe {
   std::vector<std::int32_t> input_;    // [h_{H−1}, e...]
   std::vector<std::int32_t> targets_;  // e...
   KvCache cache_;
-  std::vector<Matrix> residual_;       // per layer (empty when not kept)
+  std::vector<Matrix> residual_;  // per layer (empty when not kept)
   std::vector<double> exact_nll_;
 };
 

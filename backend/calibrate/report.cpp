@@ -41,9 +41,9 @@ std::string statement(const CalibrationResult& r) {
            std::string(gate_name(c.gate)) + " gate at eps = " + fmt("%g", r.options.eps) +
            " nats/token";
   }
-  return "omit " + groups_text(c.test.groups) + " (" + fmt("%.1f", 100.0 * c.test.omitted_fraction) +
-         " % of the KV layers) under the " + std::string(gate_name(c.gate)) + " gate at eps = " +
-         fmt("%g", r.options.eps);
+  return "omit " + groups_text(c.test.groups) + " (" +
+         fmt("%.1f", 100.0 * c.test.omitted_fraction) + " % of the KV layers) under the " +
+         std::string(gate_name(c.gate)) + " gate at eps = " + fmt("%g", r.options.eps);
 }
 
 }  // namespace
@@ -55,7 +55,8 @@ std::string groups_text(const std::vector<int>& groups) {
   return s;
 }
 
-json topology_json(const CalibrationResult& r, const cost_model::ModelSpec& spec, const RunInfo& info) {
+json topology_json(const CalibrationResult& r, const cost_model::ModelSpec& spec,
+                   const RunInfo& info) {
   const GateChoice& c = r.chosen();
   json t = {{"model", {{"name", spec.name}, {"layers", spec.layers}}},
             {"group_width", r.options.group_width},
@@ -82,21 +83,26 @@ json topology_json(const CalibrationResult& r, const cost_model::ModelSpec& spec
   return t;
 }
 
-json report_json(const CalibrationResult& r, const cost_model::ModelSpec& spec, const RunInfo& info) {
+json report_json(const CalibrationResult& r, const cost_model::ModelSpec& spec,
+                 const RunInfo& info) {
   const GateChoice& c = r.chosen();
   const auto& o = r.options;
   json singles = json::array();
   for (std::size_t i = 0; i < r.singles.size(); ++i) {
-    singles.push_back({{"group", r.singles[i].group}, {"delta_nll_mean", r.singles[i].risk},
+    singles.push_back({{"group", r.singles[i].group},
+                       {"delta_nll_mean", r.singles[i].risk},
                        {"saved_bytes", r.singles[i].saved_bytes},
                        {"delta_nll_per_request", r.single_deltas[i]}});
   }
   json prefixes = json::array();
   for (const PrefixOutcome& p : r.prefixes) {
-    json j = {{"groups", p.groups}, {"omitted_bytes", p.omitted_bytes},
-              {"delta_nll_mean", p.mean}, {"delta_nll_upper90", p.upper90},
-              {"passes", {{"mean", passes(p, Gate::kMean, o.eps)},
-                          {"upper90", passes(p, Gate::kUpper90, o.eps)}}}};
+    json j = {
+        {"groups", p.groups},
+        {"omitted_bytes", p.omitted_bytes},
+        {"delta_nll_mean", p.mean},
+        {"delta_nll_upper90", p.upper90},
+        {"passes",
+         {{"mean", passes(p, Gate::kMean, o.eps)}, {"upper90", passes(p, Gate::kUpper90, o.eps)}}}};
     if (p.confirm_upper90) {
       j["confirm_upper90"] = *p.confirm_upper90;
       j["passes"]["stable-split"] = passes(p, Gate::kStableSplit, o.eps);
@@ -105,16 +111,21 @@ json report_json(const CalibrationResult& r, const cost_model::ModelSpec& spec, 
   }
   json fits = json::array();
   for (const FittedGroup& g : r.predictors) {
-    fits.push_back({{"group", g.group}, {"anchor_layers", g.predictor.anchor_layers},
-                    {"target_layers", g.predictor.target_layers}, {"alpha", g.alpha},
-                    {"lambda", g.lambda}, {"validation_rel_error", g.validation_rel_error},
+    fits.push_back({{"group", g.group},
+                    {"anchor_layers", g.predictor.anchor_layers},
+                    {"target_layers", g.predictor.target_layers},
+                    {"alpha", g.alpha},
+                    {"lambda", g.lambda},
+                    {"validation_rel_error", g.validation_rel_error},
                     {"fold_max_rel_error", g.fold_max_rel_error},
                     {"bytes", predictor_bytes(g.predictor, info.predictor_dtype)}});
   }
   json gates = json::array();
   for (const GateChoice& g : r.gates) {
-    gates.push_back({{"gate", gate_name(g.gate)}, {"omitted_groups", g.test.groups},
-                     {"omitted_fraction", g.test.omitted_fraction}, {"test", quality_json(g.test)}});
+    gates.push_back({{"gate", gate_name(g.gate)},
+                     {"omitted_groups", g.test.groups},
+                     {"omitted_fraction", g.test.omitted_fraction},
+                     {"test", quality_json(g.test)}});
   }
   return {{"model", spec.name},
           {"model_path", info.model_path},
@@ -133,15 +144,25 @@ json report_json(const CalibrationResult& r, const cost_model::ModelSpec& spec, 
           {"cpu_time_s", info.cpu_time_s},
           {"threads", o.threads},
           {"stage_seconds", r.stage_seconds},
-          {"options", {{"history", o.history}, {"eval", o.eval},
-                       {"requests", {{"fit", o.counts.fit}, {"select", o.counts.select},
-                                     {"test", o.counts.test}, {"confirm", o.counts.confirm}}},
-                       {"seed", o.seed}, {"resamples", o.resamples},
-                       {"group_width", o.group_width}, {"anchor_width", o.anchor_width},
-                       {"alpha_grid", o.alphas}}},
-          {"selection", {{"exact_nll_mean", r.exact_nll_select}, {"singles", singles},
-                         {"order", r.order}, {"prefixes", prefixes},
-                         {"fitted_pairs", r.fits}}},
+          {"options",
+           {{"history", o.history},
+            {"eval", o.eval},
+            {"requests",
+             {{"fit", o.counts.fit},
+              {"select", o.counts.select},
+              {"test", o.counts.test},
+              {"confirm", o.counts.confirm}}},
+            {"seed", o.seed},
+            {"resamples", o.resamples},
+            {"group_width", o.group_width},
+            {"anchor_width", o.anchor_width},
+            {"alpha_grid", o.alphas}}},
+          {"selection",
+           {{"exact_nll_mean", r.exact_nll_select},
+            {"singles", singles},
+            {"order", r.order},
+            {"prefixes", prefixes},
+            {"fitted_pairs", r.fits}}},
           {"predictors", fits},
           {"test", quality_json(c.test)},
           {"gates", gates}};
@@ -184,7 +205,8 @@ std::string report_markdown(const CalibrationResult& r, const cost_model::ModelS
   }
   md << "\n## Selection (selection set; exact NLL " << fmt("%.4f", r.exact_nll_select)
      << " nats/token)\n\nEach candidate alone:\n\n| Group | mean ΔNLL |\n|---|---|\n";
-  for (const SingleRisk& s : r.singles) md << "| G" << s.group << " | " << fmt("%+.5f", s.risk) << " |\n";
+  for (const SingleRisk& s : r.singles)
+    md << "| G" << s.group << " | " << fmt("%+.5f", s.risk) << " |\n";
   md << "\nPrefixes in order of risk per saved byte:\n\n| k | Groups | mean ΔNLL | Upper-90 |";
   const bool confirm = !r.prefixes.empty() && r.prefixes.front().confirm_upper90.has_value();
   md << (confirm ? " Upper-90 (confirm) |" : "") << " passes |\n|---|---|---|---|"
@@ -214,8 +236,8 @@ std::string report_markdown(const CalibrationResult& r, const cost_model::ModelS
     }
   }
   md << "\nΔNLL is in nats per eval token (reconstructed minus exact, teacher forced); Upper-90 is "
-        "the one-sided 90 % bootstrap bound of the mean (" << o.resamples
-     << " paired resamples, seed " << o.seed << "). Stage times (s):";
+        "the one-sided 90 % bootstrap bound of the mean ("
+     << o.resamples << " paired resamples, seed " << o.seed << "). Stage times (s):";
   for (const auto& [k, v] : r.stage_seconds) md << " " << k << " " << fmt("%.1f", v) << ";";
   md << "\n";
   return md.str();

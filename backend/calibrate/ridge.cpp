@@ -22,8 +22,9 @@ struct Normal {
 Normal normal_equations(const Eigen::Ref<const Matrix>& x, const Eigen::Ref<const Matrix>& y,
                         const std::string& what) {
   if (!x.allFinite() || !y.allFinite()) {
-    throw InputError(what + ": ridge fit: features or labels contain NaN/Inf (check the model "
-                            "weights)");
+    throw InputError(what +
+                     ": ridge fit: features or labels contain NaN/Inf (check the model "
+                     "weights)");
   }
   Normal n;
   n.mean_x = x.colwise().mean();
@@ -38,8 +39,9 @@ Normal normal_equations(const Eigen::Ref<const Matrix>& x, const Eigen::Ref<cons
   n.xty = (xc.transpose() * yc).cast<double>();
   n.scale = n.xtx.trace() / static_cast<double>(std::max<Eigen::Index>(1, x.cols()));
   if (!(n.scale > 0.0) || !std::isfinite(n.scale)) {
-    throw InputError(what + ": ridge fit is singular: the anchor features do not vary over the "
-                            "fit rows");
+    throw InputError(what +
+                     ": ridge fit is singular: the anchor features do not vary over the "
+                     "fit rows");
   }
   return n;
 }
@@ -89,8 +91,8 @@ RidgeFit fit_ridge(const Matrix& x, const Matrix& y, Eigen::Index train_rows,
   const Matrix xv = x.bottomRows(val_rows).rowwise() - train.mean_x;
   const Matrix yv = y.bottomRows(val_rows).rowwise() - train.mean_y;
   const Matrix yv_dev = y.bottomRows(val_rows).rowwise() - y.bottomRows(val_rows).colwise().mean();
-  const double denom = std::max(static_cast<double>(yv_dev.squaredNorm()),
-                                std::numeric_limits<double>::min());
+  const double denom =
+      std::max(static_cast<double>(yv_dev.squaredNorm()), std::numeric_limits<double>::min());
   double best_alpha = alphas.front();
   double best_err = std::numeric_limits<double>::infinity();
   for (double alpha : alphas) {

@@ -4,7 +4,8 @@
 // λ is relative: λ = α · tr(XcᵀXc)/p, so one grid suits every feature scale.
 // The normal equations are formed in fp32 GEMMs and solved in double with
 // Eigen's Cholesky (LLT);
-// a λ too small for the system's rounding fails the factorisation and is skipped. Leaves out: cross-validation folds, per-output λ.
+// a λ too small for the system's rounding fails the factorisation and is skipped. Leaves out:
+// cross-validation folds, per-output λ.
 #pragma once
 
 #include <Eigen/Core>
@@ -17,10 +18,10 @@ namespace kvshift::backend::calibrate {
 
 /// A fitted ridge map: Y ≈ X·weight + 1·bias.
 struct RidgeFit {
-  Matrix weight;        ///< A: [features, outputs]
-  RowVector bias;       ///< b: [outputs]
-  double alpha = 0.0;   ///< chosen grid value (λ = α·tr(XcᵀXc)/p)
-  double lambda = 0.0;  ///< λ of the final fit (on all rows)
+  Matrix weight;                      ///< A: [features, outputs]
+  RowVector bias;                     ///< b: [outputs]
+  double alpha = 0.0;                 ///< chosen grid value (λ = α·tr(XcᵀXc)/p)
+  double lambda = 0.0;                ///< λ of the final fit (on all rows)
   double validation_rel_error = 0.0;  ///< ‖Yv − Ŷv‖²/‖Yv − mean‖² at the chosen α
 };
 

@@ -9,9 +9,7 @@ namespace kvshift::backend::calibrate {
 std::vector<int> order_by_risk_per_byte(const std::vector<SingleRisk>& singles) {
   std::vector<std::size_t> idx(singles.size());
   std::iota(idx.begin(), idx.end(), 0);
-  auto key = [&](std::size_t i) {
-    return singles[i].risk / std::max(singles[i].saved_bytes, 1.0);
-  };
+  auto key = [&](std::size_t i) { return singles[i].risk / std::max(singles[i].saved_bytes, 1.0); };
   std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
     if (key(a) != key(b)) return key(a) < key(b);
     return singles[a].group < singles[b].group;
@@ -23,8 +21,10 @@ std::vector<int> order_by_risk_per_byte(const std::vector<SingleRisk>& singles) 
 
 bool passes(const PrefixOutcome& p, Gate gate, double eps) {
   switch (gate) {
-    case Gate::kMean: return p.mean <= eps;
-    case Gate::kUpper90: return p.upper90 <= eps;
+    case Gate::kMean:
+      return p.mean <= eps;
+    case Gate::kUpper90:
+      return p.upper90 <= eps;
     case Gate::kStableSplit:
       return p.upper90 <= eps && p.confirm_upper90.has_value() && *p.confirm_upper90 <= eps;
   }

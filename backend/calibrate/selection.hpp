@@ -24,10 +24,10 @@ std::vector<int> order_by_risk_per_byte(const std::vector<SingleRisk>& singles);
 
 /// One evaluated prefix.
 struct PrefixOutcome {
-  std::vector<int> groups;      ///< π1..πk
-  double omitted_bytes = 0.0;   ///< per request
-  double mean = 0.0;            ///< mean ΔNLL on the selection set
-  double upper90 = 0.0;         ///< bootstrap one-sided 90 % bound on the selection set
+  std::vector<int> groups;                ///< π1..πk
+  double omitted_bytes = 0.0;             ///< per request
+  double mean = 0.0;                      ///< mean ΔNLL on the selection set
+  double upper90 = 0.0;                   ///< bootstrap one-sided 90 % bound on the selection set
   std::optional<double> confirm_upper90;  ///< the same on the confirmation set (stable-split)
 };
 

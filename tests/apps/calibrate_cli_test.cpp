@@ -27,13 +27,18 @@ struct Tensor {
 void write_model(const fs::path& dir, int vocab) {
   fs::create_directories(dir);
   const int hidden = 16, layers = 8, heads = 2, kv = 1, dim = 8, inter = 32;
-  std::ofstream(dir / "config.json")
-      << json{{"architectures", {"LlamaForCausalLM"}}, {"model_type", "llama"},
-              {"hidden_size", hidden}, {"intermediate_size", inter},
-              {"num_hidden_layers", layers}, {"num_attention_heads", heads},
-              {"num_key_value_heads", kv}, {"vocab_size", vocab}, {"rms_norm_eps", 1e-5},
-              {"rope_theta", 10000.0}, {"tie_word_embeddings", false}}
-             .dump();
+  std::ofstream(dir / "config.json") << json{
+      {"architectures", {"LlamaForCausalLM"}},
+      {"model_type", "llama"},
+      {"hidden_size", hidden},
+      {"intermediate_size", inter},
+      {"num_hidden_layers", layers},
+      {"num_attention_heads", heads},
+      {"num_key_value_heads", kv},
+      {"vocab_size", vocab},
+      {"rms_norm_eps", 1e-5},
+      {"rope_theta", 10000.0},
+      {"tie_word_embeddings", false}}.dump();
   std::vector<Tensor> ts{{"model.embed_tokens.weight", {vocab, hidden}},
                          {"model.norm.weight", {hidden}},
                          {"lm_head.weight", {vocab, hidden}}};
@@ -56,7 +61,8 @@ void write_model(const fs::path& dir, int vocab) {
     std::int64_t n = 1;
     for (auto d : t.shape) n *= d;
     const bool norm = t.shape.size() == 1;
-    std::normal_distribution<float> dist(0.0f, norm ? 0.0f : 1.0f / std::sqrt(float(t.shape.back())));
+    std::normal_distribution<float> dist(0.0f,
+                                         norm ? 0.0f : 1.0f / std::sqrt(float(t.shape.back())));
     const std::size_t begin = data.size();
     for (std::int64_t i = 0; i < n; ++i) {
       const float v = norm ? 1.0f : dist(rng);
@@ -78,7 +84,8 @@ void write_corpus(const fs::path& path, std::size_t n, int vocab) {
   std::ofstream f(path, std::ios::binary);
   std::mt19937_64 rng(3);
   for (std::size_t i = 0; i < n; ++i) {
-    const std::int32_t t = static_cast<std::int32_t>((i * 5 + rng() % 4) % static_cast<std::size_t>(vocab));
+    const std::int32_t t =
+        static_cast<std::int32_t>((i * 5 + rng() % 4) % static_cast<std::size_t>(vocab));
     f.write(reinterpret_cast<const char*>(&t), 4);
   }
 }
@@ -103,21 +110,25 @@ class CalibrateCli : public ::testing::Test {
 };
 
 TEST_F(CalibrateCli, WritesTheFourOutputsAndTheCostModelReadsTheTopology) {
-  const auto r = run_kvshift(base() + " --history 24 --eval 12 --requests fit:3,select:3,test:2 "
-                                      "--eps 1e9 --predictor-dtype fp16 --out " + (dir_ / "out").string());
+  const auto r = run_kvshift(base() +
+                             " --history 24 --eval 12 --requests fit:3,select:3,test:2 "
+                             "--eps 1e9 --predictor-dtype fp16 --out " +
+                             (dir_ / "out").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* f : {"topology.json", "predictors.safetensors", "report.json", "report.md"}) {
     EXPECT_TRUE(fs::exists(dir_ / "out" / f)) << f;
   }
   const json report = json::parse(slurp((dir_ / "out" / "report.json").string()));
-  for (const char* k : {"model", "gate", "eps", "omitted_groups", "omitted_fraction", "wall_time_s"}) {
+  for (const char* k :
+       {"model", "gate", "eps", "omitted_groups", "omitted_fraction", "wall_time_s"}) {
     EXPECT_TRUE(report.contains(k)) << k;
   }
   EXPECT_EQ(report["gate"], "upper90");
   // eps = 1e9 accepts every prefix: all interior groups (G2, G3) are omitted.
   EXPECT_EQ(report["omitted_groups"], json({2, 3}));
   EXPECT_DOUBLE_EQ(report["omitted_fraction"].get<double>(), 0.5);
-  for (const char* k : {"ppl_exact", "ppl_reconstructed", "delta_nll_mean", "violation_rate", "requests"}) {
+  for (const char* k :
+       {"ppl_exact", "ppl_reconstructed", "delta_nll_mean", "violation_rate", "requests"}) {
     EXPECT_TRUE(report["test"].contains(k)) << k;
   }
   EXPECT_EQ(report["test"]["delta_nll_ci95"].size(), 2u);
@@ -165,9 +176,9 @@ TEST_F(CalibrateCli, BadOptionsExitTwoNamingTheOption) {
 TEST_F(CalibrateCli, ModelWithoutInteriorGroupsExitsTwo) {
   const std::string tiny = std::string(KVSHIFT_SOURCE_DIR) + "/tests/fixtures/tiny_llama";
   write_corpus(dir_ / "c96.tokens", 3000, 96);
-  const auto r = run_kvshift("calibrate --model " + tiny + " --corpus " + (dir_ / "c96.tokens").string() +
-                             " --history 24 --eval 12 --requests fit:3,select:3,test:2 --out " +
-                             (dir_ / "out").string());
+  const auto r = run_kvshift(
+      "calibrate --model " + tiny + " --corpus " + (dir_ / "c96.tokens").string() +
+      " --history 24 --eval 12 --requests fit:3,select:3,test:2 --out " + (dir_ / "out").string());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("interior"), std::string::npos) << r.err;
 }

@@ -29,15 +29,17 @@ TEST(Corpus, ParsesRequestCounts) {
   EXPECT_EQ(c.test, 5);
   EXPECT_EQ(c.confirm, 2);
   EXPECT_EQ(parse_request_counts("select:3", {}, "--requests").fit, 24);
-  EXPECT_NE(message_of([] { parse_request_counts("fit:24,slect:2", {}, "--requests"); })
-                .find("did you mean \"select\""),
+  EXPECT_NE(message_of([] {
+              parse_request_counts("fit:24,slect:2", {}, "--requests");
+            }).find("did you mean \"select\""),
             std::string::npos);
   EXPECT_NE(message_of([] { parse_request_counts("fit:x", {}, "--requests"); }).find("--requests"),
             std::string::npos);
   EXPECT_NE(message_of([] { parse_request_counts("fit:1", {}, "--requests"); }).find("at least 2"),
             std::string::npos);
-  EXPECT_NE(message_of([] { parse_request_counts("fit:3,fit:4", {}, "--requests"); })
-                .find("more than once"),
+  EXPECT_NE(message_of([] {
+              parse_request_counts("fit:3,fit:4", {}, "--requests");
+            }).find("more than once"),
             std::string::npos);
 }
 
@@ -54,7 +56,8 @@ TEST(Corpus, WindowsAreDisjointSpreadAndSeeded) {
   }
   std::sort(starts.begin(), starts.end());
   // 10 windows of 100 spread over 10,000 tokens: stride (10000 − 100)/9 = 1100.
-  for (std::size_t i = 0; i < starts.size(); ++i) EXPECT_EQ(starts[i], 1100 * static_cast<std::int64_t>(i));
+  for (std::size_t i = 0; i < starts.size(); ++i)
+    EXPECT_EQ(starts[i], 1100 * static_cast<std::int64_t>(i));
   EXPECT_LE(starts.back() + 100, 10000);
   const RequestSets again = make_request_sets(10000, 100, c, 5);
   EXPECT_EQ(again.fit.front().start, s.fit.front().start);
@@ -62,8 +65,9 @@ TEST(Corpus, WindowsAreDisjointSpreadAndSeeded) {
 }
 
 TEST(Corpus, TooShortCorpusSaysWhatItNeeds) {
-  const std::string m =
-      message_of([] { make_request_sets(70000, 1024, RequestCounts{24, 24, 24, 0}, 1); });
+  const std::string m = message_of([] {
+    make_request_sets(70000, 1024, RequestCounts{24, 24, 24, 0}, 1);
+  });
   EXPECT_NE(m.find("--corpus"), std::string::npos) << m;
   EXPECT_NE(m.find("73728"), std::string::npos) << m;
 }
@@ -82,15 +86,17 @@ TEST(Corpus, ReadsLittleEndianIdsAndRejectsBadFiles) {
   EXPECT_THROW(read_tokens((dir / "odd.tokens").string()), InputError);
   EXPECT_THROW(read_tokens((dir / "missing.tokens").string()), InputError);
   // Vocabulary: an id past the model's vocabulary, and a sidecar made for another one.
-  EXPECT_NE(message_of([&] { check_vocabulary({1, 10000}, 5000, (dir / "ok.tokens").string(), dir.string()); })
-                .find("vocabulary mismatch"),
+  EXPECT_NE(message_of([&] {
+              check_vocabulary({1, 10000}, 5000, (dir / "ok.tokens").string(), dir.string());
+            }).find("vocabulary mismatch"),
             std::string::npos);
   {
     std::ofstream s(dir / "ok.json");
     s << R"({"vocab_size": 32000})";
   }
-  EXPECT_NE(message_of([&] { check_vocabulary({1, 2}, 49152, (dir / "ok.tokens").string(), dir.string()); })
-                .find("32000"),
+  EXPECT_NE(message_of([&] {
+              check_vocabulary({1, 2}, 49152, (dir / "ok.tokens").string(), dir.string());
+            }).find("32000"),
             std::string::npos);
   EXPECT_NO_THROW(check_vocabulary({1, 2}, 32000, (dir / "ok.tokens").string(), dir.string()));
   std::filesystem::remove_all(dir);

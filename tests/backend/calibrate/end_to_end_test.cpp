@@ -100,7 +100,8 @@ TEST(CalibrationEndToEnd, GenerousEpsOmitsEveryCandidateAndFilesReadBack) {
   // topology.json -> the scenarios reader gives the same topology.
   const scenarios::Json topo = topology_json(r, model.spec(), info);
   scenarios::Diagnostics diag;
-  const cost_model::Topology t = scenarios::parse_topology(scenarios::Reader(topo, "", diag), model.spec());
+  const cost_model::Topology t =
+      scenarios::parse_topology(scenarios::Reader(topo, "", diag), model.spec());
   EXPECT_TRUE(diag.empty());
   ASSERT_EQ(t.groups().size(), 3u);
   EXPECT_EQ(t.groups()[1].anchor_layers, (std::vector<int>{0, 1, 8, 9}));

@@ -12,8 +12,8 @@ namespace {
 
 TEST(Gates, NearestRankQuantileByHand) {
   const std::vector<double> v{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
-  EXPECT_EQ(nearest_rank_quantile(v, 0.9), 9.0);   // ceil(9) = 9th
-  EXPECT_EQ(nearest_rank_quantile(v, 0.91), 10.0); // ceil(9.1) = 10th
+  EXPECT_EQ(nearest_rank_quantile(v, 0.9), 9.0);    // ceil(9) = 9th
+  EXPECT_EQ(nearest_rank_quantile(v, 0.91), 10.0);  // ceil(9.1) = 10th
   EXPECT_EQ(nearest_rank_quantile(v, 0.05), 1.0);
   EXPECT_EQ(nearest_rank_quantile(v, 1.0), 10.0);
   EXPECT_THROW(nearest_rank_quantile(v, 0.0), std::invalid_argument);

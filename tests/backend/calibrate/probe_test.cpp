@@ -51,7 +51,8 @@ TEST(Probe, ExactNllEqualsTheBackendsTeacherForcedNll) {
   in.insert(in.end(), eval.begin(), eval.end());
   expect_close(probe.exact_nll(), model.teacher_forced_nll(in, cache), 1e-4);
   EXPECT_EQ(probe.exact_cache().tokens(), 23);
-  for (int l : {0, 3, 7}) expect_close(probe.nll_with(probe.exact_cache(), l), probe.exact_nll(), 1e-5);
+  for (int l : {0, 3, 7})
+    expect_close(probe.nll_with(probe.exact_cache(), l), probe.exact_nll(), 1e-5);
 }
 
 TEST(Probe, ResumingWithAReconstructedCacheEqualsAFullForward) {
@@ -69,8 +70,9 @@ TEST(Probe, ResumingWithAReconstructedCacheEqualsAFullForward) {
   in.insert(in.end(), eval.begin(), eval.end());
   KvCache full = rebuilt;
   expect_close(resumed, model.teacher_forced_nll(in, full), 1e-4);
-  const double diff = std::abs(std::accumulate(resumed.begin(), resumed.end(), 0.0) -
-                               std::accumulate(probe.exact_nll().begin(), probe.exact_nll().end(), 0.0));
+  const double diff =
+      std::abs(std::accumulate(resumed.begin(), resumed.end(), 0.0) -
+               std::accumulate(probe.exact_nll().begin(), probe.exact_nll().end(), 0.0));
   EXPECT_GT(diff, 1e-3) << "a random predictor should change the NLL";
   EXPECT_THROW(probe.nll_with(rebuilt, 2), std::invalid_argument);  // layer 2 was not kept
 }

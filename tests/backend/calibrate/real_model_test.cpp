@@ -17,7 +17,8 @@ TEST(CalibrationRealModel, ReducedRunOnSmolLM2) {
   const std::string root = KVSHIFT_SOURCE_DIR;
   const std::string model_dir = root + "/models/smollm2-135m";
   const std::string tokens = root + "/data/corpus/kjv.tokens";
-  if (!std::filesystem::exists(model_dir + "/model.safetensors") || !std::filesystem::exists(tokens)) {
+  if (!std::filesystem::exists(model_dir + "/model.safetensors") ||
+      !std::filesystem::exists(tokens)) {
     GTEST_SKIP() << "run `make model` first";
   }
   const Model model(load_hf_model(model_dir));

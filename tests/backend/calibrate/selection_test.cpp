@@ -9,7 +9,8 @@ namespace {
 
 TEST(Selection, OrdersByRiskPerSavedByte) {
   // G5 is riskier than G3 but saves three times the bytes: per byte it comes first.
-  const std::vector<SingleRisk> s{{2, 0.004, 100}, {3, 0.001, 100}, {5, 0.002, 300}, {7, -0.001, 100}};
+  const std::vector<SingleRisk> s{
+      {2, 0.004, 100}, {3, 0.001, 100}, {5, 0.002, 300}, {7, -0.001, 100}};
   EXPECT_EQ(order_by_risk_per_byte(s), (std::vector<int>{7, 5, 3, 2}));
 }
 
