@@ -394,13 +394,18 @@ void ServingModel::on_finished(int gpu, std::uint64_t id) {
   r.rec.finish_ns = sim_.now().ns;
   r.rec.outcome = RequestOutcome::kCompleted;
   release_gpu(r);
-  if (r.replica >= 0) {
-    replica_held_[r.replica] -= r.replica_bytes;
-    replica_total_ -= r.replica_bytes;
-    replica_full_equiv_ -= kv_bytes(r.replicated);
-    r.replica_bytes = 0;
-  }
+  drop_replica(r);
   admit_pending();
+}
+
+void ServingModel::drop_replica(Request& r) {
+  if (r.replica < 0) return;
+  replica_held_[r.replica] -= r.replica_bytes;
+  replica_total_ -= r.replica_bytes;
+  replica_full_equiv_ -= kv_bytes(r.replicated);
+  r.replica_bytes = 0;
+  r.replicated = 0;
+  r.replica = -1;
 }
 
 int ServingModel::pick_replica(int gpu_node) {
@@ -712,11 +717,7 @@ void ServingModel::finish_move(Move& m) {
   m.rec.stall_ns = m.rec.end_ns - m.stall_since;
   result_.moves.push_back(m.rec);
   if (r.replica == dst_node) {  // a request cannot be its own replica
-    replica_held_[r.replica] -= r.replica_bytes;
-    replica_total_ -= r.replica_bytes;
-    replica_full_equiv_ -= kv_bytes(r.replicated);
-    r.replica_bytes = 0;
-    r.replicated = 0;
+    drop_replica(r);
     r.replica = pick_replica(dst_node);
   }
   if (r.replica >= 0 && r.replicated < r.context) r.unstreamed = r.context - r.replicated;
@@ -768,12 +769,7 @@ void ServingModel::fail_request(Request& r, const std::string& reason) {
   r.rec.outcome = RequestOutcome::kFailed;
   r.rec.failure_reason = reason;
   r.rec.finish_ns = sim_.now().ns;
-  if (r.replica >= 0) {
-    replica_held_[r.replica] -= r.replica_bytes;
-    replica_total_ -= r.replica_bytes;
-    replica_full_equiv_ -= kv_bytes(r.replicated);
-    r.replica_bytes = 0;
-  }
+  drop_replica(r);
   admit_pending();
 }
 
@@ -862,14 +858,8 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
   }
   // Replicas held here are gone: their requests re-stream to a new replica.
   for (auto& r : requests_) {
-    if (r->replica != node || r->phase == Phase::kDone) continue;
-    replica_total_ -= r->replica_bytes;
-    replica_full_equiv_ -= kv_bytes(r->replicated);
-    r->replica_bytes = 0;
-    r->replicated = 0;
-    r->replica = -1;
+    if (r->replica == node && r->phase != Phase::kDone) drop_replica(*r);
   }
-  replica_held_[node] = 0;
   fabric_.fail_node(node);
   for (std::uint64_t id : lost) {
     Request& r = *requests_[id];

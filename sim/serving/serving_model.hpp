@@ -70,6 +70,8 @@ class ServingModel final : public GpuListener {
   // Replica streaming.
   void stream(int gpu, const std::vector<std::pair<Request*, std::int64_t>>& items);
   int pick_replica(int gpu_node);
+  /// Forgets the request's replica (finished, failed, or the replica node is gone).
+  void drop_replica(Request& r);
 
   // Moves.
   void start_move(Request& r, MoveTrigger trigger, int from_node, std::int64_t stall_since);
