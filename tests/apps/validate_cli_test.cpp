@@ -26,7 +26,7 @@ TEST(ValidateCli, ShippedScenariosAreOk) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "");
   EXPECT_NE(r.out.find("<embedded quickstart.json>: ok (quickstart: qwen2.5-1.5b on h100, 4 GPU "
-                       "nodes (4 GPUs), 4 links, poisson 4 req/s, 3 events"),
+                       "nodes (4 GPUs), 4 links, poisson 16 req/s, 3 events"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find(kScenarios + "/leafspine-failover.json: ok (leafspine-failover: "
