@@ -1,0 +1,202 @@
+// ServingModel: scheduled events — node failures and repairs, link changes,
+// drains, load-balancing checks and link sampling.
+#include "sim/serving/serving_model_internal.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace kvshift::sim {
+
+using namespace serving_detail;
+
+// ------------------------------------------------------------ events
+
+void ServingModel::schedule_events() {
+  auto index_of = [&](const std::string& name) {
+    for (std::size_t i = 0; i < spec_.cluster.nodes.size(); ++i) {
+      if (spec_.cluster.nodes[i].name == name) return static_cast<int>(i);
+    }
+    throw std::logic_error("event names unknown node " + name);
+  };
+  for (const EventSpec& e : spec_.events) {
+    const SimTime at = from_seconds(e.at);
+    if (at.ns >= end_ns_) continue;
+    switch (e.kind) {
+      case EventKind::kNodeFailure: {
+        const int node = index_of(e.node);
+        const SimTime delay = from_seconds(e.detection_delay);
+        sim_.schedule_at(at, [this, node, delay] { node_failure(node, delay); });
+        if (e.repair_after) {
+          sim_.schedule_at(at + from_seconds(*e.repair_after), [this, node] { node_repair(node); });
+        }
+        break;
+      }
+      case EventKind::kNodeRepair: {
+        const int node = index_of(e.node);
+        sim_.schedule_at(at, [this, node] { node_repair(node); });
+        break;
+      }
+      case EventKind::kDrain: {
+        const int node = index_of(e.node);
+        sim_.schedule_at(at, [this, node] { drain(node); });
+        break;
+      }
+      case EventKind::kLinkDegrade: {
+        std::optional<double> bw, lat;
+        if (e.bandwidth) bw = e.bandwidth->value;
+        if (e.latency) lat = e.latency->value;
+        sim_.schedule_at(at, [this, link = e.link, bw, lat] { fabric_.degrade_link(link, bw, lat); });
+        if (e.repair_after) {
+          sim_.schedule_at(at + from_seconds(*e.repair_after),
+                           [this, link = e.link] { fabric_.repair_link(link); });
+        }
+        break;
+      }
+      case EventKind::kLinkFailure:
+        sim_.schedule_at(at, [this, link = e.link] { fabric_.fail_link(link); });
+        if (e.repair_after) {
+          sim_.schedule_at(at + from_seconds(*e.repair_after),
+                           [this, link = e.link] { fabric_.repair_link(link); });
+        }
+        break;
+      case EventKind::kLinkRepair:
+        sim_.schedule_at(at, [this, link = e.link] { fabric_.repair_link(link); });
+        break;
+    }
+  }
+}
+
+void ServingModel::node_failure(int node, SimTime detection_delay) {
+  if (!node_up_[node]) return;
+  node_up_[node] = false;
+  predictor_cached_[node] = 0;
+  const std::int64_t now = sim_.now().ns;
+  std::vector<std::uint64_t> lost;
+  if (proxy_gpus_[node]) proxy_gpus_[node]->fail();  // scores in flight are lost
+  for (int g : node_gpus_[node]) {
+    for (std::uint64_t id : gpus_[g]->worker->fail()) lost.push_back(id);
+    for (std::uint64_t id : gpus_[g]->members) lost.push_back(id);
+    set_load(*gpus_[g], 0);  // after fail(): the GPU leaves the router's index
+    gpus_[g]->members.clear();
+  }
+  std::sort(lost.begin(), lost.end());
+  lost.erase(std::unique(lost.begin(), lost.end()), lost.end());
+  // Moves that were heading to (or leaving) this node fail.
+  std::vector<std::uint64_t> broken;
+  for (auto& [id, m] : moves_) {
+    if (gpus_[m->dst_gpu]->node == node || (m->src_gpu >= 0 && gpus_[m->src_gpu]->node == node)) {
+      broken.push_back(id);
+    }
+  }
+  for (std::uint64_t id : broken) {
+    auto it = moves_.find(id);
+    if (it != moves_.end()) fail_move(*it->second, "node " + spec_.cluster.nodes[node].name + " failed");
+  }
+  // Replicas held here are gone: their requests re-stream to a new replica.
+  for (auto& r : requests_) {
+    if (r->replica == node && r->phase != Phase::kDone) drop_replica(*r);
+  }
+  fabric_.fail_node(node);
+  for (std::uint64_t id : lost) {
+    Request& r = *requests_[id];
+    if (r.phase == Phase::kDone || moves_.count(id) ||
+        std::find(broken.begin(), broken.end(), id) != broken.end()) {
+      continue;
+    }
+    r.gpu = -1;
+    ++r.epoch;
+    if (r.phase == Phase::kPrefill || r.phase == Phase::kQueued) {
+      r.phase = Phase::kQueued;  // nothing computed yet worth saving: start over
+      pending_.push_front(id);
+      continue;
+    }
+    r.phase = Phase::kMoving;
+    sim_.schedule_after(detection_delay, [this, &r, node, now, epoch = r.epoch] {
+      if (r.epoch == epoch && r.phase == Phase::kMoving) {
+        start_move(r, MoveTrigger::kFailure, node, now);
+      }
+    });
+  }
+  for (auto& r : requests_) {
+    if (r->phase != Phase::kDone && r->replica < 0 && r->gpu >= 0 &&
+        spec_.protection.mode != ProtectionMode::kNone) {
+      r->replica = pick_replica(node_of(r->gpu));
+      r->unstreamed = r->context;
+    }
+  }
+  admit_pending();
+}
+
+void ServingModel::node_repair(int node) {
+  if (node_up_[node]) return;
+  node_up_[node] = true;
+  node_draining_[node] = false;
+  if (proxy_gpus_[node]) proxy_gpus_[node]->repair();
+  for (int g : node_gpus_[node]) {
+    gpus_[g]->worker->repair();
+    set_load(*gpus_[g], gpus_[g]->reserved);
+  }
+  fabric_.repair_node(node);
+  if (spec_.risk_kv && spec_.predictors.placement == PredictorPlacement::kPreloaded &&
+      !node_gpus_[node].empty()) {
+    predictor_cached_[node] = predictor_bytes_;
+  }
+  admit_pending();
+}
+
+void ServingModel::drain(int node) {
+  if (!node_up_[node]) return;
+  node_draining_[node] = true;
+  for (int g : node_gpus_[node]) set_load(*gpus_[g], gpus_[g]->reserved);
+  const std::int64_t now = sim_.now().ns;
+  for (int g : node_gpus_[node]) {
+    const std::vector<std::uint64_t> members(gpus_[g]->members.begin(), gpus_[g]->members.end());
+    for (std::uint64_t id : members) {
+      Request& r = *requests_[id];
+      if (r.phase == Phase::kDecoding) start_move(r, MoveTrigger::kDrain, node, now);
+    }
+  }
+}
+
+void ServingModel::rebalance_check() {
+  const RebalanceSpec& rb = spec_.policies.rebalance;
+  for (std::size_t g = 0; g < gpus_.size(); ++g) {
+    Gpu& gpu = *gpus_[g];
+    if (!gpu.worker->up() || static_cast<double>(gpu.reserved) <=
+                                 rb.threshold * static_cast<double>(gpu.capacity)) {
+      continue;
+    }
+    Request* biggest = nullptr;
+    for (std::uint64_t id : gpu.members) {
+      Request& r = *requests_[id];
+      if (r.phase == Phase::kDecoding && (!biggest || r.context > biggest->context)) biggest = &r;
+    }
+    if (biggest) start_move(*biggest, MoveTrigger::kRebalance, gpu.node, sim_.now().ns);
+  }
+  if (sim_.now().ns + from_seconds(rb.check_interval).ns < end_ns_) {
+    sim_.schedule_after(from_seconds(rb.check_interval), [this] { rebalance_check(); });
+  }
+}
+
+void ServingModel::sample_links() {
+  const SimTime interval = from_seconds(spec_.outputs.link_sample_interval);
+  std::vector<LinkCounter> now = fabric_.link_counters();
+  // Utilisation is the allocated share of capacity at the sample instant (exact);
+  // bytes are those settled since the last sample (the network settles a flow's
+  // bytes when its rate changes or it ends, so they can lag).
+  for (std::size_t i = 0; i < now.size() && i < last_counters_.size(); ++i) {
+    const std::int64_t bytes = now[i].bytes - last_counters_[i].bytes;
+    // A capacity change at this very instant is re-shared by an event at the same
+    // time, possibly after this one: until then the allocation may exceed capacity.
+    const double util = now[i].capacity_bps > 0
+                            ? std::min(1.0, now[i].allocated_bps / now[i].capacity_bps)
+                            : 0.0;
+    result_.link_samples.push_back({sim_.now().ns, now[i].name, util, bytes});
+  }
+  last_counters_ = std::move(now);
+  if (sim_.now().ns + interval.ns <= end_ns_) {
+    sim_.schedule_after(interval, [this] { sample_links(); });
+  }
+}
+
+}  // namespace kvshift::sim
