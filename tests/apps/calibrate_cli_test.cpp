@@ -96,7 +96,9 @@ class CalibrateCli : public ::testing::Test {
     if (run_kvshift("calibrate --help").exit_code != 0) {
       GTEST_SKIP() << "this build has no calibrate command (kvshift_calibrate not built)";
     }
-    dir_ = fs::path(KVSHIFT_BINARY_DIR) / "calibrate-cli-test";
+    // One folder per test: ctest runs the tests of this file in parallel processes.
+    dir_ = fs::path(KVSHIFT_BINARY_DIR) / "calibrate-cli-test" /
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::remove_all(dir_);
     write_model(dir_ / "model", 40);
     write_corpus(dir_ / "corpus.tokens", 3000, 40);

@@ -34,9 +34,11 @@ std::filesystem::path artefacts() {
 // Loads `page` headless; returns the DOM and checks for script errors in the log.
 void expect_page_draws(const std::string& browser, const std::filesystem::path& page, int charts,
                        const std::string& shot) {
+  // A profile folder of its own: the tests of this file may run at the same time.
   const std::string flags =
       " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
-      "--enable-logging=stderr --v=0 --virtual-time-budget=10000 ";
+      "--enable-logging=stderr --v=0 --virtual-time-budget=10000 --user-data-dir=" +
+      (artefacts() / ("profile-" + shot)).string() + " ";
   const auto dom =
       run_command("timeout 120 " + browser + flags + "--dump-dom file://" + page.string());
   ASSERT_EQ(dom.exit_code, 0) << dom.err;
