@@ -11,3 +11,7 @@ if(TARGET kvshift_backend)
     target_link_libraries(backend_bench PRIVATE OpenMP::OpenMP_CXX)
   endif()
 endif()
+
+if(TARGET kvshift_calibrate)
+  kvshift_add_benchmark(calibrate_bench SOURCES calibrate_bench.cpp LIBS kvshift_calibrate)
+endif()

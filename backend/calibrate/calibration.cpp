@@ -258,19 +258,27 @@ CalibrationResult run_calibration(const Model& model, std::span<const std::int32
   // Prefixes {π1..πk}, evaluated jointly (k = 1 is the single π1).
   std::vector<std::vector<const FittedGroup*>> prefix_topos;
   timed("select: prefixes", [&] {
+    std::vector<std::vector<GroupPlan>> prefix_plans;
+    std::vector<GroupPlan> all_plans;
     for (std::size_t k = 1; k <= res.order.size(); ++k) {
       const std::vector<int> groups(res.order.begin(), res.order.begin() + static_cast<long>(k));
-      std::vector<GroupPlan> plans;
       try {
-        plans = plans_for(c, groups);
+        prefix_plans.push_back(plans_for(c, groups));
       } catch (const InputError&) {
         break;  // too few kept layers left for anchors: this and longer prefixes are infeasible
       }
-      prefix_topos.push_back(ensure_fits(c, plans));
+      all_plans.insert(all_plans.end(), prefix_plans.back().begin(), prefix_plans.back().end());
       PrefixOutcome p;
       p.groups = groups;
-      for (const GroupPlan& plan : plans) p.omitted_bytes += saved_bytes(c, plan);
+      for (const GroupPlan& plan : prefix_plans.back()) p.omitted_bytes += saved_bytes(c, plan);
       res.prefixes.push_back(std::move(p));
+    }
+    // One batch, so every (group, anchors) pair the prefixes need is fitted in parallel.
+    const auto fitted = ensure_fits(c, all_plans);
+    auto next = fitted.begin();
+    for (const auto& plans : prefix_plans) {
+      prefix_topos.emplace_back(next, next + static_cast<long>(plans.size()));
+      next += static_cast<long>(plans.size());
     }
     std::vector<std::vector<const FittedGroup*>> to_eval(prefix_topos.begin() + 1,
                                                          prefix_topos.end());

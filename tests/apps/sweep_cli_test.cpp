@@ -51,7 +51,8 @@ TEST(SweepCli, WritesTheTablePointSummariesAndAReport) {
 TEST(SweepCli, CtrlCKeepsFinishedPointsAndResumeFinishesTheSweep) {
   const auto dir = fresh("sigint");
   std::string seeds;
-  for (int i = 1; i <= 60; ++i) seeds += (i > 1 ? "," : "") + std::to_string(i);
+  // ~4 s of work at --jobs 1 on a fast core, so the interrupt after 1 s lands mid-sweep.
+  for (int i = 1; i <= 400; ++i) seeds += (i > 1 ? "," : "") + std::to_string(i);
   const std::string sets =
       " --set /duration=60s --set /seed=" + seeds + " --set '/policies/strategies=[\"full_kv\"]'";
   const auto r = run_command("timeout --preserve-status -s INT 1 " + kvshift_exe() + " sweep " +
@@ -63,7 +64,7 @@ TEST(SweepCli, CtrlCKeepsFinishedPointsAndResumeFinishesTheSweep) {
   EXPECT_FALSE(std::filesystem::exists(dir / "sweep.csv"));
   const auto done = run_kvshift("sweep --resume " + dir.string() + " --jobs 2 --no-report");
   ASSERT_EQ(done.exit_code, 0) << done.err;
-  EXPECT_EQ(lines(slurp((dir / "sweep.csv").string())), 61);
+  EXPECT_EQ(lines(slurp((dir / "sweep.csv").string())), 401);
   EXPECT_EQ(done.out.find("(0 simulated now"), std::string::npos) << done.out;
 }
 
