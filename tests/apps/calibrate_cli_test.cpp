@@ -175,6 +175,19 @@ TEST_F(CalibrateCli, BadOptionsExitTwoNamingTheOption) {
   EXPECT_FALSE(fs::exists(dir_ / "out"));
 }
 
+TEST_F(CalibrateCli, MissingModelOrCorpusExitsTwoNamingTheOption) {
+  const std::string corpus = " --corpus " + (dir_ / "corpus.tokens").string();
+  const std::string out = " --out " + (dir_ / "out").string();
+  const auto no_model = run_kvshift("calibrate --model " + (dir_ / "nothing").string() + corpus + out);
+  EXPECT_EQ(no_model.exit_code, 2);
+  EXPECT_NE(no_model.err.find("--model: "), std::string::npos) << no_model.err;
+  const auto no_corpus = run_kvshift("calibrate --model " + (dir_ / "model").string() +
+                                     " --corpus " + (dir_ / "nothing.tokens").string() + out);
+  EXPECT_EQ(no_corpus.exit_code, 2);
+  EXPECT_NE(no_corpus.err.find("--corpus: "), std::string::npos) << no_corpus.err;
+  EXPECT_FALSE(fs::exists(dir_ / "out"));
+}
+
 TEST_F(CalibrateCli, ModelWithoutInteriorGroupsExitsTwo) {
   const std::string tiny = std::string(KVSHIFT_SOURCE_DIR) + "/tests/fixtures/tiny_llama";
   write_corpus(dir_ / "c96.tokens", 3000, 96);
