@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <mutex>
 
@@ -224,7 +225,7 @@ CalibrationResult run_calibration(const Model& model, std::span<const std::int32
     const auto t0 = Clock::now();
     progress.stage(name);
     fn();
-    res.stage_seconds[name] = std::chrono::duration<double>(Clock::now() - t0).count();
+    res.stage_seconds.emplace_back(name, std::chrono::duration<double>(Clock::now() - t0).count());
   };
 
   timed("fit data", [&] {

@@ -9,10 +9,10 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/calibrate/corpus.hpp"
@@ -67,7 +67,7 @@ struct CalibrationResult {
   std::vector<GateChoice> gates;        ///< one per gate evaluated (the chosen gate first)
   std::vector<FittedGroup> predictors;  ///< the chosen topology's folded predictors
   std::size_t fits = 0;                 ///< (group, anchors) pairs fitted
-  std::map<std::string, double> stage_seconds;
+  std::vector<std::pair<std::string, double>> stage_seconds;  ///< in the order run
   double exact_nll_select = 0.0;  ///< mean exact NLL on the selection set
   /// The choice of options.gate.
   const GateChoice& chosen() const { return gates.front(); }

@@ -127,6 +127,8 @@ json report_json(const CalibrationResult& r, const cost_model::ModelSpec& spec,
                      {"omitted_fraction", g.test.omitted_fraction},
                      {"test", quality_json(g.test)}});
   }
+  json stages = json::object();
+  for (const auto& [stage, seconds] : r.stage_seconds) stages[stage] = seconds;
   return {{"model", spec.name},
           {"model_path", info.model_path},
           {"layers", spec.layers},
@@ -143,7 +145,7 @@ json report_json(const CalibrationResult& r, const cost_model::ModelSpec& spec,
           {"wall_time_s", info.wall_time_s},
           {"cpu_time_s", info.cpu_time_s},
           {"threads", o.threads},
-          {"stage_seconds", r.stage_seconds},
+          {"stage_seconds", stages},
           {"options",
            {{"history", o.history},
             {"eval", o.eval},
@@ -238,8 +240,11 @@ std::string report_markdown(const CalibrationResult& r, const cost_model::ModelS
   md << "\nΔNLL is in nats per eval token (reconstructed minus exact, teacher forced); Upper-90 is "
         "the one-sided 90 % bootstrap bound of the mean ("
      << o.resamples << " paired resamples, seed " << o.seed << "). Stage times (s):";
-  for (const auto& [k, v] : r.stage_seconds) md << " " << k << " " << fmt("%.1f", v) << ";";
-  md << "\n";
+  for (std::size_t i = 0; i < r.stage_seconds.size(); ++i) {
+    const auto& [stage, seconds] = r.stage_seconds[i];
+    md << (i ? ", " : " ") << stage << " " << fmt("%.1f", seconds);
+  }
+  md << ".\n";
   return md.str();
 }
 
