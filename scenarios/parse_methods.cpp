@@ -1,9 +1,9 @@
 // The "risk_kv" and "proxy_kv" sections: the RISK-KV topology (a name, group
 // list, topology.json path or inline object) with its measured ΔNLL, and the
 // ProxyKV proxy model, its placement, retention ratio ρ and NLL change. A
-// topology.json written by calibration may carry its ΔNLL as
-// {"quality": {"delta_nll": x}} (or "mean_delta_nll"); the scenario's own
-// "delta_nll" wins when both are given.
+// topology.json written by `kvshift calibrate` carries its measured ΔNLL as
+// {"quality": {"delta_nll_mean": x}} (hand-written files may say "delta_nll");
+// the scenario's own "delta_nll" wins when both are given.
 #include <cmath>
 
 #include "cost_model/input_error.hpp"
@@ -16,7 +16,7 @@ namespace {
 
 std::optional<double> quality_from(const Json& doc) {
   if (!doc.is_object() || !doc.contains("quality") || !doc["quality"].is_object()) return {};
-  for (const char* k : {"delta_nll", "mean_delta_nll"}) {
+  for (const char* k : {"delta_nll", "delta_nll_mean", "mean_delta_nll"}) {
     if (doc["quality"].contains(k) && doc["quality"][k].is_number()) {
       return doc["quality"][k].get<double>();
     }

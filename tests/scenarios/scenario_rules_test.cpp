@@ -301,6 +301,15 @@ TEST(ScenarioRules, InlineTopologyCarriesItsQuality) {
   EXPECT_DOUBLE_EQ(s.risk_kv->delta_nll, 0.07);
 }
 
+TEST(ScenarioRules, TopologyQualityUnderCalibratesKeyAndTheScenarioWins) {
+  json j = minimal_json();
+  j["risk_kv"] = {
+      {"topology", {{"omitted_groups", {3}}, {"quality", {{"delta_nll_mean", 0.0125}}}}}};
+  EXPECT_DOUBLE_EQ(testing::load(j).risk_kv->delta_nll, 0.0125);
+  j["risk_kv"]["delta_nll"] = 0.5;
+  EXPECT_DOUBLE_EQ(testing::load(j).risk_kv->delta_nll, 0.5);
+}
+
 TEST(ScenarioRules, CostSourceForms) {
   json j = minimal_json();
   j["cost_source"] = "measured";

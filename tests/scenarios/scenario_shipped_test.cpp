@@ -142,6 +142,22 @@ TEST(ShippedScenarios, PaperLocalRecoveryHasThreeModelsAtBatchOne) {
   }
 }
 
+TEST(ShippedScenarios, SmolLM2UsesTheCommittedCalibration) {
+  // Topology and ΔNLL both come from the topology.json `kvshift calibrate` wrote.
+  const std::string calibrated =
+      std::string(KVSHIFT_SOURCE_DIR) + "/results/calibration/smollm2-135m/topology.json";
+  std::ifstream in(calibrated);
+  const nlohmann::json file = nlohmann::json::parse(in);
+  const sim::ScenarioSpec s = load_scenario_file(kDir + "/smollm2-calibrated.json");
+  EXPECT_EQ(s.model.name, "smollm2-135m");
+  ASSERT_TRUE(s.risk_kv);
+  EXPECT_EQ(s.risk_kv->topology_source, fs::path(calibrated).lexically_normal().string());
+  std::vector<int> groups;
+  for (const auto& g : s.risk_kv->topology.groups()) groups.push_back(g.group);
+  EXPECT_EQ(groups, file["omitted_groups"].get<std::vector<int>>());
+  EXPECT_EQ(s.risk_kv->delta_nll, file["quality"]["delta_nll_mean"].get<double>());
+}
+
 TEST(ShippedScenarios, TracePathsResolveAgainstTheScenarioFolder) {
   const sim::ScenarioSpec s = load_scenario_file(kDir + "/regression/drain-full-kv-100mbps.json");
   EXPECT_EQ(s.workload.trace_path, fs::path(kDir + "/traces/one-request-512.csv").lexically_normal().string());
