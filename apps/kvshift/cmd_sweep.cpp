@@ -146,6 +146,9 @@ int run(const SweepCliOptions& o) {
       throw InputError("--analytic: takes --bandwidth/--tokens/--omit, not --set or --resume");
     return run_analytic(o);
   }
+  // From here on Ctrl-C stops the sweep cleanly, even during planning (the runner then
+  // saves the plan and stops before the first point).
+  std::signal(SIGINT, on_sigint);
   sweep::SweepPlan plan;
   std::filesystem::path dir;
   if (!o.resume.empty()) {
@@ -170,7 +173,6 @@ int run(const SweepCliOptions& o) {
   options.warn = [](const std::string& w) { std::cerr << "kvshift: warning: " << w << "\n"; };
   const bool quiet = o.quiet || sweep::rank_from_environment() != 0;
   options.progress = progress_printer(quiet);
-  std::signal(SIGINT, on_sigint);
   const sweep::SweepOutcome r = sweep::run_sweep(plan, dir, make_compute_costs, options);
   std::signal(SIGINT, SIG_DFL);
   if (!r.is_root) return r.interrupted ? 130 : 0;

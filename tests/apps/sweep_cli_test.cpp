@@ -52,10 +52,12 @@ TEST(SweepCli, CtrlCKeepsFinishedPointsAndResumeFinishesTheSweep) {
   const auto dir = fresh("sigint");
   std::string seeds;
   // ~4 s of work at --jobs 1 on a fast core, so the interrupt after 1 s lands mid-sweep.
+  // --foreground: one SIGINT to kvshift, as a Ctrl-C sends; without it timeout also signals
+  // its process group, and the second SIGINT ends kvshift at once (as a second Ctrl-C should).
   for (int i = 1; i <= 400; ++i) seeds += (i > 1 ? "," : "") + std::to_string(i);
   const std::string sets =
       " --set /duration=60s --set /seed=" + seeds + " --set '/policies/strategies=[\"full_kv\"]'";
-  const auto r = run_command("timeout --preserve-status -s INT 1 " + kvshift_exe() + " sweep " +
+  const auto r = run_command("timeout --foreground --preserve-status -s INT 1 " + kvshift_exe() + " sweep " +
                              tiny() + sets + " --jobs 1 --no-report --out " + dir.string());
   if (r.exit_code == 0) GTEST_SKIP() << "the sweep finished before the interrupt";
   ASSERT_EQ(r.exit_code, 130) << r.err;
