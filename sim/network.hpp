@@ -185,7 +185,7 @@ class Network {
     std::uint32_t running_index = 0;
   };
   static constexpr std::uint32_t kNoSlot = ~std::uint32_t{0};
-  /// The solver's view of a running transfer: 64 bytes. Records are recycled, so
+  /// The solver's view of a running transfer (88 bytes). Records are recycled, so
   /// the running transfers stay in a small, cache-resident array however many
   /// transfers a run has had; channels list their flows by record index.
   struct Hot {
@@ -196,6 +196,8 @@ class Network {
     double rate = 0;
     double new_rate = 0;           ///< solver scratch
     std::int64_t last_settle = 0;  ///< ns
+    std::int64_t due = 0;          ///< ns: completion at the current rate
+    std::int64_t event_at = 0;     ///< ns: when `event` fires (<= due while sharing)
     std::uint32_t hop_begin = 0;   ///< channels of the route in hop_arena_
     std::uint16_t hop_count = 0;
     std::uint8_t sharing = 0;      ///< in the sharing phase
@@ -241,6 +243,8 @@ class Network {
   void fix_flow(std::uint32_t slot, double rate);
   void apply_rates();
   void schedule_completion(Flow& f);
+  void arm_completion(TransferId id);
+  void completion_event(TransferId id);
   void on_route_change(std::optional<LinkId> link, std::optional<NodeId> node);
   void notify(void (NetworkObserver::*fn)(const TransferInfo&), const Flow& f);
 
