@@ -83,6 +83,26 @@ void Model::layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t pos0,
   x.noalias() += gate * w.w_down.transpose();
 }
 
+void Model::run_layers(int first, int last, Matrix& x, KvCache& cache) const {
+  const auto& m = spec();
+  if (first < 0 || last > m.layers || first > last || x.cols() != m.hidden ||
+      cache.k.size() != static_cast<std::size_t>(m.layers) || cache.v.size() != cache.k.size()) {
+    throw std::invalid_argument("run_layers: bad layer range, residual width or cache shape");
+  }
+  if (first == last) return;
+  const std::int64_t pos0 = cache.k[first].rows();
+  for (int l = first; l < last; ++l) {
+    if (cache.k[l].rows() != pos0 || cache.v[l].rows() != pos0) {
+      throw std::invalid_argument("run_layers: cache layer " + std::to_string(l) +
+                                  " holds a different number of tokens than layer " +
+                                  std::to_string(first));
+    }
+  }
+  apply_cpu_threads();
+  ForwardResult unused;
+  for (int l = first; l < last; ++l) layer_forward(l, x, cache, pos0, {}, unused);
+}
+
 ForwardResult Model::forward(std::span<const std::int32_t> tokens, KvCache& cache,
                              const ForwardOptions& o) const {
   apply_cpu_threads();

@@ -64,6 +64,12 @@ class Model {
   ForwardResult forward(std::span<const std::int32_t> tokens, KvCache& cache,
                         const ForwardOptions& options = {}) const;
 
+  /// Resumes a forward pass mid-model: runs layers [first, last) over the residual rows `x`
+  /// (the stream entering layer `first`, e.g. kept from an earlier pass) of new tokens that
+  /// follow the cache's contents, appending their K/V to those layers of `cache`. Layers
+  /// outside [first, last) are neither read nor changed.
+  void run_layers(int first, int last, Matrix& x, KvCache& cache) const;
+
   /// Teacher-forced NLL: runs `tokens` on top of `cache` and returns, for i in
   /// [0, n-1), −log p(tokens[i+1] | cache, tokens[0..i]) — n−1 values, in nats.
   /// To score E tokens that follow a history of H tokens, pass a cache of the first

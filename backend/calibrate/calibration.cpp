@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "backend/calibrate/parallel.hpp"
 #include "backend/calibrate/probe.hpp"
@@ -112,7 +113,7 @@ double delta_nll(const Model& model, const RequestProbe& probe,
     reconstruct_group(g->predictor, std::span<KvCache* const>(&ptr, 1), model.spec());
     first = std::min(first, g->predictor.target_layers.front());
   }
-  return mean_of(probe.nll_with(cache, first)) - probe.exact_mean();
+  return mean_of(probe.nll_with(std::move(cache), first)) - probe.exact_mean();
 }
 
 /// deltas[t][r] for every topology t on every probe r.

@@ -3,42 +3,7 @@
 
 #include <stdexcept>
 
-#include "backend/attention.hpp"
-#include "backend/rope.hpp"
-
 namespace kvshift::backend::calibrate {
-
-void layer_step(const ModelWeights& weights, int l, Matrix& x, const KvCache& cache) {
-  const auto& m = weights.spec;
-  const LayerWeights& w = weights.layers[l];
-  const Eigen::Index pos0 = cache.k[l].rows();
-  const Eigen::Index n = x.rows();
-  Matrix h = rms_norm(x, w.attn_norm, m.rms_eps);
-  Matrix q = h * w.wq.transpose();
-  Matrix k(pos0 + n, w.wk.rows());
-  Matrix v(pos0 + n, w.wv.rows());
-  k.topRows(pos0) = cache.k[l];
-  v.topRows(pos0) = cache.v[l];
-  k.bottomRows(n).noalias() = h * w.wk.transpose();
-  v.bottomRows(n).noalias() = h * w.wv.transpose();
-  if (w.bq.size()) {
-    q.rowwise() += w.bq;
-    k.bottomRows(n).rowwise() += w.bk;
-    v.bottomRows(n).rowwise() += w.bv;
-  }
-  apply_rope(q, {m.q_heads, m.head_dim, m.rope_theta}, pos0);
-  Matrix k_new = k.bottomRows(n);
-  apply_rope(k_new, {m.kv_heads, m.head_dim, m.rope_theta}, pos0);
-  k.bottomRows(n) = k_new;
-  Matrix attn;
-  causal_attention(q, k, v, {m.q_heads, m.kv_heads, m.head_dim, pos0}, attn);
-  x.noalias() += attn * w.wo.transpose();
-  h = rms_norm(x, w.mlp_norm, m.rms_eps);
-  Matrix gate = h * w.w_gate.transpose();
-  const Matrix up = h * w.w_up.transpose();
-  gate.array() = gate.array() / (1.0f + (-gate.array()).exp()) * up.array();
-  x.noalias() += gate * w.w_down.transpose();
-}
 
 RequestProbe::RequestProbe(const Model& model, std::span<const std::int32_t> history,
                            std::span<const std::int32_t> eval,
@@ -71,9 +36,10 @@ RequestProbe::RequestProbe(const Model& model, std::span<const std::int32_t> his
     }
     x.row(i) = w.embed.row(input_[i]);
   }
+  KvCache work = cache_;  // the eval rows are appended here, cache_ stays the history
   for (int l = 0; l < spec.layers; ++l) {
     if (keep[l]) residual_[l] = x;
-    layer_step(w, l, x, cache_);
+    model.run_layers(l, l + 1, x, work);
   }
   exact_nll_ = logits_nll(x);
 }
@@ -84,14 +50,14 @@ double RequestProbe::exact_mean() const {
   return s / static_cast<double>(exact_nll_.size());
 }
 
-std::vector<double> RequestProbe::nll_with(const KvCache& cache, int first_layer) const {
+std::vector<double> RequestProbe::nll_with(KvCache cache, int first_layer) const {
   const auto& spec = model_->spec();
   if (first_layer < 0 || first_layer >= spec.layers || residual_[first_layer].size() == 0) {
     throw std::invalid_argument("RequestProbe: no residual kept for layer " +
                                 std::to_string(first_layer));
   }
   Matrix x = residual_[first_layer];
-  for (int l = first_layer; l < spec.layers; ++l) layer_step(model_->weights(), l, x, cache);
+  model_->run_layers(first_layer, spec.layers, x, cache);
   return logits_nll(x);
 }
 

@@ -2,11 +2,10 @@
 // E eval tokens. The exact history cache (first H−1 tokens) and the exact eval
 // pass are computed once; the residual stream entering chosen layers is kept,
 // so a probe with some layers' history KV replaced (reconstructed) re-runs only
-// the layers from the first replaced one upward — layers below it see the same
-// keys and the same inputs. NLL is teacher forced over the E eval tokens:
-// input [h_{H−1}, e_0..e_{E−1}], targets e_0..e_{E−1}. The per-layer step is
-// the backend's layer (RMSNorm, Q/K/V (+bias), RoPE, GQA attention, SwiGLU)
-// run without appending to the cache. Leaves out: batching several probes.
+// the layers from the first replaced one upward (Model::run_layers) — layers
+// below it see the same keys and the same inputs. NLL is teacher forced over
+// the E eval tokens: input [h_{H−1}, e_0..e_{E−1}], targets e_0..e_{E−1}.
+// Leaves out: batching several probes.
 #pragma once
 
 #include <cstdint>
@@ -30,9 +29,9 @@ class RequestProbe {
   const std::vector<double>& exact_nll() const { return exact_nll_; }
   double exact_mean() const;
 
-  /// Per-token NLL of the eval tokens with `cache` (a modified copy of exact_cache()) in
-  /// place of the exact history; layers below `first_layer` must be unchanged in it.
-  std::vector<double> nll_with(const KvCache& cache, int first_layer) const;
+  /// Per-token NLL of the eval tokens with `cache` (a modified copy of exact_cache(), used
+  /// up) in place of the exact history; layers below `first_layer` must be unchanged in it.
+  std::vector<double> nll_with(KvCache cache, int first_layer) const;
 
  private:
   std::vector<double> logits_nll(const Matrix& x) const;
@@ -44,9 +43,5 @@ class RequestProbe {
   std::vector<Matrix> residual_;  // per layer (empty when not kept)
   std::vector<double> exact_nll_;
 };
-
-/// One decoder layer over new rows `x` (positions from cache tokens on) with keys/values =
-/// cache rows + the new rows; the cache is not modified.
-void layer_step(const ModelWeights& w, int layer, Matrix& x, const KvCache& cache);
 
 }  // namespace kvshift::backend::calibrate

@@ -106,6 +106,37 @@ TEST(Forward, CapturesAttentionInputsAndPreRopeKeysPerLayer) {
   }
 }
 
+TEST(Forward, RunLayersResumesMidModelExactly) {
+  const Reference ref = load_reference("tiny_qwen2");
+  const Model model(load_hf_model(fixture("tiny_qwen2")));
+  const auto& m = model.spec();
+  const auto n = static_cast<Eigen::Index>(ref.tokens.size());
+  // A history of the first half, then the second half's residual run layer range by range.
+  const std::span<const std::int32_t> tokens(ref.tokens);
+  KvCache full = model.new_cache();
+  const ForwardResult whole = model.forward(tokens, full);
+  KvCache cache = model.new_cache();
+  model.forward(tokens.first(n / 2), cache, {.logits = LogitsMode::kNone});
+  Matrix x(n - n / 2, m.hidden);
+  for (Eigen::Index i = 0; i < x.rows(); ++i) x.row(i) = model.weights().embed.row(tokens[n / 2 + i]);
+  const int split = m.layers / 2;
+  model.run_layers(0, split, x, cache);
+  EXPECT_EQ(cache.k[split - 1].rows(), n);
+  EXPECT_EQ(cache.k[split].rows(), n / 2);  // layers past the range untouched
+  Matrix copy = x;
+  EXPECT_THROW(model.run_layers(split - 1, split + 1, copy, cache), std::invalid_argument);
+  model.run_layers(split, m.layers, x, cache);
+  for (int l = 0; l < m.layers; ++l) {
+    EXPECT_LT(relative_error(cache.k[l], full.k[l]), 1e-6) << l;
+    EXPECT_LT(relative_error(cache.v[l], full.v[l]), 1e-6) << l;
+  }
+  const Matrix logits = rms_norm(x, model.weights().final_norm, m.rms_eps) *
+                        model.weights().output().transpose();
+  EXPECT_LT(relative_error(logits, whole.logits.bottomRows(x.rows())), 2e-6);
+  EXPECT_THROW(model.run_layers(1, 0, x, cache), std::invalid_argument);
+  EXPECT_THROW(model.run_layers(0, m.layers + 1, x, cache), std::invalid_argument);
+}
+
 TEST(Forward, RejectsTokenIdsOutsideTheVocabulary) {
   const Model model(load_hf_model(fixture("tiny_llama")));
   KvCache cache = model.new_cache();
