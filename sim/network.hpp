@@ -152,6 +152,9 @@ class Network {
   // Run-time changes (call them from events to schedule them).
   /// Degrades or restores a link's bandwidth (> 0); rates are re-shared.
   void set_link_bandwidth(LinkId link, BitsPerSecond bw);
+  /// Changes a link's one-way latency (>= 0). Transfers routed from now on (new ones and
+  /// re-routes) see it and may take another path; running transfers keep their route.
+  void set_link_latency(LinkId link, SimTime latency);
   /// Takes a link down: its flows are re-routed or stall.
   void fail_link(LinkId link);
   /// Brings a link back: stalled transfers retry their routes.

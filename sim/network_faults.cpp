@@ -16,6 +16,10 @@ void Network::set_link_bandwidth(LinkId link, BitsPerSecond bw) {
   request_reshare();
 }
 
+void Network::set_link_latency(LinkId link, SimTime latency) {
+  topo_.set_link_latency(link, latency);
+}
+
 void Network::fail_link(LinkId link) {
   topo_.set_link_up(link, false);
   on_route_change(link, std::nullopt);

@@ -137,6 +137,15 @@ void Topology::set_link_bandwidth(LinkId l, BitsPerSecond bw) {
   state_.at(l).bandwidth = bw;
 }
 
+void Topology::set_link_latency(LinkId l, SimTime latency) {
+  if (latency.ns < 0) {
+    throw InputError("link \"" + links_.at(l).name + "\": latency must be >= 0");
+  }
+  if (links_.at(l).latency == latency) return;
+  links_[l].latency = latency;
+  invalidate_routes();
+}
+
 void Topology::set_link_up(LinkId l, bool up) {
   if (state_.at(l).up == up) return;
   state_[l].up = up;

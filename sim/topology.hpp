@@ -7,8 +7,9 @@
 // (walking back from the destination, the smallest-id link that keeps the
 // path shortest is taken), computed with Boost's Dijkstra on the graph of
 // usable links (up, both ends up) and cached per (source, destination) until a
-// change that can alter routes (a link or node failing or coming back, a new
-// link). Bandwidth changes do not move routes (routing is by latency).
+// change that can alter routes (a link or node failing or coming back, a link's
+// latency changing, a new link). Bandwidth changes do not move routes (routing
+// is by latency).
 // Every node may forward traffic. Left out: ECMP/multipath, link costs other
 // than latency, per-node forwarding capacity.
 #pragma once
@@ -105,6 +106,8 @@ class Topology {
   bool link_usable(LinkId l) const;
   /// Changes a link's bandwidth (> 0; use set_link_up(false) for an outage).
   void set_link_bandwidth(LinkId l, BitsPerSecond bw);
+  /// Changes a link's one-way latency (>= 0); routes are recomputed, as routing is by latency.
+  void set_link_latency(LinkId l, SimTime latency);
   void set_link_up(LinkId l, bool up);
   void set_node_up(NodeId n, bool up);
   /// Bumped by every change that can alter routes.

@@ -35,7 +35,10 @@ Topology build_topology(const ClusterSpec& cluster, const std::string& gpu_model
 NetworkFabric::NetworkFabric(Simulator& sim, const ClusterSpec& cluster,
                              const std::string& gpu_model)
     : topology_(build_topology(cluster, gpu_model)) {
-  for (const LinkSpec& l : cluster.links) declared_bandwidth_.push_back(l.bandwidth.value);
+  for (const LinkSpec& l : cluster.links) {
+    declared_bandwidth_.push_back(l.bandwidth.value);
+    declared_latency_.push_back(from_seconds(l.latency));
+  }
   network_ = std::make_unique<Network>(sim, topology_, NetworkOptions{false});
 }
 
@@ -84,10 +87,10 @@ LinkId NetworkFabric::link_id(const std::string& name) const {
 
 void NetworkFabric::degrade_link(const std::string& link, std::optional<double> bandwidth_bps,
                                  std::optional<double> latency_s) {
-  // Latency changes are not modelled by the network (routes are by latency and
-  // fixed per flow); bandwidth degradation is.
-  (void)latency_s;
-  if (bandwidth_bps) network_->set_link_bandwidth(link_id(link), BitsPerSecond{*bandwidth_bps});
+  // A latency change reaches transfers routed after it; running ones keep their route.
+  const LinkId id = link_id(link);
+  if (bandwidth_bps) network_->set_link_bandwidth(id, BitsPerSecond{*bandwidth_bps});
+  if (latency_s) network_->set_link_latency(id, from_seconds(*latency_s));
 }
 
 void NetworkFabric::fail_link(const std::string& link) { network_->fail_link(link_id(link)); }
@@ -96,6 +99,7 @@ void NetworkFabric::repair_link(const std::string& link) {
   const LinkId id = link_id(link);
   network_->repair_link(id);
   network_->set_link_bandwidth(id, BitsPerSecond{declared_bandwidth_[id]});
+  network_->set_link_latency(id, declared_latency_[id]);
 }
 
 std::vector<LinkCounter> NetworkFabric::link_counters() {

@@ -40,6 +40,7 @@ class NetworkFabric final : public Fabric {
 
   Topology topology_;
   std::vector<double> declared_bandwidth_;
+  std::vector<SimTime> declared_latency_;
   std::unique_ptr<Network> network_;
 };
 

@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "cost_model/input_error.hpp"
 #include "sim/generators.hpp"
 #include "sim/network.hpp"
 #include "tests/sim/network_fixtures.hpp"
@@ -25,6 +26,21 @@ TEST(Network, DegradedLinkSlowsItsFlows) {
   sim.run();
   // 0.5 Gbit in the first 0.5 s, the other 0.5 Gbit at 0.25 Gbps: 2 s more.
   EXPECT_EQ(net.info(a).finish, milliseconds(2500));
+}
+
+TEST(Network, LatencyChangeReachesTransfersRoutedAfterIt) {
+  Topology t = chain({8 * kGbps}, {milliseconds(10)});
+  Simulator sim;
+  Network net(sim, t);
+  const TransferId before = net.submit(req(0, 1, 1'000'000'000));  // 1 s of transmission
+  sim.schedule_at(milliseconds(100), [&] { net.set_link_latency(0, milliseconds(50)); });
+  const TransferId after = net.submit(req(0, 1, 1'000, milliseconds(200)));
+  sim.run();
+  // `before` paid the old 10 ms; `after` pays 50 ms, enters at 250 ms and shares the link for
+  // the 2 us its 8,000 bits take at 4 Gbps, which costs `before` 1 us.
+  EXPECT_EQ(net.info(after).finish, SimTime{250'002'000});
+  EXPECT_EQ(net.info(before).finish, SimTime{1'010'001'000});
+  EXPECT_THROW(net.set_link_latency(0, SimTime{-5}), InputError);
 }
 
 TEST(Network, FailedLinkReroutesOrStallsAndRepairResumes) {

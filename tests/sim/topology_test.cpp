@@ -79,6 +79,12 @@ TEST(Routing, RoutesAreCachedUntilTheTopologyChanges) {
   const auto v = t.routing_version();
   t.set_link_bandwidth(ab, BitsPerSecond{1e6});
   EXPECT_EQ(t.routing_version(), v) << "bandwidth does not move latency routes";
+  t.set_link_latency(ab, microseconds(4));  // a-b-c now 5 us: a tie, broken by hop count
+  EXPECT_GT(t.routing_version(), v);
+  EXPECT_EQ(link_names(t, *t.route(0, 2)), (std::vector<std::string>{"ac"}));
+  EXPECT_THROW(t.set_link_latency(ab, SimTime{-1}), InputError);
+  t.set_link_latency(ab, microseconds(1));
+  EXPECT_EQ(link_names(t, *t.route(0, 2)), (std::vector<std::string>{"ab", "bc"}));
   t.set_link_up(ab, false);
   EXPECT_GT(t.routing_version(), v);
   EXPECT_EQ(link_names(t, *t.route(0, 2)), (std::vector<std::string>{"ac"}));
