@@ -8,22 +8,14 @@
 #include "backend/model.hpp"
 #include "backend/reconstruct.hpp"
 #include "backend/rope.hpp"
+#include "tests/backend/tiny_spec.hpp"
 
 namespace kvshift::backend {
 namespace {
 
 cost_model::ModelSpec small_spec() {
-  cost_model::ModelSpec m;
-  m.name = "recon-test";
-  m.layers = 8;
-  m.hidden = 48;
-  m.q_heads = 4;
-  m.kv_heads = 2;
-  m.head_dim = 12;
-  m.intermediate = 64;
-  m.vocab = 50;
-  m.rope_theta = 10000.0;
-  return m;
+  return testing::tiny_spec(
+      "recon-test", {.layers = 8, .hidden = 48, .head_dim = 12, .intermediate = 64, .vocab = 50});
 }
 
 KvCache random_cache(const cost_model::ModelSpec& m, std::int64_t T, unsigned seed) {

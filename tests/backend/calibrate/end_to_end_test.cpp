@@ -12,22 +12,12 @@
 #include "backend/safetensors.hpp"
 #include "cost_model/input_error.hpp"
 #include "scenarios/spec_files.hpp"
+#include "tests/backend/tiny_spec.hpp"
 
 namespace kvshift::backend::calibrate {
 namespace {
 
-cost_model::ModelSpec spec() {
-  cost_model::ModelSpec s;
-  s.name = "tiny10";
-  s.layers = 10;
-  s.hidden = 32;
-  s.q_heads = 4;
-  s.kv_heads = 2;
-  s.head_dim = 8;
-  s.intermediate = 48;
-  s.vocab = 64;
-  return s;
-}
+cost_model::ModelSpec spec() { return testing::tiny_spec("tiny10", {.layers = 10}); }
 
 std::vector<std::int32_t> corpus(std::size_t n) {
   // A repetitive stream so the model's keys carry structure the ridge can use.

@@ -9,22 +9,12 @@
 #include "backend/calibrate/probe.hpp"
 #include "backend/reconstruct.hpp"
 #include "cost_model/topology.hpp"
+#include "tests/backend/tiny_spec.hpp"
 
 namespace kvshift::backend::calibrate {
 namespace {
 
-cost_model::ModelSpec spec() {
-  cost_model::ModelSpec s;
-  s.name = "tiny8";
-  s.layers = 8;
-  s.hidden = 32;
-  s.q_heads = 4;
-  s.kv_heads = 2;
-  s.head_dim = 8;
-  s.intermediate = 48;
-  s.vocab = 64;
-  return s;
-}
+cost_model::ModelSpec spec() { return testing::tiny_spec("tiny8", {.layers = 8}); }
 
 std::vector<std::int32_t> tokens(int n, std::uint64_t seed) {
   std::mt19937_64 rng(seed);
