@@ -83,21 +83,29 @@ void Model::layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t pos0,
   x.noalias() += gate * w.w_down.transpose();
 }
 
-void Model::run_layers(int first, int last, Matrix& x, KvCache& cache) const {
-  const auto& m = spec();
-  if (first < 0 || last > m.layers || first > last || x.cols() != m.hidden ||
-      cache.k.size() != static_cast<std::size_t>(m.layers) || cache.v.size() != cache.k.size()) {
-    throw std::invalid_argument("run_layers: bad layer range, residual width or cache shape");
+/// The rows every layer of [first, last) holds (they must agree); `what` names the caller.
+std::int64_t Model::cached_tokens(const KvCache& cache, int first, int last,
+                                  const char* what) const {
+  if (cache.k.size() != static_cast<std::size_t>(spec().layers) ||
+      cache.v.size() != cache.k.size()) {
+    throw std::invalid_argument(std::string(what) + ": cache has the wrong number of layers");
   }
-  if (first == last) return;
-  const std::int64_t pos0 = cache.k[first].rows();
+  const std::int64_t rows = first < last ? cache.k[first].rows() : 0;
   for (int l = first; l < last; ++l) {
-    if (cache.k[l].rows() != pos0 || cache.v[l].rows() != pos0) {
-      throw std::invalid_argument("run_layers: cache layer " + std::to_string(l) +
+    if (cache.k[l].rows() != rows || cache.v[l].rows() != rows) {
+      throw std::invalid_argument(std::string(what) + ": cache layer " + std::to_string(l) +
                                   " holds a different number of tokens than layer " +
                                   std::to_string(first));
     }
   }
+  return rows;
+}
+
+void Model::run_layers(int first, int last, Matrix& x, KvCache& cache) const {
+  if (first < 0 || last > spec().layers || first > last || x.cols() != spec().hidden) {
+    throw std::invalid_argument("run_layers: bad layer range or residual width");
+  }
+  const std::int64_t pos0 = cached_tokens(cache, first, last, "run_layers");
   apply_cpu_threads();
   ForwardResult unused;
   for (int l = first; l < last; ++l) layer_forward(l, x, cache, pos0, {}, unused);
@@ -107,16 +115,7 @@ ForwardResult Model::forward(std::span<const std::int32_t> tokens, KvCache& cach
                              const ForwardOptions& o) const {
   apply_cpu_threads();
   const auto& m = spec();
-  if (cache.k.size() != static_cast<std::size_t>(m.layers) || cache.v.size() != cache.k.size()) {
-    throw std::invalid_argument("forward: cache has the wrong number of layers");
-  }
-  const std::int64_t pos0 = cache.tokens();
-  for (int l = 0; l < m.layers; ++l) {
-    if (cache.k[l].rows() != pos0 || cache.v[l].rows() != pos0) {
-      throw std::invalid_argument("forward: cache layer " + std::to_string(l) +
-                                  " holds a different number of tokens than layer 0");
-    }
-  }
+  const std::int64_t pos0 = cached_tokens(cache, 0, m.layers, "forward");
   const auto n = static_cast<Eigen::Index>(tokens.size());
   Matrix x(n, m.hidden);
   for (Eigen::Index i = 0; i < n; ++i) {

@@ -78,6 +78,7 @@ class Model {
                                          KvCache& cache) const;
 
  private:
+  std::int64_t cached_tokens(const KvCache& cache, int first, int last, const char* what) const;
   void layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t pos0, const ForwardOptions& o,
                      ForwardResult& r) const;
 

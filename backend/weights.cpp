@@ -125,8 +125,10 @@ Vector random_norm(std::mt19937_64& rng, std::int64_t n) {
 
 ModelWeights load_hf_model(const std::string& folder) {
   ModelWeights w;
+  if (!fs::is_directory(folder)) {
+    throw InputError(folder + ": not a model folder (expected config.json and model.safetensors)");
+  }
   w.spec = scenarios::resolve_model(folder);
-  if (!fs::is_directory(folder)) throw InputError(folder + ": not a model folder");
   const ModelSpec& m = w.spec;
   const TensorSource src{fs::path(folder)};
   w.embed = src.matrix("model.embed_tokens.weight", m.vocab, m.hidden);

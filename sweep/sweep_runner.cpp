@@ -57,9 +57,9 @@ std::string csv_from(const SweepPlan& plan, const std::map<std::uint64_t, std::s
   return csv;
 }
 
-// Runs `todo` on a thread pool; returns (point, summary text) for each finished point.
+// Runs `to_run` on a thread pool; returns (point, summary text) for each finished point.
 Items run_local(const SweepPlan& plan, std::vector<sim::ScenarioSpec>& specs,
-                const std::vector<std::uint64_t>& todo, const std::filesystem::path& dir,
+                const std::vector<std::uint64_t>& to_run, const std::filesystem::path& dir,
                 const CostFactory& costs, const RunnerOptions& options, Items& errors) {
   Items finished;
   std::mutex mutex;
@@ -67,7 +67,7 @@ Items run_local(const SweepPlan& plan, std::vector<sim::ScenarioSpec>& specs,
   std::uint64_t settled = 0;
   const auto start = Clock::now();
   boost::asio::thread_pool pool(static_cast<std::size_t>(std::max(options.jobs, 1)));
-  for (std::uint64_t k : todo) {
+  for (std::uint64_t k : to_run) {
     boost::asio::post(pool, [&, k] {
       std::string text, error;
       if (!(options.stop && options.stop->load())) {
@@ -87,10 +87,10 @@ Items run_local(const SweepPlan& plan, std::vector<sim::ScenarioSpec>& specs,
     });
   }
   std::unique_lock lock(mutex);
-  while (settled < todo.size()) {
+  while (settled < to_run.size()) {
     cv.wait_for(lock, std::chrono::milliseconds(250));
     if (options.progress) {
-      const Progress p{finished.size(), todo.size(),
+      const Progress p{finished.size(), to_run.size(),
                        std::chrono::duration<double>(Clock::now() - start).count()};
       lock.unlock();
       options.progress(p);
@@ -141,11 +141,11 @@ SweepOutcome run_sweep(const SweepPlan& plan, const std::filesystem::path& dir,
   done = world.broadcast(std::move(done));
   out.skipped = done.size();
   const std::set<std::uint64_t> done_set(done.begin(), done.end());
-  std::vector<std::uint64_t> todo;
+  std::vector<std::uint64_t> to_run;
   for (std::uint64_t k = 0; k < out.points; ++k) {
     if (!done_set.count(k) &&
         k % static_cast<std::uint64_t>(world.size()) == static_cast<std::uint64_t>(world.rank())) {
-      todo.push_back(k);
+      to_run.push_back(k);
     }
   }
   const std::uint64_t remaining = out.points - out.skipped;
@@ -156,7 +156,7 @@ SweepOutcome run_sweep(const SweepPlan& plan, const std::filesystem::path& dir,
   }
 
   Items errors;
-  const Items finished = run_local(plan, specs, todo, dir, costs, options, errors);
+  const Items finished = run_local(plan, specs, to_run, dir, costs, options, errors);
   const int stopped = world.max_all(options.stop && options.stop->load() ? 1 : 0);
   const Items all = world.gather(finished);
   const Items all_errors = world.gather(errors);

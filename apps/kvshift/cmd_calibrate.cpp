@@ -91,12 +91,13 @@ int run_calibrate(const CalibrateOptions& o) {
                      "\")");
   }
   cal::parse_gate(o.gate, "--gate");  // fail fast, before loading the model
-  if (!std::filesystem::is_directory(o.model)) {
-    throw InputError("--model: " + o.model +
-                     " is not a model folder (config.json + model.safetensors; `make model` "
-                     "prepares models/smollm2-135m)");
-  }
-  const backend::Model model(backend::load_hf_model(o.model));
+  const backend::Model model = [&] {
+    try {
+      return backend::Model(backend::load_hf_model(o.model));
+    } catch (const InputError& e) {
+      throw InputError(std::string("--model: ") + e.what());
+    }
+  }();
   const cal::CalibrationOptions copt = procedure_options(o, model.spec());
   const std::vector<std::int32_t> tokens = cal::read_tokens(o.corpus);
   cal::check_vocabulary(tokens, model.spec().vocab, o.corpus, o.model);
