@@ -22,7 +22,10 @@ struct Launch {
 
 }  // namespace
 
-SimgridRun run_simgrid(const std::vector<NetCase>& cases) {
+SimgridRun run_simgrid(const std::vector<NetCase>& cases, const SimgridOptions& options) {
+  auto phase = [&](std::size_t c, SimgridPhase p) {
+    if (options.on_phase) options.on_phase(c, p);
+  };
   int argc = 2;
   char arg0[] = "kvshift-simgrid";
   char arg1[] = "--log=root.thres:critical";
@@ -41,6 +44,7 @@ SimgridRun run_simgrid(const std::vector<NetCase>& cases) {
   std::vector<std::vector<const sg::Link*>> links(cases.size());
   std::vector<std::vector<sg::Host*>> senders(cases.size());  // per flow
   for (std::size_t c = 0; c < cases.size(); ++c) {
+    phase(c, SimgridPhase::kPlatformBegin);
     const std::string p = "c" + std::to_string(c) + "/";
     for (int i = 0; i < cases[c].nodes; ++i) {
       hosts[c].push_back(zone->create_host(p + "n" + std::to_string(i), 1e9)->seal());
@@ -52,7 +56,8 @@ SimgridRun run_simgrid(const std::vector<NetCase>& cases) {
       if (l.half_duplex) {
         links[c].push_back(zone->create_link(name, bytes_per_s)->set_latency(0)->seal());
       } else {
-        links[c].push_back(zone->create_split_duplex_link(name, bytes_per_s)->set_latency(0)->seal());
+        links[c].push_back(
+            zone->create_split_duplex_link(name, bytes_per_s)->set_latency(0)->seal());
       }
     }
     std::map<std::pair<int, int>, bool> declared;
@@ -66,7 +71,8 @@ SimgridRun run_simgrid(const std::vector<NetCase>& cases) {
         // private link of that capacity from a private sender host: the same constraint.
         const std::string name = p + "cap" + std::to_string(k);
         from = zone->create_host(name, 1e9)->seal();
-        route.emplace_back(zone->create_link(name + "/link", f.cap_bps / 8)->set_latency(0)->seal());
+        route.emplace_back(
+            zone->create_link(name + "/link", f.cap_bps / 8)->set_latency(0)->seal());
       } else if (!declared.emplace(std::make_pair(f.src, f.dst), true).second) {
         senders[c][k] = from;
         continue;
@@ -83,42 +89,63 @@ SimgridRun run_simgrid(const std::vector<NetCase>& cases) {
       zone->add_route(from->get_netpoint(), hosts[c][f.dst]->get_netpoint(), nullptr, nullptr,
                       route, false);
     }
+    phase(c, SimgridPhase::kPlatformEnd);
   }
   zone->seal();
 
-  std::vector<Launch> launches;
   SimgridRun out;
   out.finish_s.resize(cases.size());
+  // One batch of launches per case when they run one at a time, else one for all.
+  const std::size_t batches = options.one_case_at_a_time ? cases.size() : 1;
+  std::vector<std::vector<Launch>> launches(batches);
   for (std::size_t c = 0; c < cases.size(); ++c) {
     out.finish_s[c].assign(cases[c].flows.size(), -1);
     for (std::size_t f = 0; f < cases[c].flows.size(); ++f) {
       const NetFlow& flow = cases[c].flows[f];
-      launches.push_back({c, f, 1e-9 * static_cast<double>(flow.start_ns + flow.route_latency_ns)});
+      launches[batches == 1 ? 0 : c].push_back(
+          {c, f, 1e-9 * static_cast<double>(flow.start_ns + flow.route_latency_ns)});
     }
   }
-  std::stable_sort(launches.begin(), launches.end(),
-                   [](const Launch& a, const Launch& b) { return a.at < b.at; });
+  for (auto& batch : launches) {
+    std::stable_sort(batch.begin(), batch.end(),
+                     [](const Launch& a, const Launch& b) { return a.at < b.at; });
+  }
+  out.case_cpu_s.assign(options.one_case_at_a_time ? cases.size() : 0, 0);
+  out.case_wall_s.assign(out.case_cpu_s.size(), 0);
 
   sg::Actor::create("driver", hosts.front().front(), [&] {
-    std::vector<std::pair<sg::CommPtr, const Launch*>> comms;
-    comms.reserve(launches.size());
-    for (const Launch& l : launches) {
-      if (l.at > sg::Engine::get_clock()) sg::this_actor::sleep_until(l.at);
-      const NetFlow& f = cases[l.c].flows[l.f];
-      if (f.bytes == 0) {
-        out.finish_s[l.c][l.f] = l.at;
-        continue;
+    for (std::size_t b = 0; b < batches; ++b) {
+      const double offset = sg::Engine::get_clock();
+      if (options.one_case_at_a_time) phase(b, SimgridPhase::kRunBegin);
+      const auto w0 = std::chrono::steady_clock::now();
+      const std::clock_t c0 = std::clock();
+      std::vector<std::pair<sg::CommPtr, const Launch*>> comms;
+      comms.reserve(launches[b].size());
+      for (const Launch& l : launches[b]) {
+        if (offset + l.at > sg::Engine::get_clock()) sg::this_actor::sleep_until(offset + l.at);
+        const NetFlow& f = cases[l.c].flows[l.f];
+        if (f.bytes == 0) {
+          out.finish_s[l.c][l.f] = l.at;
+          continue;
+        }
+        sg::CommPtr comm = sg::Comm::sendto_init();
+        comm->set_source(senders[l.c][l.f]);
+        comm->set_destination(hosts[l.c][f.dst]);
+        comm->set_payload_size(static_cast<std::uint64_t>(f.bytes));
+        comm->start();
+        comms.emplace_back(std::move(comm), &l);
       }
-      sg::CommPtr comm = sg::Comm::sendto_init();
-      comm->set_source(senders[l.c][l.f]);
-      comm->set_destination(hosts[l.c][f.dst]);
-      comm->set_payload_size(static_cast<std::uint64_t>(f.bytes));
-      comm->start();
-      comms.emplace_back(std::move(comm), &l);
-    }
-    for (auto& [comm, l] : comms) {
-      comm->wait();
-      out.finish_s[l->c][l->f] = comm->get_finish_time();
+      for (auto& [comm, l] : comms) {
+        comm->wait();
+        out.finish_s[l->c][l->f] = comm->get_finish_time() - offset;
+      }
+      comms.clear();
+      if (options.one_case_at_a_time) {
+        out.case_cpu_s[b] = static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+        out.case_wall_s[b] =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+        phase(b, SimgridPhase::kRunEnd);
+      }
     }
   });
   const auto t0 = std::chrono::steady_clock::now();

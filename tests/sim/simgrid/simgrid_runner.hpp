@@ -12,8 +12,13 @@
 // per-flow cap is a private link of that capacity on the flow's route, from a
 // private sender host (SimGrid 3.32 ignores Comm::set_rate() on host-to-host
 // communications); in max-min terms it is the same constraint.
+// With SimgridOptions::one_case_at_a_time the cases run one after another in
+// simulated time (case c starts when case c-1 has ended; its times are reported
+// relative to its own start), so a benchmark can time and meter each case apart.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "tests/sim/simgrid/net_case.hpp"
@@ -24,9 +29,19 @@ struct SimgridRun {
   std::vector<std::vector<double>> finish_s;  ///< per case, per flow
   double wall_s = 0;                          ///< engine run time (platform build excluded)
   double cpu_s = 0;                           ///< process CPU time of the same span
+  std::vector<double> case_cpu_s;             ///< per case (one_case_at_a_time only)
+  std::vector<double> case_wall_s;            ///< per case (one_case_at_a_time only)
+};
+
+enum class SimgridPhase { kPlatformBegin, kPlatformEnd, kRunBegin, kRunEnd };
+
+struct SimgridOptions {
+  bool one_case_at_a_time = false;
+  /// Called around each case's platform build and (one_case_at_a_time) its run.
+  std::function<void(std::size_t, SimgridPhase)> on_phase;
 };
 
 /// Runs every case (routes filled in) in one SimGrid simulation. Call once per process.
-SimgridRun run_simgrid(const std::vector<NetCase>& cases);
+SimgridRun run_simgrid(const std::vector<NetCase>& cases, const SimgridOptions& options = {});
 
 }  // namespace kvshift::sim::testing
