@@ -1,8 +1,10 @@
 // requires: kvshift_calibrate kvshift_scenarios kvshift_reports
 // `kvshift calibrate`: RISK-KV on a real model — fits ridge predictors on a
-// corpus, measures each group's NLL risk, selects the topology with a quality
-// gate and writes topology.json, predictors.safetensors, report.json and
-// report.md (atomically, and only after the whole run succeeded).
+// corpus, orders the groups by NLL risk on one set of requests, gates the
+// prefixes on a disjoint one (cross-fitted), chooses a topology for every gate
+// and ε of the frontier, measures each choice on held-out test requests and
+// writes topology.json, predictors.safetensors, report.json, report.md and
+// frontier.svg (atomically, and only after the whole run succeeded).
 #include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -28,7 +30,7 @@ namespace cal = backend::calibrate;
 struct CalibrateOptions {
   std::string model, corpus, out;
   std::int64_t history = 512, eval = 512;
-  std::string requests = "fit:24,select:24,test:24";
+  std::string requests = "fit:48,order:16,select:32,test:48";
   double eps = 0.002;
   std::string gate = "upper90", predictor_dtype = "fp32", groups;
   std::uint64_t seed = 1;
@@ -68,7 +70,7 @@ cal::CalibrationOptions procedure_options(const CalibrateOptions& o,
   c.eval = o.eval;
   c.gate = cal::parse_gate(o.gate, "--gate");
   cal::RequestCounts defaults;
-  if (c.gate == cal::Gate::kStableSplit) defaults.confirm = 24;
+  if (c.gate.gate == cal::Gate::kStableSplit) defaults.confirm = 24;
   c.counts = cal::parse_request_counts(o.requests, defaults, "--requests");
   c.eps = o.eps;
   c.seed = o.seed;
@@ -113,21 +115,27 @@ int run_calibrate(const CalibrateOptions& o) {
   const std::string topology = cal::topology_json(r, spec, info).dump(2) + "\n";
   const std::string report = cal::report_json(r, spec, info).dump(2) + "\n";
   const std::string markdown = cal::report_markdown(r, spec, info);
+  const std::string chart = cal::frontier_svg(r);
   const std::filesystem::path out(o.out);
   reports::write_file_atomic(out / "predictors.safetensors", predictors);
   reports::write_file_atomic(out / "topology.json", topology);
   reports::write_file_atomic(out / "report.json", report);
   reports::write_file_atomic(out / "report.md", markdown);
-  const cal::TestQuality& q = r.chosen().test;
-  std::printf("%s: %s (%s gate, eps %g)\n", spec.name.c_str(), cal::groups_text(q.groups).c_str(),
-              std::string(cal::gate_name(copt.gate)).c_str(), copt.eps);
+  reports::write_file_atomic(out / "frontier.svg", chart);
+  const cal::GateChoice& ch = r.chosen();
+  const cal::TestQuality& q = ch.test;
+  std::printf("%s: %s (%s gate, eps %g, %s)\n", spec.name.c_str(),
+              cal::groups_text(q.groups).c_str(), cal::rule_name(ch.rule).c_str(), ch.eps,
+              r.cross_fitted ? "cross-fitted" : "in-sample order");
   std::printf(
-      "omitted KV %.1f %%; test PPL %.4f -> %.4f; mean dNLL %+.5f [%+.5f, %+.5f]; "
-      "dNLL > eps on %.1f %% of %d requests\n",
+      "omitted KV %.1f %%; test PPL %.4f -> %.4f; mean dNLL %+.5f [%+.5f, %+.5f], upper-90 "
+      "%+.5f; dNLL > eps on %.1f %% of %d requests [%.1f, %.1f]; gate %s on the test set\n",
       100.0 * q.omitted_fraction, q.ppl_exact, q.ppl_reconstructed, q.delta_nll_mean, q.ci95_low,
-      q.ci95_high, 100.0 * q.violation_rate, q.requests);
+      q.ci95_high, q.upper90, 100.0 * q.violation_share, q.requests, 100.0 * q.share_ci95_low,
+      100.0 * q.share_ci95_high, ch.holds ? "holds" : "does NOT hold");
   std::printf(
-      "wrote %s/{topology.json, predictors.safetensors, report.json, report.md} in %.1f s\n",
+      "wrote %s/{topology.json, predictors.safetensors, report.json, report.md, frontier.svg} in "
+      "%.1f s\n",
       o.out.c_str(), info.wall_time_s);
   return 0;
 }
@@ -140,9 +148,13 @@ Action setup(CLI::App& sub) {
   sub.add_option("--out", o->out, "Output folder")->required();
   sub.add_option("--history", o->history, "History tokens per request (whose KV is rebuilt)");
   sub.add_option("--eval", o->eval, "Teacher-forced eval tokens per request");
-  sub.add_option("--requests", o->requests, "Requests per set: fit:N,select:N,test:N[,confirm:N]");
+  sub.add_option("--requests", o->requests,
+                 "Requests per set: fit:N,order:N,select:N,test:N[,confirm:N] (order: ranks the "
+                 "groups; select: gates the prefixes; order:0 ranks on select, in-sample)");
   sub.add_option("--eps", o->eps, "ΔNLL budget in nats/token");
-  sub.add_option("--gate", o->gate, "Quality gate: upper90, mean or stable-split");
+  sub.add_option("--gate", o->gate,
+                 "Quality gate: upper90, mean, stable-split or share:S (at most a share S of "
+                 "requests over eps, 90 % Clopper-Pearson bound)");
   sub.add_option("--predictor-dtype", o->predictor_dtype, "Predictor weights: fp32 or fp16");
   sub.add_option("--groups", o->groups,
                  "Candidate groups, e.g. G2-G14 (default: every interior group)");

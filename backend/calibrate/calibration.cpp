@@ -29,6 +29,11 @@ class Progress {
     stage_ = std::move(s);
     if (fn_) fn_(stage_, done_, total_);
   }
+  void finish() {
+    const std::lock_guard lock(m_);
+    done_ = total_;
+    if (fn_) fn_(stage_, done_, total_);
+  }
   void add(std::int64_t n = 1) {
     const std::lock_guard lock(m_);
     done_ = std::min(total_, done_ + n);
@@ -116,19 +121,6 @@ double delta_nll(const Model& model, const RequestProbe& probe,
   return mean_of(probe.nll_with(std::move(cache), first)) - probe.exact_mean();
 }
 
-/// deltas[t][r] for every topology t on every probe r.
-std::vector<std::vector<double>> evaluate(
-    Context& c, const Probes& probes, const std::vector<std::vector<const FittedGroup*>>& topos) {
-  std::vector<std::vector<double>> d(topos.size(), std::vector<double>(probes.size()));
-  parallel_for(probes.size(), c.o.threads, [&](std::size_t r) {
-    for (std::size_t t = 0; t < topos.size(); ++t) {
-      d[t][r] = delta_nll(c.model, *probes[r], topos[t]);
-      c.progress.add();
-    }
-  });
-  return d;
-}
-
 /// Layers a probe may be resumed from: the first target layer of every candidate group.
 std::vector<int> resume_layers(const Context& c, const std::vector<int>& candidates) {
   std::vector<int> layers;
@@ -142,6 +134,55 @@ double saved_bytes(const Context& c, const GroupPlan& p) {
          static_cast<double>(c.o.history - 1);
 }
 
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+/// The measuring side of the selection: a pool of probes, predictors fitted on demand, every
+/// (request, topology) pair of a call spread over the threads.
+class ProbeOracle final : public SelectionOracle {
+ public:
+  ProbeOracle(Context& c, const Probes& pool) : c_(c), pool_(pool) {}
+
+  std::vector<std::vector<double>> measure(const std::vector<std::vector<int>>& topologies,
+                                           const std::vector<std::size_t>& requests) override {
+    const auto t0 = Clock::now();
+    std::vector<std::vector<const FittedGroup*>> topos;
+    for (const auto& groups : topologies) topos.push_back(ensure_fits(c_, plans_for(c_, groups)));
+    fit_seconds += seconds_since(t0);
+    const auto t1 = Clock::now();
+    std::vector<std::vector<double>> d(topos.size(), std::vector<double>(requests.size()));
+    const std::size_t T = topos.size();
+    parallel_for(requests.size() * T, c_.o.threads, [&](std::size_t j) {
+      d[j % T][j / T] = delta_nll(c_.model, *pool_.at(requests[j / T]), topos[j % T]);
+      c_.progress.add();
+    });
+    (calls++ == 0 ? singles_seconds : prefixes_seconds) += seconds_since(t1);
+    return d;
+  }
+  bool feasible(const std::vector<int>& groups) const override {
+    try {
+      plans_for(c_, groups);
+      return true;
+    } catch (const InputError&) {
+      return false;
+    }
+  }
+  double saved_bytes(const std::vector<int>& groups) const override {
+    double b = 0.0;
+    for (const GroupPlan& p : plans_for(c_, groups)) b += calibrate::saved_bytes(c_, p);
+    return b;
+  }
+
+  double fit_seconds = 0.0, singles_seconds = 0.0, prefixes_seconds = 0.0;
+
+ private:
+  Context& c_;
+  const Probes& pool_;
+  int calls = 0;
+};
+
+/// Test-set quality of one topology, ε-independent parts.
 TestQuality test_quality(const Context& c, const Probes& probes, const std::vector<int>& groups,
                          const std::vector<double>& deltas) {
   TestQuality q;
@@ -164,14 +205,36 @@ TestQuality test_quality(const Context& c, const Probes& probes, const std::vect
   const auto ci = bootstrap_interval(deltas, 0.95, c.o.resamples, c.o.seed + 3);
   q.ci95_low = ci.first;
   q.ci95_high = ci.second;
-  q.violation_rate = static_cast<double>(std::count_if(deltas.begin(), deltas.end(),
-                                                       [&](double d) { return d > c.o.eps; })) /
-                     static_cast<double>(deltas.size());
+  q.upper90 = bootstrap_upper(deltas, 0.9, c.o.resamples, c.o.seed + 4);
   return q;
 }
 
-void check_options(const Model& model, std::span<const std::int32_t> corpus,
-                   const CalibrationOptions& o) {
+/// The share over `eps` and whether `rule` still holds on the test set (omitting nothing is
+/// exact: it holds whatever the test set's size).
+void finish_row(GateChoice& g) {
+  TestQuality& q = g.test;
+  q.eps = g.eps;
+  q.violations = count_over(q.per_request, g.eps);
+  q.violation_share = static_cast<double>(q.violations) / q.requests;
+  q.share_ci95_low = share_lower(q.violations, q.requests, 0.975);
+  q.share_ci95_high = share_upper(q.violations, q.requests, 0.975);
+  q.share_upper90 = share_upper(q.violations, q.requests, 0.9);
+  switch (g.rule.gate) {
+    case Gate::kMean:
+      g.holds = q.delta_nll_mean <= g.eps;
+      break;
+    case Gate::kUpper90:
+    case Gate::kStableSplit:
+      g.holds = q.upper90 <= g.eps;
+      break;
+    case Gate::kShare:
+      g.holds = q.share_upper90 <= g.rule.share;
+      break;
+  }
+  if (!g.prefix) g.holds = true;
+}
+
+void check_options(const CalibrationOptions& o) {
   if (o.history < 2)
     throw InputError("--history: must be >= 2 tokens (got " + std::to_string(o.history) + ")");
   if (o.eval < 1)
@@ -182,12 +245,36 @@ void check_options(const Model& model, std::span<const std::int32_t> corpus,
     throw InputError("--resamples: the gates need at least " + std::to_string(kMinResamples) +
                      " bootstrap resamples (got " + std::to_string(o.resamples) + ")");
   }
-  if (o.gate == Gate::kStableSplit && o.counts.confirm < 1) {
+  if (o.gate.gate == Gate::kStableSplit && o.counts.confirm < 1) {
     throw InputError("--gate stable-split: needs a confirmation set (--requests ...,confirm:N)");
   }
   if (o.threads < 1) throw InputError("--threads: must be >= 1");
-  (void)model;
-  (void)corpus;
+}
+
+/// The rules of the frontier: the requested one, then mean, upper90, share, stable-split.
+std::vector<GateRule> frontier_rules(const CalibrationOptions& o) {
+  std::vector<GateRule> rules{o.gate};
+  const double share = o.gate.gate == Gate::kShare ? o.gate.share : o.frontier_share;
+  for (GateRule r : {GateRule(Gate::kMean), GateRule(Gate::kUpper90), GateRule(Gate::kShare, share),
+                     GateRule(Gate::kStableSplit)}) {
+    if (r.gate == Gate::kStableSplit && o.counts.confirm < 1) continue;
+    if (std::find(rules.begin(), rules.end(), r) == rules.end()) rules.push_back(r);
+  }
+  return rules;
+}
+
+std::vector<double> frontier_eps(const CalibrationOptions& o) {
+  std::vector<double> e = o.frontier_eps;
+  e.push_back(o.eps);
+  std::sort(e.begin(), e.end());
+  e.erase(std::unique(e.begin(), e.end()), e.end());
+  return e;
+}
+
+std::vector<std::size_t> ids(std::size_t from, std::size_t count) {
+  std::vector<std::size_t> v(count);
+  for (std::size_t i = 0; i < count; ++i) v[i] = from + i;
+  return v;
 }
 
 }  // namespace
@@ -202,7 +289,7 @@ std::vector<int> interior_groups(int layers, int group_width) {
 CalibrationResult run_calibration(const Model& model, std::span<const std::int32_t> corpus,
                                   const CalibrationOptions& options,
                                   const ProgressFn& progress_fn) {
-  check_options(model, corpus, options);
+  check_options(options);
   const auto& spec = model.spec();
   CalibrationResult res;
   res.options = options;
@@ -219,14 +306,15 @@ CalibrationResult run_calibration(const Model& model, std::span<const std::int32
                         options.counts, options.seed);
   const auto& n = options.counts;
   const std::int64_t G = static_cast<std::int64_t>(candidates.size());
-  Progress progress(progress_fn,
-                    n.fit + 2 * G + n.select * (1 + 2 * G) + n.confirm * (1 + G) + n.test * 4);
+  const std::int64_t order_n = n.order > 0 ? n.order : n.select;
+  Progress progress(progress_fn, n.total() + 3 * G + order_n * G + (n.select + n.confirm) * G +
+                                     n.test * std::min<std::int64_t>(G, 6));
   Context c{model, options, corpus, progress, {}, {}};
   auto timed = [&](const std::string& name, auto&& fn) {
     const auto t0 = Clock::now();
     progress.stage(name);
     fn();
-    res.stage_seconds.emplace_back(name, std::chrono::duration<double>(Clock::now() - t0).count());
+    res.stage_seconds.emplace_back(name, seconds_since(t0));
   };
 
   timed("fit data", [&] {
@@ -235,86 +323,50 @@ CalibrationResult run_calibration(const Model& model, std::span<const std::int32
     c.fit_data = gather_fit_data(model, hist, std::max(1, n.fit / 6), options.threads);
   });
 
-  // Singles: each candidate alone.
-  std::vector<std::vector<GroupPlan>> single_plans;
-  for (int g : candidates) single_plans.push_back(plans_for(c, {g}));
-  Probes select;
-  timed("select: singles", [&] {
-    std::vector<GroupPlan> all;
-    for (const auto& p : single_plans) all.push_back(p.front());
-    const auto fitted = ensure_fits(c, all);
-    select = make_probes(c, sets.select, resume_layers(c, candidates));
-    std::vector<std::vector<const FittedGroup*>> topos;
-    for (const FittedGroup* f : fitted) topos.push_back({f});
-    res.single_deltas = evaluate(c, select, topos);
-    for (std::size_t i = 0; i < candidates.size(); ++i) {
-      res.singles.push_back(
-          {candidates[i], mean_of(res.single_deltas[i]), saved_bytes(c, single_plans[i].front())});
-    }
-  });
+  // One pool of selection probes: the order set, the selection (gate) set, the confirmation set.
+  std::vector<Window> pool_windows = sets.order;
+  pool_windows.insert(pool_windows.end(), sets.select.begin(), sets.select.end());
+  pool_windows.insert(pool_windows.end(), sets.confirm.begin(), sets.confirm.end());
+  Probes pool;
+  timed("select: probes",
+        [&] { pool = make_probes(c, pool_windows, resume_layers(c, candidates)); });
+  SelectionInput in;
+  in.candidates = candidates;
+  in.order_requests = ids(0, sets.order.size());
+  in.gate_requests = ids(sets.order.size(), sets.select.size());
+  in.confirm_requests = ids(sets.order.size() + sets.select.size(), sets.confirm.size());
+  const std::vector<GateRule> rules = frontier_rules(options);
+  const std::vector<double> eps_grid = frontier_eps(options);
+  in.rules = rules;
+  in.eps_max = eps_grid.back();
+  in.resamples = options.resamples;
+  in.seed = options.seed;
+  ProbeOracle oracle(c, pool);
+  SelectionOutcome sel = select_prefixes(oracle, in);
+  res.stage_seconds.emplace_back("select: fits", oracle.fit_seconds);
+  res.stage_seconds.emplace_back("select: singles", oracle.singles_seconds);
+  res.stage_seconds.emplace_back("select: prefixes", oracle.prefixes_seconds);
+  res.singles = std::move(sel.singles);
+  res.single_deltas = std::move(sel.single_deltas);
+  res.order = std::move(sel.order);
+  res.prefixes = std::move(sel.prefixes);
+  res.cross_fitted = sel.cross_fitted;
+  res.stop_reason = std::move(sel.stop_reason);
   double exact = 0.0;
-  for (const auto& p : select) exact += p->exact_mean();
-  res.exact_nll_select = exact / static_cast<double>(select.size());
-  res.order = order_by_risk_per_byte(res.singles);
+  for (std::size_t id : in.gate_requests) exact += pool[id]->exact_mean();
+  res.exact_nll_select = exact / static_cast<double>(in.gate_requests.size());
+  pool.clear();
 
-  // Prefixes {π1..πk}, evaluated jointly (k = 1 is the single π1).
-  std::vector<std::vector<const FittedGroup*>> prefix_topos;
-  timed("select: prefixes", [&] {
-    std::vector<std::vector<GroupPlan>> prefix_plans;
-    std::vector<GroupPlan> all_plans;
-    for (std::size_t k = 1; k <= res.order.size(); ++k) {
-      const std::vector<int> groups(res.order.begin(), res.order.begin() + static_cast<long>(k));
-      try {
-        prefix_plans.push_back(plans_for(c, groups));
-      } catch (const InputError&) {
-        break;  // too few kept layers left for anchors: this and longer prefixes are infeasible
-      }
-      all_plans.insert(all_plans.end(), prefix_plans.back().begin(), prefix_plans.back().end());
-      PrefixOutcome p;
-      p.groups = groups;
-      for (const GroupPlan& plan : prefix_plans.back()) p.omitted_bytes += saved_bytes(c, plan);
-      res.prefixes.push_back(std::move(p));
-    }
-    // One batch, so every (group, anchors) pair the prefixes need is fitted in parallel.
-    const auto fitted = ensure_fits(c, all_plans);
-    auto next = fitted.begin();
-    for (const auto& plans : prefix_plans) {
-      prefix_topos.emplace_back(next, next + static_cast<long>(plans.size()));
-      next += static_cast<long>(plans.size());
-    }
-    std::vector<std::vector<const FittedGroup*>> to_eval(prefix_topos.begin() + 1,
-                                                         prefix_topos.end());
-    auto d = evaluate(c, select, to_eval);
-    const auto first =
-        std::find(candidates.begin(), candidates.end(), res.order.front()) - candidates.begin();
-    d.insert(d.begin(), res.single_deltas[static_cast<std::size_t>(first)]);
-    for (std::size_t k = 0; k < res.prefixes.size(); ++k) {
-      res.prefixes[k].mean = mean_of(d[k]);
-      res.prefixes[k].upper90 = bootstrap_upper(d[k], 0.9, options.resamples, options.seed + 1);
-    }
-  });
-  select.clear();
-
-  if (n.confirm > 0) {
-    timed("confirm", [&] {
-      const Probes confirm = make_probes(c, sets.confirm, resume_layers(c, candidates));
-      const auto d = evaluate(c, confirm, prefix_topos);
-      for (std::size_t k = 0; k < res.prefixes.size(); ++k) {
-        res.prefixes[k].confirm_upper90 =
-            bootstrap_upper(d[k], 0.9, options.resamples, options.seed + 2);
-      }
-    });
+  // The frontier: the requested row first, then every rule at every ε.
+  res.gates.push_back({options.gate, options.eps, {}, {}, false});
+  for (const GateRule& r : rules) {
+    for (double e : eps_grid) res.gates.push_back({r, e, {}, {}, false});
   }
+  for (GateChoice& g : res.gates) g.prefix = choose_prefix(res.prefixes, g.rule, g.eps);
 
-  // Each gate's choice, the requested gate first.
-  std::vector<Gate> gates{options.gate};
-  for (Gate g : {Gate::kMean, Gate::kUpper90, Gate::kStableSplit}) {
-    if (g != options.gate && (g != Gate::kStableSplit || n.confirm > 0)) gates.push_back(g);
-  }
-  for (Gate g : gates) res.gates.push_back({g, choose_prefix(res.prefixes, g, options.eps), {}});
-
-  timed("test", [&] {
-    const Probes test = make_probes(c, sets.test, resume_layers(c, candidates));
+  Probes test;
+  timed("test: probes", [&] { test = make_probes(c, sets.test, resume_layers(c, candidates)); });
+  timed("test: passes", [&] {
     std::vector<std::size_t> distinct;
     for (const GateChoice& gc : res.gates) {
       if (gc.prefix && std::find(distinct.begin(), distinct.end(), *gc.prefix) == distinct.end()) {
@@ -322,20 +374,32 @@ CalibrationResult run_calibration(const Model& model, std::span<const std::int32
       }
     }
     std::vector<std::vector<const FittedGroup*>> topos;
-    for (std::size_t k : distinct) topos.push_back(prefix_topos[k]);
-    const auto d = evaluate(c, test, topos);
+    for (std::size_t k : distinct)
+      topos.push_back(ensure_fits(c, plans_for(c, res.prefixes[k].groups)));
+    const std::size_t T = topos.size();
+    std::vector<std::vector<double>> d(T, std::vector<double>(test.size()));
+    parallel_for(test.size() * T, options.threads, [&](std::size_t j) {
+      d[j % T][j / T] = delta_nll(model, *test[j / T], topos[j % T]);
+      progress.add();
+    });
+    const TestQuality none = test_quality(c, test, {}, std::vector<double>(test.size(), 0.0));
     for (GateChoice& gc : res.gates) {
       if (gc.prefix) {
         const auto t = std::find(distinct.begin(), distinct.end(), *gc.prefix) - distinct.begin();
         gc.test =
             test_quality(c, test, res.prefixes[*gc.prefix].groups, d[static_cast<std::size_t>(t)]);
       } else {
-        gc.test = test_quality(c, test, {}, std::vector<double>(test.size(), 0.0));
+        gc.test = none;
       }
+      finish_row(gc);
     }
   });
+  progress.finish();
   if (const auto& ch = res.chosen(); ch.prefix) {
-    for (const FittedGroup* f : prefix_topos[*ch.prefix]) res.predictors.push_back(*f);
+    res.predictors = {};
+    for (const FittedGroup* f : ensure_fits(c, plans_for(c, res.prefixes[*ch.prefix].groups))) {
+      res.predictors.push_back(*f);
+    }
   }
   res.fits = c.fits.size();
   return res;

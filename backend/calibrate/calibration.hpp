@@ -1,10 +1,14 @@
 // The RISK-KV calibration procedure on one model (DESIGN.md, "RISK-KV in
-// detail"; issue 6): requests from a corpus → ridge predictors fitted on the
-// fit set (one per (group, anchors) pair the search needs, cached) → ΔNLL risk
-// of each candidate group alone on the selection set → prefixes in order of
-// risk per saved byte, evaluated jointly → quality gates → the accepted prefix
-// that omits the most KV → held-out test-set quality for the choice of each
-// gate. Returns everything the reports need; writes no files.
+// detail"; issues 6 and 13): requests from a corpus → ridge predictors fitted
+// on the fit set (one per (group, anchors) pair the search needs, cached) →
+// cross-fitted selection (crossfit.hpp): each candidate group alone on the
+// order set gives the order π, the prefixes of π are measured and gated on the
+// disjoint selection set → for every gate and every ε of the frontier grid the
+// accepted prefix that omits the most KV → held-out test-set quality of every
+// topology any row chose: mean ΔNLL with CI, Upper-90, the share of requests
+// over that row's ε with a Clopper–Pearson CI, and whether the row's gate,
+// re-applied to the test set, still holds. Returns everything the reports
+// need; writes no files.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +20,7 @@
 #include <vector>
 
 #include "backend/calibrate/corpus.hpp"
+#include "backend/calibrate/crossfit.hpp"
 #include "backend/calibrate/fit_data.hpp"
 #include "backend/calibrate/gates.hpp"
 #include "backend/calibrate/selection.hpp"
@@ -28,7 +33,10 @@ struct CalibrationOptions {
   std::int64_t eval = 512;     ///< teacher-forced tokens scored after the history
   RequestCounts counts;
   double eps = 0.002;  ///< ΔNLL budget (nats/token)
-  Gate gate = Gate::kUpper90;
+  GateRule gate = Gate::kUpper90;
+  double frontier_share = 0.10;  ///< the share gate's s in the frontier (when --gate is not share)
+  /// The frontier's ε grid (options.eps is added).
+  std::vector<double> frontier_eps = {0.001, 0.002, 0.005, 0.01};
   std::uint64_t seed = 1;
   int resamples = kMinResamples;
   std::vector<int> candidates;  ///< 1-based groups; empty: every interior group
@@ -38,7 +46,7 @@ struct CalibrationOptions {
   std::vector<double> alphas = default_alpha_grid();
 };
 
-/// Quality of one topology on the test set.
+/// Quality of one topology on the test set, the share over `eps` counted at its row's ε.
 struct TestQuality {
   std::vector<int> groups;        ///< omitted groups (empty: omit nothing)
   double omitted_fraction = 0.0;  ///< omitted layers / layers
@@ -46,29 +54,40 @@ struct TestQuality {
   double ppl_reconstructed = 0.0;
   double delta_nll_mean = 0.0;
   double ci95_low = 0.0, ci95_high = 0.0;
-  double violation_rate = 0.0;  ///< share of requests with ΔNLL_r > eps
+  double upper90 = 0.0;  ///< one-sided 90 % bootstrap bound of the mean
+  double eps = 0.0;      ///< the ε the share below is counted at
+  int violations = 0;    ///< requests with ΔNLL_r > eps
+  double violation_share = 0.0;
+  double share_ci95_low = 0.0, share_ci95_high = 0.0;  ///< Clopper–Pearson, two-sided 95 %
+  double share_upper90 = 0.0;  ///< Clopper–Pearson, one-sided 90 % (the share gate's bound)
   int requests = 0;
   std::vector<double> per_request;  ///< ΔNLL_r
 };
 
-/// Which topology a gate chose, and how it does on the test set.
+/// One frontier row: which topology a gate chose at an ε, and how it does on the test set.
 struct GateChoice {
-  Gate gate = Gate::kUpper90;
+  GateRule rule;
+  double eps = 0.0;
   std::optional<std::size_t> prefix;  ///< index into prefixes; nullopt: omit nothing
   TestQuality test;
+  bool holds = false;  ///< the rule re-applied to the test set at eps accepts the choice
 };
 
 struct CalibrationResult {
   CalibrationOptions options;
-  std::vector<SingleRisk> singles;                 ///< candidates alone, in candidate order
-  std::vector<std::vector<double>> single_deltas;  ///< ΔNLL_r per single
+  std::vector<SingleRisk> singles;                 ///< candidates alone (order set)
+  std::vector<std::vector<double>> single_deltas;  ///< ΔNLL_r per single (order set)
   std::vector<int> order;                          ///< π: groups by risk per saved byte
-  std::vector<PrefixOutcome> prefixes;             ///< {π1..πk}, k = 1..G
-  std::vector<GateChoice> gates;        ///< one per gate evaluated (the chosen gate first)
+  std::vector<PrefixOutcome> prefixes;             ///< {π1..πk} measured on the selection set
+  bool cross_fitted = false;                       ///< π from requests the gates never see
+  std::string stop_reason;                         ///< why longer prefixes were not measured
+  /// The frontier: the chosen row (options.gate at options.eps) first, then every rule at
+  /// every ε of the grid, rule by rule, ε ascending.
+  std::vector<GateChoice> gates;
   std::vector<FittedGroup> predictors;  ///< the chosen topology's folded predictors
   std::size_t fits = 0;                 ///< (group, anchors) pairs fitted
   std::vector<std::pair<std::string, double>> stage_seconds;  ///< in the order run
-  double exact_nll_select = 0.0;  ///< mean exact NLL on the selection set
+  double exact_nll_select = 0.0;  ///< mean exact NLL on the selection (gate) set
   /// The choice of options.gate.
   const GateChoice& chosen() const { return gates.front(); }
 };

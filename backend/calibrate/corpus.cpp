@@ -76,10 +76,13 @@ RequestCounts parse_request_counts(const std::string& text, const RequestCounts&
       c.test = n;
     else if (key == "confirm")
       c.confirm = n;
+    else if (key == "order")
+      c.order = n;
     else {
-      const std::string hint = scenarios::did_you_mean(key, {"fit", "select", "test", "confirm"});
+      const std::string hint =
+          scenarios::did_you_mean(key, {"fit", "order", "select", "test", "confirm"});
       throw InputError(field + ": unknown set \"" + key +
-                       "\" (expected fit, select, test, confirm" +
+                       "\" (expected fit, order, select, test, confirm" +
                        (hint.empty() ? ")" : "; did you mean \"" + hint + "\"?)"));
     }
   }
@@ -165,6 +168,7 @@ RequestSets make_request_sets(std::int64_t corpus_tokens, std::int64_t window,
   take(s.select, counts.select);
   take(s.test, counts.test);
   take(s.confirm, counts.confirm);
+  take(s.order, counts.order);
   return s;
 }
 

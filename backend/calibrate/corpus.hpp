@@ -1,7 +1,8 @@
 // Calibration requests from a token file: a corpus of little-endian int32 ids
 // cut into disjoint windows of history + eval tokens, spread evenly over the
 // whole corpus (so no set is all Genesis), then dealt to the fit / selection /
-// test (/ confirmation) sets in a seeded random order. Checks that every id
+// test (/ confirmation) / order sets in a seeded random order (in that order,
+// so order:0 deals the sets the old, in-sample procedure had). Checks that every id
 // fits the model's vocabulary and, when the corpus has a JSON sidecar
 // (<name>.json with "vocab_size"), that it was tokenised for this vocabulary.
 #pragma once
@@ -12,16 +13,18 @@
 
 namespace kvshift::backend::calibrate {
 
-/// How many requests each set gets.
+/// How many requests each set gets. The selection requests are order + select: the order
+/// set ranks the candidates, the selection set gates the prefixes (crossfit.hpp).
 struct RequestCounts {
-  int fit = 24;
-  int select = 24;
-  int test = 24;
+  int fit = 48;
+  int select = 32;
+  int test = 48;
   int confirm = 0;  ///< stable-split's confirmation set
-  int total() const { return fit + select + test + confirm; }
+  int order = 16;   ///< 0: order on the selection set itself (in-sample, not cross-fitted)
+  int total() const { return fit + select + test + confirm + order; }
 };
 
-/// Parses "fit:24,select:24,test:24[,confirm:24]" (keys in any order, each at most once;
+/// Parses "fit:48,order:16,select:32,test:48[,confirm:24]" (keys in any order, each at most once;
 /// missing keys keep `defaults`). Throws InputError naming `field`.
 RequestCounts parse_request_counts(const std::string& text, const RequestCounts& defaults,
                                    const std::string& field);
@@ -32,7 +35,7 @@ struct Window {
 };
 
 struct RequestSets {
-  std::vector<Window> fit, select, test, confirm;
+  std::vector<Window> fit, select, test, confirm, order;
 };
 
 /// Reads a token file; throws InputError naming `path` (missing, empty, size not a multiple of 4).

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <random>
 #include <stdexcept>
@@ -19,16 +20,95 @@ std::string_view gate_name(Gate g) {
       return "upper90";
     case Gate::kStableSplit:
       return "stable-split";
+    case Gate::kShare:
+      return "share";
   }
   return "?";
 }
 
-Gate parse_gate(std::string_view text, std::string_view field) {
-  if (text == "mean") return Gate::kMean;
-  if (text == "upper90" || text == "upper-90") return Gate::kUpper90;
-  if (text == "stable-split" || text == "stable_split") return Gate::kStableSplit;
+std::string rule_name(const GateRule& r) {
+  if (r.gate != Gate::kShare) return std::string(gate_name(r.gate));
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "share:%g", r.share);
+  return buf;
+}
+
+GateRule parse_gate(std::string_view text, std::string_view field) {
+  if (text == "mean") return {Gate::kMean};
+  if (text == "upper90" || text == "upper-90") return {Gate::kUpper90};
+  if (text == "stable-split" || text == "stable_split") return {Gate::kStableSplit};
+  if (text.starts_with("share:")) {
+    const std::string value(text.substr(6));
+    double s = 0.0;
+    std::size_t used = 0;
+    try {
+      s = std::stod(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (value.empty() || used != value.size() || !std::isfinite(s)) {
+      throw InputError(std::string(field) + " " + std::string(text) +
+                       ": expected share:S with S a number in (0, 1), e.g. share:0.10");
+    }
+    if (!(s > 0.0 && s < 1.0)) {
+      throw InputError(std::string(field) + " " + std::string(text) +
+                       ": the share must lie in (0, 1) (the largest accepted share of requests "
+                       "over eps)");
+    }
+    return {Gate::kShare, s};
+  }
   throw InputError(std::string(field) + ": unknown gate \"" + std::string(text) +
-                   "\" (expected mean, upper90 or stable-split)");
+                   "\" (expected mean, upper90, stable-split or share:S)");
+}
+
+double binomial_cdf(int x, int n, double p) {
+  if (n < 0) throw std::invalid_argument("binomial_cdf: n < 0");
+  if (x < 0) return 0.0;
+  if (x >= n) return 1.0;
+  if (p <= 0.0) return 1.0;
+  if (p >= 1.0) return 0.0;
+  const double lp = std::log(p), lq = std::log1p(-p), ln = std::lgamma(n + 1.0);
+  double sum = 0.0;
+  for (int k = 0; k <= x; ++k) {
+    sum += std::exp(ln - std::lgamma(k + 1.0) - std::lgamma(n - k + 1.0) + k * lp + (n - k) * lq);
+  }
+  return std::min(1.0, sum);
+}
+
+namespace {
+// The p in [0, 1] where the decreasing f(p) crosses `target` (bisection to double precision).
+template <class F>
+double solve_decreasing(F f, double target) {
+  double lo = 0.0, hi = 1.0;
+  for (int i = 0; i < 200 && hi - lo > 1e-15; ++i) {
+    const double mid = 0.5 * (lo + hi);
+    (f(mid) > target ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+void check_share_args(int x, int n, double level) {
+  if (n < 1 || x < 0 || x > n || !(level > 0.0 && level < 1.0)) {
+    throw std::invalid_argument("share bound: needs 0 <= x <= n, n >= 1, level in (0, 1)");
+  }
+}
+}  // namespace
+
+double share_upper(int x, int n, double level) {
+  check_share_args(x, n, level);
+  if (x == n) return 1.0;
+  return solve_decreasing([&](double p) { return binomial_cdf(x, n, p); }, 1.0 - level);
+}
+
+double share_lower(int x, int n, double level) {
+  check_share_args(x, n, level);
+  if (x == 0) return 0.0;
+  // P(X >= x | p) = 1 − cdf(x − 1) increases with p: solve cdf(x − 1) = level.
+  return solve_decreasing([&](double p) { return binomial_cdf(x - 1, n, p); }, level);
+}
+
+int count_over(std::span<const double> values, double eps) {
+  return static_cast<int>(
+      std::count_if(values.begin(), values.end(), [&](double v) { return v > eps; }));
 }
 
 double mean_of(std::span<const double> values) {

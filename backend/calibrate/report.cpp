@@ -1,6 +1,8 @@
 // Calibration reports; see report.hpp.
 #include "backend/calibrate/report.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
@@ -17,15 +19,31 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
+std::string pct(double share) { return fmt("%.1f %%", 100.0 * share); }
+
 json quality_json(const TestQuality& q) {
-  return {{"ppl_exact", q.ppl_exact},
+  return {{"set", "test"},
+          {"ppl_exact", q.ppl_exact},
           {"ppl_reconstructed", q.ppl_reconstructed},
           {"ppl_change_pct", 100.0 * (q.ppl_reconstructed / q.ppl_exact - 1.0)},
           {"delta_nll_mean", q.delta_nll_mean},
           {"delta_nll_ci95", {q.ci95_low, q.ci95_high}},
-          {"violation_rate", q.violation_rate},
+          {"delta_nll_upper90", q.upper90},
+          {"violation_eps", q.eps},
+          {"violations", q.violations},
+          {"violation_share", q.violation_share},
+          {"violation_share_ci95", {q.share_ci95_low, q.share_ci95_high}},
+          {"violation_share_upper90", q.share_upper90},
           {"requests", q.requests},
           {"delta_nll_per_request", q.per_request}};
+}
+
+json row_json(const GateChoice& g) {
+  json q = quality_json(g.test);
+  q.erase("delta_nll_per_request");
+  return {{"gate", rule_name(g.rule)},       {"eps", g.eps},
+          {"omitted_groups", g.test.groups}, {"omitted_fraction", g.test.omitted_fraction},
+          {"holds_on_test", g.holds},        {"test", q}};
 }
 
 double total_predictor_bytes(const CalibrationResult& r, cost_model::DType dtype) {
@@ -37,13 +55,44 @@ double total_predictor_bytes(const CalibrationResult& r, cost_model::DType dtype
 std::string statement(const CalibrationResult& r) {
   const GateChoice& c = r.chosen();
   if (!c.prefix) {
-    return "omit nothing: no prefix of the candidate order passes the " +
-           std::string(gate_name(c.gate)) + " gate at eps = " + fmt("%g", r.options.eps) +
-           " nats/token";
+    return "omit nothing: no prefix of the candidate order passes the " + rule_name(c.rule) +
+           " gate at eps = " + fmt("%g", c.eps) + " nats/token";
   }
-  return "omit " + groups_text(c.test.groups) + " (" +
-         fmt("%.1f", 100.0 * c.test.omitted_fraction) + " % of the KV layers) under the " +
-         std::string(gate_name(c.gate)) + " gate at eps = " + fmt("%g", r.options.eps);
+  return "omit " + groups_text(c.test.groups) + " (" + pct(c.test.omitted_fraction) +
+         " of the KV layers) under the " + rule_name(c.rule) + " gate at eps = " + fmt("%g", c.eps);
+}
+
+/// The frontier's rows without the leading copy of the chosen row.
+std::vector<const GateChoice*> grid_rows(const CalibrationResult& r) {
+  std::vector<const GateChoice*> rows;
+  for (std::size_t i = 1; i < r.gates.size(); ++i) rows.push_back(&r.gates[i]);
+  return rows;
+}
+
+std::string promise(const GateRule& rule) {
+  switch (rule.gate) {
+    case Gate::kMean:
+      return "test mean ≤ ε";
+    case Gate::kUpper90:
+    case Gate::kStableSplit:
+      return "test Upper-90 ≤ ε";
+    case Gate::kShare:
+      return "test share bound ≤ " + fmt("%g", rule.share);
+  }
+  return "?";
+}
+
+void row_markdown(std::ostringstream& md, const GateChoice& g) {
+  const TestQuality& q = g.test;
+  md << "| " << rule_name(g.rule) << " | " << fmt("%g", g.eps) << " | " << groups_text(q.groups)
+     << " | " << pct(q.omitted_fraction) << " | " << fmt("%+.5f", q.delta_nll_mean) << " ["
+     << fmt("%+.5f", q.ci95_low) << ", " << fmt("%+.5f", q.ci95_high) << "] | "
+     << fmt("%+.5f", q.upper90) << " | " << pct(q.violation_share) << " (" << q.violations << "/"
+     << q.requests << ") [" << pct(q.share_ci95_low) << ", " << pct(q.share_ci95_high) << "] | "
+     << (!g.prefix ? "yes (exact)"
+         : g.holds ? "yes"
+                   : "**no**")
+     << " (" << promise(g.rule) << ") |\n";
 }
 
 }  // namespace
@@ -63,8 +112,8 @@ json topology_json(const CalibrationResult& r, const cost_model::ModelSpec& spec
             {"anchor_width", r.options.anchor_width},
             {"omitted_groups", c.test.groups},
             {"predictor_dtype", cost_model::dtype_name(info.predictor_dtype)},
-            {"gate", gate_name(c.gate)},
-            {"eps", r.options.eps}};
+            {"gate", rule_name(c.rule)},
+            {"eps", c.eps}};
   if (!r.predictors.empty()) {
     json groups = json::array();
     for (const FittedGroup& g : r.predictors) {
@@ -74,12 +123,11 @@ json topology_json(const CalibrationResult& r, const cost_model::ModelSpec& spec
     }
     t["groups"] = groups;
   }
-  t["quality"] = {{"ppl_exact", c.test.ppl_exact},
-                  {"ppl_reconstructed", c.test.ppl_reconstructed},
-                  {"delta_nll_mean", c.test.delta_nll_mean},
-                  {"delta_nll_ci95", {c.test.ci95_low, c.test.ci95_high}},
-                  {"violation_rate", c.test.violation_rate},
-                  {"requests", c.test.requests}};
+  // What the scenarios read: the held-out test set's figures, never the selection set's.
+  json q = quality_json(c.test);
+  q.erase("delta_nll_per_request");
+  q["cross_fitted"] = r.cross_fitted;
+  t["quality"] = q;
   return t;
 }
 
@@ -94,19 +142,20 @@ json report_json(const CalibrationResult& r, const cost_model::ModelSpec& spec,
                        {"saved_bytes", r.singles[i].saved_bytes},
                        {"delta_nll_per_request", r.single_deltas[i]}});
   }
+  std::vector<GateRule> rules;
+  for (const GateChoice& g : r.gates) {
+    if (std::find(rules.begin(), rules.end(), g.rule) == rules.end()) rules.push_back(g.rule);
+  }
   json prefixes = json::array();
   for (const PrefixOutcome& p : r.prefixes) {
-    json j = {
-        {"groups", p.groups},
-        {"omitted_bytes", p.omitted_bytes},
-        {"delta_nll_mean", p.mean},
-        {"delta_nll_upper90", p.upper90},
-        {"passes",
-         {{"mean", passes(p, Gate::kMean, o.eps)}, {"upper90", passes(p, Gate::kUpper90, o.eps)}}}};
-    if (p.confirm_upper90) {
-      j["confirm_upper90"] = *p.confirm_upper90;
-      j["passes"]["stable-split"] = passes(p, Gate::kStableSplit, o.eps);
-    }
+    json j = {{"groups", p.groups},
+              {"omitted_bytes", p.omitted_bytes},
+              {"delta_nll_mean", p.mean},
+              {"delta_nll_upper90", p.upper90},
+              {"violations", count_over(p.deltas, o.eps)},
+              {"delta_nll_per_request", p.deltas}};
+    if (p.confirm_upper90) j["confirm_upper90"] = *p.confirm_upper90;
+    for (const GateRule& g : rules) j["passes"][rule_name(g)] = passes(p, g, o.eps);
     prefixes.push_back(j);
   }
   json fits = json::array();
@@ -120,12 +169,10 @@ json report_json(const CalibrationResult& r, const cost_model::ModelSpec& spec,
                     {"fold_max_rel_error", g.fold_max_rel_error},
                     {"bytes", predictor_bytes(g.predictor, info.predictor_dtype)}});
   }
-  json gates = json::array();
-  for (const GateChoice& g : r.gates) {
-    gates.push_back({{"gate", gate_name(g.gate)},
-                     {"omitted_groups", g.test.groups},
-                     {"omitted_fraction", g.test.omitted_fraction},
-                     {"test", quality_json(g.test)}});
+  json gates = json::array(), frontier = json::array();
+  for (const GateChoice* g : grid_rows(r)) {
+    frontier.push_back(row_json(*g));
+    if (g->eps == o.eps) gates.push_back(row_json(*g));
   }
   json stages = json::object();
   for (const auto& [stage, seconds] : r.stage_seconds) stages[stage] = seconds;
@@ -134,11 +181,12 @@ json report_json(const CalibrationResult& r, const cost_model::ModelSpec& spec,
           {"layers", spec.layers},
           {"corpus", info.corpus_path},
           {"corpus_tokens", info.corpus_tokens},
-          {"gate", gate_name(c.gate)},
+          {"gate", rule_name(c.rule)},
           {"eps", o.eps},
           {"omitted_groups", c.test.groups},
           {"omitted_fraction", c.test.omitted_fraction},
           {"omit_nothing", !c.prefix.has_value()},
+          {"holds_on_test", c.holds},
           {"result", statement(r)},
           {"predictor_dtype", cost_model::dtype_name(info.predictor_dtype)},
           {"predictor_bytes", total_predictor_bytes(r, info.predictor_dtype)},
@@ -151,6 +199,7 @@ json report_json(const CalibrationResult& r, const cost_model::ModelSpec& spec,
             {"eval", o.eval},
             {"requests",
              {{"fit", o.counts.fit},
+              {"order", o.counts.order},
               {"select", o.counts.select},
               {"test", o.counts.test},
               {"confirm", o.counts.confirm}}},
@@ -160,14 +209,69 @@ json report_json(const CalibrationResult& r, const cost_model::ModelSpec& spec,
             {"anchor_width", o.anchor_width},
             {"alpha_grid", o.alphas}}},
           {"selection",
-           {{"exact_nll_mean", r.exact_nll_select},
+           {{"cross_fitted", r.cross_fitted},
+            {"order_set", r.cross_fitted ? "order" : "select (in-sample)"},
+            {"exact_nll_mean", r.exact_nll_select},
             {"singles", singles},
             {"order", r.order},
             {"prefixes", prefixes},
+            {"stop_reason", r.stop_reason},
             {"fitted_pairs", r.fits}}},
           {"predictors", fits},
           {"test", quality_json(c.test)},
-          {"gates", gates}};
+          {"gates", gates},
+          {"frontier", frontier}};
+}
+
+std::string frontier_svg(const CalibrationResult& r) {
+  // x: omitted KV (0..max), y: test violation share (0..1); one line per gate, ε ascending.
+  const double W = 640, H = 400, L = 60, R = 150, T = 30, B = 50;
+  double xmax = 0.05;
+  for (const GateChoice* g : grid_rows(r)) xmax = std::max(xmax, g->test.omitted_fraction);
+  xmax = std::min(1.0, 0.1 * std::ceil(xmax * 10.0 + 1e-9));
+  auto X = [&](double v) { return L + (W - L - R) * v / xmax; };
+  auto Y = [&](double v) { return T + (H - T - B) * (1.0 - v); };
+  const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"};
+  std::ostringstream s;
+  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
+    << "\" font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" "
+       "fill=\"white\"/>\n<text x=\""
+    << L << "\" y=\"18\" font-size=\"13\">Omitted KV vs test share of requests over ε</text>\n";
+  for (int i = 0; i <= 10; i += 2) {
+    const double v = i / 10.0;
+    s << "<line x1=\"" << L << "\" x2=\"" << W - R << "\" y1=\"" << Y(v) << "\" y2=\"" << Y(v)
+      << "\" stroke=\"#ddd\"/><text x=\"" << L - 6 << "\" y=\"" << Y(v) + 4
+      << "\" text-anchor=\"end\">" << i * 10 << " %</text>\n";
+    const double xv = xmax * v;
+    s << "<text x=\"" << X(xv) << "\" y=\"" << H - B + 16 << "\" text-anchor=\"middle\">"
+      << fmt("%.0f", 100.0 * xv) << " %</text>\n";
+  }
+  s << "<text x=\"" << (L + W - R) / 2 << "\" y=\"" << H - 12
+    << "\" text-anchor=\"middle\">omitted KV (share of layers)</text>\n<text x=\"14\" y=\""
+    << (T + H - B) / 2 << "\" transform=\"rotate(-90 14 " << (T + H - B) / 2
+    << ")\" text-anchor=\"middle\">test requests with ΔNLL &gt; ε</text>\n";
+  std::vector<GateRule> rules;
+  for (const GateChoice* g : grid_rows(r)) {
+    if (std::find(rules.begin(), rules.end(), g->rule) == rules.end()) rules.push_back(g->rule);
+  }
+  for (std::size_t i = 0; i < rules.size(); ++i) {
+    const char* col = colours[i % 6];
+    std::string pts;
+    for (const GateChoice* g : grid_rows(r)) {
+      if (!(g->rule == rules[i])) continue;
+      const double x = X(g->test.omitted_fraction), y = Y(g->test.violation_share);
+      pts += fmt("%.1f", x) + "," + fmt("%.1f", y) + " ";
+      s << "<circle cx=\"" << x << "\" cy=\"" << y << "\" r=\"3\" fill=\"" << col << "\"><title>"
+        << rule_name(g->rule) << " ε=" << fmt("%g", g->eps) << ": " << groups_text(g->test.groups)
+        << "</title></circle>\n<text x=\"" << x + 4 << "\" y=\"" << y - 4 << "\" fill=\"" << col
+        << "\" font-size=\"9\">" << fmt("%g", g->eps) << "</text>\n";
+    }
+    s << "<polyline fill=\"none\" stroke=\"" << col << "\" stroke-width=\"1.5\" points=\"" << pts
+      << "\"/>\n<text x=\"" << W - R + 10 << "\" y=\"" << T + 16 * (i + 1) << "\" fill=\"" << col
+      << "\">" << rule_name(rules[i]) << "</text>\n";
+  }
+  s << "</svg>\n";
+  return s.str();
 }
 
 std::string report_markdown(const CalibrationResult& r, const cost_model::ModelSpec& spec,
@@ -176,53 +280,71 @@ std::string report_markdown(const CalibrationResult& r, const cost_model::ModelS
   const GateChoice& c = r.chosen();
   std::ostringstream md;
   md << "# RISK-KV calibration: " << spec.name << "\n\n"
-     << "Result: **" << statement(r) << "**.\n\n"
+     << "Result: **" << statement(r) << "**; on the held-out test set the gate "
+     << (c.holds ? "still holds" : "**does not hold**") << " (" << promise(c.rule) << ").\n\n"
      << "Corpus `" << info.corpus_path << "` (" << info.corpus_tokens << " tokens); requests of "
-     << o.history << " history + " << o.eval << " eval tokens: fit " << o.counts.fit << ", select "
-     << o.counts.select << ", test " << o.counts.test;
+     << o.history << " history + " << o.eval << " eval tokens: fit " << o.counts.fit;
+  if (r.cross_fitted) md << ", order " << o.counts.order;
+  md << ", select " << o.counts.select << ", test " << o.counts.test;
   if (o.counts.confirm) md << ", confirm " << o.counts.confirm;
-  md << ". Predictors " << cost_model::dtype_name(info.predictor_dtype) << ", "
+  md << ". Selection "
+     << (r.cross_fitted ? "cross-fitted: the order is estimated on the order set, the prefixes "
+                          "are gated on the disjoint selection set"
+                        : "in-sample: order and gates on the same selection set")
+     << ". Predictors " << cost_model::dtype_name(info.predictor_dtype) << ", "
      << fmt("%.3f", total_predictor_bytes(r, info.predictor_dtype) / (1024.0 * 1024.0))
      << " MiB in all. Wall time " << fmt("%.1f", info.wall_time_s) << " s with " << o.threads
      << " worker thread(s); CPU time " << fmt("%.1f", info.cpu_time_s) << " s.\n\n";
   md << "## Table I: chosen topology on the test set\n\n"
      << "| Model | Layers | Omitted groups | Omitted KV | PPL exact | PPL reconstructed | ΔPPL | "
-        "mean ΔNLL [95 % CI] | ΔNLL > ε |\n|---|---|---|---|---|---|---|---|---|\n"
+        "mean ΔNLL [95 % CI] | Upper-90 | ΔNLL > ε [95 % CI] |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n"
      << "| " << spec.name << " | " << spec.layers << " | " << groups_text(c.test.groups) << " | "
-     << fmt("%.1f %%", 100.0 * c.test.omitted_fraction) << " | " << fmt("%.3f", c.test.ppl_exact)
-     << " | " << fmt("%.3f", c.test.ppl_reconstructed) << " | "
+     << pct(c.test.omitted_fraction) << " | " << fmt("%.3f", c.test.ppl_exact) << " | "
+     << fmt("%.3f", c.test.ppl_reconstructed) << " | "
      << fmt("%+.2f %%", 100.0 * (c.test.ppl_reconstructed / c.test.ppl_exact - 1.0)) << " | "
      << fmt("%+.5f", c.test.delta_nll_mean) << " [" << fmt("%+.5f", c.test.ci95_low) << ", "
-     << fmt("%+.5f", c.test.ci95_high) << "] | " << fmt("%.1f %%", 100.0 * c.test.violation_rate)
-     << " |\n\n";
+     << fmt("%+.5f", c.test.ci95_high) << "] | " << fmt("%+.5f", c.test.upper90) << " | "
+     << pct(c.test.violation_share) << " [" << pct(c.test.share_ci95_low) << ", "
+     << pct(c.test.share_ci95_high) << "] |\n\n";
+  const std::string head =
+      "| Gate | ε | Omitted groups | Omitted KV | test mean ΔNLL [95 % CI] | test Upper-90 | "
+      "test ΔNLL > ε [95 % CI] | promise holds on test |\n|---|---|---|---|---|---|---|---|\n";
   md << "## Table II: each gate at ε = " << fmt("%g", o.eps) << " (test set, " << c.test.requests
-     << " requests)\n\n| Gate | Omitted groups | Omitted KV | PPL reconstructed | mean ΔNLL | "
-        "95 % CI | ΔNLL > ε |\n|---|---|---|---|---|---|---|\n";
-  for (const GateChoice& g : r.gates) {
-    md << "| " << gate_name(g.gate) << " | " << groups_text(g.test.groups) << " | "
-       << fmt("%.1f %%", 100.0 * g.test.omitted_fraction) << " | "
-       << fmt("%.3f", g.test.ppl_reconstructed) << " | " << fmt("%+.5f", g.test.delta_nll_mean)
-       << " | [" << fmt("%+.5f", g.test.ci95_low) << ", " << fmt("%+.5f", g.test.ci95_high)
-       << "] | " << fmt("%.1f %%", 100.0 * g.test.violation_rate) << " |\n";
+     << " requests)\n\n"
+     << head;
+  for (const GateChoice* g : grid_rows(r)) {
+    if (g->eps == o.eps) row_markdown(md, *g);
   }
-  md << "\n## Selection (selection set; exact NLL " << fmt("%.4f", r.exact_nll_select)
-     << " nats/token)\n\nEach candidate alone:\n\n| Group | mean ΔNLL |\n|---|---|\n";
+  md << "\n## Frontier: every gate at every ε (test set)\n\nThe share of requests over ε is "
+        "counted at the row's ε, with a Clopper–Pearson 95 % interval. A gate's promise holds "
+        "when the gate, re-applied to the test set, still accepts its choice. Chart: "
+        "frontier.svg.\n\n"
+     << head;
+  for (const GateChoice* g : grid_rows(r)) row_markdown(md, *g);
+  md << "\n## Selection\n\nEach candidate alone on the " << (r.cross_fitted ? "order" : "selection")
+     << " set:\n\n| Group | mean ΔNLL |\n|---|---|\n";
   for (const SingleRisk& s : r.singles)
     md << "| G" << s.group << " | " << fmt("%+.5f", s.risk) << " |\n";
-  md << "\nPrefixes in order of risk per saved byte:\n\n| k | Groups | mean ΔNLL | Upper-90 |";
+  md << "\nPrefixes in order of risk per saved byte, on the selection set (exact NLL "
+     << fmt("%.4f", r.exact_nll_select) << " nats/token; " << r.stop_reason
+     << "):\n\n| k | Groups | mean ΔNLL | Upper-90 | ΔNLL > ε |";
   const bool confirm = !r.prefixes.empty() && r.prefixes.front().confirm_upper90.has_value();
-  md << (confirm ? " Upper-90 (confirm) |" : "") << " passes |\n|---|---|---|---|"
-     << (confirm ? "---|" : "") << "---|\n";
+  md << (confirm ? " Upper-90 (confirm) |" : "") << " passes at ε = " << fmt("%g", o.eps)
+     << " |\n|---|---|---|---|---|" << (confirm ? "---|" : "") << "---|\n";
+  std::vector<GateRule> rules;
+  for (const GateChoice& g : r.gates) {
+    if (std::find(rules.begin(), rules.end(), g.rule) == rules.end()) rules.push_back(g.rule);
+  }
   for (std::size_t k = 0; k < r.prefixes.size(); ++k) {
     const PrefixOutcome& p = r.prefixes[k];
     std::string pass;
-    for (Gate g : {Gate::kMean, Gate::kUpper90, Gate::kStableSplit}) {
-      if ((g != Gate::kStableSplit || confirm) && passes(p, g, o.eps)) {
-        pass += (pass.empty() ? "" : ", ") + std::string(gate_name(g));
-      }
+    for (const GateRule& g : rules) {
+      if (passes(p, g, o.eps)) pass += (pass.empty() ? "" : ", ") + rule_name(g);
     }
     md << "| " << k + 1 << " | " << groups_text(p.groups) << " | " << fmt("%+.5f", p.mean) << " | "
-       << fmt("%+.5f", p.upper90) << " | ";
+       << fmt("%+.5f", p.upper90) << " | " << count_over(p.deltas, o.eps) << "/" << p.deltas.size()
+       << " | ";
     if (confirm) md << fmt("%+.5f", *p.confirm_upper90) << " | ";
     md << (pass.empty() ? "—" : pass) << " |\n";
   }
@@ -239,7 +361,9 @@ std::string report_markdown(const CalibrationResult& r, const cost_model::ModelS
   }
   md << "\nΔNLL is in nats per eval token (reconstructed minus exact, teacher forced); Upper-90 is "
         "the one-sided 90 % bootstrap bound of the mean ("
-     << o.resamples << " paired resamples, seed " << o.seed << "). Stage times (s):";
+     << o.resamples << " paired resamples, seed " << o.seed
+     << "); share:s accepts when the one-sided 90 % Clopper–Pearson bound of the share of "
+        "requests over ε is ≤ s. Stage times (s):";
   for (std::size_t i = 0; i < r.stage_seconds.size(); ++i) {
     const auto& [stage, seconds] = r.stage_seconds[i];
     md << (i ? ", " : " ") << stage << " " << fmt("%.1f", seconds);

@@ -1,8 +1,11 @@
 // What `kvshift calibrate` writes, built from a CalibrationResult: the
 // topology.json that `kvshift cost --topology` and scenarios read, report.json
 // (model, gate, eps, omitted_groups, omitted_fraction, wall_time_s, test {...},
-// the selection trace and the fits) and report.md with Table I/II-style
-// tables. Pure text builders; the command writes the files atomically.
+// the selection trace, the frontier and the fits), report.md with Table
+// I/II-style tables and the frontier table, and frontier.svg (omitted KV vs
+// test share of requests over ε, a line per gate). topology.json's "quality"
+// holds the test set's figures. Pure text builders; the command writes the
+// files atomically.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -34,6 +37,9 @@ nlohmann::json report_json(const CalibrationResult& r, const cost_model::ModelSp
 /// report.md.
 std::string report_markdown(const CalibrationResult& r, const cost_model::ModelSpec& spec,
                             const RunInfo& info);
+
+/// frontier.svg: omitted KV (x) vs test violation share (y), one line per gate over the ε grid.
+std::string frontier_svg(const CalibrationResult& r);
 
 /// "G2,G3" or "none (omit nothing)".
 std::string groups_text(const std::vector<int>& groups);

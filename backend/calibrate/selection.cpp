@@ -19,24 +19,27 @@ std::vector<int> order_by_risk_per_byte(const std::vector<SingleRisk>& singles) 
   return order;
 }
 
-bool passes(const PrefixOutcome& p, Gate gate, double eps) {
-  switch (gate) {
+bool passes(const PrefixOutcome& p, const GateRule& rule, double eps) {
+  switch (rule.gate) {
     case Gate::kMean:
       return p.mean <= eps;
     case Gate::kUpper90:
       return p.upper90 <= eps;
     case Gate::kStableSplit:
       return p.upper90 <= eps && p.confirm_upper90.has_value() && *p.confirm_upper90 <= eps;
+    case Gate::kShare:
+      return !p.deltas.empty() && share_upper(count_over(p.deltas, eps),
+                                              static_cast<int>(p.deltas.size()), 0.9) <= rule.share;
   }
   return false;
 }
 
-std::optional<std::size_t> choose_prefix(const std::vector<PrefixOutcome>& prefixes, Gate gate,
-                                         double eps) {
+std::optional<std::size_t> choose_prefix(const std::vector<PrefixOutcome>& prefixes,
+                                         const GateRule& rule, double eps) {
   std::optional<std::size_t> best;
   for (std::size_t i = 0; i < prefixes.size(); ++i) {
     const PrefixOutcome& p = prefixes[i];
-    if (!passes(p, gate, eps)) continue;
+    if (!passes(p, rule, eps)) continue;
     if (!best) {
       best = i;
       continue;

@@ -2,7 +2,9 @@
 // per saved byte, evaluate the prefixes {π1..πk} jointly, gate each prefix and
 // choose the accepted prefix that omits the most KV (ties: the lower mean
 // ΔNLL, then the shorter prefix). No accepted prefix means "omit nothing".
-// Pure bookkeeping over measured numbers; the measuring is in calibration.cpp.
+// Every gate's acceptance only loosens as ε grows, so a looser ε never omits
+// less under the same gate. Pure bookkeeping over measured numbers; which
+// requests are measured is crossfit.hpp, the measuring calibration.cpp.
 #pragma once
 
 #include <optional>
@@ -29,13 +31,14 @@ struct PrefixOutcome {
   double mean = 0.0;                      ///< mean ΔNLL on the selection set
   double upper90 = 0.0;                   ///< bootstrap one-sided 90 % bound on the selection set
   std::optional<double> confirm_upper90;  ///< the same on the confirmation set (stable-split)
+  std::vector<double> deltas;             ///< ΔNLL_r on the selection (gate) set: the share gate
 };
 
-/// Whether `p` passes `gate` at `eps` (stable-split needs confirm_upper90).
-bool passes(const PrefixOutcome& p, Gate gate, double eps);
+/// Whether `p` passes `rule` at `eps` (stable-split needs confirm_upper90, share needs deltas).
+bool passes(const PrefixOutcome& p, const GateRule& rule, double eps);
 
 /// Index of the chosen prefix, or nullopt for "omit nothing".
-std::optional<std::size_t> choose_prefix(const std::vector<PrefixOutcome>& prefixes, Gate gate,
-                                         double eps);
+std::optional<std::size_t> choose_prefix(const std::vector<PrefixOutcome>& prefixes,
+                                         const GateRule& rule, double eps);
 
 }  // namespace kvshift::backend::calibrate

@@ -111,13 +111,14 @@ class CalibrateCli : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(CalibrateCli, WritesTheFourOutputsAndTheCostModelReadsTheTopology) {
+TEST_F(CalibrateCli, WritesTheFiveOutputsAndTheCostModelReadsTheTopology) {
   const auto r = run_kvshift(base() +
-                             " --history 24 --eval 12 --requests fit:3,select:3,test:2 "
+                             " --history 24 --eval 12 --requests fit:3,order:2,select:3,test:2 "
                              "--eps 1e9 --predictor-dtype fp16 --out " +
                              (dir_ / "out").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* f : {"topology.json", "predictors.safetensors", "report.json", "report.md"}) {
+  for (const char* f :
+       {"topology.json", "predictors.safetensors", "report.json", "report.md", "frontier.svg"}) {
     EXPECT_TRUE(fs::exists(dir_ / "out" / f)) << f;
   }
   const json report = json::parse(slurp((dir_ / "out" / "report.json").string()));
@@ -129,10 +130,16 @@ TEST_F(CalibrateCli, WritesTheFourOutputsAndTheCostModelReadsTheTopology) {
   // eps = 1e9 accepts every prefix: all interior groups (G2, G3) are omitted.
   EXPECT_EQ(report["omitted_groups"], json({2, 3}));
   EXPECT_DOUBLE_EQ(report["omitted_fraction"].get<double>(), 0.5);
-  for (const char* k :
-       {"ppl_exact", "ppl_reconstructed", "delta_nll_mean", "violation_rate", "requests"}) {
+  for (const char* k : {"ppl_exact", "ppl_reconstructed", "delta_nll_mean", "delta_nll_upper90",
+                        "violation_share", "violation_share_ci95", "requests"}) {
     EXPECT_TRUE(report["test"].contains(k)) << k;
   }
+  EXPECT_TRUE(report["selection"]["cross_fitted"].get<bool>());
+  // Frontier: mean, upper90, share:0.1 at eps 0.001, 0.002, 0.005, 0.01 and 1e9.
+  EXPECT_EQ(report["frontier"].size(), 15u);
+  const json topo = json::parse(slurp((dir_ / "out" / "topology.json").string()));
+  EXPECT_EQ(topo["quality"]["set"], "test");
+  EXPECT_TRUE(topo["quality"].contains("violation_share"));
   EXPECT_EQ(report["test"]["delta_nll_ci95"].size(), 2u);
   EXPECT_EQ(report["test"]["requests"], 2);
   const auto cost = run_kvshift("cost --model " + (dir_ / "model").string() + " --topology " +
@@ -141,10 +148,10 @@ TEST_F(CalibrateCli, WritesTheFourOutputsAndTheCostModelReadsTheTopology) {
 }
 
 TEST_F(CalibrateCli, ShortCorpusExitsTwoAndWritesNothing) {
-  const auto r = run_kvshift(base() + " --out " + (dir_ / "out").string());  // 72 × 1024 > 3000
+  const auto r = run_kvshift(base() + " --out " + (dir_ / "out").string());  // 144 × 1024 > 3000
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--corpus"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("73728"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("147456"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(dir_ / "out"));
 }
 
@@ -162,10 +169,16 @@ TEST_F(CalibrateCli, BadOptionsExitTwoNamingTheOption) {
   const std::string out = " --out " + (dir_ / "out").string();
   const std::pair<std::string, std::string> cases[] = {
       {" --gate upper95", "--gate"},
+      {" --gate share:1.5", "--gate share:1.5"},
+      {" --gate share:abc", "--gate share:abc"},
+      {" --gate share:0", "--gate share:0"},
+      {" --gate share:", "--gate share:"},
+      {" --requests fit:3,ordr:2", "did you mean \"order\""},
       {" --requests fit:3,tset:2", "did you mean \"test\""},
       {" --predictor-dtype int8", "--predictor-dtype"},
       {" --groups G1", "G1"},
-      {" --history 24 --eval 12 --requests fit:3,select:3,test:2 --resamples 10", "--resamples"},
+      {" --history 24 --eval 12 --requests fit:3,order:2,select:3,test:2 --resamples 10",
+       "--resamples"},
   };
   for (const auto& [args, needle] : cases) {
     const auto r = run_kvshift(base() + args + out);
@@ -178,7 +191,8 @@ TEST_F(CalibrateCli, BadOptionsExitTwoNamingTheOption) {
 TEST_F(CalibrateCli, MissingModelOrCorpusExitsTwoNamingTheOption) {
   const std::string corpus = " --corpus " + (dir_ / "corpus.tokens").string();
   const std::string out = " --out " + (dir_ / "out").string();
-  const auto no_model = run_kvshift("calibrate --model " + (dir_ / "nothing").string() + corpus + out);
+  const auto no_model =
+      run_kvshift("calibrate --model " + (dir_ / "nothing").string() + corpus + out);
   EXPECT_EQ(no_model.exit_code, 2);
   EXPECT_NE(no_model.err.find("--model: "), std::string::npos) << no_model.err;
   const auto no_corpus = run_kvshift("calibrate --model " + (dir_ / "model").string() +
@@ -191,9 +205,10 @@ TEST_F(CalibrateCli, MissingModelOrCorpusExitsTwoNamingTheOption) {
 TEST_F(CalibrateCli, ModelWithoutInteriorGroupsExitsTwo) {
   const std::string tiny = std::string(KVSHIFT_SOURCE_DIR) + "/tests/fixtures/tiny_llama";
   write_corpus(dir_ / "c96.tokens", 3000, 96);
-  const auto r = run_kvshift(
-      "calibrate --model " + tiny + " --corpus " + (dir_ / "c96.tokens").string() +
-      " --history 24 --eval 12 --requests fit:3,select:3,test:2 --out " + (dir_ / "out").string());
+  const auto r =
+      run_kvshift("calibrate --model " + tiny + " --corpus " + (dir_ / "c96.tokens").string() +
+                  " --history 24 --eval 12 --requests fit:3,order:2,select:3,test:2 --out " +
+                  (dir_ / "out").string());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("interior"), std::string::npos) << r.err;
 }

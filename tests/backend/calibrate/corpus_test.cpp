@@ -23,12 +23,19 @@ std::string message_of(const std::function<void()>& fn) {
 }
 
 TEST(Corpus, ParsesRequestCounts) {
-  const RequestCounts c = parse_request_counts("test:5,fit:7,select:6,confirm:2", {}, "--requests");
+  const RequestCounts c =
+      parse_request_counts("test:5,fit:7,select:6,confirm:2,order:3", {}, "--requests");
   EXPECT_EQ(c.fit, 7);
+  EXPECT_EQ(c.order, 3);
   EXPECT_EQ(c.select, 6);
   EXPECT_EQ(c.test, 5);
   EXPECT_EQ(c.confirm, 2);
-  EXPECT_EQ(parse_request_counts("select:3", {}, "--requests").fit, 24);
+  // The defaults: 48 fit, 16 order + 32 select (48 selection requests), 48 test.
+  const RequestCounts d = parse_request_counts("select:3", {}, "--requests");
+  EXPECT_EQ(d.fit, 48);
+  EXPECT_EQ(d.order, 16);
+  EXPECT_EQ(d.test, 48);
+  EXPECT_EQ(parse_request_counts("order:0", {}, "--requests").order, 0);
   EXPECT_NE(message_of([] {
               parse_request_counts("fit:24,slect:2", {}, "--requests");
             }).find("did you mean \"select\""),
@@ -44,14 +51,15 @@ TEST(Corpus, ParsesRequestCounts) {
 }
 
 TEST(Corpus, WindowsAreDisjointSpreadAndSeeded) {
-  const RequestCounts c{4, 3, 2, 1};
+  const RequestCounts c{4, 2, 2, 1, 1};
   const RequestSets s = make_request_sets(10000, 100, c, 5);
+  EXPECT_EQ(s.order.size(), 1u);
   EXPECT_EQ(s.fit.size(), 4u);
-  EXPECT_EQ(s.select.size(), 3u);
+  EXPECT_EQ(s.select.size(), 2u);
   EXPECT_EQ(s.test.size(), 2u);
   EXPECT_EQ(s.confirm.size(), 1u);
   std::vector<std::int64_t> starts;
-  for (const auto* set : {&s.fit, &s.select, &s.test, &s.confirm}) {
+  for (const auto* set : {&s.fit, &s.select, &s.test, &s.confirm, &s.order}) {
     for (const Window& w : *set) starts.push_back(w.start);
   }
   std::sort(starts.begin(), starts.end());
@@ -66,7 +74,7 @@ TEST(Corpus, WindowsAreDisjointSpreadAndSeeded) {
 
 TEST(Corpus, TooShortCorpusSaysWhatItNeeds) {
   const std::string m = message_of([] {
-    make_request_sets(70000, 1024, RequestCounts{24, 24, 24, 0}, 1);
+    make_request_sets(70000, 1024, RequestCounts{24, 24, 24, 0, 0}, 1);
   });
   EXPECT_NE(m.find("--corpus"), std::string::npos) << m;
   EXPECT_NE(m.find("73728"), std::string::npos) << m;

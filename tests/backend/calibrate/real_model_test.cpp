@@ -27,7 +27,7 @@ TEST(CalibrationRealModel, ReducedRunOnSmolLM2) {
   CalibrationOptions o;
   o.history = 48;
   o.eval = 16;
-  o.counts = {3, 2, 2, 0};
+  o.counts = {3, 2, 2, 0, 2};
   o.candidates = {7, 8};
   o.threads = 2;
   o.alphas = {1e-3, 1e-1};
