@@ -1,25 +1,50 @@
 #include "cost_model/latency.hpp"
 
-#include <cmath>
+#include "cost_model/move_plan.hpp"
 
 namespace kvshift::cost_model {
+namespace {
+
+Seconds seconds_of(std::int64_t ns) { return {static_cast<double>(ns) * 1e-9}; }
+
+}  // namespace
 
 LatencyReport latency(const ModelSpec& m, const Topology& t, std::int64_t tokens,
                       const StorageReport& s, const Path& p, const GpuSpec& gpu,
                       const ComputeCosts& compute, const LatencyOptions& options) {
+  // Every figure is a move plan priced by the one estimator the simulator uses.
+  MoveMethods methods{&m, &t, options.predictor_dtype, options.retention, 0, 0};
+  MoveRoute network;
+  network.data = MoveRoute::Leg::kNetwork;
+  network.data_path = p;
+  network.predictor = MoveRoute::Leg::kWithData;  // the predictor shares the path
+  network.host_link = gpu.host_link;
+  MoveRoute local = network;
+  local.data = MoveRoute::Leg::kLocal;
+  const MoveState resident{tokens, tokens, SourceKv::kFull, true, true};
+  MoveState shipped = resident;
+  shipped.predictor_at_dst = false;
+  auto time = [&](Strategy st, const MoveState& state, const MoveRoute& route) {
+    return seconds_of(estimate_move(plan_move(st, methods, state), methods, route, 0, compute)
+                          .total_ns());
+  };
+
   LatencyReport r;
   r.prefill = compute.prefill(m, tokens);
   r.reconstruct =
       t.empty() ? Seconds{0} : compute.reconstruct(m, t, tokens, 1, options.predictor_dtype);
-  r.full_kv = transfer_time(s.kv_full, p);
-  r.token_replay = transfer_time(token_id_bytes(tokens), p) + r.prefill;
-  r.risk_kv = transfer_time(s.kv_kept, p) + r.reconstruct;
-  r.risk_kv_with_predictor = transfer_time(s.kv_kept + s.predictor_bytes_total, p) + r.reconstruct;
-  const Bytes pruned{static_cast<std::int64_t>(
-      std::llround(options.retention * static_cast<double>(s.kv_full.count)))};
-  r.proxy_kv = transfer_time(pruned, p);
+  r.full_kv = time(Strategy::kFullKv, resident, network);
+  r.token_replay = time(Strategy::kTokenReplay, resident, network);
+  if (!t.empty()) {
+    r.risk_kv = time(Strategy::kRiskKv, resident, network);
+    r.risk_kv_with_predictor = time(Strategy::kRiskKv, shipped, network);
+    r.local_risk_kv = time(Strategy::kRiskKv, resident, local);
+  } else {  // nothing omitted: RISK-KV is a full transfer
+    r.risk_kv = r.risk_kv_with_predictor = r.full_kv;
+    r.local_risk_kv = time(Strategy::kFullKv, resident, local);
+  }
+  r.proxy_kv = time(Strategy::kProxyKv, resident, network);
   r.local_replay = r.prefill;
-  r.local_risk_kv = serialisation_time(s.kv_kept, gpu.host_link) + r.reconstruct;
 
   // RISK-KV vs full: 8·kept/B + recon = 8·full/B  ⇔  B = 8·saved/recon.
   if (s.kv_saved.count > 0 && r.reconstruct.value > 0) {

@@ -4,8 +4,10 @@
 // unit strings are converted once, at parse time.
 #pragma once
 
+#include <cmath>
 #include <compare>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <string_view>
 
@@ -40,6 +42,16 @@ struct Seconds {
   constexpr Seconds operator+(Seconds o) const { return {value + o.value}; }
   constexpr Seconds operator-(Seconds o) const { return {value - o.value}; }
 };
+
+/// Nearest nanosecond to `seconds` (halves away from zero), saturating at the int64 range
+/// (+inf and NaN saturate high). The one rounding rule of durations: sim/ and the move
+/// estimator both use it, so a closed form and a simulated move agree to the nanosecond.
+inline std::int64_t round_to_ns(double seconds) {
+  const double ns = seconds * 1e9;
+  if (!(ns < 9.2e18)) return std::numeric_limits<std::int64_t>::max();
+  if (ns < -9.2e18) return std::numeric_limits<std::int64_t>::min();
+  return std::llround(ns);
+}
 
 /// Time to push `size` through a pipe of rate `rate` (no latency).
 constexpr Seconds serialisation_time(Bytes size, BitsPerSecond rate) {

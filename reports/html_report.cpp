@@ -52,7 +52,9 @@ Csv read_csv(const std::filesystem::path& path) {
   std::ifstream in(path);
   Csv csv;
   std::string line;
-  if (std::getline(in, line)) csv.header = csv_fields(line);
+  while (std::getline(in, line) && line.rfind('#', 0) == 0) {
+  }  // leading '#' lines are notes
+  csv.header = csv_fields(line);
   while (std::getline(in, line)) {
     if (!line.empty()) csv.rows.push_back(csv_fields(line));
   }
@@ -83,26 +85,44 @@ json run_charts(const std::filesystem::path& dir, const json& summary, json& not
   if (std::filesystem::exists(dir / "recoveries.csv")) {
     const Csv csv = read_csv(dir / "recoveries.csv");
     const int run = csv.col("strategy_run"), trig = csv.col("trigger"), lat = csv.col("latency_s"),
-              ok = csv.col("ok");
-    std::map<std::string, std::vector<double>> by;
+              outcome = csv.col("outcome");
+    // Finished moves, and unfinished ones at their lower bound (as the summary counts them).
+    std::map<std::string, std::map<std::string, std::vector<double>>> by;  // kind -> strategy
     for (const auto& r : csv.rows) {
-      if (run < 0 || lat < 0 || r.size() != csv.header.size()) continue;
-      if (r[trig] == "failure" && r[ok] == "true") by[r[run]].push_back(num(r[lat]));
+      if (run < 0 || lat < 0 || outcome < 0 || r.size() != csv.header.size()) continue;
+      if (r[outcome] != "done" && r[outcome] != "unfinished") continue;
+      by[r[trig] == "failure" ? "recovery" : "migration"][r[run]].push_back(num(r[lat]));
     }
-    json sets = json::array();
-    for (auto& [name, v] : by) {
-      std::sort(v.begin(), v.end());
-      std::vector<std::pair<double, double>> pts;
-      for (std::size_t i = 0; i < v.size(); ++i)
-        pts.emplace_back(v[i], double(i + 1) / double(v.size()));
-      sets.push_back(xy_dataset(name, pts, true));
-    }
-    if (sets.empty())
-      notes.push_back("No failure recoveries in this run: no recovery-latency CDF.");
-    if (!sets.empty()) {
-      charts.push_back(chart("Recovery latency CDF (failure recoveries)", "line",
-                             {{"datasets", sets}}, "recovery latency (s)", "share of recoveries",
-                             "linear"));
+    for (const char* kind : {"recovery", "migration"}) {
+      json sets = json::array();
+      std::vector<std::string> thin;
+      for (auto& [name, v] : by[kind]) {
+        if (v.size() < 2) {  // one point draws no line: say so instead
+          thin.push_back(name + " (" + std::to_string(v.size()) + ")");
+          continue;
+        }
+        std::sort(v.begin(), v.end());
+        std::vector<std::pair<double, double>> pts;
+        for (std::size_t i = 0; i < v.size(); ++i)
+          pts.emplace_back(v[i], double(i + 1) / double(v.size()));
+        sets.push_back(xy_dataset(name, pts, true));
+      }
+      const std::string label = kind;
+      const std::string title = std::string(kind[0] == 'r' ? "Recovery" : "Migration") +
+                                " latency CDF (unfinished moves at their lower bound)";
+      if (by[kind].empty()) {
+        notes.push_back("No " + std::string(kind[0] == 'r' ? "recoveries" : "migrations") +
+                        " in this run: no " + label + "-latency CDF.");
+      } else if (!thin.empty()) {
+        std::string list;
+        for (const std::string& t : thin) list += (list.empty() ? "" : ", ") + t;
+        notes.push_back("Too few " + std::string(kind[0] == 'r' ? "recoveries" : "migrations") +
+                        " for a " + label + "-latency CDF: " + list + ".");
+      }
+      if (!sets.empty()) {
+        charts.push_back(chart(title, "line", {{"datasets", sets}}, label + " latency (s)",
+                               "share of " + label + "s", "linear"));
+      }
     }
   }
   auto stacked_bars = [&](const char* group, const std::vector<std::string>& kinds, double scale) {
@@ -457,12 +477,18 @@ const char* const kPageScript = R"JS(
     if (data.run) {
       const s = data.run.summary;
       el('h2', 'Run: ' + s.scenario + ' (' + s.model + ' on ' + s.gpu + ', seed ' + s.seed + ')');
+      if (s.answer) el('p', s.answer).style.fontWeight = 'bold';
       const f = (d, k) => (d && d[k] !== undefined ? d[k].toFixed(3) : '-');
-      table(['strategy', 'completed', 'failed', 'recoveries', 'migrations', 'recovery p50 (s)', 'recovery p99 (s)',
-             'KV moved (MiB)', 'dNLL/move'],
+      const lb = (d) => (d && d.unfinished ? ' (+' + d.unfinished + ' unfinished)' : '');
+      const mib = (b) => (b / 1048576).toFixed(1);
+      table(['strategy', 'completed', 'failed', 'unfinished', 'recovery p50 / p99 (s)', 'migration p50 / p99 (s)',
+             'fallbacks', 'KV moved (MiB)', 'replica stream (MiB)', 'predictors (MiB)', 'GPU rebuild (s)', 'dNLL/move'],
             Object.entries(s.strategies).map(([n, v]) => [n, v.requests.completed, v.requests.failed,
-              v.moves.recoveries, v.moves.migrations, f(v.recovery, 'p50_s'), f(v.recovery, 'p99_s'),
-              (v.bytes.kv / 1048576).toFixed(1), v.quality.delta_nll_mean_per_move.toFixed(5)]));
+              v.requests.unfinished, f(v.recovery, 'p50_s') + ' / ' + f(v.recovery, 'p99_s') + lb(v.recovery),
+              f(v.migration, 'p50_s') + ' / ' + f(v.migration, 'p99_s') + lb(v.migration),
+              v.moves.fallbacks, mib(v.bytes.kv), mib(v.bytes.replica_stream), mib(v.bytes.predictors),
+              (v.gpu_time_s.reconstruct + v.gpu_time_s.replay).toFixed(3),
+              v.quality.delta_nll_mean_per_move.toFixed(5)]));
       data.run.notes.forEach((n) => el('p', n));
       data.run.charts.forEach(chart);
     }

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "cost_model/storage.hpp"
+#include "cost_model/move_plan.hpp"
 #include "sim/serving/network_fabric.hpp"
 
 namespace kvshift::reports {
@@ -28,37 +28,52 @@ std::string fmt_ns(std::int64_t ns) {
 
 std::int64_t closed_form_move_ns(const sim::ScenarioSpec& spec, const sim::MoveRecord& m,
                                  const cost_model::ComputeCosts& compute) {
+  // Re-plan the executed strategy from the record and price it with the cost model's
+  // estimator on the uncontended route: the simulator's own cost object is not used.
   const sim::Topology topo = sim::build_topology(spec.cluster, spec.gpu.name);
   const int src = node_index(spec, m.source), dst = node_index(spec, m.to);
-  // transfer = latency + 8·S/B over the route (the host link when source = destination).
-  auto transfer = [&](std::int64_t bytes) -> std::int64_t {
-    if (src < 0 || bytes <= 0) return 0;
-    if (src == dst) return sim::from_seconds(8.0 * bytes / spec.gpu.host_link.value).ns;
-    const sim::Route* r = topo.route(static_cast<sim::NodeId>(src), static_cast<sim::NodeId>(dst));
-    if (!r) return -1;
-    return r->latency.ns +
-           sim::from_seconds(8.0 * static_cast<double>(bytes) / topo.bottleneck(*r).value).ns;
+  const int pred = node_index(spec, m.predictor_source);
+  cost_model::MoveMethods methods;
+  methods.model = &spec.model;
+  if (spec.risk_kv) {
+    methods.topology = &spec.risk_kv->topology;
+    methods.predictor_dtype = spec.risk_kv->predictor_dtype;
+  }
+  if (spec.proxy_kv) methods.retention = spec.proxy_kv->retention;
+  const cost_model::Strategy strategy = m.strategy == "full_kv"    ? cost_model::Strategy::kFullKv
+                                        : m.strategy == "risk_kv"  ? cost_model::Strategy::kRiskKv
+                                        : m.strategy == "proxy_kv" ? cost_model::Strategy::kProxyKv
+                                                                   : cost_model::Strategy::kTokenReplay;
+  const cost_model::MoveState state{m.context_tokens, m.available_tokens,
+                                    src < 0 ? cost_model::SourceKv::kNone : cost_model::SourceKv::kFull,
+                                    true, m.predictor_bytes == 0};
+  const cost_model::MovePlan plan = cost_model::plan_move(strategy, methods, state);
+  auto leg = [&](int from, cost_model::MoveRoute::Leg& kind, cost_model::Path& path) {
+    using Leg = cost_model::MoveRoute::Leg;
+    if (from < 0) {
+      kind = Leg::kNone;
+    } else if (from == dst) {
+      kind = Leg::kLocal;
+    } else if (const sim::Route* r = topo.route(static_cast<sim::NodeId>(from),
+                                                 static_cast<sim::NodeId>(dst))) {
+      kind = Leg::kNetwork;
+      path = {topo.bottleneck(*r), r->latency.to_seconds()};
+    } else {
+      kind = Leg::kUnreachable;
+    }
   };
-  const std::int64_t avail = m.available_tokens;
-  const std::int64_t full = cost_model::kv_bytes(spec.model, avail).count;
-  std::int64_t t = 0;
-  if (m.strategy == "full_kv") {
-    t = transfer(full);
-  } else if (m.strategy == "token_replay") {
-    t = transfer(4 * m.context_tokens) + sim::from_seconds(compute.prefill(spec.model, m.context_tokens)).ns;
-  } else if (m.strategy == "risk_kv") {
-    const auto& topology = spec.risk_kv->topology;
-    t = transfer(cost_model::storage(spec.model, topology, avail, {}).kv_kept.count) +
-        sim::from_seconds(compute.reconstruct(spec.model, topology, avail, 1,
-                                              spec.risk_kv->predictor_dtype))
-            .ns;
-  } else if (m.strategy == "proxy_kv") {
-    t = transfer(std::llround(spec.proxy_kv->retention * static_cast<double>(full)));
+  cost_model::MoveRoute route;
+  route.host_link = spec.gpu.host_link;
+  leg(src, route.data, route.data_path);
+  if (plan.predictor.count > 0) {
+    if (pred == src && src != dst) {
+      route.predictor = cost_model::MoveRoute::Leg::kWithData;
+    } else {
+      leg(pred, route.predictor, route.predictor_path);
+    }
   }
-  if (m.tail_tokens > 0 && m.strategy != "token_replay") {
-    t += sim::from_seconds(compute.prefill(spec.model, m.tail_tokens)).ns;
-  }
-  return t;
+  const cost_model::MoveEstimate e = cost_model::estimate_move(plan, methods, route, 0, compute);
+  return e.reachable ? e.total_ns() : -1;
 }
 
 CheckOutcome check_moves_exact(const sim::ScenarioSpec& spec,
@@ -68,7 +83,7 @@ CheckOutcome check_moves_exact(const sim::ScenarioSpec& spec,
   std::size_t checked = 0;
   for (const sim::RunResult& run : runs) {
     for (const sim::MoveRecord& m : run.moves) {
-      if (!m.ok || m.predictor_bytes > 0) continue;  // a shipped predictor shares the path
+      if (m.outcome != sim::MoveOutcome::kDone) continue;
       ++checked;
       const std::int64_t expected = closed_form_move_ns(spec, m, compute);
       const std::int64_t got = m.end_ns - m.start_ns;

@@ -31,6 +31,15 @@ json distribution(std::vector<double> v) {
   return d;
 }
 
+// Latency of moves of one kind: finished moves exactly, moves still open at the end
+// as lower bounds (they took at least end − start), so a slow link cannot look fast.
+json move_latency(std::vector<double> v, std::int64_t unfinished) {
+  json d = distribution(std::move(v));
+  d["unfinished"] = unfinished;
+  if (unfinished > 0) d["includes_lower_bounds"] = true;
+  return d;
+}
+
 json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) {
   std::int64_t completed = 0, failed = 0, unfinished = 0, output_tokens = 0;
   std::int64_t ttft_violations = 0, e2e_violations = 0;
@@ -55,24 +64,28 @@ json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) 
     }
   }
   std::vector<double> recovery, recovery_stall, migration;
-  std::int64_t recoveries = 0, migrations = 0, failed_moves = 0, fallbacks = 0, lossy = 0;
+  std::int64_t recoveries = 0, migrations = 0, failed_moves = 0, cancelled = 0, fallbacks = 0;
+  std::int64_t open_recoveries = 0, open_migrations = 0, lossy = 0;
   double nll_sum = 0;
   std::map<std::string, std::int64_t> used;
   for (const sim::MoveRecord& m : run.moves) {
-    if (!m.ok) {
-      ++failed_moves;
-      continue;
+    const bool is_recovery = m.trigger == sim::MoveTrigger::kFailure;
+    switch (m.outcome) {
+      case sim::MoveOutcome::kFailed: ++failed_moves; continue;
+      case sim::MoveOutcome::kCancelled: ++cancelled; continue;
+      case sim::MoveOutcome::kUnfinished: ++(is_recovery ? open_recoveries : open_migrations); break;
+      case sim::MoveOutcome::kDone:
+        ++used[m.strategy];
+        ++(is_recovery ? recoveries : migrations);
+        if (!m.fallback.empty()) ++fallbacks;
+        if (m.delta_nll != 0) ++lossy;
+        nll_sum += m.delta_nll;
+        break;
     }
-    ++used[m.strategy];
-    if (!m.note.empty()) ++fallbacks;
-    if (m.delta_nll != 0) ++lossy;
-    nll_sum += m.delta_nll;
-    if (m.trigger == sim::MoveTrigger::kFailure) {
-      ++recoveries;
+    if (is_recovery) {
       recovery.push_back(s_of(m.end_ns - m.start_ns));
       recovery_stall.push_back(s_of(m.stall_ns));
     } else {
-      ++migrations;
       migration.push_back(s_of(m.end_ns - m.start_ns));
     }
   }
@@ -92,11 +105,13 @@ json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) 
        {{"recoveries", recoveries},
         {"migrations", migrations},
         {"failed", failed_moves},
+        {"cancelled", cancelled},
+        {"unfinished", open_recoveries + open_migrations},
         {"fallbacks", fallbacks},
         {"by_strategy", used}}},
-      {"recovery", distribution(recovery)},
-      {"recovery_stall", distribution(recovery_stall)},
-      {"migration", distribution(migration)},
+      {"recovery", move_latency(recovery, open_recoveries)},
+      {"recovery_stall", move_latency(recovery_stall, open_recoveries)},
+      {"migration", move_latency(migration, open_migrations)},
       {"bytes",
        {{"kv", run.bytes.kv},
         {"replica_stream", run.bytes.replica_stream},
@@ -146,18 +161,16 @@ std::string csv_escape(const std::string& s) {
 std::string requests_csv(const std::vector<sim::RunResult>& runs) {
   std::ostringstream o;
   o << "strategy,id,arrival_s,prompt_tokens,output_tokens,first_token_s,finish_s,outcome,"
-       "first_node,final_node,moves,failure_reason\n";
+       "first_node,final_node,moves,reason\n";
   for (const sim::RunResult& run : runs) {
     for (const sim::RequestRecord& r : run.requests) {
-      const char* outcome = r.outcome == sim::RequestOutcome::kCompleted ? "completed"
-                            : r.outcome == sim::RequestOutcome::kFailed  ? "failed"
-                                                                         : "unfinished";
+      const char* outcome = sim::request_outcome_name(r.outcome);
       o << run.strategy << ',' << r.id << ',' << fmt("%.9f", s_of(r.arrival_ns)) << ','
         << r.prompt_tokens << ',' << r.output_tokens << ','
         << (r.first_token_ns >= 0 ? fmt("%.9f", s_of(r.first_token_ns)) : "") << ','
         << (r.finish_ns >= 0 ? fmt("%.9f", s_of(r.finish_ns)) : "") << ',' << outcome << ','
-        << r.first_node << ',' << r.final_node << ',' << r.moves << ','
-        << csv_escape(r.failure_reason) << '\n';
+        << csv_escape(r.first_node) << ',' << csv_escape(r.final_node) << ',' << r.moves << ','
+        << csv_escape(r.reason) << '\n';
     }
   }
   return o.str();
@@ -165,19 +178,23 @@ std::string requests_csv(const std::vector<sim::RunResult>& runs) {
 
 std::string recoveries_csv(const std::vector<sim::RunResult>& runs) {
   std::ostringstream o;
-  o << "strategy_run,request,trigger,from,to,strategy,context_tokens,start_s,end_s,latency_s,"
-       "stall_s,kv_bytes,predictor_bytes,token_bytes,transfer_s,compute_s,queue_s,delta_nll,ok,"
-       "note\n";
+  // latency_s of an unfinished move is a lower bound (end of run − start).
+  o << "strategy_run,request,trigger,from,to,requested,strategy,outcome,context_tokens,start_s,"
+       "end_s,latency_s,estimated_s,stall_s,kv_bytes,predictor_bytes,token_bytes,transfer_s,"
+       "compute_s,queue_s,delta_nll,fallback,note\n";
   for (const sim::RunResult& run : runs) {
     for (const sim::MoveRecord& m : run.moves) {
       o << run.strategy << ',' << m.request << ',' << sim::move_trigger_name(m.trigger) << ','
-        << m.from << ',' << m.to << ',' << m.strategy << ',' << m.context_tokens << ','
-        << fmt("%.9f", s_of(m.start_ns)) << ',' << fmt("%.9f", s_of(m.end_ns)) << ','
-        << fmt("%.9f", s_of(m.end_ns - m.start_ns)) << ',' << fmt("%.9f", s_of(m.stall_ns)) << ','
-        << m.kv_bytes << ',' << m.predictor_bytes << ',' << m.token_bytes << ','
-        << fmt("%.9f", s_of(m.transfer_ns)) << ',' << fmt("%.9f", s_of(m.compute_ns)) << ','
-        << fmt("%.9f", s_of(m.queue_ns)) << ',' << fmt("%.6f", m.delta_nll) << ','
-        << (m.ok ? "true" : "false") << ',' << csv_escape(m.note) << '\n';
+        << csv_escape(m.from) << ',' << csv_escape(m.to) << ',' << m.requested << ','
+        << m.strategy << ',' << sim::move_outcome_name(m.outcome) << ',' << m.context_tokens
+        << ',' << fmt("%.9f", s_of(m.start_ns)) << ',' << fmt("%.9f", s_of(m.end_ns)) << ','
+        << fmt("%.9f", s_of(m.end_ns - m.start_ns)) << ','
+        << (m.strategy.empty() ? "" : fmt("%.9f", s_of(m.estimated_ns))) << ','
+        << fmt("%.9f", s_of(m.stall_ns)) << ',' << m.kv_bytes << ',' << m.predictor_bytes << ','
+        << m.token_bytes << ',' << fmt("%.9f", s_of(m.transfer_ns)) << ','
+        << fmt("%.9f", s_of(m.compute_ns)) << ',' << fmt("%.9f", s_of(m.queue_ns)) << ','
+        << fmt("%.6f", m.delta_nll) << ',' << csv_escape(m.fallback) << ','
+        << csv_escape(m.note) << '\n';
     }
   }
   return o.str();
@@ -185,10 +202,12 @@ std::string recoveries_csv(const std::vector<sim::RunResult>& runs) {
 
 std::string links_csv(const std::vector<sim::RunResult>& runs) {
   std::ostringstream o;
+  o << "# one row per link direction that carried traffic in the interval; idle ones are left "
+       "out\n";
   o << "strategy,t_s,link,utilisation,bytes\n";
   for (const sim::RunResult& run : runs) {
     for (const sim::LinkSample& s : run.link_samples) {
-      o << run.strategy << ',' << fmt("%.9f", s_of(s.t_ns)) << ',' << s.link << ','
+      o << run.strategy << ',' << fmt("%.9f", s_of(s.t_ns)) << ',' << csv_escape(s.link) << ','
         << fmt("%.6f", s.utilisation) << ',' << s.bytes << '\n';
     }
   }
@@ -222,7 +241,8 @@ std::string trace_json(const std::vector<sim::RunResult>& runs) {
                         {"ph", "X"}, {"pid", pid}, {"tid", tid("moves to " + m.to)},
                         {"ts", static_cast<double>(m.start_ns) / 1e3},
                         {"dur", static_cast<double>(m.end_ns - m.start_ns) / 1e3},
-                        {"args", {{"kv_bytes", m.kv_bytes}, {"ok", m.ok}}}});
+                        {"args", {{"kv_bytes", m.kv_bytes},
+                                  {"outcome", sim::move_outcome_name(m.outcome)}}}});
     }
     for (const sim::LinkSample& s : run.link_samples) {
       if (s.bytes == 0) continue;
@@ -232,6 +252,56 @@ std::string trace_json(const std::vector<sim::RunResult>& runs) {
     }
   }
   return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n";
+}
+
+// The run's answer in one sentence: the strategy with the fewest failed requests and
+// then the lowest p99 of the moves that happened (recoveries, else migrations).
+std::string answer(const json& strategies, const json& order) {
+  const char* kind = nullptr;
+  for (const char* k : {"recovery", "migration"}) {
+    for (const auto& n : order) {
+      if (strategies[n.get<std::string>()][k]["count"].get<std::int64_t>() > 0) kind = k;
+    }
+    if (kind) break;
+  }
+  if (!kind) return "No moves happened in this run: the strategies differ only in what they stream.";
+  struct Entry {
+    std::string name;
+    std::int64_t failed;
+    double p99;
+  };
+  std::vector<Entry> ranked;
+  for (const auto& n : order) {
+    const json& s = strategies[n.get<std::string>()];
+    if (s[kind]["count"].get<std::int64_t>() == 0) continue;
+    ranked.push_back({n.get<std::string>(), s["requests"]["failed"].get<std::int64_t>(),
+                      s[kind]["p99_s"].get<double>()});
+  }
+  std::stable_sort(ranked.begin(), ranked.end(), [](const Entry& a, const Entry& b) {
+    return a.failed != b.failed ? a.failed < b.failed : a.p99 < b.p99;
+  });
+  const Entry& w = ranked.front();
+  std::string out = w.name + " wins on " + kind + " p99: " + fmt("%.3f s", w.p99);
+  if (ranked.size() > 1) {
+    const Entry& next = ranked[1];
+    if (next.p99 - w.p99 <= 0.005 * next.p99) {
+      out = w.name + " and " + next.name + " tie on " + kind + " p99: " + fmt("%.3f s", w.p99);
+    } else {
+      out += " against " + fmt("%.3f s", next.p99) + " for " + next.name + " (" +
+             fmt("%.0f", 100.0 * (next.p99 - w.p99) / next.p99) + " % lower)";
+    }
+    if (w.failed < next.failed) out += ", with fewer failed requests";
+  }
+  const json& ws = strategies[w.name];
+  if (ws[kind]["unfinished"].get<std::int64_t>() > 0) {
+    out += "; " + std::to_string(ws[kind]["unfinished"].get<std::int64_t>()) + " of its " + kind +
+           "s were unfinished at the end (counted at their lower bound)";
+  }
+  if (ws["moves"]["fallbacks"].get<std::int64_t>() > 0) {
+    out += "; " + std::to_string(ws["moves"]["fallbacks"].get<std::int64_t>()) +
+           " of its moves fell back to another strategy";
+  }
+  return out + ".";
 }
 
 }  // namespace
@@ -251,6 +321,7 @@ json run_summary(const sim::ScenarioSpec& spec, const std::vector<sim::RunResult
     order.push_back(run.strategy);
   }
   return {{"scenario", spec.name},
+          {"answer", answer(strategies, order)},
           {"model", spec.model.name},
           {"gpu", spec.gpu.name},
           {"seed", spec.seed},
@@ -280,29 +351,46 @@ std::vector<std::filesystem::path> write_run_outputs(const std::filesystem::path
 
 std::string run_table(const json& summary) {
   std::ostringstream o;
-  char line[256];
-  std::snprintf(line, sizeof line, "%-13s %9s %6s %6s %11s %11s %11s %10s %10s %9s\n", "strategy",
-                "completed", "failed", "moves", "recov p50", "recov p99", "migr p50", "KV moved",
-                "GPU rebuild", "dNLL/move");
+  char line[320];
+  std::snprintf(line, sizeof line, "%-13s %9s %6s %6s %11s %11s %11s %11s %10s %10s %9s\n",
+                "strategy", "completed", "failed", "moves", "recov p50", "recov p99", "migr p50",
+                "migr p99", "KV moved", "GPU rebuild", "dNLL/move");
   o << line;
+  std::vector<std::string> flags;
   for (const auto& name_json : summary["strategy_order"]) {
     const std::string name = name_json.get<std::string>();
     const json& s = summary["strategies"][name];
     auto p = [&](const char* group, const char* key) {
-      return s[group].contains(key) ? fmt("%.3f s", s[group][key].get<double>()) : std::string("-");
+      if (!s[group].contains(key)) return std::string("-");
+      const bool bound = s[group].value("includes_lower_bounds", false);
+      return (bound ? ">" : "") + fmt("%.3f s", s[group][key].get<double>());
     };
     const double rebuild = s["gpu_time_s"]["reconstruct"].get<double>() +
                            s["gpu_time_s"]["replay"].get<double>();
-    std::snprintf(line, sizeof line, "%-13s %9lld %6lld %6lld %11s %11s %11s %7.1f MiB %9.3f s %9.5f\n",
-                  name.c_str(), s["requests"]["completed"].get<long long>(),
+    const std::string label =
+        name + (s["moves"]["fallbacks"].get<long long>() + s["moves"]["unfinished"].get<long long>() > 0
+                    ? " *"
+                    : "");
+    std::snprintf(line, sizeof line,
+                  "%-13s %9lld %6lld %6lld %11s %11s %11s %11s %6.1f MiB %9.3f s %9.5f\n",
+                  label.c_str(), s["requests"]["completed"].get<long long>(),
                   s["requests"]["failed"].get<long long>(),
                   s["moves"]["recoveries"].get<long long>() + s["moves"]["migrations"].get<long long>(),
                   p("recovery", "p50_s").c_str(), p("recovery", "p99_s").c_str(),
-                  p("migration", "p50_s").c_str(),
+                  p("migration", "p50_s").c_str(), p("migration", "p99_s").c_str(),
                   static_cast<double>(s["bytes"]["kv"].get<long long>()) / 1048576.0, rebuild,
                   s["quality"]["delta_nll_mean_per_move"].get<double>());
     o << line;
+    const long long fb = s["moves"]["fallbacks"].get<long long>();
+    const long long open = s["moves"]["unfinished"].get<long long>();
+    if (fb > 0) flags.push_back(name + ": " + std::to_string(fb) + " move(s) fell back to another strategy");
+    if (open > 0) {
+      flags.push_back(name + ": " + std::to_string(open) +
+                      " move(s) unfinished at the end; '>' marks latencies that include them as lower bounds");
+    }
   }
+  for (const std::string& f : flags) o << "  * " << f << "\n";
+  o << summary["answer"].get<std::string>() << "\n";
   return o.str();
 }
 

@@ -15,6 +15,7 @@
 
 #include "cost_model/gpu_spec.hpp"
 #include "cost_model/model_spec.hpp"
+#include "cost_model/move_plan.hpp"
 #include "cost_model/topology.hpp"
 #include "cost_model/units.hpp"
 
@@ -179,7 +180,7 @@ struct EventSpec {
 
 // ---------------------------------------------------------------- policies
 
-enum class Strategy { kFullKv, kTokenReplay, kRiskKv, kProxyKv, kAdaptive };
+using cost_model::Strategy;  ///< defined with the move plans (cost_model/move_plan.hpp)
 enum class Router { kLeastLoaded, kRoundRobin, kRandom };
 
 /// Load-balancing migrations: a node whose KV use crosses `threshold` moves requests away.
@@ -203,6 +204,9 @@ struct RiskKvSpec {
   std::string topology_source;  ///< as written: "paper", "G2,G5", or the resolved path
   double delta_nll = 0;         ///< measured ΔNLL of the topology (nats/token)
   cost_model::DType predictor_dtype = cost_model::DType::kF32;
+  /// Share of the calibration's held-out test requests whose own ΔNLL exceeded its ε
+  /// (topology.json "quality.violation_share"); unknown for hand-written topologies.
+  std::optional<double> violation_share;
 };
 
 /// Where the proxy model runs: on the target's GPU (second stream) or on its own GPU.
@@ -268,16 +272,7 @@ struct ScenarioSpec {
 };
 
 /// Stable names used in files and reports ("full_kv", "node_failure", ...).
-constexpr const char* strategy_name(Strategy s) {
-  switch (s) {
-    case Strategy::kFullKv: return "full_kv";
-    case Strategy::kTokenReplay: return "token_replay";
-    case Strategy::kRiskKv: return "risk_kv";
-    case Strategy::kProxyKv: return "proxy_kv";
-    case Strategy::kAdaptive: return "adaptive";
-  }
-  return "?";
-}
+using cost_model::strategy_name;
 
 constexpr const char* event_kind_name(EventKind k) {
   switch (k) {

@@ -37,12 +37,7 @@ struct SimTime {
 };
 
 /// Nearest nanosecond to `seconds` (halves away from zero); saturates at SimTime::max().
-inline SimTime from_seconds(double seconds) {
-  const double ns = seconds * 1e9;
-  if (!(ns < 9.2e18)) return SimTime::max();  // also catches +inf and NaN
-  if (ns < -9.2e18) return {std::numeric_limits<std::int64_t>::min()};
-  return {std::llround(ns)};
-}
+inline SimTime from_seconds(double seconds) { return {round_to_ns(seconds)}; }
 /// Nearest nanosecond to a cost-model duration.
 inline SimTime from_seconds(Seconds s) { return from_seconds(s.value); }
 

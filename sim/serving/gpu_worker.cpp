@@ -30,6 +30,10 @@ void GpuWorker::submit(GpuJob job) {
   kick();
 }
 
+void GpuWorker::cancel_jobs(std::uint64_t request) {
+  std::erase_if(jobs_, [&](const GpuJob& j) { return j.request == request; });
+}
+
 void GpuWorker::add_decoding(DecodeState state) {
   if (!up_) throw std::logic_error("GpuWorker::add_decoding on a failed GPU");
   waiting_.push_back(state);
@@ -63,6 +67,10 @@ std::optional<DecodeState> GpuWorker::remove_decoding(std::uint64_t request) {
 
 std::vector<std::uint64_t> GpuWorker::fail() {
   std::vector<std::uint64_t> lost;
+  if (!running_jobs_.empty()) {  // the part of the job that will never run is not busy time
+    const SimTime now = sim_.now();
+    *busy_counter(running_jobs_.front().kind) -= busy_ns(now, job_end_ - now);
+  }
   for (const DecodeState& s : batch_) lost.push_back(s.request);
   for (const DecodeState& s : waiting_) lost.push_back(s.request);
   for (const GpuJob& j : jobs_) lost.push_back(j.request);
@@ -149,12 +157,7 @@ void GpuWorker::start_job() {
   const SimTime length = job_duration(shape, &n);
   const SimTime start = sim_.now();
   job_end_ = start + length;
-  switch (kind) {
-    case JobKind::kPrefill: gpu_time_.prefill += length.ns; break;
-    case JobKind::kReplay: gpu_time_.replay += length.ns; break;
-    case JobKind::kReconstruct: gpu_time_.reconstruct += length.ns; break;
-    case JobKind::kProxyScore: gpu_time_.proxy_scoring += length.ns; break;
-  }
+  *busy_counter(kind) += busy_ns(start, length);
   record(job_kind_name(kind), start, length);
   job_event_ = sim_.schedule_at(job_end_, [this, start] {
     std::vector<GpuJob> finished = std::move(running_jobs_);
@@ -204,7 +207,7 @@ void GpuWorker::interrupt_epoch() {
 void GpuWorker::end_epoch() {
   in_epoch_ = false;
   const std::int64_t k = epoch_steps_;
-  gpu_time_.decode += step_.ns * k;
+  gpu_time_.decode += busy_ns(epoch_start_, SimTime{step_.ns * k});
   record("decode", epoch_start_, SimTime{step_.ns * k});
   std::vector<std::uint64_t> finished;
   for (DecodeState& s : batch_) {
@@ -217,6 +220,21 @@ void GpuWorker::end_epoch() {
   listener_.on_decoded(index_, progressed, k);
   for (std::uint64_t r : finished) listener_.on_finished(index_, r);
   next_iteration();
+}
+
+std::int64_t GpuWorker::busy_ns(SimTime start, SimTime length) const {
+  if (start >= horizon_) return 0;
+  return std::min(length.ns, (horizon_ - start).ns);
+}
+
+std::int64_t* GpuWorker::busy_counter(JobKind kind) {
+  switch (kind) {
+    case JobKind::kPrefill: return &gpu_time_.prefill;
+    case JobKind::kReplay: return &gpu_time_.replay;
+    case JobKind::kReconstruct: return &gpu_time_.reconstruct;
+    case JobKind::kProxyScore: return &gpu_time_.proxy_scoring;
+  }
+  return &gpu_time_.prefill;
 }
 
 void GpuWorker::record(const char* name, SimTime start, SimTime length) {

@@ -71,8 +71,14 @@ class GpuWorker {
   void set_batch_reconstructions(bool on) { batch_reconstructions_ = on; }
   bool up() const { return up_; }
 
+  /// The end of the run: busy time is counted up to here, never past it.
+  void set_horizon(SimTime end) { horizon_ = end; }
+
   /// Queues a job; it runs before further decode steps.
   void submit(GpuJob job);
+  /// Drops `request`'s queued jobs (a move that ended). A job already running finishes
+  /// (its kernel is launched); its owner ignores the result.
+  void cancel_jobs(std::uint64_t request);
   /// Adds a request to the decode batch (it joins at the next step boundary).
   void add_decoding(DecodeState state);
   /// Takes a request out of the batch (a migration); its state counts the steps done so far.
@@ -97,6 +103,9 @@ class GpuWorker {
   void fill_batch();
   SimTime job_duration(const GpuJob& job, std::int64_t* batch_requests) const;
   void record(const char* name, SimTime start, SimTime length);
+  /// Busy time of a span, clipped to the horizon.
+  std::int64_t busy_ns(SimTime start, SimTime length) const;
+  std::int64_t* busy_counter(JobKind kind);
 
   Simulator& sim_;
   GpuListener& listener_;
@@ -124,6 +133,7 @@ class GpuWorker {
   std::vector<GpuJob> running_jobs_;
   EventId job_event_{};
   SimTime job_end_{};
+  SimTime horizon_ = SimTime::max();
 };
 
 }  // namespace kvshift::sim

@@ -23,8 +23,30 @@ constexpr const char* move_trigger_name(MoveTrigger t) {
   return "?";
 }
 
+/// How a move ended: exactly one of these, once.
+enum class MoveOutcome { kDone, kFailed, kCancelled, kUnfinished };
+
+constexpr const char* move_outcome_name(MoveOutcome o) {
+  switch (o) {
+    case MoveOutcome::kDone: return "done";
+    case MoveOutcome::kFailed: return "failed";
+    case MoveOutcome::kCancelled: return "cancelled";
+    case MoveOutcome::kUnfinished: return "unfinished";
+  }
+  return "?";
+}
+
 /// How a request ended.
 enum class RequestOutcome { kCompleted, kFailed, kUnfinished };
+
+constexpr const char* request_outcome_name(RequestOutcome o) {
+  switch (o) {
+    case RequestOutcome::kCompleted: return "completed";
+    case RequestOutcome::kFailed: return "failed";
+    case RequestOutcome::kUnfinished: return "unfinished";
+  }
+  return "?";
+}
 
 struct RequestRecord {
   std::uint64_t id = 0;
@@ -37,7 +59,7 @@ struct RequestRecord {
   std::string final_node;            ///< where it finished (or last was)
   int moves = 0;
   RequestOutcome outcome = RequestOutcome::kUnfinished;
-  std::string failure_reason;        ///< for kFailed
+  std::string reason;                ///< failed: why; unfinished: what it was doing at the end
 };
 
 /// One migration or recovery of one request.
@@ -46,11 +68,13 @@ struct MoveRecord {
   MoveTrigger trigger = MoveTrigger::kFailure;
   std::string from;
   std::string to;
-  std::string strategy;           ///< the strategy actually used (after fallbacks)
+  std::string requested;          ///< the strategy the run asked for ("adaptive" included)
+  std::string strategy;           ///< the strategy executed (after fallbacks; "" if none ran)
   std::int64_t context_tokens = 0;
   std::int64_t available_tokens = 0;  ///< tokens whose KV (or pruned KV) was shipped
   std::int64_t tail_tokens = 0;       ///< tokens recomputed on the receiver
   std::string source;             ///< node the KV or token ids came from ("" = none)
+  std::string predictor_source;   ///< node the RISK-KV predictors were shipped from ("" = none)
   std::int64_t start_ns = 0;      ///< trigger time (failure detected, migration decided)
   std::int64_t end_ns = 0;        ///< request can decode again
   std::int64_t stall_ns = 0;      ///< end − when the request stopped making progress
@@ -60,9 +84,11 @@ struct MoveRecord {
   std::int64_t transfer_ns = 0;   ///< time spent moving bytes
   std::int64_t compute_ns = 0;    ///< reconstruction / replay on the receiving GPU
   std::int64_t queue_ns = 0;      ///< waiting for the receiving GPU
-  double delta_nll = 0;           ///< quality cost paid (nats/token)
-  bool ok = true;
-  std::string note;               ///< fallback or failure reason
+  std::int64_t estimated_ns = 0;  ///< the estimator's total for the executed plan, when planned
+  double delta_nll = 0;           ///< quality cost paid (nats/token; 0 unless it rebuilt lossily)
+  MoveOutcome outcome = MoveOutcome::kDone;
+  std::string fallback;           ///< why `strategy` differs from `requested` (empty: it does not)
+  std::string note;               ///< failed / cancelled / unfinished: why
 };
 
 /// One link direction at one sampling instant.
@@ -111,7 +137,8 @@ struct RunResult {
   GpuTime gpu_time;
   std::int64_t replica_bytes_held_peak = 0;   ///< KV held on replicas at peak
   std::int64_t replica_bytes_full_equiv = 0;  ///< what a full replica would have held then
-  std::int64_t predictor_copies = 0;          ///< predictor copies resident (peak)
+  std::int64_t gpus = 0;                      ///< GPUs in the cluster (bounds GPU busy time)
+  std::int64_t predictor_copies = 0;          ///< predictor copies resident at the end
   std::int64_t predictor_bytes_resident = 0;  ///< their bytes
   std::map<std::string, std::int64_t> predictor_uses;  ///< node -> requests that used its copy
   std::int64_t events = 0;                    ///< simulator events processed

@@ -69,7 +69,7 @@ void ServingModel::schedule_events() {
 void ServingModel::node_failure(int node, SimTime detection_delay) {
   if (!node_up_[node]) return;
   node_up_[node] = false;
-  predictor_cached_[node] = 0;
+  predictors_->drop(node);
   const std::int64_t now = sim_.now().ns;
   std::vector<std::uint64_t> lost;
   if (proxy_gpus_[node]) proxy_gpus_[node]->fail();  // scores in flight are lost
@@ -90,7 +90,9 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
   }
   for (std::uint64_t id : broken) {
     auto it = moves_.find(id);
-    if (it != moves_.end()) fail_move(*it->second, "node " + spec_.cluster.nodes[node].name + " failed");
+    if (it != moves_.end()) {
+      end_move(*it->second, MoveOutcome::kFailed, "node " + spec_.cluster.nodes[node].name + " failed");
+    }
   }
   // Replicas held here are gone: their requests re-stream to a new replica.
   for (auto& r : requests_) {
@@ -139,7 +141,7 @@ void ServingModel::node_repair(int node) {
   fabric_.repair_node(node);
   if (spec_.risk_kv && spec_.predictors.placement == PredictorPlacement::kPreloaded &&
       !node_gpus_[node].empty()) {
-    predictor_cached_[node] = predictor_bytes_;
+    predictors_->preload(node);
   }
   admit_pending();
 }
@@ -149,6 +151,15 @@ void ServingModel::drain(int node) {
   node_draining_[node] = true;
   for (int g : node_gpus_[node]) set_load(*gpus_[g], gpus_[g]->reserved);
   const std::int64_t now = sim_.now().ns;
+  // Moves heading here are re-planned elsewhere: no move lands on a draining node.
+  std::vector<std::uint64_t> inbound;
+  for (const auto& [id, m] : moves_) {
+    if (gpus_[m->dst_gpu]->node == node) inbound.push_back(id);
+  }
+  for (std::uint64_t id : inbound) {
+    end_move(*moves_.at(id), MoveOutcome::kCancelled,
+             "destination " + spec_.cluster.nodes[node].name + " started draining");
+  }
   for (int g : node_gpus_[node]) {
     const std::vector<std::uint64_t> members(gpus_[g]->members.begin(), gpus_[g]->members.end());
     for (std::uint64_t id : members) {
@@ -191,6 +202,8 @@ void ServingModel::sample_links() {
     const double util = now[i].capacity_bps > 0
                             ? std::min(1.0, now[i].allocated_bps / now[i].capacity_bps)
                             : 0.0;
+    // Idle directions are left out: memory and links.csv grow with traffic, not with links.
+    if (bytes == 0 && util == 0) continue;
     result_.link_samples.push_back({sim_.now().ns, now[i].name, util, bytes});
   }
   last_counters_ = std::move(now);

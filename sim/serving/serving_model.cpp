@@ -27,12 +27,19 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
   node_up_.assign(n, true);
   node_draining_.assign(n, false);
   replica_held_.assign(n, 0);
-  predictor_cached_.assign(n, 0);
+  methods_.model = &spec.model;
   if (spec.risk_kv) {
-    predictor_bytes_ = cost_model::storage(spec.model, spec.risk_kv->topology, 1,
-                                           {spec.risk_kv->predictor_dtype, 1})
-                           .predictor_bytes_total.count;
+    methods_.topology = &spec.risk_kv->topology;
+    methods_.predictor_dtype = spec.risk_kv->predictor_dtype;
+    methods_.risk_delta_nll = spec.risk_kv->delta_nll;
   }
+  if (spec.proxy_kv) {
+    methods_.retention = spec.proxy_kv->retention;
+    methods_.proxy_delta_nll = spec.proxy_kv->delta_nll;
+  }
+  predictor_bytes_ = cost_model::predictor_bytes(methods_).count;
+  const auto budget = spec.predictors.hbm_budget;
+  predictors_ = std::make_unique<PredictorCache>(n, !budget || budget->count >= predictor_bytes_);
   // HBM holds the weights and, when preloaded, the predictors; the rest is KV.
   const bool preloaded = spec.risk_kv && spec.predictors.placement == PredictorPlacement::kPreloaded;
   const std::int64_t weights =
@@ -78,13 +85,13 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
   }
   if (gpus_.empty()) throw std::runtime_error("the cluster has no GPU");
   if (predictor_source_ < 0) predictor_source_ = storage_node_ >= 0 ? storage_node_ : gpus_[0]->node;
-  if (spec.risk_kv) {
-    if (spec.predictors.placement == PredictorPlacement::kPreloaded) {
-      for (std::size_t i = 0; i < n; ++i) {
-        if (!node_gpus_[i].empty()) predictor_cached_[i] = predictor_bytes_;
-      }
+  if (spec.risk_kv && spec.predictors.placement == PredictorPlacement::kPreloaded) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!node_gpus_[i].empty()) predictors_->preload(static_cast<int>(i));
     }
   }
+  result_.gpus = static_cast<std::int64_t>(gpus_.size());
+  for (auto& g : gpus_) g->worker->set_horizon(SimTime{end_ns_});
 }
 
 ServingModel::~ServingModel() = default;
@@ -142,11 +149,6 @@ std::int64_t ServingModel::protected_bytes_per_token() const {
   return full;
 }
 
-double ServingModel::strategy_delta_nll(Strategy s) const {
-  if (s == Strategy::kRiskKv && spec_.risk_kv) return spec_.risk_kv->delta_nll;
-  if (s == Strategy::kProxyKv && spec_.proxy_kv) return spec_.proxy_kv->delta_nll;
-  return 0.0;
-}
 
 
 // ------------------------------------------------------------ run control
@@ -168,19 +170,17 @@ RunResult ServingModel::finish() {
   result_.duration_ns = end_ns_;
   result_.events = static_cast<std::int64_t>(sim_.executed_count());
   result_.replica_bytes_held_peak = std::max(result_.replica_bytes_held_peak, replica_total_);
+  close_moves();
   for (auto& r : requests_) {
     if (r->phase != Phase::kDone) {
       r->rec.outcome = RequestOutcome::kUnfinished;
       if (r->gpu >= 0) r->rec.final_node = spec_.cluster.nodes[node_of(r->gpu)].name;
+      if (r->rec.reason.empty()) r->rec.reason = unfinished_reason(*r);
     }
     result_.requests.push_back(r->rec);
   }
-  for (std::size_t i = 0; i < predictor_cached_.size(); ++i) {
-    if (predictor_cached_[i] > 0) {
-      ++result_.predictor_copies;
-      result_.predictor_bytes_resident += predictor_cached_[i];
-    }
-  }
+  result_.predictor_copies = predictors_->copies();
+  result_.predictor_bytes_resident = result_.predictor_copies * predictor_bytes_;
   return std::move(result_);
 }
 
@@ -216,6 +216,38 @@ void ServingModel::on_arrival(const RequestArrival& a) {
   }
 }
 
+bool ServingModel::fits(const Gpu& g, std::int64_t reserve, int exclude_node) const {
+  return g.worker->up() && !node_draining_[g.node] && g.node != exclude_node &&
+         g.capacity - g.reserved >= reserve;
+}
+
+std::vector<int> ServingModel::destinations(std::int64_t reserve, int exclude_node,
+                                            std::size_t k) {
+  std::vector<int> out;
+  auto take = [&](int index) {
+    const int node = gpus_[index]->node;
+    for (int o : out) {
+      if (gpus_[o]->node == node) return;
+    }
+    out.push_back(index);
+  };
+  if (spec_.policies.router == Router::kLeastLoaded) {
+    for (const auto& [share, index] : by_load_) {
+      if (out.size() >= k) break;
+      if (fits(*gpus_[index], reserve, exclude_node)) take(index);
+    }
+    return out;
+  }
+  // The router's own pick first (same draws as for an arrival), then the rest by index.
+  const int first = route(reserve, exclude_node);
+  if (first < 0) return out;
+  out.push_back(first);
+  for (std::size_t i = 0; i < gpus_.size() && out.size() < k; ++i) {
+    if (fits(*gpus_[i], reserve, exclude_node)) take(static_cast<int>(i));
+  }
+  return out;
+}
+
 int ServingModel::route(std::int64_t reserve, int exclude_node) {
   if (spec_.policies.router == Router::kLeastLoaded) {
     // Smallest reserved share first (ties by index); usually the first one fits.
@@ -225,39 +257,37 @@ int ServingModel::route(std::int64_t reserve, int exclude_node) {
     }
     return -1;
   }
-  std::vector<int> fits;
+  std::vector<int> candidates;
   for (std::size_t i = 0; i < gpus_.size(); ++i) {
-    const Gpu& g = *gpus_[i];
-    if (!g.worker->up() || node_draining_[g.node] || g.node == exclude_node) continue;
-    if (g.capacity - g.reserved >= reserve) fits.push_back(static_cast<int>(i));
+    if (fits(*gpus_[i], reserve, exclude_node)) candidates.push_back(static_cast<int>(i));
   }
-  if (fits.empty()) return -1;
+  if (candidates.empty()) return -1;
   switch (spec_.policies.router) {
     case Router::kRoundRobin: {
       for (std::size_t k = 0; k < gpus_.size(); ++k) {
         const int candidate = static_cast<int>((round_robin_ + k) % gpus_.size());
-        if (std::find(fits.begin(), fits.end(), candidate) != fits.end()) {
+        if (std::find(candidates.begin(), candidates.end(), candidate) != candidates.end()) {
           round_robin_ = static_cast<std::size_t>(candidate) + 1;
           return candidate;
         }
       }
-      return fits.front();
+      return candidates.front();
     }
     case Router::kRandom:
-      return fits[static_cast<std::size_t>(
-          router_rng_.uniform_int(0, static_cast<std::int64_t>(fits.size()) - 1))];
+      return candidates[static_cast<std::size_t>(
+          router_rng_.uniform_int(0, static_cast<std::int64_t>(candidates.size()) - 1))];
     case Router::kLeastLoaded:
       break;
   }
-  return fits.front();
+  return candidates.front();
 }
 
 void ServingModel::admit_pending() {
   // Recoveries first: their requests already waited through a failure.
   for (std::size_t n = pending_recoveries_.size(); n > 0; --n) {
-    auto [id, stall] = pending_recoveries_.front();
+    const PendingRecovery p = pending_recoveries_.front();
     pending_recoveries_.pop_front();
-    start_move(*requests_[id], MoveTrigger::kFailure, -1, stall);
+    start_move(*requests_[p.request], MoveTrigger::kFailure, p.from_node, p.stall_since);
   }
   while (!pending_.empty()) {
     Request& r = *requests_[pending_.front()];
@@ -313,6 +343,17 @@ void ServingModel::start_prefill(Request& r, int gpu) {
                      if (rp->epoch == epoch) rp->scored = true;
                    }});
   }
+}
+
+std::string ServingModel::unfinished_reason(const Request& r) const {
+  switch (r.phase) {
+    case Phase::kQueued: return "waiting for a GPU with room";
+    case Phase::kPrefill: return "in prefill";
+    case Phase::kDecoding: return "decoding";
+    case Phase::kMoving: return "waiting to recover (failure not yet detected)";
+    case Phase::kDone: return "";
+  }
+  return "";
 }
 
 void ServingModel::release_gpu(Request& r) {

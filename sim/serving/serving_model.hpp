@@ -29,6 +29,7 @@
 
 #include "sim/serving/fabric.hpp"
 #include "sim/serving/gpu_worker.hpp"
+#include "sim/serving/predictor_cache.hpp"
 #include "sim/serving/results.hpp"
 #include "sim/serving/serving_costs.hpp"
 #include "sim/simulator.hpp"
@@ -58,11 +59,13 @@ class ServingModel final : public GpuListener {
   struct Request;
   struct Gpu;
   struct Move;
+  struct PendingRecovery;
 
   // Workload and admission.
   void schedule_next_arrival();
   void on_arrival(const RequestArrival& a);
   int route(std::int64_t reserve_bytes, int exclude_node);
+  bool fits(const Gpu& g, std::int64_t reserve_bytes, int exclude_node) const;
   void admit_pending();
   void start_prefill(Request& r, int gpu);
   void release_gpu(Request& r);
@@ -73,15 +76,32 @@ class ServingModel final : public GpuListener {
   /// Forgets the request's replica (finished, failed, or the replica node is gone).
   void drop_replica(Request& r);
 
-  // Moves.
+  // Moves (serving_moves.cpp).
+  struct Choice {
+    cost_model::MoveCandidate option;  ///< plan, estimate and destination GPU
+    int src = -1;                      ///< node the bytes come from (-1: none)
+    std::string fallback;              ///< why the plan differs from the run's strategy
+  };
+  /// Up to `k` GPUs with room for `reserve` bytes, one per node, in the router's order.
+  std::vector<int> destinations(std::int64_t reserve, int exclude_node, std::size_t k);
+  cost_model::SourceKv source_kv(bool from_replica, int src) const;
+  cost_model::MoveRoute route_of(const cost_model::MovePlan& plan, int src, int dst_node);
+  cost_model::MoveCandidate candidate(Strategy s, const cost_model::MoveState& state, int src,
+                                      int gpu);
+  Choice choose_move(const Request& r, bool from_replica, int src,
+                     const std::vector<int>& destinations);
   void start_move(Request& r, MoveTrigger trigger, int from_node, std::int64_t stall_since);
-  Strategy choose(const Request& r, bool from_replica, int src, int dst_gpu, std::string* note);
-  bool feasible(Strategy s, bool from_replica) const;
-  double predict_s(Strategy s, const Request& r, int src, int dst_gpu);
-  void transfer_part(Move& m, int src, int dst, std::int64_t bytes, std::int64_t BytesByKind::*kind);
+  Move* find_move(std::uint64_t request, std::uint64_t id);
+  void launch(std::uint64_t request);
+  void send_part(Move& m, int src, int dst, std::int64_t bytes, std::int64_t BytesByKind::*kind);
+  void begin_predictor_fetch(int node);
   void on_transfers_done(Move& m);
-  void finish_move(Move& m);
-  void fail_move(Move& m, const std::string& reason);
+  /// The one way a move ends: records it once, cancels what it still runs, then lands the
+  /// request (done), retries it (failed) or re-plans it (cancelled).
+  void end_move(Move& m, MoveOutcome outcome, const std::string& why);
+  void land(Request& r, int dst_gpu, int src_gpu);
+  /// At the end of the run: moves in flight and waiting recoveries become unfinished records.
+  void close_moves();
 
   // Events.
   void schedule_events();
@@ -92,9 +112,10 @@ class ServingModel final : public GpuListener {
   void sample_links();
 
   void fail_request(Request& r, const std::string& reason);
+  /// What a request still running at the end was doing.
+  std::string unfinished_reason(const Request& r) const;
   std::int64_t kv_bytes(std::int64_t tokens) const;
   std::int64_t protected_bytes_per_token() const;
-  double strategy_delta_nll(Strategy s) const;
   int node_of(int gpu) const;
   void reserve(Gpu& g, const Request& r);
   void unreserve(Gpu& g, const Request& r);
@@ -115,10 +136,11 @@ class ServingModel final : public GpuListener {
   std::vector<std::unique_ptr<GpuWorker>> proxy_gpus_;  ///< node -> its proxy GPU (proxy_gpu placement)
   std::vector<bool> node_up_, node_draining_;
   std::vector<std::int64_t> replica_held_;         ///< node -> KV bytes held for others
-  std::vector<std::int64_t> predictor_cached_;     ///< node -> predictor bytes resident (0: none)
+  std::unique_ptr<PredictorCache> predictors_;     ///< which nodes hold the RISK-KV predictors
+  cost_model::MoveMethods methods_;                ///< the scenario's methods, for move plans
   std::vector<std::unique_ptr<Request>> requests_;  ///< by id
   std::deque<std::uint64_t> pending_;              ///< waiting for a GPU with room
-  std::deque<std::pair<std::uint64_t, std::int64_t>> pending_recoveries_;  ///< (request, stall since)
+  std::deque<PendingRecovery> pending_recoveries_;
   std::map<std::uint64_t, std::unique_ptr<Move>> moves_;  ///< in flight, by request
   std::vector<LinkCounter> last_counters_;
   std::int64_t replica_total_ = 0, replica_full_equiv_ = 0;
@@ -127,6 +149,7 @@ class ServingModel final : public GpuListener {
   int predictor_source_ = -1;
   std::int64_t predictor_bytes_ = 0;
   std::int64_t end_ns_ = 0;
+  std::uint64_t move_seq_ = 0;
 };
 
 }  // namespace kvshift::sim

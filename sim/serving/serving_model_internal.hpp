@@ -15,7 +15,7 @@ namespace kvshift::sim {
 struct ServingModel::Request {
   RequestRecord rec;
   Phase phase = Phase::kQueued;
-  int gpu = -1;
+  int gpu = -1;                 ///< where it runs (during a migration: the GPU it leaves)
   std::int64_t context = 0;    ///< KV tokens held
   std::int64_t remaining = 0;  ///< output tokens still to produce
   std::int64_t reserved = 0;   ///< KV bytes reserved on its GPU
@@ -36,29 +36,41 @@ struct ServingModel::Gpu {
   std::set<std::uint64_t> members;  ///< requests that hold a reservation here
 };
 
+/// A move is an activity: planned -> transferring -> rebuilding -> one terminal outcome
+/// (done, failed, cancelled, unfinished at the end), reached once, through end_move().
+/// It owns its transfers and GPU jobs: ending it cancels what is still running.
 struct ServingModel::Move {
+  enum class Stage { kTransferring, kRebuilding };
+  std::uint64_t id = 0;  ///< unique within the run; callbacks carry it, not a pointer
   Request* r = nullptr;
+  Stage stage = Stage::kTransferring;
+  cost_model::MovePlan plan;
   MoveRecord rec;
-  Strategy strategy = Strategy::kTokenReplay;
-  std::uint32_t epoch = 0;
-  int src_gpu = -1;  ///< migrations: the GPU the request leaves
+  int src = -1;      ///< node the KV or token ids come from (-1: the router holds the ids)
+  int src_gpu = -1;  ///< migrations: the GPU the request leaves; reserved until the move ends
   int dst_gpu = -1;
-  int parts = 0;     ///< transfers still in flight
-  int jobs = 0;      ///< GPU jobs still to finish
-  std::int64_t available = 0;  ///< tokens whose KV (or ids) arrive
-  std::int64_t tail = 0;       ///< tokens recomputed on the receiver
+  int from_node = -1;
+  int transfers_left = 0;
+  bool awaiting_predictor = false;
+  int jobs_left = 0;
   std::int64_t stall_since = 0;
   std::int64_t transfers_done_ns = 0;
-  std::vector<std::uint64_t> transfers;
+  std::vector<std::uint64_t> transfers;  ///< handles of this move's own flows
 };
 
+/// A recovery that found no GPU with room: it waits, and counts as unfinished at the end.
+struct ServingModel::PendingRecovery {
+  std::uint64_t request = 0;
+  int from_node = -1;
+  std::int64_t stall_since = 0;
+  std::int64_t since = 0;  ///< when it was detected
+};
 
 namespace serving_detail {
 
 inline constexpr int kMaxMoveAttempts = 3;
-inline constexpr std::int64_t kTokenIdBytes = 4;
-
-inline bool lossy(Strategy s) { return s == Strategy::kRiskKv || s == Strategy::kProxyKv; }
+/// Destinations a move considers (the router's best few, one per node).
+inline constexpr std::size_t kMoveDestinations = 4;
 
 }  // namespace serving_detail
 

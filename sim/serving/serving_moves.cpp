@@ -1,116 +1,148 @@
-// ServingModel: migrations and recoveries — feasibility, the adaptive choice,
-// transfers, the receiving GPU's work, and failed moves.
-#include "sim/serving/serving_model_internal.hpp"
-
+// ServingModel: migrations and recoveries. Each move is planned and priced by
+// the cost model's plan_move / estimate_move (the one place a strategy's
+// arithmetic lives), chosen among candidate destinations, then executed as an
+// activity: transferring (its own flows, plus a shared predictor fetch) ->
+// rebuilding (its GPU jobs) -> one outcome, reached once in end_move().
 #include <algorithm>
 #include <cmath>
 
-#include "cost_model/storage.hpp"
+#include "sim/serving/serving_model_internal.hpp"
 
 namespace kvshift::sim {
 
 using namespace serving_detail;
+using cost_model::MoveCandidate;
+using cost_model::MovePlan;
+using cost_model::MoveRoute;
+using cost_model::SourceKv;
 
-// ------------------------------------------------------------ moves
+// ------------------------------------------------------------ planning
 
-bool ServingModel::feasible(Strategy s, bool from_replica) const {
-  if (lossy(s) && spec_.policies.quality_budget &&
-      strategy_delta_nll(s) > *spec_.policies.quality_budget) {
-    return false;
-  }
-  if (s == Strategy::kRiskKv && (!spec_.risk_kv || spec_.risk_kv->topology.empty())) return false;
-  if (s == Strategy::kProxyKv && !spec_.proxy_kv) return false;
-  if (!from_replica || s == Strategy::kTokenReplay) return true;
+SourceKv ServingModel::source_kv(bool from_replica, int src) const {
+  if (src < 0) return SourceKv::kNone;
+  if (!from_replica) return SourceKv::kFull;  // a migration reads the live KV
   switch (spec_.protection.mode) {
-    case ProtectionMode::kNone: return false;
-    case ProtectionMode::kFull: return true;
-    case ProtectionMode::kRiskKv: return s == Strategy::kRiskKv;
-    case ProtectionMode::kProxyKv: return s == Strategy::kProxyKv;
+    case ProtectionMode::kNone: return SourceKv::kNone;
+    case ProtectionMode::kFull: return SourceKv::kFull;
+    case ProtectionMode::kRiskKv: return spec_.risk_kv ? SourceKv::kKeptLayers : SourceKv::kFull;
+    case ProtectionMode::kProxyKv: return spec_.proxy_kv ? SourceKv::kKeptTokens : SourceKv::kFull;
   }
-  return false;
+  return SourceKv::kNone;
 }
 
-double ServingModel::predict_s(Strategy s, const Request& r, int src, int dst_gpu) {
-  const int dst = node_of(dst_gpu);
-  const bool from_replica = r.phase != Phase::kDecoding;
-  const std::int64_t available = from_replica ? r.replicated : r.context;
-  const std::int64_t tail = r.context - available;
-  auto transfer_s = [&](int from, std::int64_t bytes) {
-    if (from < 0 || bytes <= 0) return 0.0;
-    if (from == dst) return 8.0 * static_cast<double>(bytes) / spec_.gpu.host_link.value;
-    const auto path = fabric_.path(from, dst);
-    if (!path) return 1e30;
-    return path->latency.value + 8.0 * static_cast<double>(bytes) / fabric_.available_bps(from, dst);
-  };
-  double t = gpus_[dst_gpu]->worker->backlog().seconds();
-  const std::int64_t full = kv_bytes(available);
-  switch (s) {
-    case Strategy::kFullKv:
-      t += transfer_s(src, full) + costs_.prefill(tail).seconds();
-      break;
-    case Strategy::kTokenReplay:
-      t += transfer_s(src, kTokenIdBytes * r.context) + costs_.prefill(r.context).seconds();
-      break;
-    case Strategy::kRiskKv: {
-      const std::int64_t kept = cost_model::storage(spec_.model, spec_.risk_kv->topology,
-                                                    available, {})
-                                    .kv_kept.count;
-      double ship = transfer_s(src, kept);
-      if (predictor_cached_[dst] == 0) ship = std::max(ship, transfer_s(predictor_source_, predictor_bytes_));
-      t += ship + costs_.reconstruct(available, 1).seconds() + costs_.prefill(tail).seconds();
-      break;
+MoveRoute ServingModel::route_of(const MovePlan& plan, int src, int dst_node) {
+  MoveRoute route;
+  route.host_link = spec_.gpu.host_link;
+  auto leg = [&](int from, MoveRoute::Leg& kind, cost_model::Path& path) {
+    if (from < 0) {
+      kind = MoveRoute::Leg::kNone;
+    } else if (from == dst_node) {
+      kind = MoveRoute::Leg::kLocal;
+    } else if (const auto p = fabric_.path(from, dst_node)) {
+      kind = MoveRoute::Leg::kNetwork;
+      path = {BitsPerSecond{fabric_.available_bps(from, dst_node)}, p->latency};
+    } else {
+      kind = MoveRoute::Leg::kUnreachable;
     }
-    case Strategy::kProxyKv:
-      t += transfer_s(src, std::llround(spec_.proxy_kv->retention * static_cast<double>(full))) +
-           costs_.prefill(tail).seconds();
-      break;
-    case Strategy::kAdaptive: break;
+  };
+  leg(src, route.data, route.data_path);
+  if (plan.predictor.count > 0) {
+    if (predictor_source_ == src && src != dst_node) {
+      route.predictor = MoveRoute::Leg::kWithData;  // two flows on one path share it
+    } else {
+      leg(predictor_source_, route.predictor, route.predictor_path);
+    }
   }
-  return t;
+  if (plan.strategy == Strategy::kRiskKv &&
+      predictors_->state(dst_node) == PredictorCache::State::kFetching) {
+    route.predictor_ready_in_ns = std::max<std::int64_t>(0, predictors_->eta_ns(dst_node) - sim_.now().ns);
+  }
+  return route;
 }
 
-Strategy ServingModel::choose(const Request& r, bool from_replica, int src, int dst_gpu,
-                              std::string* note) {
-  auto ok = [&](Strategy s) {
-    if (s == Strategy::kProxyKv && !r.scored) return false;
-    if (from_replica && src < 0 && s != Strategy::kTokenReplay) return false;  // no replica
-    return feasible(s, from_replica);
+MoveCandidate ServingModel::candidate(Strategy s, const cost_model::MoveState& state, int src,
+                                      int gpu) {
+  cost_model::MoveState here = state;
+  here.predictor_at_dst = predictors_->at_or_coming(node_of(gpu));
+  MovePlan plan = cost_model::plan_move(s, methods_, here);
+  const MoveRoute route = route_of(plan, src, node_of(gpu));
+  const cost_model::MoveEstimate e = cost_model::estimate_move(
+      plan, methods_, route, gpus_[gpu]->worker->backlog().ns, costs_.compute());
+  return {std::move(plan), e, gpu};
+}
+
+ServingModel::Choice ServingModel::choose_move(const Request& r, bool from_replica, int src,
+                                               const std::vector<int>& destinations) {
+  const cost_model::MoveState state{r.context, from_replica ? r.replicated : r.context,
+                                    source_kv(from_replica, src), r.scored, false};
+  const std::optional<double> budget = spec_.policies.quality_budget;
+  auto chosen = [&](MoveCandidate c, int from, std::string fallback) {
+    if (fallback.empty()) fallback = c.plan.note;
+    return Choice{std::move(c), from, std::move(fallback)};
   };
-  if (strategy_ != Strategy::kAdaptive) {
-    if (ok(strategy_)) return strategy_;
-    const Strategy fallback = ok(Strategy::kFullKv) ? Strategy::kFullKv : Strategy::kTokenReplay;
-    *note = std::string("fallback to ") + strategy_name(fallback) + ": " +
-            strategy_name(strategy_) + " not possible here (protection " +
-            protection_name(spec_.protection.mode) + ", quality budget or missing scores)";
-    return fallback;
-  }
-  Strategy best = Strategy::kTokenReplay;
-  double best_s = 1e300;
-  for (Strategy s : {Strategy::kFullKv, Strategy::kTokenReplay, Strategy::kRiskKv,
-                     Strategy::kProxyKv}) {
-    if (!ok(s)) continue;
-    const double t = predict_s(s, r, src, dst_gpu);
-    if (t < best_s) {
-      best_s = t;
-      best = s;
+  if (strategy_ == Strategy::kAdaptive) {
+    // Every (strategy, destination) pair, priced against that GPU's own queue.
+    std::vector<MoveCandidate> options;
+    for (int gpu : destinations) {
+      for (Strategy s : cost_model::kConcreteStrategies) options.push_back(candidate(s, state, src, gpu));
+    }
+    if (const auto best = cost_model::pick_fastest(options, budget)) {
+      return chosen(std::move(options[*best]), src, "");
+    }
+  } else {
+    std::string why;
+    for (int gpu : destinations) {
+      MoveCandidate c = candidate(strategy_, state, src, gpu);
+      if (!c.plan.feasible()) {
+        why = c.plan.infeasible;
+        break;
+      }
+      if (budget && c.plan.delta_nll > *budget) {
+        why = "its ΔNLL " + std::to_string(c.plan.delta_nll) + " is over the quality budget " +
+              std::to_string(*budget);
+        break;
+      }
+      if (c.estimate.reachable) return chosen(std::move(c), src, "");
+      why = "the source " + spec_.cluster.nodes[static_cast<std::size_t>(src)].name +
+            " cannot reach a destination with room";
+    }
+    for (Strategy s : {Strategy::kFullKv, Strategy::kTokenReplay}) {
+      for (int gpu : destinations) {
+        MoveCandidate c = candidate(s, state, src, gpu);
+        if (c.plan.feasible() && c.estimate.reachable) {
+          return chosen(std::move(c), src,
+                        std::string("fallback to ") + strategy_name(c.plan.strategy) + ": " +
+                            strategy_name(strategy_) + " cannot run here (" + why + ")");
+        }
+      }
     }
   }
-  return best;
+  // Nothing the source can reach: replay from the token ids the router holds.
+  cost_model::MoveState none = state;
+  none.source = SourceKv::kNone;
+  return chosen(candidate(Strategy::kTokenReplay, none, -1, destinations.front()), -1,
+                "replay from the router's token ids: no destination is reachable from the " +
+                    std::string(src >= 0 ? "source" : "replica"));
 }
+
+// ------------------------------------------------------------ execution
 
 void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
                               std::int64_t stall_since) {
   if (r.phase == Phase::kDone || moves_.count(r.rec.id)) return;
   const bool from_replica = trigger == MoveTrigger::kFailure;
-  const int dst_gpu = route(r.reserved, from_node);
-  if (dst_gpu < 0) {
-    if (from_replica) pending_recoveries_.emplace_back(r.rec.id, stall_since);
+  // A fixed strategy takes the router's first destination its source can reach; adaptive
+  // weighs them all.
+  const std::vector<int> dests = destinations(r.reserved, from_node, kMoveDestinations);
+  if (dests.empty()) {
+    if (from_replica) pending_recoveries_.push_back({r.rec.id, from_node, stall_since, sim_.now().ns});
     return;  // a migration with nowhere to go simply does not happen
   }
   int src = from_node;
-  if (from_replica) src = r.replica >= 0 && node_up_[r.replica] ? r.replica : -1;
   int src_gpu = -1;
-  if (!from_replica) {
+  if (from_replica) {
+    src = r.replica >= 0 && node_up_[r.replica] ? r.replica : -1;
+  } else {
     src_gpu = r.gpu;
     std::optional<DecodeState> st = gpus_[src_gpu]->worker->remove_decoding(r.rec.id);
     if (!st) return;  // not decoding (still in prefill): it moves after its prefill
@@ -118,95 +150,83 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
     r.context = st->context;
     r.remaining = st->remaining;
   }
-  std::string note;
-  const Strategy s = choose(r, from_replica, src, dst_gpu, &note);
-  Gpu& dst = *gpus_[dst_gpu];
+  Choice c = choose_move(r, from_replica, src, dests);
+  Gpu& dst = *gpus_[c.option.destination];
   reserve(dst, r);
   r.phase = Phase::kMoving;
 
   auto m = std::make_unique<Move>();
+  m->id = ++move_seq_;
   m->r = &r;
-  m->strategy = s;
-  m->epoch = r.epoch;
+  m->plan = std::move(c.option.plan);
+  m->src = c.src;
   m->src_gpu = src_gpu;
-  m->dst_gpu = dst_gpu;
+  m->dst_gpu = c.option.destination;
+  m->from_node = from_node;
   m->stall_since = stall_since;
-  m->available = from_replica ? r.replicated : r.context;
-  if (s == Strategy::kTokenReplay) m->available = 0;
-  m->tail = r.context - m->available;
-  m->rec.request = r.rec.id;
-  m->rec.trigger = trigger;
-  m->rec.from = from_node >= 0 ? spec_.cluster.nodes[from_node].name : "";
-  m->rec.to = spec_.cluster.nodes[dst.node].name;
-  m->rec.strategy = strategy_name(s);
-  m->rec.context_tokens = r.context;
-  m->rec.available_tokens = s == Strategy::kTokenReplay ? r.context : m->available;
-  m->rec.tail_tokens = m->tail;
-  m->rec.source = src >= 0 ? spec_.cluster.nodes[src].name : "";
-  m->rec.start_ns = sim_.now().ns;
-  m->rec.delta_nll = strategy_delta_nll(s);
-  m->rec.note = note;
-  Move& move = *m;
-  moves_[r.rec.id] = std::move(m);
-
-  const int dst_node = dst.node;
-  const std::int64_t full = kv_bytes(move.available);
-  switch (s) {
-    case Strategy::kFullKv:
-      transfer_part(move, src, dst_node, full, &BytesByKind::kv);
-      break;
-    case Strategy::kTokenReplay:
-      transfer_part(move, src, dst_node, kTokenIdBytes * r.context, &BytesByKind::tokens);
-      break;
-    case Strategy::kRiskKv: {
-      const std::int64_t kept =
-          cost_model::storage(spec_.model, spec_.risk_kv->topology, move.available, {}).kv_kept.count;
-      transfer_part(move, src, dst_node, kept, &BytesByKind::kv);
-      result_.predictor_uses[spec_.cluster.nodes[dst_node].name] += 1;
-      if (predictor_cached_[dst_node] == 0) {
-        transfer_part(move, predictor_source_, dst_node, predictor_bytes_, &BytesByKind::predictors);
-      }
-      break;
-    }
-    case Strategy::kProxyKv:
-      transfer_part(move, src, dst_node,
-                    std::llround(spec_.proxy_kv->retention * static_cast<double>(full)),
-                    &BytesByKind::kv);
-      break;
-    case Strategy::kAdaptive: break;
-  }
-  if (move.parts == 0) on_transfers_done(move);
+  MoveRecord& rec = m->rec;
+  rec.request = r.rec.id;
+  rec.trigger = trigger;
+  rec.from = from_node >= 0 ? spec_.cluster.nodes[from_node].name : "";
+  rec.to = spec_.cluster.nodes[dst.node].name;
+  rec.requested = strategy_name(strategy_);
+  rec.strategy = strategy_name(m->plan.strategy);
+  rec.fallback = c.fallback;
+  rec.context_tokens = r.context;
+  const bool replay = m->plan.strategy == Strategy::kTokenReplay;
+  rec.available_tokens = replay ? r.context : m->plan.kv_tokens;
+  rec.tail_tokens = m->plan.replay_tokens;
+  rec.source = c.src >= 0 ? spec_.cluster.nodes[c.src].name : "";
+  rec.start_ns = sim_.now().ns;
+  rec.estimated_ns = c.option.estimate.total_ns();
+  rec.delta_nll = m->plan.delta_nll;
+  const std::uint64_t request = r.rec.id;
+  moves_[request] = std::move(m);
+  launch(request);
 }
 
-void ServingModel::transfer_part(Move& m, int src, int dst, std::int64_t bytes,
-                                 std::int64_t BytesByKind::*kind) {
-  if (src < 0 || bytes <= 0) return;  // nothing to ship (ids held by the router)
-  const std::uint64_t id = m.r->rec.id;
-  const std::uint32_t epoch = m.epoch;
-  auto done = [this, id, epoch, bytes, kind](bool delivered, const std::string& reason) {
-    auto it = moves_.find(id);
-    if (it == moves_.end() || it->second->epoch != epoch) return;
-    Move& mv = *it->second;
+ServingModel::Move* ServingModel::find_move(std::uint64_t request, std::uint64_t id) {
+  auto it = moves_.find(request);
+  return it != moves_.end() && it->second->id == id ? it->second.get() : nullptr;
+}
+
+void ServingModel::launch(std::uint64_t request) {
+  Move& m = *moves_.at(request);
+  const std::uint64_t id = m.id;
+  const int dst = node_of(m.dst_gpu);
+  if (m.plan.strategy == Strategy::kRiskKv) {
+    result_.predictor_uses[spec_.cluster.nodes[dst].name] += 1;
+    if (predictors_->state(dst) != PredictorCache::State::kResident) {
+      m.awaiting_predictor = true;
+      if (predictors_->state(dst) == PredictorCache::State::kAbsent) begin_predictor_fetch(dst);
+      predictors_->wait(dst, request);
+    }
+  }
+  const Bytes data = m.plan.kv + m.plan.tokens;
+  if (data.count > 0 && m.src >= 0) {
+    send_part(m, m.src, dst, data.count,
+              m.plan.tokens.count > 0 ? &BytesByKind::tokens : &BytesByKind::kv);
+  }
+  Move* still = find_move(request, id);  // a send may fail at once
+  if (still && still->transfers_left == 0 && !still->awaiting_predictor) on_transfers_done(*still);
+}
+
+void ServingModel::send_part(Move& m, int src, int dst, std::int64_t bytes,
+                             std::int64_t BytesByKind::*kind) {
+  const std::uint64_t request = m.r->rec.id, id = m.id;
+  auto done = [this, request, id, bytes, kind](bool delivered, const std::string& reason) {
+    Move* mv = find_move(request, id);
+    if (!mv) return;
     if (!delivered) {
-      fail_move(mv, "transfer failed: " + reason);
+      end_move(*mv, MoveOutcome::kFailed, "transfer failed: " + reason);
       return;
     }
     result_.bytes.*kind += bytes;
-    if (kind == &BytesByKind::predictors) {
-      const int node = gpus_[mv.dst_gpu]->node;
-      const auto budget = spec_.predictors.hbm_budget;
-      if (!budget || budget->count >= predictor_bytes_) predictor_cached_[node] = predictor_bytes_;
-      mv.rec.predictor_bytes += bytes;
-    } else if (kind == &BytesByKind::tokens) {
-      mv.rec.token_bytes += bytes;
-    } else {
-      mv.rec.kv_bytes += bytes;
-    }
-    if (--mv.parts == 0) on_transfers_done(mv);
+    (kind == &BytesByKind::tokens ? mv->rec.token_bytes : mv->rec.kv_bytes) += bytes;
+    if (--mv->transfers_left == 0 && !mv->awaiting_predictor) on_transfers_done(*mv);
   };
-  ++m.parts;
-  if (src == dst) {
-    // Same node: the bytes cross the host link, not the network.
+  ++m.transfers_left;
+  if (src == dst) {  // same node: the bytes cross the host link, not the network
     const SimTime t = from_seconds(8.0 * static_cast<double>(bytes) / spec_.gpu.host_link.value);
     sim_.schedule_after(t, [done] { done(true, ""); });
     return;
@@ -214,103 +234,188 @@ void ServingModel::transfer_part(Move& m, int src, int dst, std::int64_t bytes,
   m.transfers.push_back(fabric_.send(src, dst, bytes, done));
 }
 
+void ServingModel::begin_predictor_fetch(int node) {
+  MovePlan shipped;
+  shipped.strategy = Strategy::kRiskKv;
+  shipped.predictor = Bytes{predictor_bytes_};
+  const MoveRoute route = route_of(shipped, -1, node);
+  predictors_->begin_fetch(node, sim_.now().ns + cost_model::leg_ns(route.predictor,
+                                                                    route.predictor_path,
+                                                                    route.host_link,
+                                                                    shipped.predictor));
+  const std::int64_t bytes = predictor_bytes_;
+  auto done = [this, node, bytes](bool delivered, const std::string& reason) {
+    if (delivered) result_.bytes.predictors += bytes;
+    const std::vector<std::uint64_t> waiting = predictors_->end_fetch(node, delivered);
+    bool first = true;
+    for (std::uint64_t request : waiting) {
+      auto it = moves_.find(request);
+      if (it == moves_.end()) continue;
+      Move& mv = *it->second;
+      if (!mv.awaiting_predictor || node_of(mv.dst_gpu) != node) continue;
+      if (!delivered) {
+        end_move(mv, MoveOutcome::kFailed, "predictor transfer failed: " + reason);
+        continue;
+      }
+      if (first && mv.plan.predictor.count > 0) {  // it asked first
+        mv.rec.predictor_bytes += bytes;
+        mv.rec.predictor_source = spec_.cluster.nodes[predictor_source_].name;
+      }
+      first = false;
+      mv.awaiting_predictor = false;
+      if (mv.transfers_left == 0) on_transfers_done(mv);
+    }
+  };
+  if (predictor_source_ == node) {
+    const SimTime t = from_seconds(8.0 * static_cast<double>(bytes) / spec_.gpu.host_link.value);
+    sim_.schedule_after(t, [this, node, done] { done(node_up_[node], "node failed"); });
+    return;
+  }
+  fabric_.send(predictor_source_, node, bytes, done);
+}
+
 void ServingModel::on_transfers_done(Move& m) {
+  m.stage = Move::Stage::kRebuilding;
   m.transfers_done_ns = sim_.now().ns;
   m.rec.transfer_ns = m.transfers_done_ns - m.rec.start_ns;
-  Request& r = *m.r;
-  if (m.src_gpu >= 0) {  // a migration frees its source once the bytes have left
-    Gpu& src = *gpus_[m.src_gpu];
-    unreserve(src, r);
-    m.src_gpu = -1;
-  }
+  m.transfers.clear();
   GpuWorker& worker = *gpus_[m.dst_gpu]->worker;
-  const std::uint64_t id = r.rec.id;
-  const std::uint32_t epoch = m.epoch;
-  auto job_done = [this, id, epoch](SimTime start, SimTime end) {
-    auto it = moves_.find(id);
-    if (it == moves_.end() || it->second->epoch != epoch) return;
-    Move& mv = *it->second;
-    mv.rec.compute_ns += (end - start).ns;
-    mv.rec.queue_ns += std::max<std::int64_t>(0, start.ns - mv.transfers_done_ns);
-    if (--mv.jobs == 0) finish_move(mv);
+  const std::uint64_t request = m.r->rec.id, id = m.id;
+  auto job_done = [this, request, id](SimTime start, SimTime end) {
+    Move* mv = find_move(request, id);
+    if (!mv) return;
+    mv->rec.compute_ns += (end - start).ns;
+    mv->rec.queue_ns += std::max<std::int64_t>(0, start.ns - mv->transfers_done_ns);
+    mv->transfers_done_ns = end.ns;  // a second job queues behind the first, not behind the bytes
+    if (--mv->jobs_left == 0) end_move(*mv, MoveOutcome::kDone, "");
   };
-  if (m.strategy == Strategy::kRiskKv && m.available > 0) {
-    ++m.jobs;
-    worker.submit({JobKind::kReconstruct, id, m.available, job_done});
+  if (m.plan.reconstruct_tokens > 0) {
+    ++m.jobs_left;
+    worker.submit({JobKind::kReconstruct, request, m.plan.reconstruct_tokens, job_done});
   }
-  if (m.tail > 0) {
-    ++m.jobs;
-    worker.submit({JobKind::kReplay, id, m.tail, job_done});
+  if (m.plan.replay_tokens > 0) {
+    ++m.jobs_left;
+    worker.submit({JobKind::kReplay, request, m.plan.replay_tokens, job_done});
   }
-  if (m.jobs == 0) finish_move(m);
+  if (m.jobs_left == 0) end_move(m, MoveOutcome::kDone, "");
 }
 
-void ServingModel::finish_move(Move& m) {
-  Request& r = *m.r;
-  const int dst_node = gpus_[m.dst_gpu]->node;
-  r.gpu = m.dst_gpu;
-  r.phase = Phase::kDecoding;
-  r.attempts = 0;
-  r.rec.moves += 1;
-  r.rec.final_node = spec_.cluster.nodes[dst_node].name;
-  m.rec.end_ns = sim_.now().ns;
-  m.rec.stall_ns = m.rec.end_ns - m.stall_since;
-  result_.moves.push_back(m.rec);
-  if (r.replica == dst_node) {  // a request cannot be its own replica
-    drop_replica(r);
-    r.replica = pick_replica(dst_node);
-  }
-  if (r.replica >= 0 && r.replicated < r.context) r.unstreamed = r.context - r.replicated;
-  gpus_[m.dst_gpu]->worker->add_decoding({r.rec.id, r.context, r.remaining});
-  moves_.erase(r.rec.id);  // m is gone from here on
-  admit_pending();
-}
+// ------------------------------------------------------------ endings
 
-void ServingModel::fail_move(Move& m, const std::string& reason) {
-  Request& r = *m.r;
+void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why) {
   for (std::uint64_t t : m.transfers) fabric_.cancel(t);
-  m.rec.ok = false;
+  Gpu& dst = *gpus_[m.dst_gpu];
+  if (outcome != MoveOutcome::kDone && dst.worker->up()) dst.worker->cancel_jobs(m.r->rec.id);
+  m.rec.outcome = outcome;
   m.rec.end_ns = sim_.now().ns;
   m.rec.stall_ns = m.rec.end_ns - m.stall_since;
-  m.rec.note = reason;
+  m.rec.note = why;
+  if (outcome != MoveOutcome::kDone) m.rec.delta_nll = 0;  // no rebuild, no quality paid
   result_.moves.push_back(m.rec);
-  Gpu& dst = *gpus_[m.dst_gpu];
-  if (dst.worker->up()) {
-    unreserve(dst, r);
-  }
+  Request& r = *m.r;
+  const int src_gpu = m.src_gpu, dst_gpu = m.dst_gpu, from_node = m.from_node;
+  const MoveTrigger trigger = m.rec.trigger;
   const std::int64_t stall = m.stall_since;
-  const int src_gpu = m.src_gpu;
-  moves_.erase(r.rec.id);
+  moves_.erase(r.rec.id);  // m is gone from here on
+  if (outcome == MoveOutcome::kDone) {
+    land(r, dst_gpu, src_gpu);
+    return;
+  }
+  if (dst.worker->up() && dst.members.count(r.rec.id)) unreserve(dst, r);
   if (src_gpu >= 0 && gpus_[src_gpu]->worker->up()) {
-    // A migration that failed on the way: the source still holds the KV; carry on there.
-    r.gpu = src_gpu;
+    // A migration that did not happen: the source still holds the KV; carry on there.
     r.phase = Phase::kDecoding;
     gpus_[src_gpu]->worker->add_decoding({r.rec.id, r.context, r.remaining});
+    if (outcome == MoveOutcome::kCancelled && node_draining_[gpus_[src_gpu]->node]) {
+      const int node = gpus_[src_gpu]->node;
+      sim_.schedule_after(SimTime{}, [this, &r, node, stall, epoch = r.epoch] {
+        if (r.epoch == epoch && r.phase == Phase::kDecoding) start_move(r, MoveTrigger::kDrain, node, stall);
+      });
+    }
+    return;
+  }
+  if (outcome == MoveOutcome::kCancelled) {  // a recovery re-planned elsewhere
+    r.phase = Phase::kMoving;
+    sim_.schedule_after(SimTime{}, [this, &r, trigger, from_node, stall, epoch = r.epoch] {
+      if (r.epoch == epoch && r.phase == Phase::kMoving) start_move(r, trigger, from_node, stall);
+    });
     return;
   }
   r.gpu = -1;
   ++r.epoch;
   if (++r.attempts >= kMaxMoveAttempts) {
-    fail_request(r, "gave up after " + std::to_string(kMaxMoveAttempts) + " failed moves: " + reason);
+    fail_request(r, "gave up after " + std::to_string(kMaxMoveAttempts) + " failed moves: " + why);
     return;
   }
   // The KV that was on its way is gone; recover from the replica (or by replay).
   r.phase = Phase::kMoving;
   sim_.schedule_after(SimTime{}, [this, &r, stall, epoch = r.epoch] {
-    if (r.epoch == epoch && r.phase == Phase::kMoving) {
-      start_move(r, MoveTrigger::kFailure, -1, stall);
-    }
+    if (r.epoch == epoch && r.phase == Phase::kMoving) start_move(r, MoveTrigger::kFailure, -1, stall);
   });
+}
+
+void ServingModel::land(Request& r, int dst_gpu, int src_gpu) {
+  if (src_gpu >= 0 && gpus_[src_gpu]->members.count(r.rec.id)) unreserve(*gpus_[src_gpu], r);
+  const int dst_node = gpus_[dst_gpu]->node;
+  r.gpu = dst_gpu;
+  r.phase = Phase::kDecoding;
+  r.attempts = 0;
+  r.rec.moves += 1;
+  r.rec.final_node = spec_.cluster.nodes[dst_node].name;
+  if (r.replica == dst_node) {  // a request cannot be its own replica
+    drop_replica(r);
+    r.replica = pick_replica(dst_node);
+  }
+  if (r.replica >= 0 && r.replicated < r.context) r.unstreamed = r.context - r.replicated;
+  gpus_[dst_gpu]->worker->add_decoding({r.rec.id, r.context, r.remaining});
+  admit_pending();
 }
 
 void ServingModel::fail_request(Request& r, const std::string& reason) {
   release_gpu(r);
   r.phase = Phase::kDone;
   r.rec.outcome = RequestOutcome::kFailed;
-  r.rec.failure_reason = reason;
+  r.rec.reason = reason;
   r.rec.finish_ns = sim_.now().ns;
   drop_replica(r);
   admit_pending();
+}
+
+void ServingModel::close_moves() {
+  // Moves still running at the end: their latency so far is a lower bound.
+  std::vector<std::uint64_t> open;
+  for (const auto& [request, m] : moves_) open.push_back(request);
+  for (std::uint64_t request : open) {
+    Move& m = *moves_.at(request);
+    const char* what = m.stage == Move::Stage::kRebuilding ? "rebuilding on the destination GPU"
+                       : m.awaiting_predictor && m.transfers_left == 0
+                           ? "waiting for the predictors"
+                           : "transferring";
+    m.rec.outcome = MoveOutcome::kUnfinished;
+    m.rec.end_ns = end_ns_;
+    m.rec.stall_ns = end_ns_ - m.stall_since;
+    m.rec.note = std::string("still ") + what + " at the end of the run";
+    m.rec.delta_nll = 0;
+    result_.moves.push_back(m.rec);
+    m.r->rec.reason = std::string("moving: ") + what;
+  }
+  for (const PendingRecovery& p : pending_recoveries_) {
+    Request& r = *requests_[p.request];
+    if (r.phase == Phase::kDone) continue;
+    MoveRecord rec;
+    rec.request = p.request;
+    rec.trigger = MoveTrigger::kFailure;
+    rec.from = p.from_node >= 0 ? spec_.cluster.nodes[p.from_node].name : "";
+    rec.requested = strategy_name(strategy_);
+    rec.context_tokens = r.context;
+    rec.start_ns = p.since;
+    rec.end_ns = end_ns_;
+    rec.stall_ns = end_ns_ - p.stall_since;
+    rec.outcome = MoveOutcome::kUnfinished;
+    rec.note = "no GPU with room to recover on";
+    result_.moves.push_back(rec);
+    r.rec.reason = "waiting to recover: no GPU with room";
+  }
 }
 
 }  // namespace kvshift::sim

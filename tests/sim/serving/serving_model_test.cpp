@@ -48,7 +48,7 @@ TEST(ServingModel, UncontendedMigrationsMatchTheClosedForm) {
   for (const RunResult& run : runs) {
     ASSERT_EQ(run.moves.size(), 1u) << run.strategy;
     const MoveRecord& m = run.moves[0];
-    EXPECT_TRUE(m.ok);
+    EXPECT_EQ(m.outcome, MoveOutcome::kDone);
     EXPECT_EQ(m.strategy, run.strategy);
     EXPECT_EQ(m.start_ns, 1'000'000'000);
     const std::int64_t c = m.context_tokens;
@@ -150,7 +150,7 @@ TEST(ServingModel, RandomScenariosKeepEveryInvariant) {
         EXPECT_GE(m.end_ns, m.start_ns) << text;
         EXPECT_GE(m.stall_ns, m.end_ns - m.start_ns);
         EXPECT_LE(m.end_ns, run.duration_ns);
-        if (m.ok) ++ok_moves[m.request];
+        if (m.outcome == MoveOutcome::kDone) ++ok_moves[m.request];
         ++moves;
       }
       for (std::size_t i = 0; i < run.requests.size(); ++i) {

@@ -1,0 +1,159 @@
+#include "cost_model/move_plan.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "cost_model/storage.hpp"
+
+namespace kvshift::cost_model {
+namespace {
+
+bool has_risk_kv(const MoveMethods& m) { return m.topology && !m.topology->empty(); }
+
+const char* source_name(SourceKv s) {
+  switch (s) {
+    case SourceKv::kNone: return "no KV";
+    case SourceKv::kFull: return "the full KV";
+    case SourceKv::kKeptLayers: return "a RISK-KV replica (kept layers only)";
+    case SourceKv::kKeptTokens: return "a ProxyKV replica (kept tokens only)";
+  }
+  return "?";
+}
+
+// Which source a strategy can rebuild from: the full KV serves every strategy;
+// a lossy replica only the strategy that made it.
+bool serves(SourceKv source, Strategy s) {
+  switch (source) {
+    case SourceKv::kNone: return false;
+    case SourceKv::kFull: return true;
+    case SourceKv::kKeptLayers: return s == Strategy::kRiskKv;
+    case SourceKv::kKeptTokens: return s == Strategy::kProxyKv;
+  }
+  return false;
+}
+
+MovePlan replay_plan(const MoveState& st) {
+  MovePlan p;
+  p.strategy = Strategy::kTokenReplay;
+  // Ids held at a node are shipped from it; without a source the router holds them.
+  p.tokens = st.source == SourceKv::kNone ? Bytes{} : token_id_bytes(st.context);
+  p.replay_tokens = st.context;
+  return p;
+}
+
+}  // namespace
+
+Bytes predictor_bytes(const MoveMethods& m) {
+  if (!has_risk_kv(m)) return {};
+  return storage(*m.model, *m.topology, 1, {m.predictor_dtype, 1}).predictor_bytes_total;
+}
+
+MovePlan plan_move(Strategy s, const MoveMethods& methods, const MoveState& st) {
+  const std::int64_t available = std::clamp<std::int64_t>(st.available, 0, st.context);
+  MovePlan p;
+  p.strategy = s;
+  if (s == Strategy::kTokenReplay || s == Strategy::kAdaptive) {
+    p = replay_plan(st);
+    if (s == Strategy::kAdaptive) p.infeasible = "adaptive is a choice among plans, not a plan";
+    return p;
+  }
+  if (s == Strategy::kRiskKv && !has_risk_kv(methods)) {
+    p.infeasible = "the scenario has no RISK-KV topology";
+    return p;
+  }
+  if (s == Strategy::kProxyKv && !methods.retention) {
+    p.infeasible = "the scenario has no ProxyKV section";
+    return p;
+  }
+  if (s == Strategy::kProxyKv && !st.scored) {
+    p.infeasible = "the request's ProxyKV scores are not computed yet";
+    return p;
+  }
+  if (st.source == SourceKv::kNone || available == 0) {
+    MovePlan r = replay_plan(st);
+    r.note = std::string(strategy_name(s)) + " had no KV of this request at the source: replay";
+    return r;
+  }
+  if (!serves(st.source, s)) {
+    p.infeasible = std::string("the source holds ") + source_name(st.source);
+    return p;
+  }
+  const Bytes full = kv_bytes(*methods.model, available);
+  p.kv_tokens = available;
+  p.replay_tokens = st.context - available;  // the tail the source never held
+  switch (s) {
+    case Strategy::kFullKv: p.kv = full; break;
+    case Strategy::kRiskKv:
+      p.kv = storage(*methods.model, *methods.topology, available, {}).kv_kept;
+      p.predictor = st.predictor_at_dst ? Bytes{} : predictor_bytes(methods);
+      p.reconstruct_tokens = available;
+      p.delta_nll = methods.risk_delta_nll;
+      break;
+    case Strategy::kProxyKv:
+      p.kv = Bytes{std::llround(*methods.retention * static_cast<double>(full.count))};
+      p.delta_nll = methods.proxy_delta_nll;
+      break;
+    case Strategy::kTokenReplay:
+    case Strategy::kAdaptive: break;
+  }
+  return p;
+}
+
+std::int64_t leg_ns(MoveRoute::Leg leg, const Path& path, BitsPerSecond host_link, Bytes bytes) {
+  if (bytes.count <= 0) return 0;
+  switch (leg) {
+    case MoveRoute::Leg::kNone: return 0;
+    case MoveRoute::Leg::kLocal: return round_to_ns(bytes.bits() / host_link.value);
+    case MoveRoute::Leg::kNetwork:
+      return round_to_ns(path.latency.value) + round_to_ns(bytes.bits() / path.bandwidth.value);
+    case MoveRoute::Leg::kUnreachable:
+    case MoveRoute::Leg::kWithData: return 0;
+  }
+  return 0;
+}
+
+MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods,
+                           const MoveRoute& route, std::int64_t gpu_backlog_ns,
+                           const ComputeCosts& compute) {
+  MoveEstimate e;
+  const bool with_data = route.predictor == MoveRoute::Leg::kWithData;
+  const Bytes data = plan.kv + plan.tokens + (with_data ? plan.predictor : Bytes{});
+  if ((data.count > 0 && route.data == MoveRoute::Leg::kUnreachable) ||
+      (plan.predictor.count > 0 && route.predictor == MoveRoute::Leg::kUnreachable) ||
+      (with_data && plan.predictor.count > 0 && route.data == MoveRoute::Leg::kNone)) {
+    e.reachable = false;
+  }
+  e.transfer_ns = std::max({leg_ns(route.data, route.data_path, route.host_link, data),
+                            leg_ns(route.predictor, route.predictor_path, route.host_link,
+                                   plan.predictor),
+                            plan.strategy == Strategy::kRiskKv ? route.predictor_ready_in_ns
+                                                               : std::int64_t{0}});
+  if (!plan.needs_gpu()) return e;  // a pure transfer does not wait for the GPU
+  // GPU work is queued when the bytes are in; the queue drains meanwhile.
+  e.queue_ns = std::max<std::int64_t>(0, gpu_backlog_ns - e.transfer_ns);
+  if (plan.reconstruct_tokens > 0) {
+    e.compute_ns += round_to_ns(compute
+                                    .reconstruct(*methods.model, *methods.topology,
+                                                 plan.reconstruct_tokens, 1,
+                                                 methods.predictor_dtype)
+                                    .value);
+  }
+  if (plan.replay_tokens > 0) {
+    e.compute_ns += round_to_ns(compute.prefill(*methods.model, plan.replay_tokens).value);
+  }
+  return e;
+}
+
+std::optional<std::size_t> pick_fastest(const std::vector<MoveCandidate>& candidates,
+                                        std::optional<double> quality_budget) {
+  std::optional<std::size_t> best;
+  for (std::size_t i = 0; i < candidates.size(); ++i) {
+    const MoveCandidate& c = candidates[i];
+    if (!c.plan.feasible() || !c.estimate.reachable) continue;
+    if (quality_budget && c.plan.delta_nll > *quality_budget) continue;
+    if (!best || c.estimate.total_ns() < candidates[*best].estimate.total_ns()) best = i;
+  }
+  return best;
+}
+
+}  // namespace kvshift::cost_model

@@ -1,0 +1,131 @@
+// MovePlan: what one way of moving or rebuilding a request's KV ships and
+// computes (DESIGN.md, "Moves: plan, estimate, execute"). Three pure functions
+// carry every strategy's arithmetic, once:
+//   plan_move      strategy + request state -> bytes by kind, GPU work, quality
+//   estimate_move  plan + path(s) + the receiving GPU's queue -> nanoseconds
+//   pick_fastest   candidates (strategy x destination) -> the adaptive choice
+// The closed form (`kvshift cost`), the simulator's choice and execution and
+// the regression check all call these, so they cannot disagree.
+// Leaves out: contention (the simulator's network), batching of
+// reconstructions across requests (the simulator's GPU queue).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cost_model/compute_costs.hpp"
+#include "cost_model/latency.hpp"
+#include "cost_model/model_spec.hpp"
+#include "cost_model/topology.hpp"
+#include "cost_model/units.hpp"
+
+namespace kvshift::cost_model {
+
+/// How a move rebuilds the request's KV at its destination.
+enum class Strategy { kFullKv, kTokenReplay, kRiskKv, kProxyKv, kAdaptive };
+
+constexpr const char* strategy_name(Strategy s) {
+  switch (s) {
+    case Strategy::kFullKv: return "full_kv";
+    case Strategy::kTokenReplay: return "token_replay";
+    case Strategy::kRiskKv: return "risk_kv";
+    case Strategy::kProxyKv: return "proxy_kv";
+    case Strategy::kAdaptive: return "adaptive";
+  }
+  return "?";
+}
+
+/// The concrete strategies, in the order ties are broken.
+inline constexpr Strategy kConcreteStrategies[] = {Strategy::kFullKv, Strategy::kTokenReplay,
+                                                   Strategy::kRiskKv, Strategy::kProxyKv};
+
+/// What the KV source of a move holds: the live KV (a migration) or a replica of some kind.
+enum class SourceKv { kNone, kFull, kKeptLayers, kKeptTokens };
+
+/// The scenario's methods, as far as a plan needs them.
+struct MoveMethods {
+  const ModelSpec* model = nullptr;
+  const Topology* topology = nullptr;  ///< RISK-KV omitted groups; nullptr or empty: no RISK-KV
+  DType predictor_dtype = DType::kF32;
+  std::optional<double> retention;  ///< ProxyKV ρ; empty: no ProxyKV
+  double risk_delta_nll = 0;        ///< quality cost of a RISK-KV rebuild (nats/token)
+  double proxy_delta_nll = 0;       ///< quality cost of a ProxyKV pruning (nats/token)
+};
+
+/// The request and what the two ends hold when the move is planned.
+struct MoveState {
+  std::int64_t context = 0;    ///< KV tokens the request holds (T)
+  std::int64_t available = 0;  ///< tokens whose KV the source holds (≤ T; the rest is replayed)
+  SourceKv source = SourceKv::kFull;
+  bool scored = true;               ///< ProxyKV scores exist for this request
+  bool predictor_at_dst = false;    ///< resident at the destination, or already on its way
+};
+
+/// Bytes to ship, GPU work at the destination, and the quality it costs.
+struct MovePlan {
+  Strategy strategy = Strategy::kTokenReplay;  ///< what executes (after the rules below)
+  Bytes kv;         ///< KV bytes from the source
+  Bytes tokens;     ///< token ids from the source (replay)
+  Bytes predictor;  ///< RISK-KV predictors from the predictor store
+  std::int64_t kv_tokens = 0;           ///< tokens whose (possibly pruned) KV arrives
+  std::int64_t reconstruct_tokens = 0;  ///< RISK-KV rebuild on the receiver
+  std::int64_t replay_tokens = 0;       ///< prefill on the receiver (all of T, or the tail)
+  double delta_nll = 0;                 ///< quality paid (nats/token)
+  std::string infeasible;  ///< why this strategy cannot run here; empty: it can
+  std::string note;        ///< why `strategy` differs from the one asked for; empty: it does not
+
+  bool feasible() const { return infeasible.empty(); }
+  bool needs_gpu() const { return reconstruct_tokens > 0 || replay_tokens > 0; }
+};
+
+/// The plan for moving a request with `state` by strategy `s` (not kAdaptive). A KV strategy
+/// whose source holds no KV of the request is a token replay (note says so).
+MovePlan plan_move(Strategy s, const MoveMethods& methods, const MoveState& state);
+
+/// The predictor bytes RISK-KV ships to a node that does not hold them (0 without RISK-KV).
+Bytes predictor_bytes(const MoveMethods& methods);
+
+/// Where the bytes come from. A leg with no path is local (host link) or absent.
+struct MoveRoute {
+  /// kWithData: the predictor travels the data leg's path with the data (their bytes add up).
+  enum class Leg { kNone, kLocal, kNetwork, kUnreachable, kWithData };
+  Leg data = Leg::kNone;  ///< source of KV / token ids → destination
+  Path data_path{};
+  Leg predictor = Leg::kNone;  ///< predictor store → destination
+  Path predictor_path{};
+  std::int64_t predictor_ready_in_ns = 0;  ///< a fetch already on its way lands in this long
+  BitsPerSecond host_link{};               ///< for kLocal legs
+};
+
+/// A plan's time on a route, in nanoseconds rounded as the simulator rounds.
+struct MoveEstimate {
+  bool reachable = true;
+  std::int64_t transfer_ns = 0;  ///< until every byte has arrived (legs run in parallel)
+  std::int64_t queue_ns = 0;     ///< waiting for the destination GPU (only with GPU work)
+  std::int64_t compute_ns = 0;   ///< rebuild, then replay, on the destination GPU
+  std::int64_t total_ns() const { return transfer_ns + queue_ns + compute_ns; }
+};
+
+/// Nanoseconds of one leg: latency, then 8·bytes/B (0 for no bytes or no leg).
+std::int64_t leg_ns(MoveRoute::Leg leg, const Path& path, BitsPerSecond host_link, Bytes bytes);
+
+/// Prices `plan` on `route`: transfers, then GPU work behind `gpu_backlog_ns` of queued work.
+MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods,
+                           const MoveRoute& route, std::int64_t gpu_backlog_ns,
+                           const ComputeCosts& compute);
+
+/// One option of the adaptive choice.
+struct MoveCandidate {
+  MovePlan plan;
+  MoveEstimate estimate;
+  int destination = -1;  ///< caller's id (a GPU index)
+};
+
+/// The fastest feasible, reachable candidate whose quality cost is within `quality_budget`;
+/// ties go to the earlier candidate. Empty when none qualifies.
+std::optional<std::size_t> pick_fastest(const std::vector<MoveCandidate>& candidates,
+                                        std::optional<double> quality_budget);
+
+}  // namespace kvshift::cost_model
