@@ -77,9 +77,9 @@ TransferId Network::submit(TransferRequest r) {
 
 const Route* Network::route_of(TransferId id) const {
   const Flow& f = flows_.at(id);
-  const bool routed = f.info.state == TransferState::kRunning &&
-                      (f.info.phase == TransferPhase::kLatency ||
-                       f.info.phase == TransferPhase::kSharing);
+  const bool routed =
+      f.info.state == TransferState::kRunning &&
+      (f.info.phase == TransferPhase::kLatency || f.info.phase == TransferPhase::kSharing);
   return routed ? &f.route : nullptr;
 }
 
@@ -93,10 +93,13 @@ void Network::start(TransferId id) {
   if (free_hot_.empty()) {
     f.slot = static_cast<std::uint32_t>(hot_.size());
     hot_.emplace_back();
+    rates_.push_back(0);
+    marks_.push_back(0);
   } else {
     f.slot = free_hot_.back();
     free_hot_.pop_back();
     hot_[f.slot] = Hot{};
+    rates_[f.slot] = 0;
   }
   Hot& h = hot_[f.slot];
   h.id = id;
@@ -118,6 +121,7 @@ void Network::start(TransferId id) {
 void Network::try_route(TransferId id, bool rerouting) {
   Flow& f = flows_[id];
   const Route* r = nullptr;
+  std::optional<Route> hashed;
   std::string why;
   if (f.explicit_route) {
     if (topo_.usable(*f.explicit_route)) {
@@ -127,8 +131,16 @@ void Network::try_route(TransferId id, bool rerouting) {
             topo_.node(f.info.dst).name + " crosses a link or node that is down";
     }
   } else {
-    r = topo_.route(f.info.src, f.info.dst);
-    if (!r) why = "no route from " + topo_.node(f.info.src).name + " to " + topo_.node(f.info.dst).name;
+    if (options_.ecmp) {
+      // splitmix64 in ecmp_route mixes this further; the odd multiplier keeps seeds apart.
+      hashed = topo_.ecmp_route(f.info.src, f.info.dst,
+                                (options_.ecmp_seed * 0x9e3779b97f4a7c15ULL) ^ id);
+      if (hashed) r = &*hashed;
+    } else {
+      r = topo_.route(f.info.src, f.info.dst);
+    }
+    if (!r)
+      why = "no route from " + topo_.node(f.info.src).name + " to " + topo_.node(f.info.dst).name;
   }
   if (!r) {
     stall(f, std::move(why));
@@ -164,8 +176,10 @@ void Network::enter_sharing(TransferId id) {
     return;
   }
   f.info.phase = TransferPhase::kSharing;
+  joined_.push_back(f.slot);
   h.sharing = 1;
-  h.rate = 0;
+  rates_[f.slot] = 0;
+  h.route_bits = h.remaining_bits;
   h.last_settle = sim_.now().ns;
   for (std::uint32_t k = 0; k < h.hop_count; ++k) {
     const std::uint32_t c = hop_arena_[h.hop_begin + k];
@@ -180,10 +194,9 @@ void Network::settle(std::uint32_t slot) {
   Hot& h = hot_[slot];
   const std::int64_t now = sim_.now().ns;
   if (!h.sharing || now == h.last_settle) return;
-  const double bits = h.rate * static_cast<double>(now - h.last_settle) * 1e-9;
+  const double bits = rates_[slot] * static_cast<double>(now - h.last_settle) * 1e-9;
   h.remaining_bits -= bits;
   flows_[h.id].info.delivered_bytes += bits / 8;
-  for (std::uint32_t k = 0; k < h.hop_count; ++k) logs_[hop_arena_[h.hop_begin + k]].bits += bits;
   h.last_settle = now;
 }
 
@@ -204,8 +217,11 @@ void Network::leave_sharing(Flow& f) {
       }
     }
     mark_dirty(c);
+    // Its channels carried what it delivered on this route (they count it from here).
+    logs_[c].bits += h.route_bits - h.remaining_bits;
   }
-  h.rate = 0;
+  change_level_ = std::min(change_level_, rates_[f.slot]);
+  rates_[f.slot] = 0;
   h.sharing = 0;
   f.info.rate_bps = 0;
   f.info.phase = TransferPhase::kNone;
@@ -218,12 +234,8 @@ void Network::complete(TransferId id) {
   h.event = {};
   settle(f.slot);
   // Whatever the ns rounding left over (a fraction of a ns of transmission) is
-  // delivered now, so every channel on the route carried exactly `size`.
-  if (h.sharing) {
-    for (std::uint32_t k = 0; k < h.hop_count; ++k) {
-      logs_[hop_arena_[h.hop_begin + k]].bits += h.remaining_bits;
-    }
-  }
+  // delivered now, so every channel on the route carried exactly `size` (leave_sharing
+  // books it).
   h.remaining_bits = 0;
   f.info.delivered_bytes = static_cast<double>(f.info.size.count);
   end(f, TransferState::kFinished, "");
@@ -275,8 +287,13 @@ bool Network::cancel(TransferId id, std::string reason) {
 
 ChannelStats Network::channel_stats(LinkId link, bool forward) const {
   const std::uint32_t c = topo_.channel(Hop{link, forward});
-  return {logs_.at(c).bits / 8, channels_[c].capacity, channel_flows_[c].size(),
-          channels_[c].allocated, logs_[c].timeline};
+  // Flows in the sharing book their bits on leaving; until then they count as settled.
+  double bits = logs_.at(c).bits;
+  for (const std::uint32_t slot : channel_flows_[c]) {
+    bits += hot_[slot].route_bits - hot_[slot].remaining_bits;
+  }
+  return {bits / 8, channels_[c].capacity, channel_flows_[c].size(), channels_[c].allocated,
+          logs_[c].timeline};
 }
 
 }  // namespace kvshift::sim

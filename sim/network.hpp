@@ -7,9 +7,14 @@
 //
 // Timing. A transfer of S bytes submitted for time t first pays its route's
 // latency as a pure delay (no bandwidth used), then joins the sharing. Rates
-// are recomputed only when a flow joins or leaves or a link changes, and only
-// for the connected component (flows <-> channels) that the change touches;
-// flows whose rate did not change keep their completion event. Durations are
+// are recomputed only when a flow joins or leaves or a link changes, only for
+// the connected component (flows <-> channels) that the change touches, and in
+// it only for flows at or above the change's level: a flow leaving at rate r or
+// joining at a rate >= r (bounded below by its cap and each channel's equal
+// share) leaves every flow slower than r as it was (progressive filling below
+// level r sees the same constraints), so those keep their rates and only take
+// their share off their channels (network_sharing.cpp). Flows whose rate did
+// not change keep their completion event. Durations are
 // rounded once to the nearest ns when scheduled, so on an idle path
 //   finish = t + latency(route) + round(8·S / bottleneck)
 // where latency(route) is the sum of the links' latencies, each already a whole
@@ -36,8 +41,13 @@
 // fail_link, ...), not on the Topology directly, so flows hear about it.
 // A simulation whose remaining transfers are stalled simply runs out of events.
 //
-// Left out: packet-level effects (slow start, queues, losses), ECMP, the TCP
-// RTT bias of real max-min sharing, the reverse ACK traffic.
+// Routing: the topology's single shortest path, or with NetworkOptions::ecmp one
+// of the equal-cost shortest paths per transfer (a seeded hash of its id, so a
+// transfer keeps its path across re-routes that leave it available and a rerun
+// takes the same paths).
+//
+// Left out: packet-level effects (slow start, queues, losses), per-packet
+// multipath, the TCP RTT bias of real max-min sharing, the reverse ACK traffic.
 #pragma once
 
 #include <cstdint>
@@ -72,12 +82,12 @@ struct TransferInfo {
   Bytes size;
   TransferState state = TransferState::kPending;
   TransferPhase phase = TransferPhase::kNone;
-  SimTime start;                ///< requested start
-  SimTime finish;               ///< when it finished, failed or was cancelled
-  double rate_bps = 0;          ///< current rate (sharing phase)
-  double delivered_bytes = 0;   ///< settled at the last rate change (exactly `size` once finished)
-  int reroutes = 0;             ///< times it was moved to another route
-  std::string reason;           ///< why it stalled, failed or was cancelled (empty otherwise)
+  SimTime start;               ///< requested start
+  SimTime finish;              ///< when it finished, failed or was cancelled
+  double rate_bps = 0;         ///< current rate (sharing phase)
+  double delivered_bytes = 0;  ///< settled at the last rate change (exactly `size` once finished)
+  int reroutes = 0;            ///< times it was moved to another route
+  std::string reason;          ///< why it stalled, failed or was cancelled (empty otherwise)
 };
 
 /// Called once when a transfer finishes, fails or is cancelled.
@@ -88,10 +98,10 @@ struct TransferRequest {
   NodeId src = 0;
   NodeId dst = 0;
   Bytes size;
-  SimTime start;                           ///< absolute; must be >= now()
+  SimTime start;                             ///< absolute; must be >= now()
   std::optional<std::vector<LinkId>> route;  ///< explicit links from src to dst (else routed)
   std::optional<BitsPerSecond> rate_cap;     ///< per-flow limit (> 0)
-  TransferCallback on_done;                ///< optional
+  TransferCallback on_done;                  ///< optional
 };
 
 /// Listens to transfer transitions (reports, traces, the layers above).
@@ -110,6 +120,10 @@ class NetworkObserver {
 struct NetworkOptions {
   /// Keep each channel's allocated rate over time (for utilisation reports).
   bool record_utilisation = true;
+  /// Routed transfers take one of the equal-cost shortest paths, picked per transfer by a
+  /// hash of (ecmp_seed, transfer id) (Topology::ecmp_route); off: the lowest-id path.
+  bool ecmp = false;
+  std::uint64_t ecmp_seed = 0;
 };
 
 /// One point of a channel's utilisation timeline: from `time` on, `rate_bps` is allocated.
@@ -120,11 +134,11 @@ struct RateSample {
 
 /// Per link direction (or the shared channel of a half-duplex link).
 struct ChannelStats {
-  double bytes = 0;                    ///< carried so far (settled at rate changes and ends)
-  double capacity_bps = 0;             ///< current
-  std::size_t active_flows = 0;        ///< flows in the sharing now
-  double allocated_bps = 0;            ///< rate allocated to those flows now
-  std::vector<RateSample> timeline;    ///< allocated rate changes (if recorded)
+  double bytes = 0;                  ///< carried so far (settled at rate changes and ends)
+  double capacity_bps = 0;           ///< current
+  std::size_t active_flows = 0;      ///< flows in the sharing now
+  double allocated_bps = 0;          ///< rate allocated to those flows now
+  std::vector<RateSample> timeline;  ///< allocated rate changes (if recorded)
 };
 
 class Network {
@@ -172,7 +186,7 @@ class Network {
   ChannelStats channel_stats(LinkId link, bool forward) const;
   /// Rate re-computations run so far (each covers one connected component).
   std::uint64_t reshare_count() const { return reshares_; }
-  /// Flow visits summed over all re-computations (a cost measure for benchmarks).
+  /// Flows refilled, summed over all re-computations (a cost measure for benchmarks).
   std::uint64_t reshared_flows() const { return reshared_flows_; }
 
  private:
@@ -181,8 +195,8 @@ class Network {
     TransferInfo info;
     TransferCallback on_done;
     std::optional<Route> explicit_route;
-    Route route;                   ///< current route (running phases)
-    EventId start_event;           ///< while pending
+    Route route;          ///< current route (running phases)
+    EventId start_event;  ///< while pending
     double cap_bps = std::numeric_limits<double>::infinity();
     std::uint32_t slot = kNoSlot;  ///< its Hot record while running
     std::uint32_t running_index = 0;
@@ -190,33 +204,34 @@ class Network {
   static constexpr std::uint32_t kNoSlot = ~std::uint32_t{0};
   /// The solver's view of a running transfer (88 bytes). Records are recycled, so
   /// the running transfers stay in a small, cache-resident array however many
-  /// transfers a run has had; channels list their flows by record index.
+  /// transfers a run has had; channels list their flows by record index. What the
+  /// component search reads of every flow it passes (its rate, its mark) lives in
+  /// two dense arrays beside it (rates_, marks_), so the search stays in L1.
   struct Hot {
-    EventId event;                 ///< latency end or completion
+    EventId event;  ///< latency end or completion
     TransferId id = 0;
     double cap_bps = std::numeric_limits<double>::infinity();
     double remaining_bits = 0;
-    double rate = 0;
+    double route_bits = 0;         ///< remaining_bits when it joined the sharing on this route
     double new_rate = 0;           ///< solver scratch
+    double ub = 0;                 ///< solver scratch: min(cap, capacities of its channels)
     std::int64_t last_settle = 0;  ///< ns
     std::int64_t due = 0;          ///< ns: completion at the current rate
     std::int64_t event_at = 0;     ///< ns: when `event` fires (<= due while sharing)
     std::uint32_t hop_begin = 0;   ///< channels of the route in hop_arena_
     std::uint16_t hop_count = 0;
-    std::uint8_t sharing = 0;      ///< in the sharing phase
-    std::uint8_t fixed = 0;        ///< solver scratch
-    std::uint32_t mark = 0;        ///< component search epoch
+    std::uint8_t sharing = 0;  ///< in the sharing phase
   };
   /// The solver's view of a channel: 48 bytes, contiguous.
   struct Channel {
     double capacity = 0;
     double allocated = 0;
-    double rem = 0;                ///< solver scratch
-    double demand = 0;             ///< solver scratch: sum of its flows' individual maxima
-    std::uint32_t count = 0;       ///< solver scratch
-    std::uint32_t version = 0;     ///< solver scratch
-    std::uint32_t mark = 0;        ///< component search epoch
-    bool binding = false;          ///< solver scratch: can be saturated
+    double rem = 0;             ///< solver scratch
+    double demand = 0;          ///< solver scratch: sum of its refilled flows' maxima
+    std::uint64_t mark = 0;     ///< component search epoch
+    std::uint32_t count = 0;    ///< solver scratch: its refilled flows not yet fixed
+    std::uint32_t version = 0;  ///< solver scratch
+    bool binding = false;       ///< solver scratch: can be saturated
   };
   /// What reports read about a channel.
   struct ChannelLog {
@@ -241,7 +256,8 @@ class Network {
   void mark_dirty(std::uint32_t channel);
   void request_reshare();
   void reshare();
-  void collect_component();
+  double refill_level();
+  void collect_component(double level);
   void progressive_filling();
   void fix_flow(std::uint32_t slot, double rate);
   void apply_rates();
@@ -256,21 +272,26 @@ class Network {
   NetworkOptions options_;
   std::deque<Flow> flows_;  // stable addresses: callbacks may submit more transfers
   std::vector<Hot> hot_;
+  std::vector<double> rates_;         ///< per Hot record: current rate (0 outside the sharing)
+  std::vector<std::uint64_t> marks_;  ///< per Hot record: epoch_ refilled, epoch_ + 1 fixed
   std::vector<Channel> channels_;
   std::vector<std::uint32_t> free_hot_;                    ///< recycled Hot records
   std::vector<std::vector<std::uint32_t>> channel_flows_;  ///< Hot records in the sharing
   std::vector<ChannelLog> logs_;
   std::vector<NetworkObserver*> observers_;
-  std::vector<std::uint32_t> hop_arena_;   ///< channels of every route, appended
-  std::vector<std::uint32_t> pos_arena_;   ///< each hop's index in its channel's flow list
-  std::vector<std::uint32_t> dirty_;       ///< channels touched since the last reshare
-  std::vector<TransferId> running_;        ///< running transfers (any phase), unordered
+  std::vector<std::uint32_t> hop_arena_;  ///< channels of every route, appended
+  std::vector<std::uint32_t> pos_arena_;  ///< each hop's index in its channel's flow list
+  std::vector<std::uint32_t> dirty_;      ///< channels touched since the last reshare
+  std::vector<std::uint32_t> joined_;     ///< Hot records that joined since then
+  /// Lowest rate a change since the last reshare can move (0: recompute all of it).
+  double change_level_ = std::numeric_limits<double>::infinity();
+  std::vector<TransferId> running_;  ///< running transfers (any phase), unordered
   // solver scratch, kept between calls so a reshare allocates nothing once warm
   std::vector<std::uint32_t> comp_channels_;
-  std::vector<std::uint32_t> comp_flows_;                  ///< Hot records
+  std::vector<std::uint32_t> comp_flows_;  ///< Hot records to refill
   std::vector<std::pair<double, std::uint32_t>> capped_;
   std::vector<HeapItem> heap_;
-  std::uint32_t epoch_ = 0;
+  std::uint64_t epoch_ = 0;  ///< +2 per reshare
   std::size_t active_ = 0;
   bool reshare_pending_ = false;
   std::uint64_t reshares_ = 0;

@@ -13,6 +13,7 @@ void Network::set_link_bandwidth(LinkId link, BitsPerSecond bw) {
     channels_[c].capacity = bw.value;
     mark_dirty(c);
   }
+  change_level_ = 0;  // every rate on these channels may move
   request_reshare();
 }
 

@@ -1,5 +1,16 @@
 // Max-min fair sharing by progressive filling, restricted to the connected
-// component (flows <-> channels) that changed since the last computation.
+// component (flows <-> channels) that changed since the last computation, and
+// in it to the flows whose rate can move.
+//
+// Partial refill. Let x be the lowest of: the old rate of every flow that left,
+// a lower bound on the new rate of every flow that joined (its cap, and C/n on
+// each of its channels: max-min gives every flow at least its bottleneck's
+// equal share), 0 when a capacity changed. Up to level x, progressive filling
+// of the old and of the new flow set fix the same flows at the same rates (a
+// channel saturating below x carries neither a leaver nor a joiner), so every
+// flow slower than x keeps its rate: it only takes its rate off its channels'
+// capacity. The component is searched from the changed channels through the
+// other flows only, and only they are refilled.
 //
 // Progressive filling raises every unfixed flow's rate together; the next
 // constraint to bind is either the channel with the smallest fair share
@@ -8,9 +19,9 @@
 // at a rate r no greater than a channel's share never lowers that channel's
 // share, so a min-heap with lazy keys finds the next bottleneck: a stale entry
 // is re-keyed only when it reaches the top. One computation costs
-// O(F·h + (C + R) log C) for F flows of h hops over C channels in the
-// component, R being the re-keyed entries (at most one per bottleneck round
-// and channel, far fewer in practice).
+// O(F·h + (C + R) log C) for F refilled flows of h hops over C channels, R
+// being the re-keyed entries (at most one per bottleneck round and channel, far
+// fewer in practice), plus one look at each kept flow of those channels.
 #include <algorithm>
 #include <cmath>
 
@@ -42,50 +53,78 @@ void Network::reshare() {
   reshare_pending_ = false;
   if (dirty_.empty()) return;
   ++reshares_;
-  collect_component();
+  collect_component(refill_level());
   dirty_.clear();
+  joined_.clear();
+  change_level_ = std::numeric_limits<double>::infinity();
   reshared_flows_ += comp_flows_.size();
   progressive_filling();
   apply_rates();
 }
 
-void Network::collect_component() {
-  ++epoch_;
-  comp_channels_.clear();
-  comp_flows_.clear();
-  for (const std::uint32_t c : dirty_) {
-    if (channels_[c].mark != epoch_) {
-      channels_[c].mark = epoch_;
-      channels_[c].demand = 0;
-      comp_channels_.push_back(c);
+double Network::refill_level() {
+  double level = change_level_;
+  for (const std::uint32_t slot : joined_) {
+    const Hot& h = hot_[slot];
+    if (!h.sharing) continue;  // left again (its record may be reused by a later joiner)
+    level = std::min(level, h.cap_bps);
+    const std::uint32_t* hop = &hop_arena_[h.hop_begin];
+    for (std::uint32_t k = 0; k < h.hop_count; ++k) {
+      const auto n = static_cast<double>(channel_flows_[hop[k]].size());
+      level = std::min(level, channels_[hop[k]].capacity / n);
     }
   }
+  // Flows within rounding noise of the level are refilled too.
+  return level * (1 - 1e-9);
+}
+
+void Network::collect_component(double level) {
+  epoch_ += 2;
+  comp_channels_.clear();
+  comp_flows_.clear();
+  auto reach = [this](std::uint32_t c) {
+    Channel& ch = channels_[c];
+    if (ch.mark == epoch_) return;
+    ch.mark = epoch_;
+    comp_channels_.push_back(c);
+  };
+  for (const std::uint32_t c : dirty_) reach(c);
   for (std::size_t i = 0; i < comp_channels_.size(); ++i) {
-    for (const std::uint32_t slot : channel_flows_[comp_channels_[i]]) {
-      Hot& h = hot_[slot];
-      if (h.mark == epoch_) continue;
-      h.mark = epoch_;
-      comp_flows_.push_back(slot);
-      const std::uint32_t* hop = &hop_arena_[h.hop_begin];
-      // The most this flow could ever get: its cap and every channel's capacity.
-      double ub = h.cap_bps;
-      for (std::uint32_t k = 0; k < h.hop_count; ++k) ub = std::min(ub, channels_[hop[k]].capacity);
-      for (std::uint32_t k = 0; k < h.hop_count; ++k) {
-        Channel& ch = channels_[hop[k]];
-        if (ch.mark != epoch_) {
-          ch.mark = epoch_;
-          ch.demand = 0;
-          comp_channels_.push_back(hop[k]);
-        }
-        ch.demand += ub;
+    const std::uint32_t c = comp_channels_[i];
+    double kept = 0, demand = 0;
+    std::uint32_t count = 0;
+    for (const std::uint32_t slot : channel_flows_[c]) {
+      // A flow below the level keeps its rate (a joiner has none yet: refilled).
+      const double rate = rates_[slot];
+      if (rate > 0 && rate < level) {
+        kept += rate;
+        continue;
       }
+      ++count;
+      Hot& h = hot_[slot];
+      if (marks_[slot] != epoch_) {
+        marks_[slot] = epoch_;
+        comp_flows_.push_back(slot);
+        const std::uint32_t* hop = &hop_arena_[h.hop_begin];
+        // The most this flow could ever get: its cap and every channel's capacity.
+        h.ub = h.cap_bps;
+        for (std::uint32_t k = 0; k < h.hop_count; ++k) {
+          h.ub = std::min(h.ub, channels_[hop[k]].capacity);
+          reach(hop[k]);
+        }
+      }
+      demand += h.ub;
     }
+    Channel& ch = channels_[c];
+    ch.rem = ch.capacity - kept;
+    ch.demand = demand;
+    ch.count = count;
   }
 }
 
 void Network::fix_flow(std::uint32_t slot, double rate) {
   Hot& h = hot_[slot];
-  h.fixed = 1;
+  marks_[slot] = epoch_ + 1;
   h.new_rate = rate;
   const std::uint32_t* hop = &hop_arena_[h.hop_begin];
   for (std::uint32_t k = 0; k < h.hop_count; ++k) {
@@ -99,21 +138,18 @@ void Network::fix_flow(std::uint32_t slot, double rate) {
 void Network::progressive_filling() {
   heap_.clear();
   capped_.clear();
-  // A channel whose flows could not fill it even at their individual maxima
-  // (demand <= capacity) never binds: it stays out of the heap, and only its
+  // A channel whose refilled flows could not fill what the kept ones leave even at
+  // their individual maxima (demand <= rem) never binds: it stays out of the heap, and only its
   // capacity as a single-flow bound matters, folded into the flows' caps below.
   for (const std::uint32_t c : comp_channels_) {
     Channel& ch = channels_[c];
-    ch.rem = ch.capacity;
-    ch.count = static_cast<std::uint32_t>(channel_flows_[c].size());
     ch.version = 0;
-    ch.binding = ch.count > 0 && ch.demand > ch.capacity;
-    if (ch.binding) heap_.push_back({ch.rem / ch.count, c, 0});
+    ch.binding = ch.count > 0 && ch.demand > ch.rem;
+    if (ch.binding) heap_.push_back({std::max(ch.rem, 0.0) / ch.count, c, 0});
   }
   std::make_heap(heap_.begin(), heap_.end(), HeapLater{});
   for (const std::uint32_t slot : comp_flows_) {
     Hot& h = hot_[slot];
-    h.fixed = 0;
     double bound = h.cap_bps, binding_min = INFINITY;
     const std::uint32_t* hop = &hop_arena_[h.hop_begin];
     for (std::uint32_t k = 0; k < h.hop_count; ++k) {
@@ -146,7 +182,9 @@ void Network::progressive_filling() {
         heap_.pop_back();
       }
     }
-    while (next_cap < capped_.size() && hot_[capped_[next_cap].second].fixed) ++next_cap;
+    while (next_cap < capped_.size() && marks_[capped_[next_cap].second] != epoch_) {
+      ++next_cap;
+    }
     const double share = heap_.empty() ? INFINITY : heap_.front().share;
     if (next_cap < capped_.size() && capped_[next_cap].first <= share) {
       fix_flow(capped_[next_cap].second, capped_[next_cap].first);
@@ -158,7 +196,7 @@ void Network::progressive_filling() {
     std::pop_heap(heap_.begin(), heap_.end(), HeapLater{});
     heap_.pop_back();
     for (const std::uint32_t slot : channel_flows_[c]) {
-      if (hot_[slot].fixed) continue;
+      if (marks_[slot] != epoch_) continue;  // kept, or fixed already
       fix_flow(slot, share);
       --unfixed;
     }
@@ -170,19 +208,20 @@ void Network::apply_rates() {
     Hot& h = hot_[slot];
     // Rates equal up to rounding noise of the filling order (1e-12 relative) are
     // kept, so the flow keeps its completion event.
-    if (std::abs(h.new_rate - h.rate) > 1e-12 * h.rate || !h.event.valid()) {
+    double& rate = rates_[slot];
+    if (std::abs(h.new_rate - rate) > 1e-12 * rate || !h.event.valid()) {
       settle(slot);  // at the old rate, up to now
-      h.rate = h.new_rate;
+      rate = h.new_rate;
       Flow& f = flows_[h.id];
-      f.info.rate_bps = h.rate;
+      f.info.rate_bps = rate;
       schedule_completion(f);
     }
   }
   const SimTime now = sim_.now();
   for (const std::uint32_t c : comp_channels_) {
     Channel& ch = channels_[c];
-    // Every flow of the component was fixed once and took its rate off each of
-    // its channels, so what is left of the capacity gives the allocation.
+    // Every kept flow's rate and every refilled flow's new rate was taken off each
+    // of its channels, so what is left of the capacity gives the allocation.
     const double allocated = ch.capacity - std::max(ch.rem, 0.0);
     if (allocated == ch.allocated) continue;
     ch.allocated = allocated;
@@ -198,12 +237,13 @@ void Network::apply_rates() {
 
 void Network::schedule_completion(Flow& f) {
   Hot& h = hot_[f.slot];
-  if (!(h.rate > 0)) {  // no capacity now (cannot happen with positive bandwidths)
+  const double rate = rates_[f.slot];
+  if (!(rate > 0)) {  // no capacity now (cannot happen with positive bandwidths)
     sim_.cancel(h.event);
     h.event = {};
     return;
   }
-  const double ns = h.remaining_bits > 0 ? h.remaining_bits / h.rate * 1e9 : 0.0;
+  const double ns = h.remaining_bits > 0 ? h.remaining_bits / rate * 1e9 : 0.0;
   const SimTime delay = ns < 9e18 ? SimTime{std::llround(ns)} : SimTime::max() - sim_.now();
   h.due = (sim_.now() + delay).ns;
   // A slow-down only moves the completion later: the pending event stays and, should it

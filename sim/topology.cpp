@@ -33,6 +33,14 @@ struct DistPlus {
   }
 };
 
+/// SplitMix64's finaliser: a well-mixed 64-bit hash of `x`.
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
 }  // namespace
 
 std::string_view to_string(NodeType k) {
@@ -49,7 +57,8 @@ std::string_view to_string(NodeType k) {
 
 NodeId Topology::add_node(ClusterNode spec) {
   if (spec.name.empty()) throw InputError("node: name must not be empty");
-  if (node_by_name_.count(spec.name)) throw InputError("node \"" + spec.name + "\": duplicate name");
+  if (node_by_name_.count(spec.name))
+    throw InputError("node \"" + spec.name + "\": duplicate name");
   if (spec.gpu_count < 0) throw InputError("node \"" + spec.name + "\": gpu_count must be >= 0");
   const auto id = static_cast<NodeId>(nodes_.size());
   node_by_name_.emplace(spec.name, id);
@@ -77,8 +86,8 @@ LinkId Topology::add_link(ClusterLink spec) {
     throw InputError(what + ": both ends are node \"" + nodes_[spec.a].name + "\"");
   }
   if (!(spec.bandwidth.value > 0) || !std::isfinite(spec.bandwidth.value)) {
-    throw InputError(what + ": bandwidth must be > 0 (got " +
-                     std::to_string(spec.bandwidth.value) + " bit/s)");
+    throw InputError(what + ": bandwidth must be > 0 (got " + std::to_string(spec.bandwidth.value) +
+                     " bit/s)");
   }
   if (spec.latency.ns < 0) {
     throw InputError(what + ": latency must be >= 0 (got " + std::to_string(spec.latency.ns) +
@@ -95,8 +104,9 @@ LinkId Topology::add_link(ClusterLink spec) {
 LinkId Topology::add_link(std::string name, std::string_view a, std::string_view b,
                           BitsPerSecond bandwidth, SimTime latency, LinkDuplex duplex) {
   const std::string field = "link \"" + name + "\"";
-  ClusterLink s{std::move(name), node_id(a, field + " src"), node_id(b, field + " dst"), bandwidth,
-             latency, duplex};
+  ClusterLink s{
+      std::move(name), node_id(a, field + " src"), node_id(b, field + " dst"), bandwidth, latency,
+      duplex};
   return add_link(std::move(s));
 }
 
@@ -180,17 +190,16 @@ const Topology::SourceTree& Topology::tree(NodeId src) const {
       [this](Graph::edge_descriptor e) {
         return Dist{links_[boost::get(boost::edge_index, graph_, e)].latency.ns, 1};
       });
-  boost::dijkstra_shortest_paths(
-      g, src,
-      boost::weight_map(weight)
-          .distance_map(boost::make_iterator_property_map(dist.begin(),
-                                                          boost::get(boost::vertex_index, g)))
-          .predecessor_map(boost::make_iterator_property_map(pred.begin(),
-                                                             boost::get(boost::vertex_index, g)))
-          .distance_compare(DistLess{})
-          .distance_combine(DistPlus{})
-          .distance_inf(kInfinite)
-          .distance_zero(Dist{}));
+  boost::dijkstra_shortest_paths(g, src,
+                                 boost::weight_map(weight)
+                                     .distance_map(boost::make_iterator_property_map(
+                                         dist.begin(), boost::get(boost::vertex_index, g)))
+                                     .predecessor_map(boost::make_iterator_property_map(
+                                         pred.begin(), boost::get(boost::vertex_index, g)))
+                                     .distance_compare(DistLess{})
+                                     .distance_combine(DistPlus{})
+                                     .distance_inf(kInfinite)
+                                     .distance_zero(Dist{}));
   SourceTree t;
   t.latency.resize(n);
   t.hops.resize(n);
@@ -233,6 +242,32 @@ const Route* Topology::route(NodeId src, NodeId dst) const {
   }
   auto& slot = routes_.emplace(key, std::move(result)).first->second;
   return slot ? &*slot : nullptr;
+}
+
+std::optional<Route> Topology::ecmp_route(NodeId src, NodeId dst, std::uint64_t flow_hash) const {
+  const Route* base = route(src, dst);
+  if (!base || src == dst) return base ? std::optional<Route>(*base) : std::nullopt;
+  const SourceTree& t = tree(src);
+  Route r{src, dst, {}, base->latency};
+  std::vector<std::pair<LinkId, NodeId>> next;  // equal-cost links into v, by id
+  for (NodeId v = dst; v != src;) {
+    next.clear();
+    for (auto [e, end] = boost::out_edges(v, graph_); e != end; ++e) {
+      const LinkId l = boost::get(boost::edge_index, graph_, *e);
+      if (!link_usable(l)) continue;
+      const auto u = static_cast<NodeId>(boost::target(*e, graph_));
+      if (t.latency[u] < 0) continue;
+      if (t.latency[u] + links_[l].latency.ns == t.latency[v] && t.hops[u] + 1 == t.hops[v]) {
+        next.emplace_back(l, u);
+      }
+    }
+    std::sort(next.begin(), next.end());
+    const auto& [l, u] = next[splitmix64(flow_hash ^ splitmix64(v)) % next.size()];
+    r.hops.push_back({l, links_[l].a == u});
+    v = u;
+  }
+  std::reverse(r.hops.begin(), r.hops.end());
+  return r;
 }
 
 Route Topology::make_route(NodeId src, NodeId dst, const std::vector<LinkId>& links) const {

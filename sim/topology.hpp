@@ -10,13 +10,18 @@
 // change that can alter routes (a link or node failing or coming back, a link's
 // latency changing, a new link). Bandwidth changes do not move routes (routing
 // is by latency).
-// Every node may forward traffic. Left out: ECMP/multipath, link costs other
-// than latency, per-node forwarding capacity.
+// ECMP (ecmp_route): among the same shortest paths, a per-flow hash picks one,
+// hop by hop walking back from the destination (at each node, the links that
+// keep the path shortest, in id order, indexed by a mix of the hash and the
+// node), as switches hash a flow's 5-tuple; one flow keeps one path.
+// Every node may forward traffic. Left out: per-packet spraying, weighted or
+// unequal-cost multipath, link costs other than latency, per-node forwarding
+// capacity.
 #pragma once
 
 #include <boost/graph/adjacency_list.hpp>
-#include <memory>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,10 +44,10 @@ std::string_view to_string(NodeType k);
 struct ClusterNode {
   std::string name;
   NodeType kind = NodeType::kSwitch;
-  std::string gpu_model;   ///< e.g. "h200"
-  int gpu_count = 0;       ///< GPUs in the node
-  Bytes hbm_per_gpu;       ///< HBM capacity of one GPU
-  Bytes host_memory;       ///< host DRAM (KV offload, replicas)
+  std::string gpu_model;  ///< e.g. "h200"
+  int gpu_count = 0;      ///< GPUs in the node
+  Bytes hbm_per_gpu;      ///< HBM capacity of one GPU
+  Bytes host_memory;      ///< host DRAM (KV offload, replicas)
 };
 
 /// full: each direction has the whole bandwidth; half: both directions share it.
@@ -118,6 +123,9 @@ class Topology {
   /// (or an end is down). src == dst gives an empty route. The pointer stays valid
   /// until the next routing change.
   const Route* route(NodeId src, NodeId dst) const;
+  /// One of the shortest paths from `src` to `dst` (same latency and hop count as route()),
+  /// picked by `flow_hash`; deterministic; nullopt when route() is nullptr. Not cached.
+  std::optional<Route> ecmp_route(NodeId src, NodeId dst, std::uint64_t flow_hash) const;
   /// Builds an explicit route from link ids; throws InputError unless the links form a
   /// connected walk from `src` to `dst`.
   Route make_route(NodeId src, NodeId dst, const std::vector<LinkId>& links) const;
@@ -139,8 +147,9 @@ class Topology {
     bool up = true;
   };
   /// Undirected multigraph; each edge carries its LinkId.
-  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS,
-                                      boost::no_property, boost::property<boost::edge_index_t, LinkId>>;
+  using Graph =
+      boost::adjacency_list<boost::vecS, boost::vecS, boost::undirectedS, boost::no_property,
+                            boost::property<boost::edge_index_t, LinkId>>;
   /// Shortest (latency, hops) from one source to every node; latency < 0: unreachable.
   struct SourceTree {
     std::vector<std::int64_t> latency;
