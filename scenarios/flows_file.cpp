@@ -4,6 +4,7 @@
 #include <map>
 
 #include "cost_model/input_error.hpp"
+#include "scenarios/json_stream.hpp"
 #include "sim/generators.hpp"
 
 namespace kvshift::scenarios {
@@ -85,7 +86,8 @@ void read_link(const Reader& r, sim::Topology& t) {
     return;
   }
   if (a && b && *a == *b) {
-    r.problem("dst", "a link needs two different nodes (both are " + in_quotes(t.node(*a).name) + ")");
+    r.problem("dst",
+              "a link needs two different nodes (both are " + in_quotes(t.node(*a).name) + ")");
     return;
   }
   if (!a || !b || !bw) return;
@@ -108,7 +110,8 @@ sim::LeafSpineParams leaf_spine_params(const Reader& r) {
   p.nodes_per_leaf = count(r, "nodes_per_leaf", 1);
   p.host.bandwidth = positive_bandwidth(r, "bandwidth").value_or(BitsPerSecond{1});
   p.host.latency = time_of(r.duration("latency", false));
-  p.uplink_latency = r.has("uplink_latency") ? time_of(r.duration("uplink_latency")) : p.host.latency;
+  p.uplink_latency =
+      r.has("uplink_latency") ? time_of(r.duration("uplink_latency")) : p.host.latency;
   if (auto o = r.number("oversubscription", false)) {
     if (*o > 0) {
       p.oversubscription = *o;
@@ -144,13 +147,14 @@ void read_generator(const Reader& r, sim::Topology& t) {
     w.site = leaf_spine_params(r);
     w.wan.bandwidth = positive_bandwidth(r, "wan_bandwidth").value_or(BitsPerSecond{1});
     w.wan.latency = time_of(r.duration("wan_latency"));
-    w.gateway = sim::LinkParams{
-        BitsPerSecond{w.site.host.bandwidth.value * w.site.nodes_per_leaf * w.site.leaves /
-                      (w.site.spines * w.site.oversubscription)},
-        w.site.uplink_latency};
+    w.gateway =
+        sim::LinkParams{BitsPerSecond{w.site.host.bandwidth.value * w.site.nodes_per_leaf *
+                                      w.site.leaves / (w.site.spines * w.site.oversubscription)},
+                        w.site.uplink_latency};
     if (d.items().size() == before) sim::add_multi_site(t, w);
   } else {
-    r.problem("kind", "must be star, ring, leaf_spine or multi_site (got " + in_quotes(*kind) + ")");
+    r.problem("kind",
+              "must be star, ring, leaf_spine or multi_site (got " + in_quotes(*kind) + ")");
   }
 }
 
@@ -190,11 +194,53 @@ void read_transfer(const Reader& r, FlowsFile& f, std::map<std::string, std::str
       return;
     }
   } else if (!t.route(*src, *dst)) {
-    r.problem("no route from " + in_quotes(t.node(*src).name) + " to " + in_quotes(t.node(*dst).name) +
-              ": the nodes are not connected");
+    r.problem("no route from " + in_quotes(t.node(*src).name) + " to " +
+              in_quotes(t.node(*dst).name) + ": the nodes are not connected");
     return;
   }
   f.transfers.push_back({*id, *src, *dst, *bytes, time_of(start), route, max_rate});
+}
+
+}  // namespace
+
+namespace {
+
+/// "ecmp": true | false | {"seed": N} (N >= 0; true means seed 0).
+void read_ecmp(const Reader& root, FlowsFile& f) {
+  if (!root.has("ecmp")) return;
+  const Json& v = root.node()["ecmp"];
+  if (v.is_boolean()) {
+    if (v.get<bool>()) f.ecmp_seed = 0;
+  } else if (v.is_object()) {
+    const Reader r = *root.object("ecmp");
+    r.allow_only({"seed"});
+    const auto seed = r.integer("seed", false);
+    if (seed && *seed < 0) {
+      r.problem("seed", "must be >= 0 (got " + std::to_string(*seed) + ")");
+    } else {
+      f.ecmp_seed = static_cast<std::uint64_t>(seed.value_or(0));
+    }
+  } else {
+    root.problem("ecmp", "expected true, false or {\"seed\": N} (got " + v.dump() + ")");
+  }
+}
+
+/// Everything but the transfers: root checks, generator, nodes, links. Returns false when
+/// the document is not an object (nothing else can be read).
+bool read_topology(const Reader& root, FlowsFile& f) {
+  if (!root.node().is_object()) {
+    root.problem("expected a JSON object with nodes, links and transfers");
+    return false;
+  }
+  root.allow_only({"nodes", "generator", "links", "transfers", "ecmp"});
+  read_ecmp(root, f);
+  const bool generated = root.has("generator");
+  if (auto g = root.object("generator", false)) read_generator(*g, f.topology);
+  root.each(
+      "nodes", [&](const Reader& r) { read_node(r, f.topology); }, !generated);
+  root.each(
+      "links", [&](const Reader& r) { read_link(r, f.topology); }, !generated);
+  return true;
 }
 
 }  // namespace
@@ -203,26 +249,40 @@ FlowsFile parse_flows(const Json& doc, std::string_view source) {
   Diagnostics diag;
   const Reader root(doc, "", diag);
   FlowsFile f;
-  if (!doc.is_object()) {
-    root.problem("expected a JSON object with nodes, links and transfers");
-    diag.throw_if_any(source);
-  }
-  root.allow_only({"nodes", "generator", "links", "transfers"});
-  const bool generated = root.has("generator");
-  if (auto g = root.object("generator", false)) read_generator(*g, f.topology);
-  root.each("nodes", [&](const Reader& r) { read_node(r, f.topology); }, !generated);
-  root.each("links", [&](const Reader& r) { read_link(r, f.topology); }, !generated);
+  if (!read_topology(root, f)) diag.throw_if_any(source);
   std::map<std::string, std::string> ids;
   root.each("transfers", [&](const Reader& r) { read_transfer(r, f, ids); });
   diag.throw_if_any(source);
   return f;
 }
 
-FlowsFile load_flows_file(const std::string& path) { return parse_flows(read_json_file(path), path); }
+FlowsFile load_flows_file(const std::string& path) {
+  // Two passes: the topology (the document without the transfers' elements), then the
+  // transfers one at a time, so no DOM of the whole file is ever held.
+  const Json skeleton = read_json_skeleton(path, "transfers");
+  Diagnostics diag;
+  const Reader root(skeleton, "", diag);
+  FlowsFile f;
+  if (!read_topology(root, f)) diag.throw_if_any(path);
+  std::map<std::string, std::string> ids;
+  // A transfers value that is not an array stays in the skeleton and is reported here.
+  root.each("transfers", [&](const Reader& r) { read_transfer(r, f, ids); });
+  if (skeleton.contains("transfers") && skeleton["transfers"].is_array()) {
+    stream_json_array(path, "transfers", [&](const Json& t, std::size_t i) {
+      read_transfer(Reader(t, "/transfers/" + std::to_string(i), diag), f, ids);
+    });
+  }
+  diag.throw_if_any(path);
+  return f;
+}
 
 std::vector<FlowOutcome> simulate_flows(FlowsFile& flows) {
   sim::Simulator simulator;
-  sim::Network network(simulator, flows.topology, sim::NetworkOptions{false});
+  sim::NetworkOptions options;
+  options.record_utilisation = false;
+  options.ecmp = flows.ecmp_seed.has_value();
+  options.ecmp_seed = flows.ecmp_seed.value_or(0);
+  sim::Network network(simulator, flows.topology, options);
   for (const FlowTransfer& t : flows.transfers) {
     sim::TransferRequest r;
     r.src = t.src;

@@ -7,7 +7,11 @@
 //    "transfers": [{"id": "t1", "src": "A", "dst": "B", "bytes": 1000000000,
 //                   "start": "0.5s", "route": ["L1"], "max_rate": "400Mbps"}, ...]}
 // duplex: "full" (default) or "half"; bytes: an integer or a unit string; start
-// defaults to 0s; route (link ids) and max_rate are optional. A generator
+// defaults to 0s; route (link ids) and max_rate are optional. "ecmp": true or
+// {"seed": N} (optional, default off) spreads routed transfers over the
+// equal-cost shortest paths, one path per transfer picked by a hash of the seed
+// and the transfer's position (sim::NetworkOptions::ecmp); off, every transfer
+// takes the lowest-id shortest path. A generator
 // (star, ring, leaf_spine, multi_site) adds its nodes ("gpu0", ...) and links
 // before the explicit ones. Every problem is reported with its JSON path.
 // A transfer whose source and destination are not connected is an input error
@@ -15,6 +19,7 @@
 // it would cause in the simulator is known before running).
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -39,11 +44,13 @@ struct FlowTransfer {
 struct FlowsFile {
   sim::Topology topology;
   std::vector<FlowTransfer> transfers;
+  std::optional<std::uint64_t> ecmp_seed;  ///< set: ECMP on with this seed
 };
 
 /// Reads a flows document; throws InputError listing every problem ("source: /path: ...").
 FlowsFile parse_flows(const Json& doc, std::string_view source);
-/// Reads and parses a flows file.
+/// Reads and parses a flows file, streaming its transfers (scenarios/json_stream.hpp):
+/// memory grows with the topology and the parsed transfers, never with a DOM of the file.
 FlowsFile load_flows_file(const std::string& path);
 
 /// How one transfer ended.

@@ -1,13 +1,18 @@
 // Flows files: the documented format, generators, and every bad-input path.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+
 #include "cost_model/input_error.hpp"
 #include "scenarios/flows_file.hpp"
 
 namespace kvshift::scenarios {
 namespace {
 
-FlowsFile parse(const std::string& text) { return parse_flows(parse_json_text(text, "f.json"), "f.json"); }
+FlowsFile parse(const std::string& text) {
+  return parse_flows(parse_json_text(text, "f.json"), "f.json");
+}
 
 std::string error_of(const std::string& text) {
   try {
@@ -94,8 +99,9 @@ TEST(FlowsFile, EveryProblemIsReportedWithItsJsonPath) {
        {"f.json: /nodes/2: duplicate node \"A\"", "/links/0/dst: unknown node \"Z\"",
         "/links/1/bandwidth: must be > 0", "/links/1/latency:", "/links/2/bandwith: unknown key",
         "did you mean \"bandwidth\"", "/links/2/bandwidth: is required",
-        "/links/2/duplex: must be full or half (got \"simplex\")", "/transfers/0/bytes:",
-        "/transfers/0/start:", "/transfers/1/id: duplicate transfer id \"t1\" (first at /transfers/0)",
+        "/links/2/duplex: must be full or half (got \"simplex\")",
+        "/transfers/0/bytes:", "/transfers/0/start:",
+        "/transfers/1/id: duplicate transfer id \"t1\" (first at /transfers/0)",
         "/transfers/1/route/0: unknown link \"L9\"", "/extra: unknown key"}) {
     EXPECT_NE(e.find(expected), std::string::npos) << "missing: " << expected << "\nin:\n" << e;
   }
@@ -126,6 +132,103 @@ TEST(FlowsFile, BadGeneratorsAreInputErrors) {
                 .find("/generator/nodes: must be >= 3"),
             std::string::npos);
   EXPECT_NE(error_of("[1, 2]").find("expected a JSON object"), std::string::npos);
+}
+
+TEST(FlowsFile, EcmpIsOffByDefaultAndTakesASeed) {
+  const std::string topo = R"("generator": {"kind": "leaf_spine", "leaves": 2, "spines": 4,
+      "nodes_per_leaf": 4, "bandwidth": "100Gbps"},
+    "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu4", "bytes": "1GB"},
+                  {"id": "b", "src": "gpu1", "dst": "gpu5", "bytes": "1GB"},
+                  {"id": "c", "src": "gpu2", "dst": "gpu6", "bytes": "1GB"},
+                  {"id": "d", "src": "gpu3", "dst": "gpu7", "bytes": "1GB"}])";
+  EXPECT_FALSE(parse("{" + topo + "}").ecmp_seed);
+  EXPECT_FALSE(parse("{" + topo + R"(, "ecmp": false})").ecmp_seed);
+  EXPECT_EQ(parse("{" + topo + R"(, "ecmp": true})").ecmp_seed, 0u);
+  FlowsFile on = parse("{" + topo + R"(, "ecmp": {"seed": 11}})");
+  EXPECT_EQ(on.ecmp_seed, 11u);
+  FlowsFile off = parse("{" + topo + "}");
+  // One spine for all four (a quarter of its 100 Gbps uplink each: 8e9 bit in 0.32 s) against
+  // several.
+  auto last = [](FlowsFile& f) {
+    sim::SimTime t;
+    for (const FlowOutcome& o : simulate_flows(f)) t = std::max(t, o.finish);
+    return t;
+  };
+  EXPECT_EQ(last(off), sim::SimTime{320'000'000});
+  EXPECT_LT(last(on), last(off));
+  EXPECT_NE(error_of("{" + topo + R"(, "ecmp": {"seed": -1}})").find("/ecmp/seed: must be >= 0"),
+            std::string::npos);
+  EXPECT_NE(error_of("{" + topo + R"(, "ecmp": "yes"})").find("/ecmp: expected true, false"),
+            std::string::npos);
+  EXPECT_NE(error_of("{" + topo + R"(, "ecmp": {"sed": 1}})").find("/ecmp/sed: unknown key"),
+            std::string::npos);
+}
+
+/// load_flows_file (streamed) on `text` written to a file; its error text, or "".
+std::string streamed_error(const std::string& text, FlowsFile* out = nullptr) {
+  const std::string path = ::testing::TempDir() + "kvshift-flows-stream.json";
+  std::ofstream(path) << text;
+  std::string error;
+  try {
+    FlowsFile f = load_flows_file(path);
+    if (out) *out = std::move(f);
+  } catch (const InputError& e) {
+    error = e.what();
+  }
+  std::remove(path.c_str());
+  return error;
+}
+
+TEST(FlowsFile, StreamedReadEqualsTheDomReadWhereverTheTransfersSit) {
+  // Transfers first: the streamed reader reads the topology in a first pass.
+  const std::string text =
+      R"({"transfers": [{"id": "t1", "src": "A", "dst": "C", "bytes": 1000000000,
+      "start": "0.5s", "route": ["L1", "L2"]}, {"id": "t2", "src": "C", "dst": "A", "bytes": "1GiB",
+      "max_rate": "1Mbps", "extra": {"nested": [1, [2, 3], {"x": null}]}}],
+    "nodes": ["A", "B", "C"],
+    "links": [{"id": "L1", "src": "A", "dst": "B", "bandwidth": "1Gbps", "latency": "1ms"},
+              {"id": "L2", "src": "B", "dst": "C", "bandwidth": "10Gbps", "latency": "50us"}]})";
+  FlowsFile streamed;
+  EXPECT_NE(streamed_error(text).find("/transfers/1/extra: unknown key"), std::string::npos);
+  std::string fixed = text;
+  fixed.replace(fixed.find(R"(, "extra")"),
+                std::string(R"(, "extra": {"nested": [1, [2, 3], {"x": null}]})").size(), "");
+  ASSERT_EQ(streamed_error(fixed, &streamed), "");
+  const FlowsFile dom = parse(fixed);
+  ASSERT_EQ(streamed.transfers.size(), 2u);
+  EXPECT_EQ(streamed.topology.node_count(), dom.topology.node_count());
+  EXPECT_EQ(streamed.topology.link_count(), dom.topology.link_count());
+  for (std::size_t i = 0; i < 2; ++i) {
+    const FlowTransfer &a = streamed.transfers[i], &b = dom.transfers[i];
+    EXPECT_EQ(a.id, b.id);
+    EXPECT_EQ(a.src, b.src);
+    EXPECT_EQ(a.dst, b.dst);
+    EXPECT_EQ(a.bytes.count, b.bytes.count);
+    EXPECT_EQ(a.start, b.start);
+    EXPECT_EQ(a.route, b.route);
+    EXPECT_EQ(a.max_rate.has_value(), b.max_rate.has_value());
+  }
+  EXPECT_EQ(simulate_flows(streamed)[0].finish, sim::SimTime{8'501'050'000});
+}
+
+TEST(FlowsFile, StreamedReadReportsPathsAndSyntaxErrors) {
+  const std::string e = streamed_error(R"({"nodes": ["A", "B"], "links": [{"src": "A", "dst": "B",
+      "bandwidth": "1Gbps"}], "transfers": [{"id": "a", "src": "A", "dst": "B", "bytes": 1},
+      {"id": "a", "src": "Q", "dst": "B", "bytes": 1}, 7], "extra": [1]})");
+  for (const char* expected :
+       {"/transfers/1/id: duplicate transfer id \"a\" (first at /transfers/0)",
+        "/transfers/1/src: unknown node \"Q\"", "/transfers/2:", "/extra: unknown key"}) {
+    EXPECT_NE(e.find(expected), std::string::npos) << "missing: " << expected << "\nin:\n" << e;
+  }
+  EXPECT_NE(streamed_error(R"({"nodes": ["A"], "transfers": {"id": 1}})")
+                .find("/transfers: expected an array"),
+            std::string::npos);
+  EXPECT_NE(streamed_error(R"({"nodes": ["A"]})").find("/transfers: is required"),
+            std::string::npos);
+  EXPECT_NE(
+      streamed_error(R"({"nodes": ["A"], "transfers": [{"id": )").find("not valid JSON at byte"),
+      std::string::npos);
+  EXPECT_NE(streamed_error("[1, 2]").find("expected a JSON object"), std::string::npos);
 }
 
 }  // namespace
