@@ -74,7 +74,9 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
   std::vector<std::uint64_t> lost;
   if (proxy_gpus_[node]) proxy_gpus_[node]->fail();  // scores in flight are lost
   for (int g : node_gpus_[node]) {
-    for (std::uint64_t id : gpus_[g]->worker->fail()) lost.push_back(id);
+    // The requests that live here are those holding a reservation; queued work of others
+    // (a ProxyKV scoring job of a request that has since migrated) is dropped, not lost.
+    gpus_[g]->worker->fail();
     for (std::uint64_t id : gpus_[g]->members) lost.push_back(id);
     set_load(*gpus_[g], 0);  // after fail(): the GPU leaves the router's index
     gpus_[g]->members.clear();

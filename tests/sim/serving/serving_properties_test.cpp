@@ -1,0 +1,271 @@
+// Property tests of the serving model over random scenarios (seeded, 8 shards of
+// 250): small clusters with node failures and repairs, link failures and
+// degradations, drains and rebalancing, under every strategy and protection
+// mode. Whatever happens, the books must balance:
+//   - every request ends exactly once: completed, failed with a reason, or
+//     unfinished at the end with what it was doing;
+//   - every move ends in exactly one outcome, inside the run, never before it began;
+//   - the bytes a finished move shipped are its plan's bytes;
+//   - no move lands on a node that is draining or down;
+//   - the predictors are shipped to a node at most once while it keeps them;
+//   - GPU busy time never exceeds duration x GPUs.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <set>
+
+#include "cost_model/compute_costs.hpp"
+#include "cost_model/storage.hpp"
+#include "scenarios/scenario_loader.hpp"
+#include "sim/serving/scenario_run.hpp"
+#include "sim/time.hpp"
+
+namespace kvshift::sim {
+namespace {
+
+using nlohmann::json;
+constexpr int kShards = 8;
+constexpr int kScenariosPerShard = 250;
+
+template <class T>
+const T& pick(std::mt19937_64& rng, const std::vector<T>& v) {
+  return v[std::uniform_int_distribution<std::size_t>(0, v.size() - 1)(rng)];
+}
+
+double uniform(std::mt19937_64& rng, double lo, double hi) {
+  return std::uniform_real_distribution<double>(lo, hi)(rng);
+}
+
+std::string seconds(double s) { return std::to_string(s) + "s"; }
+
+json random_scenario(std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int gpus = std::uniform_int_distribution<int>(2, 6)(rng);
+  const bool store = rng() % 2 == 0;
+  const double duration = uniform(rng, 4, 15);
+  json nodes = json::array({{{"name", "sw"}, {"kind", "switch"}}});
+  json links = json::array();
+  for (int i = 0; i < gpus; ++i) {
+    nodes.push_back({{"name", "gpu" + std::to_string(i)}, {"hbm", pick(rng, std::vector<std::string>{"3.5GiB", "5GiB", "12GiB"})}});
+    links.push_back({{"a", "gpu" + std::to_string(i)}, {"b", "sw"},
+                     {"bandwidth", pick(rng, std::vector<std::string>{"100Mbps", "1Gbps", "25Gbps"})},
+                     {"latency", pick(rng, std::vector<std::string>{"50us", "2ms"})}});
+  }
+  if (rng() % 2) links.push_back({{"a", "gpu0"}, {"b", "gpu1"}, {"bandwidth", "10Gbps"}, {"latency", "1ms"}});
+  if (store) {
+    nodes.push_back({{"name", "store"}, {"kind", "storage"}, {"capacity", "1TiB"}});
+    links.push_back({{"a", "store"}, {"b", "sw"}, {"bandwidth", "10Gbps"}, {"latency", "100us"}});
+  }
+  json events = json::array();
+  const int n_events = std::uniform_int_distribution<int>(0, 6)(rng);
+  for (int e = 0; e < n_events; ++e) {
+    const std::string node = "gpu" + std::to_string(std::uniform_int_distribution<int>(0, gpus - 1)(rng));
+    const std::string link = node + "-sw";
+    const double at = uniform(rng, 0.2, duration);
+    switch (rng() % 5) {
+      case 0:
+        events.push_back({{"type", "node_failure"}, {"at", seconds(at)}, {"node", node},
+                          {"detection_delay", pick(rng, std::vector<std::string>{"0s", "200ms"})}});
+        if (rng() % 2) events.back()["repair_after"] = seconds(uniform(rng, 0.5, 5));
+        break;
+      case 1:
+        events.push_back({{"type", "drain"}, {"at", seconds(at)}, {"node", node}});
+        break;
+      case 2:
+        events.push_back({{"type", "link_failure"}, {"at", seconds(at)}, {"link", link}});
+        if (rng() % 2) events.back()["repair_after"] = seconds(uniform(rng, 0.5, 5));
+        break;
+      case 3:
+        events.push_back({{"type", "link_degrade"}, {"at", seconds(at)}, {"link", link},
+                          {"bandwidth", "20Mbps"}, {"repair_after", seconds(uniform(rng, 0.5, 5))}});
+        break;
+      default:
+        events.push_back({{"type", "node_failure"}, {"at", seconds(at)}, {"node", node}, {"detection_delay", "0s"}});
+        break;
+    }
+  }
+  std::vector<std::string> modes = {"none", "full", "risk_kv", "proxy_kv"};
+  std::vector<std::string> placements = {"next_node", "least_loaded"};
+  if (store) placements.push_back("storage");
+  json protection = {{"mode", pick(rng, modes)}};
+  if (protection["mode"] != "none") {
+    protection["stream_every_tokens"] = pick(rng, std::vector<int>{16, 64, 256});
+    protection["placement"] = pick(rng, placements);
+    if (protection["placement"] == "storage") protection["store"] = "store";
+  }
+  json predictors = {{"placement", "preloaded"}};
+  if (rng() % 2) {
+    predictors = {{"placement", "on_demand"}, {"source", store ? "store" : "gpu0"}};
+  }
+  json policies = {
+      {"strategies", {"full_kv", "token_replay", "risk_kv", "proxy_kv", "adaptive"}}};
+  if (rng() % 3 == 0) policies["rebalance"] = {{"threshold", 0.5}, {"check_interval", "500ms"}};
+  if (rng() % 3 == 0) policies["quality_budget"] = 0.005;
+  return {{"name", "random-" + std::to_string(seed)},
+          {"model", "qwen2.5-1.5b"},
+          {"gpu", "rtx3060-laptop"},
+          {"cluster", {{"nodes", nodes}, {"links", links}}},
+          {"workload", {{"arrival", "poisson"}, {"rate", uniform(rng, 2, 30)},
+                        {"max_requests", std::uniform_int_distribution<int>(5, 60)(rng)},
+                        {"prompt_tokens", {{"distribution", "uniform"}, {"min", 32}, {"max", 3000}}},
+                        {"output_tokens", {{"distribution", "uniform"}, {"min", 8}, {"max", 600}}}}},
+          {"serving", {{"max_batch", pick(rng, std::vector<int>{1, 8, 32})}}},
+          {"protection", protection},
+          {"events", events},
+          {"policies", policies},
+          {"risk_kv", {{"topology", "paper"}, {"delta_nll", 0.003}}},
+          {"proxy_kv", {{"proxy_model", "qwen2.5-0.5b"}, {"retention", 0.4}, {"delta_nll", 0.004}}},
+          {"predictors", predictors},
+          {"seed", seed},
+          {"duration", seconds(duration)}};
+}
+
+// Spans during which a node is draining or down: [from, to).
+std::map<std::string, std::vector<std::pair<std::int64_t, std::int64_t>>> closed_spans(
+    const ScenarioSpec& spec) {
+  std::map<std::string, std::vector<std::pair<std::int64_t, std::int64_t>>> spans;
+  const std::int64_t never = std::numeric_limits<std::int64_t>::max();
+  std::map<std::string, std::vector<std::int64_t>> repairs;
+  for (const EventSpec& e : spec.events) {
+    if (e.kind == EventKind::kNodeFailure && e.repair_after) {
+      repairs[e.node].push_back(from_seconds(e.at).ns + from_seconds(*e.repair_after).ns);
+    }
+  }
+  for (const EventSpec& e : spec.events) {
+    if (e.kind != EventKind::kNodeFailure && e.kind != EventKind::kDrain) continue;
+    const std::int64_t at = from_seconds(e.at).ns;
+    std::int64_t until = never;  // a repair (of any failure) reopens the node
+    for (std::int64_t r : repairs[e.node]) {
+      if (r > at) until = std::min(until, r);
+    }
+    spans[e.node].emplace_back(at, until);
+  }
+  return spans;
+}
+
+const std::vector<std::pair<std::int64_t, std::int64_t>> kNoSpans;
+
+void check_run(const ScenarioSpec& spec, const RunResult& run, const std::string& label) {
+  const std::int64_t end = from_seconds(spec.duration).ns;
+  std::set<std::uint64_t> ids;
+  for (const RequestRecord& r : run.requests) {
+    ASSERT_TRUE(ids.insert(r.id).second) << label << ": request " << r.id << " twice";
+    switch (r.outcome) {
+      case RequestOutcome::kCompleted:
+        EXPECT_GE(r.first_token_ns, r.arrival_ns) << label;
+        EXPECT_GE(r.finish_ns, r.first_token_ns) << label;
+        EXPECT_LE(r.finish_ns, end) << label;
+        break;
+      case RequestOutcome::kFailed:
+      case RequestOutcome::kUnfinished:
+        EXPECT_FALSE(r.reason.empty()) << label << ": request " << r.id << " ended without a reason";
+        break;
+    }
+  }
+  ASSERT_EQ(ids.size(), run.requests.size());
+  const auto spans = closed_spans(spec);
+  const auto& m = spec.model;
+  std::map<std::string, std::vector<std::int64_t>> shipped;  // node -> predictor fetch times
+  for (const MoveRecord& mv : run.moves) {
+    const std::string what = label + ": move of request " + std::to_string(mv.request);
+    EXPECT_TRUE(ids.count(mv.request)) << what;
+    EXPECT_GE(mv.end_ns, mv.start_ns) << what;
+    EXPECT_LE(mv.end_ns, end) << what;
+    if (mv.outcome != MoveOutcome::kDone) continue;
+    EXPECT_FALSE(mv.strategy.empty()) << what;
+    const std::int64_t avail = mv.available_tokens;
+    std::int64_t kv = 0;
+    if (mv.strategy == "full_kv") kv = cost_model::kv_bytes(m, avail).count;
+    if (mv.strategy == "risk_kv") kv = cost_model::storage(m, spec.risk_kv->topology, avail, {}).kv_kept.count;
+    if (mv.strategy == "proxy_kv") {
+      kv = std::llround(spec.proxy_kv->retention * static_cast<double>(cost_model::kv_bytes(m, avail).count));
+    }
+    EXPECT_EQ(mv.kv_bytes, mv.source.empty() ? 0 : kv) << what << " (" << mv.strategy << ")";
+    EXPECT_EQ(mv.token_bytes, mv.strategy == "token_replay" && !mv.source.empty() ? 4 * mv.context_tokens : 0)
+        << what;
+    if (mv.requested != "adaptive" && mv.requested != mv.strategy) {
+      EXPECT_FALSE(mv.fallback.empty()) << what << ": a fallback without a reason";
+    }
+    if (mv.requested != "adaptive" && mv.fallback.empty()) {
+      EXPECT_EQ(mv.strategy, mv.requested) << what;
+    }
+    if (mv.delta_nll > 0) {
+      EXPECT_TRUE(mv.strategy == "risk_kv" || mv.strategy == "proxy_kv") << what;
+    }
+    if (spec.policies.quality_budget) {
+      EXPECT_LE(mv.delta_nll, *spec.policies.quality_budget) << what;
+    }
+    const auto closed = spans.find(mv.to);
+    for (const auto& [from, to] : closed == spans.end() ? kNoSpans : closed->second) {
+      EXPECT_FALSE(mv.end_ns >= from && mv.end_ns < to)
+          << what << " landed on " << mv.to << " while it was draining or down";
+      EXPECT_FALSE(mv.start_ns > from && mv.start_ns < to) << what << " planned onto a closed node";
+    }
+    if (mv.predictor_bytes > 0) shipped[mv.to].push_back(mv.start_ns);
+  }
+  // A node keeps the predictors until it fails: a second shipment needs a failure between.
+  for (auto& [node, times] : shipped) {
+    std::sort(times.begin(), times.end());
+    for (std::size_t i = 1; i < times.size(); ++i) {
+      bool failed_between = false;
+      for (const EventSpec& e : spec.events) {
+        const std::int64_t at = from_seconds(e.at).ns;
+        if (e.kind == EventKind::kNodeFailure && e.node == node && at >= times[i - 1] && at <= times[i]) {
+          failed_between = true;
+        }
+      }
+      EXPECT_TRUE(failed_between) << label << ": predictors shipped to " << node << " twice";
+    }
+  }
+  const GpuTime& g = run.gpu_time;
+  const std::int64_t busy = g.prefill + g.decode + g.reconstruct + g.replay + g.proxy_scoring;
+  EXPECT_LE(busy, end * run.gpus) << label << ": GPU busy time over duration x GPUs";
+}
+
+class ServingProperties : public ::testing::TestWithParam<int> {};
+
+TEST_P(ServingProperties, BooksBalanceOnRandomScenarios) {
+  std::map<MoveOutcome, int> outcomes;
+  std::set<std::string> executed;
+  for (int i = 0; i < kScenariosPerShard; ++i) {
+    const std::uint64_t seed = 1000 + static_cast<std::uint64_t>(GetParam() * kScenariosPerShard + i);
+    const json doc = random_scenario(seed);
+    const ScenarioSpec spec = scenarios::load_scenario_text(doc.dump(), "random");
+    const cost_model::RooflineCosts compute(spec.gpu);
+    std::vector<RunResult> runs;
+    try {
+      runs = run_scenario(spec, compute, {false, {}});
+    } catch (const std::exception& e) {
+      FAIL() << "seed " << seed << ": " << e.what() << "\nscenario: " << doc.dump();
+    }
+    for (const RunResult& run : runs) {
+      check_run(spec, run, "seed " + std::to_string(seed) + " " + run.strategy);
+      for (const MoveRecord& m : run.moves) {
+        ++outcomes[m.outcome];
+        executed.insert(m.strategy);
+      }
+    }
+    if (::testing::Test::HasFailure()) {
+      ADD_FAILURE() << "scenario: " << doc.dump();
+      return;
+    }
+  }
+  // The shard exercised what it claims to: moves of every outcome, every strategy executed.
+  for (MoveOutcome o : {MoveOutcome::kDone, MoveOutcome::kFailed, MoveOutcome::kCancelled,
+                        MoveOutcome::kUnfinished}) {
+    EXPECT_GT(outcomes[o], 0) << move_outcome_name(o);
+  }
+  for (const char* s : {"full_kv", "token_replay", "risk_kv", "proxy_kv"}) {
+    EXPECT_TRUE(executed.count(s)) << s;
+  }
+  std::printf("shard %d: %d done, %d failed, %d cancelled, %d unfinished moves\n", GetParam(),
+              outcomes[MoveOutcome::kDone], outcomes[MoveOutcome::kFailed],
+              outcomes[MoveOutcome::kCancelled], outcomes[MoveOutcome::kUnfinished]);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shards, ServingProperties, ::testing::Range(0, kShards));
+
+}  // namespace
+}  // namespace kvshift::sim
