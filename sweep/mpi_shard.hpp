@@ -2,8 +2,11 @@
 // Boost.MPI, but initialises MPI only when mpirun started the process (it sets
 // OMPI_COMM_WORLD_SIZE; PMI_SIZE / PMIX_RANK for other launchers), so a plain
 // `kvshift sweep` never pays for or depends on an MPI singleton. Rank r runs
-// points k with k mod size == r; the results are gathered on rank 0, which
-// alone writes sweep.csv. Only the calling thread talks MPI (funneled).
+// the points still to run whose index among them is r mod size (points k with
+// k mod size == r on a fresh sweep; on --resume the leftovers of a dead rank are
+// spread over all); each writes a point's summary as it finishes, and the
+// results are gathered on rank 0, which alone writes sweep.csv. Only the calling thread talks MPI
+// (funneled).
 #pragma once
 
 #include <cstdint>

@@ -141,10 +141,14 @@ SweepOutcome run_sweep(const SweepPlan& plan, const std::filesystem::path& dir,
   done = world.broadcast(std::move(done));
   out.skipped = done.size();
   const std::set<std::uint64_t> done_set(done.begin(), done.end());
+  // The i-th point still to run goes to rank i mod size (k mod size on a fresh sweep), so a
+  // resume after a rank died spreads that rank's leftovers over every rank.
   std::vector<std::uint64_t> to_run;
+  std::uint64_t left = 0;
   for (std::uint64_t k = 0; k < out.points; ++k) {
-    if (!done_set.count(k) &&
-        k % static_cast<std::uint64_t>(world.size()) == static_cast<std::uint64_t>(world.rank())) {
+    if (done_set.count(k)) continue;
+    if (left++ % static_cast<std::uint64_t>(world.size()) ==
+        static_cast<std::uint64_t>(world.rank())) {
       to_run.push_back(k);
     }
   }
