@@ -15,7 +15,7 @@ trap 'rm -rf "$out"' EXIT
 walls=()
 for i in $(seq "$repeats"); do
   /usr/bin/time -f "%e %U %M" -o "$out/time" "$build/apps/kvshift" run "$scenario" --quiet \
-    --out "$out/run" > "$out/log" 2>&1
+    --out "$out/run" --force > "$out/log" 2>&1
   read -r wall user rss_kb < "$out/time"
   events=$(python3 -c "import json;print(json.load(open('$out/run/summary.json'))['strategies']['risk_kv']['events'])")
   completed=$(python3 -c "import json;print(json.load(open('$out/run/summary.json'))['strategies']['risk_kv']['requests']['completed'])")

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cost_model/input_error.hpp"
+#include "scenarios/cost_table.hpp"
 #include "scenarios/scenario_keys.hpp"
 #include "scenarios/scenario_parts.hpp"
 #include "scenarios/spec_files.hpp"
@@ -209,6 +210,29 @@ sim::PredictorSpec parse_predictors(const Reader& r) {
   }
   p.batch_reconstruction = r.boolean("batch_reconstruction", false).value_or(true);
   return p;
+}
+
+void check_cost_table(const Reader& top, const sim::ScenarioSpec& spec) {
+  // Everything `kvshift run` would refuse in the table is refused here, so validate agrees.
+  const std::string& path = spec.cost_source.profile_path;
+  try {
+    const CostTable table = read_cost_table(path);
+    if (table.model != spec.model.name) {
+      top.problem("cost_source", path + " was measured for model \"" + table.model + "\", not \"" +
+                                     spec.model.name + "\"");
+    }
+    auto has = [&](const char* op) {
+      return std::any_of(table.entries.begin(), table.entries.end(),
+                         [&](const auto& e) { return e.op == op; });
+    };
+    if (!has("prefill")) top.problem("cost_source", path + " has no \"prefill\" entries");
+    if (spec.risk_kv && !spec.risk_kv->topology.empty() && !has("reconstruct")) {
+      top.problem("cost_source", path + " has no \"reconstruct\" entries, and the scenario uses RISK-KV");
+    }
+    (void)make_table_costs(table, nullptr);  // entry-level checks
+  } catch (const InputError& e) {
+    top.problem("cost_source", e.what());
+  }
 }
 
 sim::CostSourceSpec parse_cost_source(const Reader& top, LoadContext& ctx) {

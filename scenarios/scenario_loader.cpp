@@ -37,11 +37,17 @@ void parse_all(const Reader& top, sim::ScenarioSpec& s, detail::LoadContext& ctx
   s.proxy_kv = parse_proxy_kv(top, ctx);
   if (auto r = top.object("predictors", false)) s.predictors = parse_predictors(*r);
   s.cost_source = parse_cost_source(top, ctx);
+  if (s.cost_source.kind == sim::CostSourceKind::kProfile && model_ok) check_cost_table(top, s);
   s.seed = static_cast<std::uint64_t>(
       int_in(top, "seed", 0, std::numeric_limits<std::int64_t>::max(), false).value_or(1));
   if (auto d = duration_at_least0(top, "duration", true, true)) {
-    if (d->value > kMaxDurationS) top.problem("duration", "must be at most 366 days (got " + got(top, "duration") + ")");
-    else s.duration = *d;
+    if (d->value > kMaxDurationS) {
+      top.problem("duration", "must be at most 366 days (got " + got(top, "duration") + ")");
+    } else if (d->value < 1e-3) {  // shorter runs have no room for one request
+      top.problem("duration", "must be at least 1ms (got " + got(top, "duration") + ")");
+    } else {
+      s.duration = *d;
+    }
   }
   if (auto r = top.object("slo", false)) s.slo = parse_slo(*r);
   if (auto r = top.object("outputs", false)) s.outputs = parse_outputs(*r);

@@ -90,6 +90,8 @@ std::optional<sim::RiskKvSpec> parse_risk_kv(const Reader& top, const cost_model
 std::optional<sim::ProxyKvSpec> parse_proxy_kv(const Reader& top, LoadContext& ctx);
 sim::PredictorSpec parse_predictors(const Reader& r);
 sim::CostSourceSpec parse_cost_source(const Reader& top, LoadContext& ctx);
+/// A profile cost table must exist, parse, match the model and hold the ops the scenario needs.
+void check_cost_table(const Reader& top, const sim::ScenarioSpec& spec);
 sim::SloSpec parse_slo(const Reader& r);
 sim::OutputSpec parse_outputs(const Reader& r);
 

@@ -7,6 +7,7 @@
 #include "scenarios/scenario_loader.hpp"
 #include "sim/serving/scenario_run.hpp"
 #include "sweep/point_seed.hpp"
+#include "sweep/sweep_axes.hpp"
 
 namespace kvshift::sweep {
 
@@ -80,9 +81,24 @@ sim::ScenarioSpec load_point(const SweepPlan& plan, std::uint64_t k) {
     for (const std::string& p : load.problems) message += "\n  " + plan.source + ": " + p;
     throw InputError(message);
   }
-  sim::ScenarioSpec spec = std::move(*load.spec);
-  spec.seed = point_seed(spec.seed, point_settings(plan, k));
-  return spec;
+  // Common random numbers: every point simulates the same workload and faults (the
+  // scenario's seed), so a bandwidth sweep compares one traffic; --replicates adds a /seed axis.
+  return std::move(*load.spec);
+}
+
+std::string replicate_axis(const SweepPlan& plan, std::uint64_t replicates) {
+  if (replicates < 2) throw InputError("--replicates: must be at least 2 (got " + std::to_string(replicates) + ")");
+  if (replicates > 10000) throw InputError("--replicates: must be at most 10000 (got " + std::to_string(replicates) + ")");
+  for (const std::string& set : plan.sets) {
+    if (set.rfind("/seed=", 0) == 0) throw InputError("--replicates: the sweep already sets /seed");
+  }
+  const std::uint64_t base = plan.base.value("seed", std::uint64_t{1});
+  std::string axis = "/seed=" + std::to_string(base);  // replicate 0 is the scenario itself
+  for (std::uint64_t r = 1; r < replicates; ++r) {
+    // 63 bits: a scenario seed is a non-negative JSON integer.
+    axis += "," + std::to_string(point_seed(base, {{"replicate", std::to_string(r)}}) >> 1);
+  }
+  return axis;
 }
 
 std::unique_ptr<cost_model::ComputeCosts> roofline_costs(const sim::ScenarioSpec& spec) {

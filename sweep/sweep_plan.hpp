@@ -40,8 +40,12 @@ std::vector<std::pair<std::string, std::string>> point_settings(const SweepPlan&
 /// "/a/b=1Gbps /c=4": point `k` in messages.
 std::string describe_point(const SweepPlan& plan, std::uint64_t k);
 
-/// Loads point `k` (throws InputError prefixed with the point) and gives it its derived seed.
+/// Loads point `k` (throws InputError prefixed with the point). Every point keeps the
+/// scenario's seed (common random numbers).
 sim::ScenarioSpec load_point(const SweepPlan& plan, std::uint64_t k);
+
+/// The "--set" text of a /seed axis of `replicates` seeds: the scenario's, then derived ones.
+std::string replicate_axis(const SweepPlan& plan, std::uint64_t replicates);
 
 /// Where a point's costs come from (the kvshift executable passes its own factory).
 using CostFactory =

@@ -7,10 +7,12 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <unistd.h>
 
 #include "apps/kvshift/command.hpp"
+#include "cost_model/input_error.hpp"
 #include "apps/kvshift/support_costs.hpp"
 #include "reports/html_report.hpp"
 #include "reports/run_report.hpp"
@@ -23,10 +25,39 @@ namespace {
 struct RunCliOptions {
   std::string scenario;
   std::string out;
-  std::int64_t seed = -1;
+  std::string seed;  ///< strict: a whole number in [0, 2^64)
   bool no_trace = false;
   bool quiet = false;
+  bool force = false;
 };
+
+namespace fs = std::filesystem;
+
+// The results go to a fresh folder; --force replaces an existing one. Either way they are
+// written into a temporary sibling first and renamed into place, so an interrupted run
+// never leaves old and new files mixed.
+fs::path staging_dir(const fs::path& out, bool force) {
+  std::error_code ec;
+  if (fs::exists(out, ec) && !(fs::is_directory(out) && fs::is_empty(out)) && !force) {
+    throw InputError("--out: " + out.string() +
+                     " already exists (choose another folder, or --force to replace it)");
+  }
+  fs::path tmp = out;
+  tmp += ".partial-" + std::to_string(::getpid());
+  fs::remove_all(tmp, ec);
+  return tmp;
+}
+
+void publish(const fs::path& tmp, const fs::path& out) {
+  std::error_code ec;
+  fs::path old = out;
+  old += ".old-" + std::to_string(::getpid());
+  if (fs::exists(out)) fs::rename(out, old, ec);
+  if (ec) throw std::runtime_error(out.string() + ": cannot move the old results aside: " + ec.message());
+  fs::rename(tmp, out, ec);
+  if (ec) throw std::runtime_error(out.string() + ": cannot move the results into place: " + ec.message());
+  fs::remove_all(old, ec);
+}
 
 std::string default_out_dir(const std::string& name) {
   char stamp[32];
@@ -38,11 +69,13 @@ std::string default_out_dir(const std::string& name) {
 int run(const RunCliOptions& o) {
   sim::ScenarioSpec spec = o.scenario.empty() ? scenarios::load_embedded_quickstart()
                                               : scenarios::load_scenario_file(o.scenario);
-  if (o.seed >= 0) spec.seed = static_cast<std::uint64_t>(o.seed);
+  if (!o.seed.empty()) spec.seed = parse_seed(o.seed, "--seed");
   if (o.no_trace) std::erase(spec.outputs.files, "trace");
+  // Checked before simulating, so a clash costs nothing.
   const std::string out = !o.out.empty() ? o.out
                           : !spec.outputs.dir.empty() ? spec.outputs.dir
                                                       : default_out_dir(spec.name);
+  const fs::path tmp = staging_dir(out, o.force);
   const auto compute = make_compute_costs(spec);
   if (!o.quiet) std::cout << "kvshift run: " << scenarios::summarize(spec) << "\n";
 
@@ -71,12 +104,17 @@ int run(const RunCliOptions& o) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() -
                                                     wall_start).count();
   const auto summary = reports::run_summary(spec, runs);
-  auto written = reports::write_run_outputs(out, spec, runs);
+  std::vector<fs::path> written;
   try {
-    written.push_back(reports::write_html_report(out));
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "kvshift: warning: no report.html: %s\n", e.what());
+    reports::write_run_outputs(tmp, spec, runs);
+    reports::write_html_report(tmp);  // a failure here (disk full) is a failed run: exit 1
+    publish(tmp, out);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
   }
+  for (const auto& e : fs::directory_iterator(out)) written.push_back(e.path());
   std::int64_t events = 0;
   for (const auto& r : runs) events += r.events;
   if (!o.quiet) {
@@ -93,7 +131,8 @@ Action setup(CLI::App& sub) {
   sub.add_option("scenario", o->scenario,
                  "Scenario JSON file (default: the embedded quickstart scenario)");
   sub.add_option("--out", o->out, "Output folder (default: kvshift-out/<scenario>-<timestamp>)");
-  sub.add_option("--seed", o->seed, "Override the scenario's seed");
+  sub.add_option("--seed", o->seed, "Override the scenario's seed (0 to 2^64-1)");
+  sub.add_flag("--force", o->force, "Replace an existing --out folder (atomically)");
   sub.add_flag("--no-trace", o->no_trace, "Do not write trace.json");
   sub.add_flag("--quiet", o->quiet, "Print only where the files went");
   return [o] { return run(*o); };

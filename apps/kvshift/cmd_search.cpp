@@ -18,7 +18,7 @@ namespace kvshift::app {
 namespace {
 
 struct SearchCliOptions {
-  std::string scenario, vary, objective, strategy, out;
+  std::string scenario, vary, objective, strategy, out, seed;
   double tolerance = 0.02;
   int max_probes = 24;
 };
@@ -39,6 +39,8 @@ std::string clause_values(const sweep::Objective& objective, const sweep::Probe&
 
 int run(const SearchCliOptions& o) {
   sweep::SweepPlan plan = sweep::make_plan(o.scenario, {});
+  // The same seed a sweep of this scenario uses at every point, so the two agree.
+  if (!o.seed.empty()) plan.base["seed"] = parse_seed(o.seed, "--seed");
   sweep::SearchSettings s;
   s.knob = sweep::parse_knob(o.vary);
   s.objective = sweep::parse_objective(o.objective);
@@ -103,6 +105,7 @@ Action setup(CLI::App& sub) {
       ->capture_default_str();
   sub.add_option("--max-probes", o->max_probes, "Most simulations to run")->capture_default_str();
   sub.add_option("--out", o->out, "Also write the probes to OUT/search.csv");
+  sub.add_option("--seed", o->seed, "Workload seed (default: the scenario's, as a sweep uses)");
   return [o] { return run(*o); };
 }
 

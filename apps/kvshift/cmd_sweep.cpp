@@ -8,6 +8,8 @@
 // DIR/wall.json, never into sweep.csv.
 #include <unistd.h>
 #include <CLI/CLI.hpp>
+#include <fstream>
+#include <sstream>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -19,6 +21,7 @@
 #include "apps/kvshift/support_costs.hpp"
 #include "cost_model/input_error.hpp"
 #include "reports/atomic_file.hpp"
+#include "sweep/replicate_means.hpp"
 #include "reports/html_report.hpp"
 #include "scenarios/json_reader.hpp"
 #include "scenarios/scenario_loader.hpp"
@@ -45,6 +48,8 @@ struct SweepCliOptions {
   std::string bandwidth = "1Mbps..100Gbps:60", tokens = "128..32768:40", omit = "0..4";
   std::string model, gpu, latency = "100us";
   std::uint64_t max_rows = 1000000;
+  std::string seed;  ///< the workload seed of every point (default: the scenario's)
+  std::uint64_t replicates = 1;
 };
 
 std::string clock_text(double s) {
@@ -164,6 +169,13 @@ int run(const SweepCliOptions& o) {
   } else {
     if (o.sets.empty()) throw InputError("--set: give at least one POINTER=v1,v2,... to sweep");
     plan = sweep::make_plan(o.scenario, o.sets);
+    if (!o.seed.empty()) plan.base["seed"] = parse_seed(o.seed, "--seed");
+    if (o.replicates != 1) {
+      std::vector<std::string> sets = o.sets;
+      sets.push_back(sweep::replicate_axis(plan, o.replicates));
+      plan = sweep::make_plan(o.scenario, sets);
+      if (!o.seed.empty()) plan.base["seed"] = parse_seed(o.seed, "--seed");
+    }
     dir = o.out.empty() ? "kvshift-out/sweep" : o.out;
   }
   sweep::RunnerOptions options;
@@ -199,6 +211,16 @@ int run(const SweepCliOptions& o) {
         (unsigned long long)r.skipped, r.ranks, options.jobs, r.wall_s, rate);
   }
   std::cout << "wrote " << (dir / "sweep.csv").string() << "\n";
+  const bool replicated = std::any_of(plan.axes.begin(), plan.axes.end(),
+                                      [](const sweep::Axis& a) { return a.pointer == "/seed"; });
+  if (replicated) {
+    std::ifstream in(dir / "sweep.csv", std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    reports::write_file_atomic(dir / "sweep_means.csv", sweep::replicate_means_csv(text.str()));
+    std::cout << "wrote " << (dir / "sweep_means.csv").string()
+              << " (mean and 95 % interval over the /seed replicates)\n";
+  }
   if (!o.no_report) write_report(dir, o.quiet);
   return 0;
 }
@@ -231,6 +253,12 @@ Action setup(CLI::App& sub) {
                  "--analytic: write analytic.csv only up to this many points")
       ->capture_default_str();
   sub.add_flag("--no-report", o->no_report, "Do not write report.html");
+  sub.add_option("--seed", o->seed,
+                 "Workload seed of every point (default: the scenario's; all points share it)");
+  sub.add_option("--replicates", o->replicates,
+                 "Run each point with N seeds (a /seed axis) and write sweep_means.csv "
+                 "with means and 95 % intervals")
+      ->capture_default_str();
   sub.add_flag("--quiet", o->quiet, "No progress and no summary line");
   return [o] { return run(*o); };
 }

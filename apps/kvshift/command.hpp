@@ -3,6 +3,7 @@
 // user chose. Adding a command touches no other file.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -30,5 +31,8 @@ std::vector<CommandInfo> registered_commands();
 struct RegisterCommand {
   explicit RegisterCommand(CommandInfo info);
 };
+
+/// A seed as typed: a whole number in [0, 2^64), else InputError naming `flag`.
+std::uint64_t parse_seed(const std::string& text, const std::string& flag);
 
 }  // namespace kvshift::app
