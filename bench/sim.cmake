@@ -1,6 +1,7 @@
-# sim/ benchmarks: the event engine (Google Benchmark) and the network model
-# against SimGrid on the same flow set (a plain program; SimGrid allows one
-# engine per process, so bench/network_vs_simgrid.sh drives it).
+# sim/ benchmarks: the event engine (Google Benchmark), the network model
+# against SimGrid on the same flow sets (a plain program; SimGrid allows one
+# engine per process, so bench/network_vs_simgrid.sh drives it), and the heap
+# a flows file costs to read (flows_file_memory).
 if(TARGET kvshift_sim)
   kvshift_add_benchmark(sim_event_bench SOURCES sim_event_bench.cpp LIBS kvshift_sim)
   if(NOT TARGET kvshift_simgrid_runner)
@@ -21,5 +22,10 @@ if(TARGET kvshift_sim)
     add_executable(sim_network_vs_simgrid sim_network_vs_simgrid.cpp sim_network_workloads.cpp
       heap_meter.cpp)
     target_link_libraries(sim_network_vs_simgrid PRIVATE kvshift_simgrid_runner kvshift_warnings)
+  endif()
+  if(TARGET kvshift_scenarios)
+    add_executable(flows_file_memory flows_file_memory.cpp heap_meter.cpp)
+    target_link_libraries(flows_file_memory PRIVATE kvshift_scenarios kvshift_warnings)
+    target_include_directories(flows_file_memory PRIVATE ${PROJECT_SOURCE_DIR})
   endif()
 endif()

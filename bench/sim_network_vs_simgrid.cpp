@@ -16,6 +16,7 @@
 //     leaf-spine: [--transfers N] [--rate R] [--hot H] [--wave W] [--leaves L]
 //                 [--per-leaf P] [--spines S]
 //     fat-tree:   [--ft-transfers N] [--k K] [--ft-rate R] [--alpha A]
+//   [--write-flows PREFIX] also writes each flow set as PREFIX<workload>.json for `kvshift flows`
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -40,6 +41,7 @@ struct Options {
   bool run_fat_tree = true;
   int repeat = 3;
   bool simgrid = true;
+  std::string write_flows;  ///< also write each flow set as a flows file (PREFIX<name>.json)
 };
 
 Options parse(int argc, char** argv) {
@@ -80,6 +82,8 @@ Options parse(int argc, char** argv) {
       o.repeat = std::max(1, static_cast<int>(value()));
     else if (a == "--no-simgrid")
       o.simgrid = false;
+    else if (a == "--write-flows")
+      o.write_flows = text();
     else if (a == "--workload") {
       const std::string w = text();
       o.run_leaf_spine = w == "leaf-spine" || w == "both";
@@ -98,6 +102,36 @@ Options parse(int argc, char** argv) {
     std::exit(2);
   }
   return o;
+}
+
+/// `c` as a `kvshift flows` file (nodes n<i>, links l<j>, transfers t<k>), for its memory.
+void write_flows_file(const NetCase& c, const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) {
+    std::fprintf(stderr, "--write-flows: cannot write %s\n", path.c_str());
+    std::exit(2);
+  }
+  std::fprintf(f, "{\"nodes\": [");
+  for (int i = 0; i < c.nodes; ++i) std::fprintf(f, "%s\"n%d\"", i ? ", " : "", i);
+  std::fprintf(f, "],\n \"links\": [");
+  for (std::size_t j = 0; j < c.links.size(); ++j) {
+    const NetLink& l = c.links[j];
+    std::fprintf(f,
+                 "%s\n  {\"id\": \"l%zu\", \"src\": \"n%d\", \"dst\": \"n%d\", \"bandwidth\": "
+                 "\"%.17gbps\", \"latency\": \"%lldns\"}",
+                 j ? "," : "", j, l.a, l.b, l.bandwidth_bps, static_cast<long long>(l.latency_ns));
+  }
+  std::fprintf(f, "],\n \"transfers\": [");
+  for (std::size_t k = 0; k < c.flows.size(); ++k) {
+    const NetFlow& t = c.flows[k];
+    std::fprintf(f,
+                 "%s\n  {\"id\": \"t%zu\", \"src\": \"n%d\", \"dst\": \"n%d\", \"bytes\": %lld, "
+                 "\"start\": \"%lldns\"}",
+                 k ? "," : "", k, t.src, t.dst, static_cast<long long>(t.bytes),
+                 static_cast<long long>(t.start_ns));
+  }
+  std::fprintf(f, "]}\n");
+  std::fclose(f);
 }
 
 struct Measured {
@@ -157,6 +191,9 @@ int main(int argc, char** argv) {
   std::vector<NetCase> cases;
   if (o.run_leaf_spine) cases.push_back(make_leaf_spine_case(o.leaf_spine));
   if (o.run_fat_tree) cases.push_back(make_fat_tree_case(o.fat_tree));
+  if (!o.write_flows.empty()) {
+    for (const NetCase& c : cases) write_flows_file(c, o.write_flows + c.name + ".json");
+  }
   std::vector<Measured> ours;
   for (NetCase& c : cases) {
     ours.push_back(measure_kvshift(c, o.repeat));
