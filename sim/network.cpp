@@ -222,6 +222,7 @@ void Network::leave_sharing(Flow& f) {
   }
   change_level_ = std::min(change_level_, rates_[f.slot]);
   rates_[f.slot] = 0;
+  heap_remove(f.slot);
   h.sharing = 0;
   f.info.rate_bps = 0;
   f.info.phase = TransferPhase::kNone;

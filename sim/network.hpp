@@ -208,17 +208,17 @@ class Network {
   /// component search reads of every flow it passes (its rate, its mark) lives in
   /// two dense arrays beside it (rates_, marks_), so the search stays in L1.
   struct Hot {
-    EventId event;  ///< latency end or completion
+    EventId event;  ///< end of the latency phase
     TransferId id = 0;
     double cap_bps = std::numeric_limits<double>::infinity();
     double remaining_bits = 0;
-    double route_bits = 0;         ///< remaining_bits when it joined the sharing on this route
-    double new_rate = 0;           ///< solver scratch
-    double ub = 0;                 ///< solver scratch: min(cap, capacities of its channels)
-    std::int64_t last_settle = 0;  ///< ns
-    std::int64_t due = 0;          ///< ns: completion at the current rate
-    std::int64_t event_at = 0;     ///< ns: when `event` fires (<= due while sharing)
-    std::uint32_t hop_begin = 0;   ///< channels of the route in hop_arena_
+    double route_bits = 0;             ///< remaining_bits when it joined the sharing on this route
+    double new_rate = 0;               ///< solver scratch
+    double ub = 0;                     ///< solver scratch: min(cap, capacities of its channels)
+    std::int64_t last_settle = 0;      ///< ns
+    std::int64_t due = 0;              ///< ns: completion at the current rate
+    std::uint32_t heap_pos = kNoSlot;  ///< its place in due_heap_ (kNoSlot: not there)
+    std::uint32_t hop_begin = 0;       ///< channels of the route in hop_arena_
     std::uint16_t hop_count = 0;
     std::uint8_t sharing = 0;  ///< in the sharing phase
   };
@@ -262,8 +262,13 @@ class Network {
   void fix_flow(std::uint32_t slot, double rate);
   void apply_rates();
   void schedule_completion(Flow& f);
-  void arm_completion(TransferId id);
-  void completion_event(TransferId id);
+  bool due_before(std::uint32_t a, std::uint32_t b) const;
+  void sift_up(std::size_t i);
+  void sift_down(std::size_t i);
+  void heap_update(std::uint32_t slot);
+  void heap_remove(std::uint32_t slot);
+  void arm_tick();
+  void tick();
   void on_route_change(std::optional<LinkId> link, std::optional<NodeId> node);
   void notify(void (NetworkObserver::*fn)(const TransferInfo&), const Flow& f);
 
@@ -291,6 +296,11 @@ class Network {
   std::vector<std::uint32_t> comp_flows_;  ///< Hot records to refill
   std::vector<std::pair<double, std::uint32_t>> capped_;
   std::vector<HeapItem> heap_;
+  /// Sharing flows by completion time (ties by id): the network's one pending completion
+  /// event (tick_, at tick_at_ <= the first due) serves them all (network_completions.cpp).
+  std::vector<std::uint32_t> due_heap_;
+  EventId tick_;
+  std::int64_t tick_at_ = 0;
   std::uint64_t epoch_ = 0;  ///< +2 per reshare
   std::size_t active_ = 0;
   bool reshare_pending_ = false;

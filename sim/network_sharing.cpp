@@ -209,7 +209,7 @@ void Network::apply_rates() {
     // Rates equal up to rounding noise of the filling order (1e-12 relative) are
     // kept, so the flow keeps its completion event.
     double& rate = rates_[slot];
-    if (std::abs(h.new_rate - rate) > 1e-12 * rate || !h.event.valid()) {
+    if (std::abs(h.new_rate - rate) > 1e-12 * rate || h.heap_pos == kNoSlot) {
       settle(slot);  // at the old rate, up to now
       rate = h.new_rate;
       Flow& f = flows_[h.id];
@@ -217,6 +217,7 @@ void Network::apply_rates() {
       schedule_completion(f);
     }
   }
+  arm_tick();
   const SimTime now = sim_.now();
   for (const std::uint32_t c : comp_channels_) {
     Channel& ch = channels_[c];
@@ -233,39 +234,6 @@ void Network::apply_rates() {
       timeline.push_back({now, ch.allocated});
     }
   }
-}
-
-void Network::schedule_completion(Flow& f) {
-  Hot& h = hot_[f.slot];
-  const double rate = rates_[f.slot];
-  if (!(rate > 0)) {  // no capacity now (cannot happen with positive bandwidths)
-    sim_.cancel(h.event);
-    h.event = {};
-    return;
-  }
-  const double ns = h.remaining_bits > 0 ? h.remaining_bits / rate * 1e9 : 0.0;
-  const SimTime delay = ns < 9e18 ? SimTime{std::llround(ns)} : SimTime::max() - sim_.now();
-  h.due = (sim_.now() + delay).ns;
-  // A slow-down only moves the completion later: the pending event stays and, should it
-  // fire before `due`, re-arms itself (completion_event). Most slow-downs are undone by a
-  // speed-up first, so this saves a cancel and a schedule for about half of all changes.
-  if (h.event.valid() && h.event_at <= h.due) return;
-  sim_.cancel(h.event);
-  arm_completion(f.info.id);
-}
-
-void Network::arm_completion(TransferId id) {
-  Hot& h = hot_[flows_[id].slot];
-  h.event_at = h.due;
-  h.event = sim_.schedule_at(SimTime{h.due}, [this, id] { completion_event(id); });
-}
-
-void Network::completion_event(TransferId id) {
-  if (sim_.now().ns < hot_[flows_[id].slot].due) {
-    arm_completion(id);  // slowed down since the event was set
-    return;
-  }
-  complete(id);
 }
 
 }  // namespace kvshift::sim
