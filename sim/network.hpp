@@ -14,13 +14,15 @@
 // share) leaves every flow slower than r as it was (progressive filling below
 // level r sees the same constraints), so those keep their rates and only take
 // their share off their channels (network_sharing.cpp). Flows whose rate did
-// not change keep their completion event. Durations are
-// rounded once to the nearest ns when scheduled, so on an idle path
+// not change keep their completion time. Completion times are rounded once to
+// the nearest ns when a rate is set, so on an idle path
 //   finish = t + latency(route) + round(8·S / bottleneck)
 // where latency(route) is the sum of the links' latencies, each already a whole
 // number of ns. This is within 1 ns of round(cost_model::transfer_time(S, path)).
-// A flow is complete when its completion event fires; its delivered bytes are
-// then exactly S (the rounding is absorbed there, at most half a ns of
+// The sharing flows wait in one heap by completion time, served by one pending
+// simulator event for the whole network (network_completions.cpp); flows due
+// at the same ns complete in transfer-id order. A completed flow's delivered
+// bytes are exactly S (the rounding is absorbed there, at most half a ns of
 // transmission).
 //
 // Lifecycle: pending (submitted, start time not reached) -> running (latency,
