@@ -4,7 +4,10 @@
 // line per transfer, in input order: {"id": "t1", "finish_s": 16.001}, with
 // the shortest decimal that round-trips the double. A transfer that cannot
 // finish (not reachable from the file's static topology) never gets here: the
-// file is rejected with exit code 2 naming both nodes.
+// file is rejected with exit code 2 naming both nodes. The file is read as a
+// stream (scenarios/json_stream.hpp: one transfer's JSON at a time, never a DOM
+// of the whole file); bad input is exit 2 with every problem's JSON path.
+// "ecmp": true | {"seed": N} in the file spreads transfers over equal-cost paths.
 #include <CLI/CLI.hpp>
 #include <charconv>
 #include <iostream>
@@ -51,7 +54,8 @@ int run_flows(const FlowsOptions& o) {
 
 Action setup(CLI::App& sub) {
   auto o = std::make_shared<FlowsOptions>();
-  sub.add_option("file", o->file, "Flows file: nodes, links (or a generator) and transfers")
+  sub.add_option("file", o->file,
+                 "Flows file: nodes, links (or a generator), transfers, optional ecmp")
       ->required();
   sub.add_option("--out", o->out, "Also write the JSON lines to this file");
   return [o] { return run_flows(*o); };
