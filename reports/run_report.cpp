@@ -31,6 +31,12 @@ json distribution(std::vector<double> v) {
   return d;
 }
 
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
 // Latency of moves of one kind: finished moves exactly, moves still open at the end
 // as lower bounds (they took at least end − start), so a slow link cannot look fast.
 json move_latency(std::vector<double> v, std::int64_t unfinished) {
@@ -142,14 +148,18 @@ json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) 
   if (spec.slo.ttft || spec.slo.e2e) {
     j["slo"] = {{"ttft_violations", ttft_violations}, {"e2e_violations", e2e_violations}};
   }
+  if (spec.risk_kv && spec.risk_kv->violation_share) {
+    // The calibration's held-out share of requests over its ε, applied to the rebuilds made.
+    const std::int64_t rebuilt = used.count("risk_kv") ? used["risk_kv"] : 0;
+    j["quality"]["risk_kv_moves"] = rebuilt;
+    j["quality"]["expected_requests_over_eps"] = r9(*spec.risk_kv->violation_share * rebuilt);
+    j["quality"]["over_eps_source"] =
+        "test-set violation share " + fmt("%.4f", *spec.risk_kv->violation_share) + " of " +
+        spec.risk_kv->topology_source;
+  }
   return j;
 }
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 std::string csv_escape(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;

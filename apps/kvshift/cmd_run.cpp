@@ -26,6 +26,7 @@ struct RunCliOptions {
   std::string scenario;
   std::string out;
   std::string seed;  ///< strict: a whole number in [0, 2^64)
+  bool seed_given = false;
   bool no_trace = false;
   bool quiet = false;
   bool force = false;
@@ -69,7 +70,7 @@ std::string default_out_dir(const std::string& name) {
 int run(const RunCliOptions& o) {
   sim::ScenarioSpec spec = o.scenario.empty() ? scenarios::load_embedded_quickstart()
                                               : scenarios::load_scenario_file(o.scenario);
-  if (!o.seed.empty()) spec.seed = parse_seed(o.seed, "--seed");
+  if (o.seed_given) spec.seed = parse_seed(o.seed, "--seed");
   if (o.no_trace) std::erase(spec.outputs.files, "trace");
   // Checked before simulating, so a clash costs nothing.
   const std::string out = !o.out.empty() ? o.out
@@ -131,7 +132,8 @@ Action setup(CLI::App& sub) {
   sub.add_option("scenario", o->scenario,
                  "Scenario JSON file (default: the embedded quickstart scenario)");
   sub.add_option("--out", o->out, "Output folder (default: kvshift-out/<scenario>-<timestamp>)");
-  sub.add_option("--seed", o->seed, "Override the scenario's seed (0 to 2^64-1)");
+  sub.add_option("--seed", o->seed, "Override the scenario's seed (0 to 2^64-1)")
+      ->each([o](const std::string&) { o->seed_given = true; });
   sub.add_flag("--force", o->force, "Replace an existing --out folder (atomically)");
   sub.add_flag("--no-trace", o->no_trace, "Do not write trace.json");
   sub.add_flag("--quiet", o->quiet, "Print only where the files went");

@@ -19,6 +19,7 @@ namespace {
 
 struct SearchCliOptions {
   std::string scenario, vary, objective, strategy, out, seed;
+  bool seed_given = false;
   double tolerance = 0.02;
   int max_probes = 24;
 };
@@ -40,7 +41,7 @@ std::string clause_values(const sweep::Objective& objective, const sweep::Probe&
 int run(const SearchCliOptions& o) {
   sweep::SweepPlan plan = sweep::make_plan(o.scenario, {});
   // The same seed a sweep of this scenario uses at every point, so the two agree.
-  if (!o.seed.empty()) plan.base["seed"] = parse_seed(o.seed, "--seed");
+  if (o.seed_given) plan.base["seed"] = parse_seed(o.seed, "--seed");
   sweep::SearchSettings s;
   s.knob = sweep::parse_knob(o.vary);
   s.objective = sweep::parse_objective(o.objective);
@@ -105,7 +106,8 @@ Action setup(CLI::App& sub) {
       ->capture_default_str();
   sub.add_option("--max-probes", o->max_probes, "Most simulations to run")->capture_default_str();
   sub.add_option("--out", o->out, "Also write the probes to OUT/search.csv");
-  sub.add_option("--seed", o->seed, "Workload seed (default: the scenario's, as a sweep uses)");
+  sub.add_option("--seed", o->seed, "Workload seed (default: the scenario's, as a sweep uses)")
+      ->each([o](const std::string&) { o->seed_given = true; });
   return [o] { return run(*o); };
 }
 

@@ -49,6 +49,7 @@ struct SweepCliOptions {
   std::string model, gpu, latency = "100us";
   std::uint64_t max_rows = 1000000;
   std::string seed;  ///< the workload seed of every point (default: the scenario's)
+  bool seed_given = false;
   std::uint64_t replicates = 1;
 };
 
@@ -169,12 +170,12 @@ int run(const SweepCliOptions& o) {
   } else {
     if (o.sets.empty()) throw InputError("--set: give at least one POINTER=v1,v2,... to sweep");
     plan = sweep::make_plan(o.scenario, o.sets);
-    if (!o.seed.empty()) plan.base["seed"] = parse_seed(o.seed, "--seed");
+    if (o.seed_given) plan.base["seed"] = parse_seed(o.seed, "--seed");
     if (o.replicates != 1) {
       std::vector<std::string> sets = o.sets;
       sets.push_back(sweep::replicate_axis(plan, o.replicates));
       plan = sweep::make_plan(o.scenario, sets);
-      if (!o.seed.empty()) plan.base["seed"] = parse_seed(o.seed, "--seed");
+      if (o.seed_given) plan.base["seed"] = parse_seed(o.seed, "--seed");
     }
     dir = o.out.empty() ? "kvshift-out/sweep" : o.out;
   }
@@ -254,7 +255,8 @@ Action setup(CLI::App& sub) {
       ->capture_default_str();
   sub.add_flag("--no-report", o->no_report, "Do not write report.html");
   sub.add_option("--seed", o->seed,
-                 "Workload seed of every point (default: the scenario's; all points share it)");
+                 "Workload seed of every point (default: the scenario's; all points share it)")
+      ->each([o](const std::string&) { o->seed_given = true; });
   sub.add_option("--replicates", o->replicates,
                  "Run each point with N seeds (a /seed axis) and write sweep_means.csv "
                  "with means and 95 % intervals")

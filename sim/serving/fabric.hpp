@@ -47,8 +47,9 @@ class Fabric {
   virtual void fail_link(const std::string& link) = 0;
   virtual void repair_link(const std::string& link) = 0;
 
-  /// Cumulative counters per link direction, in a fixed order.
-  virtual std::vector<LinkCounter> link_counters() = 0;
+  /// Cumulative counters per link direction, in a fixed order (refreshed by each call; the
+  /// names never change, so a sampler can keep only the numbers).
+  virtual const std::vector<LinkCounter>& link_counters() = 0;
 };
 
 }  // namespace kvshift::sim

@@ -102,19 +102,28 @@ void NetworkFabric::repair_link(const std::string& link) {
   network_->set_link_latency(id, declared_latency_[id]);
 }
 
-std::vector<LinkCounter> NetworkFabric::link_counters() {
-  std::vector<LinkCounter> out;
-  for (LinkId l = 0; l < topology_.link_count(); ++l) {
-    const ClusterLink& link = topology_.link(l);
-    const std::string a = topology_.node(link.a).name, b = topology_.node(link.b).name;
-    const ChannelStats fwd = network_->channel_stats(l, true);
-    out.push_back({a + "->" + b, fwd.capacity_bps, fwd.allocated_bps, std::llround(fwd.bytes)});
-    if (link.duplex == LinkDuplex::kFull) {
-      const ChannelStats back = network_->channel_stats(l, false);
-      out.push_back({b + "->" + a, back.capacity_bps, back.allocated_bps, std::llround(back.bytes)});
+const std::vector<LinkCounter>& NetworkFabric::link_counters() {
+  if (counters_.empty()) {
+    for (LinkId l = 0; l < topology_.link_count(); ++l) {
+      const ClusterLink& link = topology_.link(l);
+      const std::string a = topology_.node(link.a).name, b = topology_.node(link.b).name;
+      counters_.push_back({a + "->" + b});
+      if (link.duplex == LinkDuplex::kFull) counters_.push_back({b + "->" + a});
     }
   }
-  return out;
+  std::size_t i = 0;
+  for (LinkId l = 0; l < topology_.link_count(); ++l) {
+    const bool both = topology_.link(l).duplex == LinkDuplex::kFull;
+    for (const bool forward : {true, false}) {
+      if (!forward && !both) continue;
+      const ChannelStats c = network_->channel_stats(l, forward);
+      LinkCounter& out = counters_[i++];
+      out.capacity_bps = c.capacity_bps;
+      out.allocated_bps = c.allocated_bps;
+      out.bytes = std::llround(c.bytes);
+    }
+  }
+  return counters_;
 }
 
 }  // namespace kvshift::sim

@@ -30,7 +30,7 @@ class NetworkFabric final : public Fabric {
                     std::optional<double> latency_s) override;
   void fail_link(const std::string& link) override;
   void repair_link(const std::string& link) override;
-  std::vector<LinkCounter> link_counters() override;
+  const std::vector<LinkCounter>& link_counters() override;
 
   const Topology& topology() const { return topology_; }
   Network& network() { return *network_; }
@@ -42,6 +42,7 @@ class NetworkFabric final : public Fabric {
   std::vector<double> declared_bandwidth_;
   std::vector<SimTime> declared_latency_;
   std::unique_ptr<Network> network_;
+  std::vector<LinkCounter> counters_;  ///< names built once; numbers refreshed per call
 };
 
 }  // namespace kvshift::sim

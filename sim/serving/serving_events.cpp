@@ -193,12 +193,13 @@ void ServingModel::rebalance_check() {
 
 void ServingModel::sample_links() {
   const SimTime interval = from_seconds(spec_.outputs.link_sample_interval);
-  std::vector<LinkCounter> now = fabric_.link_counters();
+  const std::vector<LinkCounter>& now = fabric_.link_counters();
   // Utilisation is the allocated share of capacity at the sample instant (exact);
   // bytes are those settled since the last sample (the network settles a flow's
   // bytes when its rate changes or it ends, so they can lag).
-  for (std::size_t i = 0; i < now.size() && i < last_counters_.size(); ++i) {
-    const std::int64_t bytes = now[i].bytes - last_counters_[i].bytes;
+  for (std::size_t i = 0; i < now.size() && i < last_link_bytes_.size(); ++i) {
+    const std::int64_t bytes = now[i].bytes - last_link_bytes_[i];
+    last_link_bytes_[i] = now[i].bytes;
     // A capacity change at this very instant is re-shared by an event at the same
     // time, possibly after this one: until then the allocation may exceed capacity.
     const double util = now[i].capacity_bps > 0
@@ -208,7 +209,6 @@ void ServingModel::sample_links() {
     if (bytes == 0 && util == 0) continue;
     result_.link_samples.push_back({sim_.now().ns, now[i].name, util, bytes});
   }
-  last_counters_ = std::move(now);
   if (sim_.now().ns + interval.ns <= end_ns_) {
     sim_.schedule_after(interval, [this] { sample_links(); });
   }

@@ -160,7 +160,7 @@ void ServingModel::start() {
     sim_.schedule_after(from_seconds(spec_.policies.rebalance.check_interval),
                         [this] { rebalance_check(); });
   }
-  last_counters_ = fabric_.link_counters();
+  for (const LinkCounter& c : fabric_.link_counters()) last_link_bytes_.push_back(c.bytes);
   if (spec_.outputs.link_sample_interval.value > 0) {
     sim_.schedule_after(from_seconds(spec_.outputs.link_sample_interval), [this] { sample_links(); });
   }

@@ -142,7 +142,7 @@ class ServingModel final : public GpuListener {
   std::deque<std::uint64_t> pending_;              ///< waiting for a GPU with room
   std::deque<PendingRecovery> pending_recoveries_;
   std::map<std::uint64_t, std::unique_ptr<Move>> moves_;  ///< in flight, by request
-  std::vector<LinkCounter> last_counters_;
+  std::vector<std::int64_t> last_link_bytes_;  ///< per link direction, at the last sample
   std::int64_t replica_total_ = 0, replica_full_equiv_ = 0;
   std::size_t round_robin_ = 0;
   int storage_node_ = -1;

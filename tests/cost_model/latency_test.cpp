@@ -25,14 +25,17 @@ struct Fixture {
 };
 
 TEST(Latency, ClosedFormsFollowDesign) {
+  // Each figure is latency + 8·bytes/B, then the receiver's GPU work, every term rounded to
+  // the nanosecond as the simulator rounds it (so `kvshift cost` and a simulated move agree).
   const Fixture f;
   const CostRecord r = f.at(100e6);
   const auto& l = *r.latency;
-  EXPECT_DOUBLE_EQ(l.full_kv.value, 0.01 + 8.0 * 14 * 1048576 / 100e6);
-  EXPECT_DOUBLE_EQ(l.token_replay.value, 0.01 + 8.0 * 4 * 512 / 100e6 + l.prefill.value);
-  EXPECT_DOUBLE_EQ(l.risk_kv.value, 0.01 + 8.0 * 10 * 1048576 / 100e6 + l.reconstruct.value);
-  EXPECT_DOUBLE_EQ(l.risk_kv_with_predictor.value - l.risk_kv.value,
-                   8.0 * r.storage.predictor_bytes_total.count / 100e6);
+  auto ns = [](double s) { return round_to_ns(s); };
+  EXPECT_EQ(ns(l.full_kv.value), ns(0.01) + ns(8.0 * 14 * 1048576 / 100e6));
+  EXPECT_EQ(ns(l.token_replay.value), ns(0.01) + ns(8.0 * 4 * 512 / 100e6) + ns(l.prefill.value));
+  EXPECT_EQ(ns(l.risk_kv.value), ns(0.01) + ns(8.0 * 10 * 1048576 / 100e6) + ns(l.reconstruct.value));
+  EXPECT_NEAR(l.risk_kv_with_predictor.value - l.risk_kv.value,
+              8.0 * r.storage.predictor_bytes_total.count / 100e6, 2e-9);
   EXPECT_NEAR(l.proxy_kv.value, 0.01 + 0.3 * 8.0 * 14 * 1048576 / 100e6, 1e-7);  // whole bytes
 }
 

@@ -111,5 +111,32 @@ TEST(GpuWorker, FailureDropsEverythingItHeld) {
   EXPECT_TRUE(f.rec.finished.empty());
 }
 
+TEST(GpuWorker, BusyTimeStopsAtTheHorizonAndAtAFailure) {
+  Fixture f;
+  f.gpu.set_horizon(SimTime{1'500'000});  // the run ends 1.5 ms in
+  f.gpu.submit({JobKind::kPrefill, 1, 2000, {}});  // a 2 ms prefill
+  f.sim.run();
+  EXPECT_EQ(f.time.prefill, 1'500'000) << "busy time never passes the end of the run";
+  Fixture g;
+  g.gpu.submit({JobKind::kReplay, 1, 1000, {}});  // 1 ms
+  g.sim.run_until(SimTime{400'000});
+  g.gpu.fail();
+  EXPECT_EQ(g.time.replay, 400'000) << "the part a failure cuts off never ran";
+}
+
+TEST(GpuWorker, CancelledJobsNeverRunAndOthersKeepTheirOrder) {
+  Fixture f;
+  std::vector<std::uint64_t> ran;
+  auto note = [&](std::uint64_t r) { return [&ran, r](SimTime, SimTime) { ran.push_back(r); }; };
+  f.gpu.submit({JobKind::kReplay, 1, 100, note(1)});
+  f.gpu.submit({JobKind::kReplay, 2, 100, note(2)});
+  f.gpu.submit({JobKind::kReplay, 3, 100, note(3)});
+  f.gpu.submit({JobKind::kReplay, 2, 100, note(2)});
+  f.gpu.cancel_jobs(2);
+  f.sim.run();
+  EXPECT_EQ(ran, (std::vector<std::uint64_t>{1, 3}));
+  EXPECT_EQ(f.time.replay, 200'000);
+}
+
 }  // namespace
 }  // namespace kvshift::sim
