@@ -1,9 +1,12 @@
 // The "risk_kv" and "proxy_kv" sections: the RISK-KV topology (a name, group
 // list, topology.json path or inline object) with its measured ΔNLL, and the
 // ProxyKV proxy model, its placement, retention ratio ρ and NLL change. A
-// topology.json written by `kvshift calibrate` carries its measured ΔNLL as
-// {"quality": {"delta_nll_mean": x}} (hand-written files may say "delta_nll");
-// the scenario's own "delta_nll" wins when both are given.
+// topology.json written by `kvshift calibrate` carries its held-out test-set
+// quality as {"quality": {"set": "test", "delta_nll_mean": x,
+// "violation_share": s}} (the mean ΔNLL and the share of test requests whose
+// own ΔNLL exceeds the calibration's ε; older files say "violation_rate",
+// hand-written ones may say "delta_nll"); the scenario's own "delta_nll" wins
+// when both are given. A quality block from any set but the test set is not read.
 #include <cmath>
 
 #include "cost_model/input_error.hpp"
@@ -14,14 +17,30 @@
 namespace kvshift::scenarios::detail {
 namespace {
 
-std::optional<double> quality_from(const Json& doc) {
-  if (!doc.is_object() || !doc.contains("quality") || !doc["quality"].is_object()) return {};
-  for (const char* k : {"delta_nll", "delta_nll_mean", "mean_delta_nll"}) {
-    if (doc["quality"].contains(k) && doc["quality"][k].is_number()) {
-      return doc["quality"][k].get<double>();
-    }
+/// The test-set quality a topology document carries.
+struct FileQuality {
+  std::optional<double> delta_nll, violation_share;
+};
+
+std::optional<double> number_of(const Json& q, std::initializer_list<const char*> keys) {
+  for (const char* k : keys) {
+    if (q.contains(k) && q[k].is_number()) return q[k].get<double>();
   }
   return {};
+}
+
+FileQuality quality_from(const Json& doc) {
+  if (!doc.is_object() || !doc.contains("quality") || !doc["quality"].is_object()) return {};
+  const Json& q = doc["quality"];
+  if (q.contains("set") && !(q["set"].is_string() && q["set"].get<std::string>() == "test")) {
+    return {};
+  }
+  FileQuality f{number_of(q, {"delta_nll", "delta_nll_mean", "mean_delta_nll"}),
+                number_of(q, {"violation_share", "violation_rate"})};
+  if (f.violation_share && !(*f.violation_share >= 0.0 && *f.violation_share <= 1.0)) {
+    f.violation_share.reset();
+  }
+  return f;
 }
 
 // The pointer of the first integral float too large for int64 (which parse_topology's integer
@@ -63,13 +82,13 @@ cost_model::Topology topology_from_json(const Json& doc, const Reader& at, std::
 }
 
 void read_topology(const Reader& r, const cost_model::ModelSpec& m, sim::RiskKvSpec& s,
-                   std::optional<double>& file_nll, LoadContext& ctx) {
+                   FileQuality& file_quality, LoadContext& ctx) {
   const Json& v = r.node()["topology"];
   if (v.is_object()) {
     Reader(v, r.pointer() + "/topology", r.diagnostics()).allow_only(keys::kTopology);
     s.topology = topology_from_json(v, r, "topology", m, "");
     s.topology_source = "inline";
-    file_nll = quality_from(v);
+    file_quality = quality_from(v);
     return;
   }
   const std::string text = v.get<std::string>();
@@ -86,7 +105,7 @@ void read_topology(const Reader& r, const cost_model::ModelSpec& m, sim::RiskKvS
       return;
     }
     s.topology = topology_from_json(doc, r, "topology", m, s.topology_source + ": ");
-    file_nll = quality_from(doc);
+    file_quality = quality_from(doc);
     return;
   }
   s.topology_source = text;
@@ -116,22 +135,23 @@ std::optional<sim::RiskKvSpec> parse_risk_kv(const Reader& top, const cost_model
       r->problem("predictor_dtype", std::string(e.what()).substr(17));
     }
   }
-  std::optional<double> file_nll;
+  FileQuality file_quality;
   if (!r->has("topology")) {
     r->problem("topology", "is required");
   } else if (!r->node()["topology"].is_string() && !r->node()["topology"].is_object()) {
     r->problem("topology", "expected \"paper\", \"G2,G5\", a topology.json path or an object (got " +
                                got(*r, "topology") + ")");
   } else if (model_ok) {
-    read_topology(*r, m, s, file_nll, ctx);
+    read_topology(*r, m, s, file_quality, ctx);
     if (r->diagnostics().empty() && s.topology.empty()) {
       r->problem("topology", "omits no layer group (\"" + s.topology_source +
                                  "\"); RISK-KV needs at least one");
     }
   }
+  s.violation_share = file_quality.violation_share;
   auto nll = number_in(*r, "delta_nll", 0, 100, false, false);
   if (nll) s.delta_nll = *nll;
-  else if (file_nll) s.delta_nll = *file_nll;
+  else if (file_quality.delta_nll) s.delta_nll = *file_quality.delta_nll;
   else if (!r->has("delta_nll")) {
     r->problem("delta_nll", "is required (the topology's measured ΔNLL in nats/token; or put "
                             "{\"quality\": {\"delta_nll\": x}} in its topology.json)");
