@@ -77,6 +77,29 @@ json xy_dataset(const std::string& label, const std::vector<std::pair<double, do
   return {{"label", label}, {"data", data}, {"stepped", stepped}, {"pointRadius", 0}};
 }
 
+// A long run has millions of samples; a chart needs a few thousand. Each bin keeps its peak
+// (a busy moment must stay visible), placed at the bin's first sample time.
+constexpr std::size_t kMaxSeriesPoints = 2000;
+
+std::vector<std::pair<double, double>> downsample_max(const std::map<double, double>& series,
+                                                      std::size_t max_points) {
+  std::vector<std::pair<double, double>> pts(series.begin(), series.end());
+  if (pts.size() <= max_points) return pts;
+  const double t0 = pts.front().first, span = pts.back().first - t0;
+  std::vector<std::pair<double, double>> out;
+  std::size_t last_bin = static_cast<std::size_t>(-1);
+  for (const auto& [t, v] : pts) {
+    const auto bin = std::min(max_points - 1, static_cast<std::size_t>((t - t0) / span * max_points));
+    if (bin != last_bin) {
+      out.emplace_back(t, v);
+      last_bin = bin;
+    } else {
+      out.back().second = std::max(out.back().second, v);
+    }
+  }
+  return out;
+}
+
 // Per-strategy charts of a run folder.
 json run_charts(const std::filesystem::path& dir, const json& summary, json& notes) {
   json charts = json::array();
@@ -150,10 +173,11 @@ json run_charts(const std::filesystem::path& dir, const json& summary, json& not
     }
     json sets = json::array();
     for (const auto& [name, series] : peak) {
-      sets.push_back(xy_dataset(name, {series.begin(), series.end()}));
+      sets.push_back(xy_dataset(name, downsample_max(series, kMaxSeriesPoints)));
     }
     if (!sets.empty()) {
-      charts.push_back(chart("Link utilisation over time (busiest link direction per interval)",
+      charts.push_back(chart("Link utilisation over time (busiest link direction per interval; "
+                             "at most 2,000 points, each the peak of its span)",
                              "line", {{"datasets", sets}}, "simulated time (s)", "utilisation",
                              "linear"));
     }
