@@ -12,10 +12,14 @@ bool has_risk_kv(const MoveMethods& m) { return m.topology && !m.topology->empty
 
 const char* source_name(SourceKv s) {
   switch (s) {
-    case SourceKv::kNone: return "no KV";
-    case SourceKv::kFull: return "the full KV";
-    case SourceKv::kKeptLayers: return "a RISK-KV replica (kept layers only)";
-    case SourceKv::kKeptTokens: return "a ProxyKV replica (kept tokens only)";
+    case SourceKv::kNone:
+      return "no KV";
+    case SourceKv::kFull:
+      return "the full KV";
+    case SourceKv::kKeptLayers:
+      return "a RISK-KV replica (kept layers only)";
+    case SourceKv::kKeptTokens:
+      return "a ProxyKV replica (kept tokens only)";
   }
   return "?";
 }
@@ -24,10 +28,14 @@ const char* source_name(SourceKv s) {
 // a lossy replica only the strategy that made it.
 bool serves(SourceKv source, Strategy s) {
   switch (source) {
-    case SourceKv::kNone: return false;
-    case SourceKv::kFull: return true;
-    case SourceKv::kKeptLayers: return s == Strategy::kRiskKv;
-    case SourceKv::kKeptTokens: return s == Strategy::kProxyKv;
+    case SourceKv::kNone:
+      return false;
+    case SourceKv::kFull:
+      return true;
+    case SourceKv::kKeptLayers:
+      return s == Strategy::kRiskKv;
+    case SourceKv::kKeptTokens:
+      return s == Strategy::kProxyKv;
   }
   return false;
 }
@@ -82,7 +90,9 @@ MovePlan plan_move(Strategy s, const MoveMethods& methods, const MoveState& st) 
   p.kv_tokens = available;
   p.replay_tokens = st.context - available;  // the tail the source never held
   switch (s) {
-    case Strategy::kFullKv: p.kv = full; break;
+    case Strategy::kFullKv:
+      p.kv = full;
+      break;
     case Strategy::kRiskKv:
       p.kv = storage(*methods.model, *methods.topology, available, {}).kv_kept;
       p.predictor = st.predictor_at_dst ? Bytes{} : predictor_bytes(methods);
@@ -94,7 +104,8 @@ MovePlan plan_move(Strategy s, const MoveMethods& methods, const MoveState& st) 
       p.delta_nll = methods.proxy_delta_nll;
       break;
     case Strategy::kTokenReplay:
-    case Strategy::kAdaptive: break;
+    case Strategy::kAdaptive:
+      break;
   }
   return p;
 }
@@ -102,19 +113,21 @@ MovePlan plan_move(Strategy s, const MoveMethods& methods, const MoveState& st) 
 std::int64_t leg_ns(MoveRoute::Leg leg, const Path& path, BitsPerSecond host_link, Bytes bytes) {
   if (bytes.count <= 0) return 0;
   switch (leg) {
-    case MoveRoute::Leg::kNone: return 0;
-    case MoveRoute::Leg::kLocal: return round_to_ns(bytes.bits() / host_link.value);
+    case MoveRoute::Leg::kNone:
+      return 0;
+    case MoveRoute::Leg::kLocal:
+      return round_to_ns(bytes.bits() / host_link.value);
     case MoveRoute::Leg::kNetwork:
       return round_to_ns(path.latency.value) + round_to_ns(bytes.bits() / path.bandwidth.value);
     case MoveRoute::Leg::kUnreachable:
-    case MoveRoute::Leg::kWithData: return 0;
+    case MoveRoute::Leg::kWithData:
+      return 0;
   }
   return 0;
 }
 
-MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods,
-                           const MoveRoute& route, std::int64_t gpu_backlog_ns,
-                           const ComputeCosts& compute) {
+MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods, const MoveRoute& route,
+                           std::int64_t gpu_backlog_ns, const ComputeCosts& compute) {
   MoveEstimate e;
   const bool with_data = route.predictor == MoveRoute::Leg::kWithData;
   const Bytes data = plan.kv + plan.tokens + (with_data ? plan.predictor : Bytes{});
@@ -123,20 +136,19 @@ MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods,
       (with_data && plan.predictor.count > 0 && route.data == MoveRoute::Leg::kNone)) {
     e.reachable = false;
   }
-  e.transfer_ns = std::max({leg_ns(route.data, route.data_path, route.host_link, data),
-                            leg_ns(route.predictor, route.predictor_path, route.host_link,
-                                   plan.predictor),
-                            plan.strategy == Strategy::kRiskKv ? route.predictor_ready_in_ns
-                                                               : std::int64_t{0}});
+  e.transfer_ns = std::max(
+      {leg_ns(route.data, route.data_path, route.host_link, data),
+       leg_ns(route.predictor, route.predictor_path, route.host_link, plan.predictor),
+       plan.strategy == Strategy::kRiskKv ? route.predictor_ready_in_ns : std::int64_t{0}});
   if (!plan.needs_gpu()) return e;  // a pure transfer does not wait for the GPU
   // GPU work is queued when the bytes are in; the queue drains meanwhile.
   e.queue_ns = std::max<std::int64_t>(0, gpu_backlog_ns - e.transfer_ns);
   if (plan.reconstruct_tokens > 0) {
-    e.compute_ns += round_to_ns(compute
-                                    .reconstruct(*methods.model, *methods.topology,
-                                                 plan.reconstruct_tokens, 1,
-                                                 methods.predictor_dtype)
-                                    .value);
+    e.compute_ns +=
+        round_to_ns(compute
+                        .reconstruct(*methods.model, *methods.topology, plan.reconstruct_tokens, 1,
+                                     methods.predictor_dtype)
+                        .value);
   }
   if (plan.replay_tokens > 0) {
     e.compute_ns += round_to_ns(compute.prefill(*methods.model, plan.replay_tokens).value);

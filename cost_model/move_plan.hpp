@@ -28,11 +28,16 @@ enum class Strategy { kFullKv, kTokenReplay, kRiskKv, kProxyKv, kAdaptive };
 
 constexpr const char* strategy_name(Strategy s) {
   switch (s) {
-    case Strategy::kFullKv: return "full_kv";
-    case Strategy::kTokenReplay: return "token_replay";
-    case Strategy::kRiskKv: return "risk_kv";
-    case Strategy::kProxyKv: return "proxy_kv";
-    case Strategy::kAdaptive: return "adaptive";
+    case Strategy::kFullKv:
+      return "full_kv";
+    case Strategy::kTokenReplay:
+      return "token_replay";
+    case Strategy::kRiskKv:
+      return "risk_kv";
+    case Strategy::kProxyKv:
+      return "proxy_kv";
+    case Strategy::kAdaptive:
+      return "adaptive";
   }
   return "?";
 }
@@ -59,22 +64,22 @@ struct MoveState {
   std::int64_t context = 0;    ///< KV tokens the request holds (T)
   std::int64_t available = 0;  ///< tokens whose KV the source holds (≤ T; the rest is replayed)
   SourceKv source = SourceKv::kFull;
-  bool scored = true;               ///< ProxyKV scores exist for this request
-  bool predictor_at_dst = false;    ///< resident at the destination, or already on its way
+  bool scored = true;             ///< ProxyKV scores exist for this request
+  bool predictor_at_dst = false;  ///< resident at the destination, or already on its way
 };
 
 /// Bytes to ship, GPU work at the destination, and the quality it costs.
 struct MovePlan {
   Strategy strategy = Strategy::kTokenReplay;  ///< what executes (after the rules below)
-  Bytes kv;         ///< KV bytes from the source
-  Bytes tokens;     ///< token ids from the source (replay)
-  Bytes predictor;  ///< RISK-KV predictors from the predictor store
-  std::int64_t kv_tokens = 0;           ///< tokens whose (possibly pruned) KV arrives
-  std::int64_t reconstruct_tokens = 0;  ///< RISK-KV rebuild on the receiver
-  std::int64_t replay_tokens = 0;       ///< prefill on the receiver (all of T, or the tail)
-  double delta_nll = 0;                 ///< quality paid (nats/token)
-  std::string infeasible;  ///< why this strategy cannot run here; empty: it can
-  std::string note;        ///< why `strategy` differs from the one asked for; empty: it does not
+  Bytes kv;                                    ///< KV bytes from the source
+  Bytes tokens;                                ///< token ids from the source (replay)
+  Bytes predictor;                             ///< RISK-KV predictors from the predictor store
+  std::int64_t kv_tokens = 0;                  ///< tokens whose (possibly pruned) KV arrives
+  std::int64_t reconstruct_tokens = 0;         ///< RISK-KV rebuild on the receiver
+  std::int64_t replay_tokens = 0;              ///< prefill on the receiver (all of T, or the tail)
+  double delta_nll = 0;                        ///< quality paid (nats/token)
+  std::string infeasible;                      ///< why this strategy cannot run here; empty: it can
+  std::string note;  ///< why `strategy` differs from the one asked for; empty: it does not
 
   bool feasible() const { return infeasible.empty(); }
   bool needs_gpu() const { return reconstruct_tokens > 0 || replay_tokens > 0; }
@@ -112,9 +117,8 @@ struct MoveEstimate {
 std::int64_t leg_ns(MoveRoute::Leg leg, const Path& path, BitsPerSecond host_link, Bytes bytes);
 
 /// Prices `plan` on `route`: transfers, then GPU work behind `gpu_backlog_ns` of queued work.
-MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods,
-                           const MoveRoute& route, std::int64_t gpu_backlog_ns,
-                           const ComputeCosts& compute);
+MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods, const MoveRoute& route,
+                           std::int64_t gpu_backlog_ns, const ComputeCosts& compute);
 
 /// One option of the adaptive choice.
 struct MoveCandidate {

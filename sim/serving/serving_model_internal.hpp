@@ -54,7 +54,7 @@ struct ServingModel::Move {
   bool awaiting_predictor = false;
   int jobs_left = 0;
   std::int64_t stall_since = 0;
-  std::int64_t transfers_done_ns = 0;
+  std::int64_t gpu_ready_ns = 0;  ///< since when the move waits for its next GPU job
   std::vector<std::uint64_t> transfers;  ///< handles of this move's own flows
 };
 

@@ -22,10 +22,14 @@ SourceKv ServingModel::source_kv(bool from_replica, int src) const {
   if (src < 0) return SourceKv::kNone;
   if (!from_replica) return SourceKv::kFull;  // a migration reads the live KV
   switch (spec_.protection.mode) {
-    case ProtectionMode::kNone: return SourceKv::kNone;
-    case ProtectionMode::kFull: return SourceKv::kFull;
-    case ProtectionMode::kRiskKv: return spec_.risk_kv ? SourceKv::kKeptLayers : SourceKv::kFull;
-    case ProtectionMode::kProxyKv: return spec_.proxy_kv ? SourceKv::kKeptTokens : SourceKv::kFull;
+    case ProtectionMode::kNone:
+      return SourceKv::kNone;
+    case ProtectionMode::kFull:
+      return SourceKv::kFull;
+    case ProtectionMode::kRiskKv:
+      return spec_.risk_kv ? SourceKv::kKeptLayers : SourceKv::kFull;
+    case ProtectionMode::kProxyKv:
+      return spec_.proxy_kv ? SourceKv::kKeptTokens : SourceKv::kFull;
   }
   return SourceKv::kNone;
 }
@@ -55,7 +59,8 @@ MoveRoute ServingModel::route_of(const MovePlan& plan, int src, int dst_node) {
   }
   if (plan.strategy == Strategy::kRiskKv &&
       predictors_->state(dst_node) == PredictorCache::State::kFetching) {
-    route.predictor_ready_in_ns = std::max<std::int64_t>(0, predictors_->eta_ns(dst_node) - sim_.now().ns);
+    route.predictor_ready_in_ns =
+        std::max<std::int64_t>(0, predictors_->eta_ns(dst_node) - sim_.now().ns);
   }
   return route;
 }
@@ -84,7 +89,8 @@ ServingModel::Choice ServingModel::choose_move(const Request& r, bool from_repli
     // Every (strategy, destination) pair, priced against that GPU's own queue.
     std::vector<MoveCandidate> options;
     for (int gpu : destinations) {
-      for (Strategy s : cost_model::kConcreteStrategies) options.push_back(candidate(s, state, src, gpu));
+      for (Strategy s : cost_model::kConcreteStrategies)
+        options.push_back(candidate(s, state, src, gpu));
     }
     if (const auto best = cost_model::pick_fastest(options, budget)) {
       return chosen(std::move(options[*best]), src, "");
@@ -135,7 +141,8 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   // weighs them all.
   const std::vector<int> dests = destinations(r.reserved, from_node, kMoveDestinations);
   if (dests.empty()) {
-    if (from_replica) pending_recoveries_.push_back({r.rec.id, from_node, stall_since, sim_.now().ns});
+    if (from_replica)
+      pending_recoveries_.push_back({r.rec.id, from_node, stall_since, sim_.now().ns});
     return;  // a migration with nowhere to go simply does not happen
   }
   int src = from_node;
@@ -239,10 +246,9 @@ void ServingModel::begin_predictor_fetch(int node) {
   shipped.strategy = Strategy::kRiskKv;
   shipped.predictor = Bytes{predictor_bytes_};
   const MoveRoute route = route_of(shipped, -1, node);
-  predictors_->begin_fetch(node, sim_.now().ns + cost_model::leg_ns(route.predictor,
-                                                                    route.predictor_path,
-                                                                    route.host_link,
-                                                                    shipped.predictor));
+  predictors_->begin_fetch(node,
+                           sim_.now().ns + cost_model::leg_ns(route.predictor, route.predictor_path,
+                                                              route.host_link, shipped.predictor));
   const std::int64_t bytes = predictor_bytes_;
   auto done = [this, node, bytes](bool delivered, const std::string& reason) {
     if (delivered) result_.bytes.predictors += bytes;
@@ -276,8 +282,8 @@ void ServingModel::begin_predictor_fetch(int node) {
 
 void ServingModel::on_transfers_done(Move& m) {
   m.stage = Move::Stage::kRebuilding;
-  m.transfers_done_ns = sim_.now().ns;
-  m.rec.transfer_ns = m.transfers_done_ns - m.rec.start_ns;
+  m.gpu_ready_ns = sim_.now().ns;
+  m.rec.transfer_ns = m.gpu_ready_ns - m.rec.start_ns;
   m.transfers.clear();
   GpuWorker& worker = *gpus_[m.dst_gpu]->worker;
   const std::uint64_t request = m.r->rec.id, id = m.id;
@@ -285,8 +291,8 @@ void ServingModel::on_transfers_done(Move& m) {
     Move* mv = find_move(request, id);
     if (!mv) return;
     mv->rec.compute_ns += (end - start).ns;
-    mv->rec.queue_ns += std::max<std::int64_t>(0, start.ns - mv->transfers_done_ns);
-    mv->transfers_done_ns = end.ns;  // a second job queues behind the first, not behind the bytes
+    mv->rec.queue_ns += std::max<std::int64_t>(0, start.ns - mv->gpu_ready_ns);
+    mv->gpu_ready_ns = end.ns;  // its next job waits from here, not from the bytes
     if (--mv->jobs_left == 0) end_move(*mv, MoveOutcome::kDone, "");
   };
   if (m.plan.reconstruct_tokens > 0) {
@@ -329,7 +335,8 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
     if (outcome == MoveOutcome::kCancelled && node_draining_[gpus_[src_gpu]->node]) {
       const int node = gpus_[src_gpu]->node;
       sim_.schedule_after(SimTime{}, [this, &r, node, stall, epoch = r.epoch] {
-        if (r.epoch == epoch && r.phase == Phase::kDecoding) start_move(r, MoveTrigger::kDrain, node, stall);
+        if (r.epoch == epoch && r.phase == Phase::kDecoding)
+          start_move(r, MoveTrigger::kDrain, node, stall);
       });
     }
     return;
@@ -350,7 +357,8 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
   // The KV that was on its way is gone; recover from the replica (or by replay).
   r.phase = Phase::kMoving;
   sim_.schedule_after(SimTime{}, [this, &r, stall, epoch = r.epoch] {
-    if (r.epoch == epoch && r.phase == Phase::kMoving) start_move(r, MoveTrigger::kFailure, -1, stall);
+    if (r.epoch == epoch && r.phase == Phase::kMoving)
+      start_move(r, MoveTrigger::kFailure, -1, stall);
   });
 }
 

@@ -14,8 +14,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path scratch(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() /
-                     ("kvshift-run-" + name + "-" + std::to_string(::getpid()));
+  const fs::path d =
+      fs::temp_directory_path() / ("kvshift-run-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(d);
   return d;
 }

@@ -60,8 +60,9 @@ TEST(MovePlan, WhatCannotRunSaysWhy) {
   const MoveState kept{1000, 1000, SourceKv::kKeptLayers, true, true};
   EXPECT_FALSE(plan_move(Strategy::kFullKv, f.methods, kept).feasible());
   EXPECT_TRUE(plan_move(Strategy::kRiskKv, f.methods, kept).feasible());
-  EXPECT_FALSE(plan_move(Strategy::kRiskKv, f.methods, {1000, 1000, SourceKv::kKeptTokens, true, true})
-                   .feasible());
+  EXPECT_FALSE(
+      plan_move(Strategy::kRiskKv, f.methods, {1000, 1000, SourceKv::kKeptTokens, true, true})
+          .feasible());
   MoveState unscored{1000, 1000, SourceKv::kFull, false, true};
   EXPECT_NE(plan_move(Strategy::kProxyKv, f.methods, unscored).infeasible.find("scores"),
             std::string::npos);
@@ -112,8 +113,9 @@ TEST(PickFastest, FastestFeasibleWithinTheBudgetTiesToTheEarlier) {
     if (!feasible) c.plan.infeasible = "no";
     return c;
   };
-  std::vector<MoveCandidate> cs = {option(50, 0), option(10, 0.5), option(20, 0, false),
-                                   option(5, 0, true, false), option(30, 0.001), option(30, 0)};
+  std::vector<MoveCandidate> cs = {option(50, 0),        option(10, 0.5),
+                                   option(20, 0, false), option(5, 0, true, false),
+                                   option(30, 0.001),    option(30, 0)};
   EXPECT_EQ(pick_fastest(cs, std::nullopt), 1u);
   EXPECT_EQ(pick_fastest(cs, 0.01), 4u);  // the 10 ns option costs too much quality
   EXPECT_EQ(pick_fastest(cs, 0.0), 5u);

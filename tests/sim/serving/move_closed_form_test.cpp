@@ -30,15 +30,16 @@ std::string drain_scenario(const Case& c, const std::string& strategy) {
   return R"({
     "name": "closed-form", "model": "qwen2.5-1.5b", "gpu": "rtx3060-laptop",
     "cluster": {"nodes": [{"name": "gpu0"}, {"name": "gpu1"}],
-                "links": [{"a": "gpu0", "b": "gpu1", "bandwidth": ")" + c.bandwidth +
-         R"(", "latency": ")" + c.latency + R"("}]},
+                "links": [{"a": "gpu0", "b": "gpu1", "bandwidth": ")" +
+         c.bandwidth + R"(", "latency": ")" + c.latency + R"("}]},
     "workload": {"arrival": "poisson", "rate": 10, "max_requests": 1,
                  "prompt_tokens": {"distribution": "fixed", "value": )" +
          std::to_string(c.prompt) + R"(},
                  "output_tokens": {"distribution": "fixed", "value": 4000}},
     "serving": {"max_batch": 1},
     "events": [{"type": "drain", "at": "2s", "node": "gpu0"}],
-    "policies": {"strategies": [")" + strategy + R"("]},
+    "policies": {"strategies": [")" +
+         strategy + R"("]},
     "risk_kv": {"topology": "paper", "delta_nll": 0.002},
     "proxy_kv": {"proxy_model": "qwen2.5-0.5b", "retention": 0.3, "delta_nll": 0.01},
     "seed": 3, "duration": "60s"})";
@@ -149,8 +150,8 @@ TEST(MoveClosedForm, RecoveryWithAShippedPredictorMatchesTheClosedForm) {
     EXPECT_GT(avail, 0);
     EXPECT_EQ(avail + tail, m.context_tokens);
     const auto st = cost_model::storage(spec.model, topo, avail, {});
-    const std::int64_t pred =
-        cost_model::storage(spec.model, topo, 1, {cost_model::DType::kF32, 1}).predictor_bytes_total.count;
+    const std::int64_t pred = cost_model::storage(spec.model, topo, 1, {cost_model::DType::kF32, 1})
+                                  .predictor_bytes_total.count;
     EXPECT_EQ(m.predictor_bytes, pred);
     EXPECT_EQ(m.kv_bytes, st.kv_kept.count);
     const std::int64_t expected =

@@ -48,12 +48,16 @@ json random_scenario(std::uint64_t seed) {
   json nodes = json::array({{{"name", "sw"}, {"kind", "switch"}}});
   json links = json::array();
   for (int i = 0; i < gpus; ++i) {
-    nodes.push_back({{"name", "gpu" + std::to_string(i)}, {"hbm", pick(rng, std::vector<std::string>{"3.5GiB", "5GiB", "12GiB"})}});
-    links.push_back({{"a", "gpu" + std::to_string(i)}, {"b", "sw"},
-                     {"bandwidth", pick(rng, std::vector<std::string>{"100Mbps", "1Gbps", "25Gbps"})},
-                     {"latency", pick(rng, std::vector<std::string>{"50us", "2ms"})}});
+    nodes.push_back({{"name", "gpu" + std::to_string(i)},
+                     {"hbm", pick(rng, std::vector<std::string>{"3.5GiB", "5GiB", "12GiB"})}});
+    links.push_back(
+        {{"a", "gpu" + std::to_string(i)},
+         {"b", "sw"},
+         {"bandwidth", pick(rng, std::vector<std::string>{"100Mbps", "1Gbps", "25Gbps"})},
+         {"latency", pick(rng, std::vector<std::string>{"50us", "2ms"})}});
   }
-  if (rng() % 2) links.push_back({{"a", "gpu0"}, {"b", "gpu1"}, {"bandwidth", "10Gbps"}, {"latency", "1ms"}});
+  if (rng() % 2)
+    links.push_back({{"a", "gpu0"}, {"b", "gpu1"}, {"bandwidth", "10Gbps"}, {"latency", "1ms"}});
   if (store) {
     nodes.push_back({{"name", "store"}, {"kind", "storage"}, {"capacity", "1TiB"}});
     links.push_back({{"a", "store"}, {"b", "sw"}, {"bandwidth", "10Gbps"}, {"latency", "100us"}});
@@ -61,12 +65,15 @@ json random_scenario(std::uint64_t seed) {
   json events = json::array();
   const int n_events = std::uniform_int_distribution<int>(0, 6)(rng);
   for (int e = 0; e < n_events; ++e) {
-    const std::string node = "gpu" + std::to_string(std::uniform_int_distribution<int>(0, gpus - 1)(rng));
+    const std::string node =
+        "gpu" + std::to_string(std::uniform_int_distribution<int>(0, gpus - 1)(rng));
     const std::string link = node + "-sw";
     const double at = uniform(rng, 0.2, duration);
     switch (rng() % 5) {
       case 0:
-        events.push_back({{"type", "node_failure"}, {"at", seconds(at)}, {"node", node},
+        events.push_back({{"type", "node_failure"},
+                          {"at", seconds(at)},
+                          {"node", node},
                           {"detection_delay", pick(rng, std::vector<std::string>{"0s", "200ms"})}});
         if (rng() % 2) events.back()["repair_after"] = seconds(uniform(rng, 0.5, 5));
         break;
@@ -78,11 +85,17 @@ json random_scenario(std::uint64_t seed) {
         if (rng() % 2) events.back()["repair_after"] = seconds(uniform(rng, 0.5, 5));
         break;
       case 3:
-        events.push_back({{"type", "link_degrade"}, {"at", seconds(at)}, {"link", link},
-                          {"bandwidth", "20Mbps"}, {"repair_after", seconds(uniform(rng, 0.5, 5))}});
+        events.push_back({{"type", "link_degrade"},
+                          {"at", seconds(at)},
+                          {"link", link},
+                          {"bandwidth", "20Mbps"},
+                          {"repair_after", seconds(uniform(rng, 0.5, 5))}});
         break;
       default:
-        events.push_back({{"type", "node_failure"}, {"at", seconds(at)}, {"node", node}, {"detection_delay", "0s"}});
+        events.push_back({{"type", "node_failure"},
+                          {"at", seconds(at)},
+                          {"node", node},
+                          {"detection_delay", "0s"}});
         break;
     }
   }
@@ -99,18 +112,19 @@ json random_scenario(std::uint64_t seed) {
   if (rng() % 2) {
     predictors = {{"placement", "on_demand"}, {"source", store ? "store" : "gpu0"}};
   }
-  json policies = {
-      {"strategies", {"full_kv", "token_replay", "risk_kv", "proxy_kv", "adaptive"}}};
+  json policies = {{"strategies", {"full_kv", "token_replay", "risk_kv", "proxy_kv", "adaptive"}}};
   if (rng() % 3 == 0) policies["rebalance"] = {{"threshold", 0.5}, {"check_interval", "500ms"}};
   if (rng() % 3 == 0) policies["quality_budget"] = 0.005;
   return {{"name", "random-" + std::to_string(seed)},
           {"model", "qwen2.5-1.5b"},
           {"gpu", "rtx3060-laptop"},
           {"cluster", {{"nodes", nodes}, {"links", links}}},
-          {"workload", {{"arrival", "poisson"}, {"rate", uniform(rng, 2, 30)},
-                        {"max_requests", std::uniform_int_distribution<int>(5, 60)(rng)},
-                        {"prompt_tokens", {{"distribution", "uniform"}, {"min", 32}, {"max", 3000}}},
-                        {"output_tokens", {{"distribution", "uniform"}, {"min", 8}, {"max", 600}}}}},
+          {"workload",
+           {{"arrival", "poisson"},
+            {"rate", uniform(rng, 2, 30)},
+            {"max_requests", std::uniform_int_distribution<int>(5, 60)(rng)},
+            {"prompt_tokens", {{"distribution", "uniform"}, {"min", 32}, {"max", 3000}}},
+            {"output_tokens", {{"distribution", "uniform"}, {"min", 8}, {"max", 600}}}}},
           {"serving", {{"max_batch", pick(rng, std::vector<int>{1, 8, 32})}}},
           {"protection", protection},
           {"events", events},
@@ -160,7 +174,8 @@ void check_run(const ScenarioSpec& spec, const RunResult& run, const std::string
         break;
       case RequestOutcome::kFailed:
       case RequestOutcome::kUnfinished:
-        EXPECT_FALSE(r.reason.empty()) << label << ": request " << r.id << " ended without a reason";
+        EXPECT_FALSE(r.reason.empty())
+            << label << ": request " << r.id << " ended without a reason";
         break;
     }
   }
@@ -178,12 +193,15 @@ void check_run(const ScenarioSpec& spec, const RunResult& run, const std::string
     const std::int64_t avail = mv.available_tokens;
     std::int64_t kv = 0;
     if (mv.strategy == "full_kv") kv = cost_model::kv_bytes(m, avail).count;
-    if (mv.strategy == "risk_kv") kv = cost_model::storage(m, spec.risk_kv->topology, avail, {}).kv_kept.count;
+    if (mv.strategy == "risk_kv")
+      kv = cost_model::storage(m, spec.risk_kv->topology, avail, {}).kv_kept.count;
     if (mv.strategy == "proxy_kv") {
-      kv = std::llround(spec.proxy_kv->retention * static_cast<double>(cost_model::kv_bytes(m, avail).count));
+      kv = std::llround(spec.proxy_kv->retention *
+                        static_cast<double>(cost_model::kv_bytes(m, avail).count));
     }
     EXPECT_EQ(mv.kv_bytes, mv.source.empty() ? 0 : kv) << what << " (" << mv.strategy << ")";
-    EXPECT_EQ(mv.token_bytes, mv.strategy == "token_replay" && !mv.source.empty() ? 4 * mv.context_tokens : 0)
+    EXPECT_EQ(mv.token_bytes,
+              mv.strategy == "token_replay" && !mv.source.empty() ? 4 * mv.context_tokens : 0)
         << what;
     if (mv.requested != "adaptive" && mv.requested != mv.strategy) {
       EXPECT_FALSE(mv.fallback.empty()) << what << ": a fallback without a reason";
@@ -212,7 +230,8 @@ void check_run(const ScenarioSpec& spec, const RunResult& run, const std::string
       bool failed_between = false;
       for (const EventSpec& e : spec.events) {
         const std::int64_t at = from_seconds(e.at).ns;
-        if (e.kind == EventKind::kNodeFailure && e.node == node && at >= times[i - 1] && at <= times[i]) {
+        if (e.kind == EventKind::kNodeFailure && e.node == node && at >= times[i - 1] &&
+            at <= times[i]) {
           failed_between = true;
         }
       }
@@ -230,7 +249,8 @@ TEST_P(ServingProperties, BooksBalanceOnRandomScenarios) {
   std::map<MoveOutcome, int> outcomes;
   std::set<std::string> executed;
   for (int i = 0; i < kScenariosPerShard; ++i) {
-    const std::uint64_t seed = 1000 + static_cast<std::uint64_t>(GetParam() * kScenariosPerShard + i);
+    const std::uint64_t seed =
+        1000 + static_cast<std::uint64_t>(GetParam() * kScenariosPerShard + i);
     const json doc = random_scenario(seed);
     const ScenarioSpec spec = scenarios::load_scenario_text(doc.dump(), "random");
     const cost_model::RooflineCosts compute(spec.gpu);
