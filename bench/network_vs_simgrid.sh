@@ -8,6 +8,9 @@
 #               the core, Poisson arrivals, Pareto(1.5) sizes from 10 MB, about
 #               120 concurrent flows per busy core link, one giant component.
 # CPU time is the measure (kvshift: median of 3 runs; SimGrid: one run each).
+# SimGrid runs the two cases one after the other in its one engine; with both
+# platforms loaded its fat-tree heap is higher (1,621 against 1,199 B/transfer
+# on its own), so `--workload fat-tree` gives the figure for that case alone.
 # Usage: bench/network_vs_simgrid.sh [build-dir] [extra options, e.g. --transfers 20000]
 set -euo pipefail
 build=${1:-build}
