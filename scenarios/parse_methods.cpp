@@ -8,6 +8,7 @@
 // hand-written ones may say "delta_nll"); the scenario's own "delta_nll" wins
 // when both are given. A quality block from any set but the test set is not read.
 #include <cmath>
+#include <cstdio>
 
 #include "cost_model/input_error.hpp"
 #include "scenarios/scenario_keys.hpp"
@@ -16,6 +17,15 @@
 
 namespace kvshift::scenarios::detail {
 namespace {
+
+/// The lowest mean ΔNLL a calibration file may report (measured ones sit within ±0.01).
+constexpr double kMinFileDeltaNll = -0.1;
+
+std::string short_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
 
 /// The test-set quality a topology document carries.
 struct FileQuality {
@@ -37,9 +47,6 @@ FileQuality quality_from(const Json& doc) {
   }
   FileQuality f{number_of(q, {"delta_nll", "delta_nll_mean", "mean_delta_nll"}),
                 number_of(q, {"violation_share", "violation_rate"})};
-  if (f.violation_share && !(*f.violation_share >= 0.0 && *f.violation_share <= 1.0)) {
-    f.violation_share.reset();
-  }
   return f;
 }
 
@@ -147,6 +154,20 @@ std::optional<sim::RiskKvSpec> parse_risk_kv(const Reader& top, const cost_model
       r->problem("topology", "omits no layer group (\"" + s.topology_source +
                                  "\"); RISK-KV needs at least one");
     }
+  }
+  // A calibration's numbers are checked like the scenario's own: a mean ΔNLL far below zero
+  // (a rebuild cannot beat the exact KV by more than noise) or beyond 100 nats/token, or a
+  // share outside [0, 1], is a broken file, never clamped.
+  if (file_quality.delta_nll &&
+      !(*file_quality.delta_nll >= kMinFileDeltaNll && *file_quality.delta_nll <= 100)) {
+    r->problem("topology", s.topology_source +
+                               ": quality.delta_nll_mean must be in [-0.1, 100] nats/token (got " +
+                               short_number(*file_quality.delta_nll) + ")");
+  }
+  if (file_quality.violation_share &&
+      !(*file_quality.violation_share >= 0.0 && *file_quality.violation_share <= 1.0)) {
+    r->problem("topology", s.topology_source + ": quality.violation_share must be in [0, 1] (got " +
+                               short_number(*file_quality.violation_share) + ")");
   }
   s.violation_share = file_quality.violation_share;
   auto nll = number_in(*r, "delta_nll", 0, 100, false, false);

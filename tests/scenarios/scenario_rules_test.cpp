@@ -310,6 +310,27 @@ TEST(ScenarioRules, TopologyQualityUnderCalibratesKeyAndTheScenarioWins) {
   EXPECT_DOUBLE_EQ(testing::load(j).risk_kv->delta_nll, 0.5);
 }
 
+TEST(ScenarioRules, TopologyQualityOutOfRangeIsAnErrorNotAClamp) {
+  for (double bad : {-1.0, 1e9}) {
+    json j = minimal_json();
+    j["risk_kv"] = {{"topology", {{"omitted_groups", {3}}, {"quality", {{"delta_nll_mean", bad}}}}}};
+    const V p = problems(j);
+    ASSERT_EQ(p.size(), 1u) << bad;
+    EXPECT_NE(p[0].find("/risk_kv/topology: "), std::string::npos) << p[0];
+    EXPECT_NE(p[0].find("quality.delta_nll_mean must be in [-0.1, 100] nats/token"), std::string::npos)
+        << p[0];
+  }
+  json j = minimal_json();
+  j["risk_kv"] = {{"topology",
+                   {{"omitted_groups", {3}},
+                    {"quality", {{"delta_nll_mean", -0.0007}, {"violation_share", 1.5}}}}}};
+  EXPECT_EQ(problems(j).size(), 1u) << "a small negative mean is measurement noise; 1.5 is not a share";
+  j["risk_kv"]["topology"]["quality"]["violation_share"] = 0.25;
+  const auto spec = testing::load(j);
+  EXPECT_DOUBLE_EQ(spec.risk_kv->delta_nll, -0.0007);
+  EXPECT_DOUBLE_EQ(*spec.risk_kv->violation_share, 0.25);
+}
+
 TEST(ScenarioRules, CostSourceForms) {
   json j = minimal_json();
   j["cost_source"] = "measured";
