@@ -131,20 +131,19 @@ json run_charts(const std::filesystem::path& dir, const json& summary, json& not
         sets.push_back(xy_dataset(name, pts, true));
       }
       const std::string label = kind;
+      const std::string plural = kind[0] == 'r' ? "recoveries" : "migrations";
       const std::string title = std::string(kind[0] == 'r' ? "Recovery" : "Migration") +
                                 " latency CDF (unfinished moves at their lower bound)";
       if (by[kind].empty()) {
-        notes.push_back("No " + std::string(kind[0] == 'r' ? "recoveries" : "migrations") +
-                        " in this run: no " + label + "-latency CDF.");
+        notes.push_back("No " + plural + " in this run: no " + label + "-latency CDF.");
       } else if (!thin.empty()) {
         std::string list;
         for (const std::string& t : thin) list += (list.empty() ? "" : ", ") + t;
-        notes.push_back("Too few " + std::string(kind[0] == 'r' ? "recoveries" : "migrations") +
-                        " for a " + label + "-latency CDF: " + list + ".");
+        notes.push_back("Too few " + plural + " for a " + label + "-latency CDF: " + list + ".");
       }
       if (!sets.empty()) {
         charts.push_back(chart(title, "line", {{"datasets", sets}}, label + " latency (s)",
-                               "share of " + label + "s", "linear"));
+                               "share of " + plural, "linear"));
       }
     }
   }

@@ -33,7 +33,7 @@ std::filesystem::path artefacts() {
 
 // Loads `page` headless; returns the DOM and checks for script errors in the log.
 void expect_page_draws(const std::string& browser, const std::filesystem::path& page, int charts,
-                       const std::string& shot) {
+                       const std::string& shot, std::string* dom_out = nullptr) {
   // A profile folder of its own: the tests of this file may run at the same time.
   const std::string flags =
       " --headless --no-sandbox --disable-gpu --disable-dev-shm-usage "
@@ -42,6 +42,7 @@ void expect_page_draws(const std::string& browser, const std::filesystem::path& 
   const auto dom =
       run_command("timeout 120 " + browser + flags + "--dump-dom file://" + page.string());
   ASSERT_EQ(dom.exit_code, 0) << dom.err;
+  if (dom_out) *dom_out = dom.out;
   const std::regex status("id=\"kvshift-status\"[^>]*>([^<]*)<");
   std::smatch m;
   ASSERT_TRUE(std::regex_search(dom.out, m, status)) << "no status element";
@@ -70,7 +71,11 @@ TEST(ReportBrowser, RunReportDrawsEveryChart) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = run_kvshift("report " + dir.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  expect_page_draws(browser, dir / "report.html", 4, "run-report.png");
+  std::string dom;
+  expect_page_draws(browser, dir / "report.html", 4, "run-report.png", &dom);
+  // The page leads with the answer, and a chart with no data is a sentence, not a blank canvas.
+  EXPECT_NE(dom.find(" wins on recovery p99"), std::string::npos);
+  EXPECT_NE(dom.find("No migrations in this run: no migration-latency CDF."), std::string::npos);
 }
 
 TEST(ReportBrowser, SweepAndAnalyticReportsDrawLinesAndHeatMaps) {
