@@ -4,25 +4,47 @@
 # (bench/scenarios/leafspine-1024-hour.json). Reports wall time, CPU time,
 # simulated seconds per wall second, events/s and peak memory.
 # Targets: the hour in <= 36 s (>= 100 simulated s per wall s) within 4 GiB.
-# Usage: bench/serving_hour.sh [build-dir] [repeats]
+# Usage: bench/serving_hour.sh [build-dir] [repeats] [baseline-build-dir]
+# With a baseline build (e.g. an older commit built in another folder, same
+# CMake options), the two binaries run alternately, so both medians come from
+# one run on the same machine state, and the ratio is printed.
 set -euo pipefail
 build=${1:-build}
 repeats=${2:-3}
+baseline=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
 scenario="$here/scenarios/leafspine-1024-hour.json"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-walls=()
+labels=(this)
+[ -n "$baseline" ] && labels=(baseline this)
+declare -A walls rss
 for i in $(seq "$repeats"); do
-  /usr/bin/time -f "%e %U %M" -o "$out/time" "$build/apps/kvshift" run "$scenario" --quiet \
-    --out "$out/run" --force > "$out/log" 2>&1
-  read -r wall user rss_kb < "$out/time"
-  events=$(python3 -c "import json;print(json.load(open('$out/run/summary.json'))['strategies']['risk_kv']['events'])")
-  completed=$(python3 -c "import json;print(json.load(open('$out/run/summary.json'))['strategies']['risk_kv']['requests']['completed'])")
-  awk -v i="$i" -v w="$wall" -v u="$user" -v e="$events" -v m="$rss_kb" -v c="$completed" 'BEGIN {
-    printf "run %d: wall %6.2f s  cpu %6.2f s  %6.1f sim-s/wall-s  %.3g events/s  peak %5.0f MiB  (%d requests completed, %d events)\n",
-           i, w, u, 3600 / w, e / w, m / 1024, c, e }'
-  walls+=("$wall")
+  for label in "${labels[@]}"; do
+    bin="$build/apps/kvshift"
+    [ "$label" = baseline ] && bin="$baseline/apps/kvshift"
+    /usr/bin/time -f "%e %U %M" -o "$out/time" "$bin" run "$scenario" --quiet \
+      --out "$out/run" --force > "$out/log" 2>&1 || { rm -rf "$out/run"; \
+      /usr/bin/time -f "%e %U %M" -o "$out/time" "$bin" run "$scenario" --quiet \
+      --out "$out/run" > "$out/log" 2>&1; }  # a baseline may predate --force
+    read -r wall user rss_kb < "$out/time"
+    events=$(python3 -c "import json;print(json.load(open('$out/run/summary.json'))['strategies']['risk_kv']['events'])")
+    completed=$(python3 -c "import json;print(json.load(open('$out/run/summary.json'))['strategies']['risk_kv']['requests']['completed'])")
+    rm -rf "$out/run"
+    awk -v l="$label" -v i="$i" -v w="$wall" -v u="$user" -v e="$events" -v m="$rss_kb" -v c="$completed" 'BEGIN {
+      printf "%-8s run %d: wall %6.2f s  cpu %6.2f s  %6.1f sim-s/wall-s  %.3g events/s  peak %5.0f MiB  (%d requests completed, %d events)\n",
+             l, i, w, u, 3600 / w, e / w, m / 1024, c, e }'
+    walls[$label]+="$wall "
+    rss[$label]+="$rss_kb "
+  done
 done
-median=$(printf '%s\n' "${walls[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-awk -v w="$median" 'BEGIN { printf "median wall: %.2f s for 3600 simulated s (%.1f sim-s per wall-s); target <= 36 s\n", w, 3600 / w }'
+median() { printf '%s\n' $1 | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+for label in "${labels[@]}"; do
+  w=$(median "${walls[$label]}"); m=$(median "${rss[$label]}")
+  awk -v l="$label" -v w="$w" -v m="$m" 'BEGIN { printf "%-8s median wall: %.2f s for 3600 simulated s (%.1f sim-s per wall-s), median peak %.0f MiB; target <= 36 s\n", l, w, 3600 / w, m / 1024 }'
+done
+if [ -n "$baseline" ]; then
+  awk -v a="$(median "${walls[baseline]}")" -v b="$(median "${walls[this]}")" \
+      -v ma="$(median "${rss[baseline]}")" -v mb="$(median "${rss[this]}")" \
+      'BEGIN { printf "this / baseline: wall %.3f, peak memory %.3f\n", b / a, mb / ma }'
+fi
