@@ -109,8 +109,9 @@ ServingModel::Choice ServingModel::choose_move(const Request& r, bool from_repli
         break;
       }
       if (c.estimate.reachable) return chosen(std::move(c), src, "");
-      why = "the source " + spec_.cluster.nodes[static_cast<std::size_t>(src)].name +
-            " cannot reach a destination with room";
+      why = src >= 0 ? "the source " + spec_.cluster.nodes[static_cast<std::size_t>(src)].name +
+                           " cannot reach a destination with room"
+                     : "the predictor store cannot reach a destination with room";
     }
     for (Strategy s : {Strategy::kFullKv, Strategy::kTokenReplay}) {
       for (int gpu : destinations) {
