@@ -77,9 +77,8 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
     // The requests that live here are those holding a reservation; queued work of others
     // (a ProxyKV scoring job of a request that has since migrated) is dropped, not lost.
     gpus_[g]->worker->fail();
-    for (std::uint64_t id : gpus_[g]->members) lost.push_back(id);
-    set_load(*gpus_[g], 0);  // after fail(): the GPU leaves the router's index
-    gpus_[g]->members.clear();
+    for (std::uint64_t id : router_.clear(g)) lost.push_back(id);
+    update_open(g);  // after fail(): the GPU takes no new work
   }
   std::sort(lost.begin(), lost.end());
   lost.erase(std::unique(lost.begin(), lost.end()), lost.end());
@@ -138,7 +137,7 @@ void ServingModel::node_repair(int node) {
   if (proxy_gpus_[node]) proxy_gpus_[node]->repair();
   for (int g : node_gpus_[node]) {
     gpus_[g]->worker->repair();
-    set_load(*gpus_[g], gpus_[g]->reserved);
+    update_open(g);
   }
   fabric_.repair_node(node);
   if (spec_.risk_kv && spec_.predictors.placement == PredictorPlacement::kPreloaded &&
@@ -151,7 +150,7 @@ void ServingModel::node_repair(int node) {
 void ServingModel::drain(int node) {
   if (!node_up_[node]) return;
   node_draining_[node] = true;
-  for (int g : node_gpus_[node]) set_load(*gpus_[g], gpus_[g]->reserved);
+  for (int g : node_gpus_[node]) update_open(g);
   const std::int64_t now = sim_.now().ns;
   // Moves heading here are re-planned elsewhere: no move lands on a draining node.
   std::vector<std::uint64_t> inbound;
@@ -163,7 +162,7 @@ void ServingModel::drain(int node) {
              "destination " + spec_.cluster.nodes[node].name + " started draining");
   }
   for (int g : node_gpus_[node]) {
-    const std::vector<std::uint64_t> members(gpus_[g]->members.begin(), gpus_[g]->members.end());
+    const std::vector<std::uint64_t> members(router_.members(g).begin(), router_.members(g).end());
     for (std::uint64_t id : members) {
       Request& r = *requests_[id];
       if (r.phase == Phase::kDecoding) start_move(r, MoveTrigger::kDrain, node, now);
@@ -173,14 +172,14 @@ void ServingModel::drain(int node) {
 
 void ServingModel::rebalance_check() {
   const RebalanceSpec& rb = spec_.policies.rebalance;
-  for (std::size_t g = 0; g < gpus_.size(); ++g) {
-    Gpu& gpu = *gpus_[g];
-    if (!gpu.worker->up() || static_cast<double>(gpu.reserved) <=
-                                 rb.threshold * static_cast<double>(gpu.capacity)) {
+  for (int g = 0; g < static_cast<int>(gpus_.size()); ++g) {
+    const Gpu& gpu = *gpus_[g];
+    if (!gpu.worker->up() || static_cast<double>(router_.reserved(g)) <=
+                                 rb.threshold * static_cast<double>(router_.capacity(g))) {
       continue;
     }
     Request* biggest = nullptr;
-    for (std::uint64_t id : gpu.members) {
+    for (std::uint64_t id : router_.members(g)) {
       Request& r = *requests_[id];
       if (r.phase == Phase::kDecoding && (!biggest || r.context > biggest->context)) biggest = &r;
     }

@@ -18,7 +18,7 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
       costs_(costs),
       strategy_(strategy),
       workload_(spec.workload, derive_seed(spec.seed, 1), spec.duration),
-      router_rng_(derive_seed(spec.seed, 2)) {
+      router_(spec.policies.router, derive_seed(spec.seed, 2)) {
   result_.strategy = strategy_name(strategy);
   end_ns_ = from_seconds(spec.duration).ns;
   const std::size_t n = spec.cluster.nodes.size();
@@ -63,11 +63,11 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
     for (int g = 0; g < node.gpus; ++g) {
       auto gpu = std::make_unique<Gpu>();
       gpu->node = static_cast<int>(i);
-      gpu->capacity = node.hbm_per_gpu.count - weights;
-      if (gpu->capacity <= 0) {
+      const std::int64_t capacity = node.hbm_per_gpu.count - weights;
+      if (capacity <= 0) {
         throw std::runtime_error("node " + node.name + ": the model's weights do not fit in HBM");
       }
-      const int index = static_cast<int>(gpus_.size());
+      const int index = router_.add_gpu(static_cast<int>(i), capacity);
       gpu->worker = std::make_unique<GpuWorker>(
           sim_, *this, costs_, index, "gpu:" + node.name + "/" + std::to_string(g),
           spec.serving.max_batch, epoch_cap, result_.gpu_time,
@@ -80,7 +80,6 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
             record_trace ? &result_.trace : nullptr);
       }
       gpus_.push_back(std::move(gpu));
-      set_load(*gpus_.back(), 0);
     }
   }
   if (gpus_.empty()) throw std::runtime_error("the cluster has no GPU");
@@ -98,35 +97,13 @@ ServingModel::~ServingModel() = default;
 
 int ServingModel::node_of(int gpu) const { return gpus_[gpu]->node; }
 
-// HBM accounting. A violation is a bug in this model, so it aborts the run loudly.
-void ServingModel::reserve(Gpu& g, const Request& r) {
-  set_load(g, g.reserved + r.reserved);
-  if (g.reserved > g.capacity || !g.members.insert(r.rec.id).second) {
-    throw std::logic_error("invariant: GPU " + std::to_string(g.worker->index()) +
-                           " over its KV capacity or request " + std::to_string(r.rec.id) +
-                           " reserved twice");
-  }
-}
+// HBM bookings live in the router, which checks them.
+void ServingModel::reserve(int gpu, const Request& r) { router_.reserve(gpu, r.rec.id, r.reserved); }
 
-void ServingModel::unreserve(Gpu& g, const Request& r) {
-  set_load(g, g.reserved - r.reserved);
-  if (g.reserved < 0 || g.members.erase(r.rec.id) != 1) {
-    throw std::logic_error("invariant: request " + std::to_string(r.rec.id) +
-                           " released KV it did not hold on GPU " +
-                           std::to_string(g.worker->index()));
-  }
-}
+void ServingModel::unreserve(int gpu, const Request& r) { router_.release(gpu, r.rec.id, r.reserved); }
 
-// The router's index: GPUs that take new work, ordered by reserved share.
-void ServingModel::set_load(Gpu& g, std::int64_t reserved) {
-  const int index = g.worker->index();
-  const auto key = [&](std::int64_t r) {
-    return std::pair{static_cast<double>(r) / static_cast<double>(g.capacity), index};
-  };
-  const bool eligible = g.worker->up() && !node_draining_[g.node];
-  by_load_.erase(key(g.reserved));
-  g.reserved = reserved;
-  if (eligible) by_load_.insert(key(g.reserved));
+void ServingModel::update_open(int gpu) {
+  router_.set_open(gpu, gpus_[gpu]->worker->up() && !node_draining_[gpus_[gpu]->node]);
 }
 
 std::int64_t ServingModel::kv_bytes(std::int64_t tokens) const {
@@ -208,78 +185,12 @@ void ServingModel::on_arrival(const RequestArrival& a) {
   Request& req = *r;
   if (requests_.size() != a.id) throw std::logic_error("request ids must be dense");
   requests_.push_back(std::move(r));
-  const int gpu = pending_.empty() ? route(req.reserved, -1) : -1;
+  const int gpu = pending_.empty() ? router_.route(req.reserved, -1) : -1;
   if (gpu < 0) {
     pending_.push_back(req.rec.id);
   } else {
     start_prefill(req, gpu);
   }
-}
-
-bool ServingModel::fits(const Gpu& g, std::int64_t reserve, int exclude_node) const {
-  return g.worker->up() && !node_draining_[g.node] && g.node != exclude_node &&
-         g.capacity - g.reserved >= reserve;
-}
-
-std::vector<int> ServingModel::destinations(std::int64_t reserve, int exclude_node,
-                                            std::size_t k) {
-  std::vector<int> out;
-  auto take = [&](int index) {
-    const int node = gpus_[index]->node;
-    for (int o : out) {
-      if (gpus_[o]->node == node) return;
-    }
-    out.push_back(index);
-  };
-  if (spec_.policies.router == Router::kLeastLoaded) {
-    for (const auto& [share, index] : by_load_) {
-      if (out.size() >= k) break;
-      if (fits(*gpus_[index], reserve, exclude_node)) take(index);
-    }
-    return out;
-  }
-  // The router's own pick first (same draws as for an arrival), then the rest by index.
-  const int first = route(reserve, exclude_node);
-  if (first < 0) return out;
-  out.push_back(first);
-  for (std::size_t i = 0; i < gpus_.size() && out.size() < k; ++i) {
-    if (fits(*gpus_[i], reserve, exclude_node)) take(static_cast<int>(i));
-  }
-  return out;
-}
-
-int ServingModel::route(std::int64_t reserve, int exclude_node) {
-  if (spec_.policies.router == Router::kLeastLoaded) {
-    // Smallest reserved share first (ties by index); usually the first one fits.
-    for (const auto& [share, index] : by_load_) {
-      const Gpu& g = *gpus_[index];
-      if (g.node != exclude_node && g.capacity - g.reserved >= reserve) return index;
-    }
-    return -1;
-  }
-  std::vector<int> candidates;
-  for (std::size_t i = 0; i < gpus_.size(); ++i) {
-    if (fits(*gpus_[i], reserve, exclude_node)) candidates.push_back(static_cast<int>(i));
-  }
-  if (candidates.empty()) return -1;
-  switch (spec_.policies.router) {
-    case Router::kRoundRobin: {
-      for (std::size_t k = 0; k < gpus_.size(); ++k) {
-        const int candidate = static_cast<int>((round_robin_ + k) % gpus_.size());
-        if (std::find(candidates.begin(), candidates.end(), candidate) != candidates.end()) {
-          round_robin_ = static_cast<std::size_t>(candidate) + 1;
-          return candidate;
-        }
-      }
-      return candidates.front();
-    }
-    case Router::kRandom:
-      return candidates[static_cast<std::size_t>(
-          router_rng_.uniform_int(0, static_cast<std::int64_t>(candidates.size()) - 1))];
-    case Router::kLeastLoaded:
-      break;
-  }
-  return candidates.front();
 }
 
 void ServingModel::admit_pending() {
@@ -291,7 +202,7 @@ void ServingModel::admit_pending() {
   }
   while (!pending_.empty()) {
     Request& r = *requests_[pending_.front()];
-    const int gpu = route(r.reserved, -1);
+    const int gpu = router_.route(r.reserved, -1);
     if (gpu < 0) return;
     pending_.pop_front();
     start_prefill(r, gpu);
@@ -300,7 +211,7 @@ void ServingModel::admit_pending() {
 
 void ServingModel::start_prefill(Request& r, int gpu) {
   Gpu& g = *gpus_[gpu];
-  reserve(g, r);
+  reserve(gpu, r);
   r.gpu = gpu;
   r.phase = Phase::kPrefill;
   r.scored = false;
@@ -358,8 +269,7 @@ std::string ServingModel::unfinished_reason(const Request& r) const {
 
 void ServingModel::release_gpu(Request& r) {
   if (r.gpu < 0) return;
-  Gpu& g = *gpus_[r.gpu];
-  unreserve(g, r);
+  unreserve(r.gpu, r);
   r.gpu = -1;
 }
 

@@ -30,6 +30,7 @@
 #include "sim/serving/fabric.hpp"
 #include "sim/serving/gpu_worker.hpp"
 #include "sim/serving/predictor_cache.hpp"
+#include "sim/serving/request_router.hpp"
 #include "sim/serving/results.hpp"
 #include "sim/serving/serving_costs.hpp"
 #include "sim/simulator.hpp"
@@ -64,8 +65,6 @@ class ServingModel final : public GpuListener {
   // Workload and admission.
   void schedule_next_arrival();
   void on_arrival(const RequestArrival& a);
-  int route(std::int64_t reserve_bytes, int exclude_node);
-  bool fits(const Gpu& g, std::int64_t reserve_bytes, int exclude_node) const;
   void admit_pending();
   void start_prefill(Request& r, int gpu);
   void release_gpu(Request& r);
@@ -82,8 +81,6 @@ class ServingModel final : public GpuListener {
     int src = -1;                      ///< node the bytes come from (-1: none)
     std::string fallback;              ///< why the plan differs from the run's strategy
   };
-  /// Up to `k` GPUs with room for `reserve` bytes, one per node, in the router's order.
-  std::vector<int> destinations(std::int64_t reserve, int exclude_node, std::size_t k);
   cost_model::SourceKv source_kv(bool from_replica, int src) const;
   cost_model::MoveRoute route_of(const cost_model::MovePlan& plan, int src, int dst_node);
   cost_model::MoveCandidate candidate(Strategy s, const cost_model::MoveState& state, int src,
@@ -117,9 +114,10 @@ class ServingModel final : public GpuListener {
   std::int64_t kv_bytes(std::int64_t tokens) const;
   std::int64_t protected_bytes_per_token() const;
   int node_of(int gpu) const;
-  void reserve(Gpu& g, const Request& r);
-  void unreserve(Gpu& g, const Request& r);
-  void set_load(Gpu& g, std::int64_t reserved);
+  void reserve(int gpu, const Request& r);
+  void unreserve(int gpu, const Request& r);
+  /// Tells the router whether `gpu` takes new work (up, node not draining).
+  void update_open(int gpu);
 
   Simulator& sim_;
   Fabric& fabric_;
@@ -128,10 +126,9 @@ class ServingModel final : public GpuListener {
   Strategy strategy_;
   RunResult result_;
   Workload workload_;
-  Rng router_rng_;
+  RequestRouter router_;  ///< HBM bookings and the routing policy
 
   std::vector<std::unique_ptr<Gpu>> gpus_;
-  std::set<std::pair<double, int>> by_load_;       ///< router index: (reserved share, GPU)
   std::vector<std::vector<int>> node_gpus_;        ///< node -> its GPU indices
   std::vector<std::unique_ptr<GpuWorker>> proxy_gpus_;  ///< node -> its proxy GPU (proxy_gpu placement)
   std::vector<bool> node_up_, node_draining_;
@@ -144,7 +141,6 @@ class ServingModel final : public GpuListener {
   std::map<std::uint64_t, std::unique_ptr<Move>> moves_;  ///< in flight, by request
   std::vector<std::int64_t> last_link_bytes_;  ///< per link direction, at the last sample
   std::int64_t replica_total_ = 0, replica_full_equiv_ = 0;
-  std::size_t round_robin_ = 0;
   int storage_node_ = -1;
   int predictor_source_ = -1;
   std::int64_t predictor_bytes_ = 0;

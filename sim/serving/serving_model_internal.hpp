@@ -28,12 +28,10 @@ struct ServingModel::Request {
   bool scored = false;         ///< ProxyKV scores computed
 };
 
+/// A GPU's compute timeline and node; its HBM bookings are the router's.
 struct ServingModel::Gpu {
   std::unique_ptr<GpuWorker> worker;
   int node = 0;
-  std::int64_t capacity = 0;
-  std::int64_t reserved = 0;
-  std::set<std::uint64_t> members;  ///< requests that hold a reservation here
 };
 
 /// A move is an activity: planned -> transferring -> rebuilding -> one terminal outcome

@@ -140,7 +140,7 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   const bool from_replica = trigger == MoveTrigger::kFailure;
   // A fixed strategy takes the router's first destination its source can reach; adaptive
   // weighs them all.
-  const std::vector<int> dests = destinations(r.reserved, from_node, kMoveDestinations);
+  const std::vector<int> dests = router_.destinations(r.reserved, from_node, kMoveDestinations);
   if (dests.empty()) {
     if (from_replica)
       pending_recoveries_.push_back({r.rec.id, from_node, stall_since, sim_.now().ns});
@@ -160,7 +160,7 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   }
   Choice c = choose_move(r, from_replica, src, dests);
   Gpu& dst = *gpus_[c.option.destination];
-  reserve(dst, r);
+  reserve(c.option.destination, r);
   r.phase = Phase::kMoving;
 
   auto m = std::make_unique<Move>();
@@ -328,7 +328,7 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
     land(r, dst_gpu, src_gpu);
     return;
   }
-  if (dst.worker->up() && dst.members.count(r.rec.id)) unreserve(dst, r);
+  if (dst.worker->up() && router_.holds(dst_gpu, r.rec.id)) unreserve(dst_gpu, r);
   if (src_gpu >= 0 && gpus_[src_gpu]->worker->up()) {
     // A migration that did not happen: the source still holds the KV; carry on there.
     r.phase = Phase::kDecoding;
@@ -364,7 +364,7 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
 }
 
 void ServingModel::land(Request& r, int dst_gpu, int src_gpu) {
-  if (src_gpu >= 0 && gpus_[src_gpu]->members.count(r.rec.id)) unreserve(*gpus_[src_gpu], r);
+  if (src_gpu >= 0 && router_.holds(src_gpu, r.rec.id)) unreserve(src_gpu, r);
   const int dst_node = gpus_[dst_gpu]->node;
   r.gpu = dst_gpu;
   r.phase = Phase::kDecoding;
