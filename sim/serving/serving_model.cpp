@@ -26,7 +26,6 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
   proxy_gpus_.resize(n);
   node_up_.assign(n, true);
   node_draining_.assign(n, false);
-  replica_held_.assign(n, 0);
   methods_.model = &spec.model;
   if (spec.risk_kv) {
     methods_.topology = &spec.risk_kv->topology;
@@ -84,6 +83,10 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
   }
   if (gpus_.empty()) throw std::runtime_error("the cluster has no GPU");
   if (predictor_source_ < 0) predictor_source_ = storage_node_ >= 0 ? storage_node_ : gpus_[0]->node;
+  std::vector<NodeKind> kinds;
+  for (const NodeSpec& node : spec.cluster.nodes) kinds.push_back(node.kind);
+  replicas_ = std::make_unique<ReplicaStore>(std::move(kinds), spec.protection.placement,
+                                             storage_node_);
   if (spec.risk_kv && spec.predictors.placement == PredictorPlacement::kPreloaded) {
     for (std::size_t i = 0; i < n; ++i) {
       if (!node_gpus_[i].empty()) predictors_->preload(static_cast<int>(i));
@@ -146,7 +149,8 @@ void ServingModel::start() {
 RunResult ServingModel::finish() {
   result_.duration_ns = end_ns_;
   result_.events = static_cast<std::int64_t>(sim_.executed_count());
-  result_.replica_bytes_held_peak = std::max(result_.replica_bytes_held_peak, replica_total_);
+  result_.replica_bytes_held_peak = replicas_->peak();
+  result_.replica_bytes_full_equiv = replicas_->peak_full_equiv();
   close_moves();
   for (auto& r : requests_) {
     if (r->phase != Phase::kDone) {

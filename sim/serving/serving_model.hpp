@@ -30,6 +30,7 @@
 #include "sim/serving/fabric.hpp"
 #include "sim/serving/gpu_worker.hpp"
 #include "sim/serving/predictor_cache.hpp"
+#include "sim/serving/replica_store.hpp"
 #include "sim/serving/request_router.hpp"
 #include "sim/serving/results.hpp"
 #include "sim/serving/serving_costs.hpp"
@@ -132,7 +133,7 @@ class ServingModel final : public GpuListener {
   std::vector<std::vector<int>> node_gpus_;        ///< node -> its GPU indices
   std::vector<std::unique_ptr<GpuWorker>> proxy_gpus_;  ///< node -> its proxy GPU (proxy_gpu placement)
   std::vector<bool> node_up_, node_draining_;
-  std::vector<std::int64_t> replica_held_;         ///< node -> KV bytes held for others
+  std::unique_ptr<ReplicaStore> replicas_;         ///< where protected KV is kept, and how much
   std::unique_ptr<PredictorCache> predictors_;     ///< which nodes hold the RISK-KV predictors
   cost_model::MoveMethods methods_;                ///< the scenario's methods, for move plans
   std::vector<std::unique_ptr<Request>> requests_;  ///< by id
@@ -140,7 +141,6 @@ class ServingModel final : public GpuListener {
   std::deque<PendingRecovery> pending_recoveries_;
   std::map<std::uint64_t, std::unique_ptr<Move>> moves_;  ///< in flight, by request
   std::vector<std::int64_t> last_link_bytes_;  ///< per link direction, at the last sample
-  std::int64_t replica_total_ = 0, replica_full_equiv_ = 0;
   int storage_node_ = -1;
   int predictor_source_ = -1;
   std::int64_t predictor_bytes_ = 0;

@@ -40,38 +40,16 @@ void ServingModel::on_finished(int gpu, std::uint64_t id) {
 
 void ServingModel::drop_replica(Request& r) {
   if (r.replica < 0) return;
-  replica_held_[r.replica] -= r.replica_bytes;
-  replica_total_ -= r.replica_bytes;
-  replica_full_equiv_ -= kv_bytes(r.replicated);
+  replicas_->remove(r.replica, r.replica_bytes, kv_bytes(r.replicated));
   r.replica_bytes = 0;
   r.replicated = 0;
   r.replica = -1;
 }
 
 int ServingModel::pick_replica(int gpu_node) {
-  const int n = static_cast<int>(spec_.cluster.nodes.size());
-  auto usable = [&](int i) {
-    return i != gpu_node && node_up_[i] && spec_.cluster.nodes[i].kind != NodeKind::kSwitch &&
-           fabric_.path(gpu_node, i).has_value();
-  };
-  switch (spec_.protection.placement) {
-    case ReplicaPlacement::kStorage:
-      return storage_node_ >= 0 && usable(storage_node_) ? storage_node_ : -1;
-    case ReplicaPlacement::kNextNode:
-      for (int k = 1; k < n; ++k) {
-        const int i = (gpu_node + k) % n;
-        if (spec_.cluster.nodes[i].kind == NodeKind::kGpu && usable(i)) return i;
-      }
-      return -1;
-    case ReplicaPlacement::kLeastLoaded: {
-      int best = -1;
-      for (int i = 0; i < n; ++i) {
-        if (usable(i) && (best < 0 || replica_held_[i] < replica_held_[best])) best = i;
-      }
-      return best;
-    }
-  }
-  return -1;
+  return replicas_->pick(gpu_node, [&](int i) {
+    return node_up_[i] && fabric_.path(gpu_node, i).has_value();
+  });
 }
 
 void ServingModel::stream(int gpu, const std::vector<std::pair<Request*, std::int64_t>>& items) {
@@ -99,13 +77,7 @@ void ServingModel::stream(int gpu, const std::vector<std::pair<Request*, std::in
                      }
                      r->replicated += tokens;
                      r->replica_bytes += tokens * per_token;
-                     replica_held_[replica] += tokens * per_token;
-                     replica_total_ += tokens * per_token;
-                     replica_full_equiv_ += kv_bytes(tokens);
-                   }
-                   if (replica_total_ > result_.replica_bytes_held_peak) {
-                     result_.replica_bytes_held_peak = replica_total_;
-                     result_.replica_bytes_full_equiv = replica_full_equiv_;
+                     replicas_->add(replica, tokens * per_token, kv_bytes(tokens));
                    }
                  });
   }
