@@ -3,8 +3,17 @@
 // batching, stream their KV to a replica as configured, and are migrated
 // (drain, rebalance) or recovered (node failure) with the run's strategy —
 // full KV, token replay, RISK-KV, ProxyKV, or adaptive (per move, the fastest
-// the cost model predicts for the current path and receiving-GPU backlog,
-// among the strategies the protection mode and the quality budget allow).
+// (strategy, destination) pair the cost model predicts, GPU work waiting for
+// that GPU's queue, within the quality budget).
+//
+// It is wiring over small parts, each tested on its own:
+//   RequestRouter   HBM bookings and the routing policy (request_router.hpp)
+//   ReplicaStore    replica placement and the bytes held (replica_store.hpp)
+//   PredictorCache  which nodes hold the RISK-KV predictors (predictor_cache.hpp)
+//   GpuWorker       one GPU's compute timeline (gpu_worker.hpp)
+//   MovePlan        a move's bytes, GPU work, quality and price (cost_model/move_plan.hpp)
+// and the move lifecycle (serving_moves.cpp): planned -> transferring ->
+// rebuilding -> done | failed | cancelled | unfinished, each reached once.
 //
 // Modelling choices, stated once:
 // - Admission reserves a request's final KV size (prompt + output tokens, in
@@ -14,6 +23,8 @@
 //   was never streamed is recomputed on the receiver (a replay of the tail).
 // - Token ids are held by the request's replica (or the router, without one)
 //   and shipped from there at 4 bytes per token.
+// - A migration holds its source GPU's reservation until it is done; if it
+//   fails or is cancelled the request carries on at its source.
 // - A move whose transfer fails (a node or link dies under it) is retried as
 //   a recovery; after three attempts the request is reported failed.
 #pragma once
