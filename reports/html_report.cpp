@@ -14,6 +14,7 @@
 
 #include "cost_model/input_error.hpp"
 #include "reports/atomic_file.hpp"
+#include "reports/csv.hpp"
 
 namespace kvshift::reports {
 namespace {
@@ -28,25 +29,6 @@ struct Csv {
     return it == header.end() ? -1 : static_cast<int>(it - header.begin());
   }
 };
-
-std::vector<std::string> csv_fields(const std::string& line) {
-  std::vector<std::string> out(1);
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-      out.back() += '"';
-      ++i;
-    } else if (c == '"') {
-      quoted = !quoted;
-    } else if (c == ',' && !quoted) {
-      out.emplace_back();
-    } else {
-      out.back() += c;
-    }
-  }
-  return out;
-}
 
 Csv read_csv(const std::filesystem::path& path) {
   std::ifstream in(path);

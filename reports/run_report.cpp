@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "reports/atomic_file.hpp"
+#include "reports/csv.hpp"
 
 namespace kvshift::reports {
 namespace {
@@ -160,13 +161,6 @@ json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) 
   return j;
 }
 
-
-std::string csv_escape(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
 
 std::string requests_csv(const std::vector<sim::RunResult>& runs) {
   std::ostringstream o;

@@ -1,5 +1,7 @@
 #include "sweep/replicate_means.hpp"
 
+#include "reports/csv.hpp"
+
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -9,32 +11,6 @@
 
 namespace kvshift::sweep {
 namespace {
-
-std::vector<std::string> fields(const std::string& line) {
-  std::vector<std::string> out(1);
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted && c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-      out.back() += '"';
-      ++i;
-    } else if (c == '"') {
-      quoted = !quoted;
-    } else if (c == ',' && !quoted) {
-      out.emplace_back();
-    } else {
-      out.back() += c;
-    }
-  }
-  return out;
-}
-
-std::string cell(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
 
 std::string num(double v) {
   char buf[40];
@@ -58,7 +34,7 @@ std::string replicate_means_csv(const std::string& sweep_csv) {
   std::istringstream in(sweep_csv);
   std::string line;
   std::getline(in, line);
-  const std::vector<std::string> header = fields(line);
+  const std::vector<std::string> header = reports::csv_fields(line);
   int seed_col = -1, first_metric = -1;
   for (std::size_t i = 0; i < header.size(); ++i) {
     if (header[i] == "/seed") seed_col = static_cast<int>(i);
@@ -73,7 +49,7 @@ std::string replicate_means_csv(const std::string& sweep_csv) {
   std::vector<std::vector<std::string>> order;
   while (std::getline(in, line)) {
     if (line.empty()) continue;
-    const std::vector<std::string> row = fields(line);
+    const std::vector<std::string> row = reports::csv_fields(line);
     std::vector<std::string> key;
     for (int i = 2; i < first_metric; ++i) {
       if (i != seed_col) key.push_back(row[static_cast<std::size_t>(i)]);
@@ -83,7 +59,7 @@ std::string replicate_means_csv(const std::string& sweep_csv) {
   }
   std::string out;
   for (int i = 2; i < first_metric; ++i) {
-    if (i != seed_col) out += cell(header[static_cast<std::size_t>(i)]) + ",";
+    if (i != seed_col) out += reports::csv_escape(header[static_cast<std::size_t>(i)]) + ",";
   }
   out += "replicates";
   for (std::size_t i = static_cast<std::size_t>(first_metric); i < header.size(); ++i) {
@@ -92,7 +68,7 @@ std::string replicate_means_csv(const std::string& sweep_csv) {
   out += "\n";
   for (const auto& key : order) {
     const auto& rows = groups[key];
-    for (const std::string& k : key) out += cell(k) + ",";
+    for (const std::string& k : key) out += reports::csv_escape(k) + ",";
     out += std::to_string(rows.size());
     for (std::size_t c = static_cast<std::size_t>(first_metric); c < header.size(); ++c) {
       double sum = 0, sq = 0;

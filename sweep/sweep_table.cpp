@@ -1,18 +1,9 @@
 // sweep.csv rows from point summaries (see sweep_table.hpp).
 #include "sweep/sweep_table.hpp"
 
+#include "reports/csv.hpp"
+
 namespace kvshift::sweep {
-namespace {
-
-// Quotes a cell holding a comma, quote or newline (RFC 4180).
-std::string cell(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
-  return out + "\"";
-}
-
-}  // namespace
 
 const std::vector<MetricColumn>& metric_columns() {
   static const std::vector<MetricColumn> columns = {
@@ -44,7 +35,7 @@ const std::vector<MetricColumn>& metric_columns() {
 std::string sweep_header(const std::vector<Axis>& axes,
                          const std::vector<std::string>& strategies) {
   std::string h = "point,seed";
-  for (const Axis& a : axes) h += "," + cell(a.pointer);
+  for (const Axis& a : axes) h += "," + reports::csv_escape(a.pointer);
   for (const std::string& s : strategies) {
     for (const MetricColumn& c : metric_columns()) h += "," + s + "." + c.name;
   }
@@ -55,7 +46,7 @@ std::string sweep_row(const std::vector<Axis>& axes, std::uint64_t k, std::uint6
                       const std::vector<std::string>& strategies, const nlohmann::json& summary) {
   std::string row = std::to_string(k) + "," + std::to_string(seed);
   const std::vector<std::size_t> idx = point_indices(axes, k);
-  for (std::size_t i = 0; i < axes.size(); ++i) row += "," + cell(axes[i].labels[idx[i]]);
+  for (std::size_t i = 0; i < axes.size(); ++i) row += "," + reports::csv_escape(axes[i].labels[idx[i]]);
   const nlohmann::json& all = summary.at("strategies");
   for (const std::string& s : strategies) {
     const nlohmann::json* strat = all.contains(s) ? &all[s] : nullptr;
