@@ -38,6 +38,13 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
+// A latency the way a person reads it: ms below a second (µs-scale moves stay visible).
+std::string fmt_latency(double s) {
+  if (s < 0.01) return fmt("%.3f ms", s * 1e3);
+  if (s < 1.0) return fmt("%.1f ms", s * 1e3);
+  return fmt("%.3f s", s);
+}
+
 // Latency of moves of one kind: finished moves exactly, moves still open at the end
 // as lower bounds (they took at least end − start), so a slow link cannot look fast.
 json move_latency(std::vector<double> v, std::int64_t unfinished) {
@@ -287,13 +294,13 @@ std::string answer(const json& strategies, const json& order) {
     return a.failed != b.failed ? a.failed < b.failed : a.p99 < b.p99;
   });
   const Entry& w = ranked.front();
-  std::string out = w.name + " wins on " + kind + " p99: " + fmt("%.3f s", w.p99);
+  std::string out = w.name + " wins on " + kind + " p99: " + fmt_latency(w.p99);
   if (ranked.size() > 1) {
     const Entry& next = ranked[1];
     if (next.p99 - w.p99 <= 0.005 * next.p99) {
-      out = w.name + " and " + next.name + " tie on " + kind + " p99: " + fmt("%.3f s", w.p99);
+      out = w.name + " and " + next.name + " tie on " + kind + " p99: " + fmt_latency(w.p99);
     } else {
-      out += " against " + fmt("%.3f s", next.p99) + " for " + next.name + " (" +
+      out += " against " + fmt_latency(next.p99) + " for " + next.name + " (" +
              fmt("%.0f", 100.0 * (next.p99 - w.p99) / next.p99) + " % lower)";
     }
     if (w.failed < next.failed) out += ", with fewer failed requests";
@@ -370,7 +377,7 @@ std::string run_table(const json& summary) {
     auto p = [&](const char* group, const char* key) {
       if (!s[group].contains(key)) return std::string("-");
       const bool bound = s[group].value("includes_lower_bounds", false);
-      return (bound ? ">" : "") + fmt("%.3f s", s[group][key].get<double>());
+      return (bound ? ">" : "") + fmt_latency(s[group][key].get<double>());
     };
     const double rebuild = s["gpu_time_s"]["reconstruct"].get<double>() +
                            s["gpu_time_s"]["replay"].get<double>();
