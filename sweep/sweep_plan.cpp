@@ -86,19 +86,22 @@ sim::ScenarioSpec load_point(const SweepPlan& plan, std::uint64_t k) {
   return std::move(*load.spec);
 }
 
-std::string replicate_axis(const SweepPlan& plan, std::uint64_t replicates) {
+void add_replicates(SweepPlan& plan, std::uint64_t replicates) {
   if (replicates < 2) throw InputError("--replicates: must be at least 2 (got " + std::to_string(replicates) + ")");
   if (replicates > 10000) throw InputError("--replicates: must be at most 10000 (got " + std::to_string(replicates) + ")");
   for (const std::string& set : plan.sets) {
     if (set.rfind("/seed=", 0) == 0) throw InputError("--replicates: the sweep already sets /seed");
   }
   const std::uint64_t base = plan.base.value("seed", std::uint64_t{1});
+  plan.base["seed"] = base;  // the axis needs the key to set
   std::string axis = "/seed=" + std::to_string(base);  // replicate 0 is the scenario itself
   for (std::uint64_t r = 1; r < replicates; ++r) {
     // 63 bits: a scenario seed is a non-negative JSON integer.
     axis += "," + std::to_string(point_seed(base, {{"replicate", std::to_string(r)}}) >> 1);
   }
-  return axis;
+  plan.sets.push_back(axis);
+  plan.axes.push_back(parse_axis(axis));
+  point_count(plan.axes);  // throws when the product grows too large
 }
 
 std::unique_ptr<cost_model::ComputeCosts> roofline_costs(const sim::ScenarioSpec& spec) {

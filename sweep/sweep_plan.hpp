@@ -44,8 +44,8 @@ std::string describe_point(const SweepPlan& plan, std::uint64_t k);
 /// scenario's seed (common random numbers).
 sim::ScenarioSpec load_point(const SweepPlan& plan, std::uint64_t k);
 
-/// The "--set" text of a /seed axis of `replicates` seeds: the scenario's, then derived ones.
-std::string replicate_axis(const SweepPlan& plan, std::uint64_t replicates);
+/// Adds a /seed axis of `replicates` seeds (the scenario's, then derived ones) to `plan`.
+void add_replicates(SweepPlan& plan, std::uint64_t replicates);
 
 /// Where a point's costs come from (the kvshift executable passes its own factory).
 using CostFactory =

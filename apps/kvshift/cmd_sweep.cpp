@@ -158,9 +158,9 @@ int run(const SweepCliOptions& o) {
   sweep::SweepPlan plan;
   std::filesystem::path dir;
   if (!o.resume.empty()) {
-    if (!o.scenario.empty() || !o.sets.empty()) {
+    if (!o.scenario.empty() || !o.sets.empty() || o.seed_given || o.replicates != 1) {
       throw InputError("--resume: continues the sweep saved in " + o.resume +
-                       "; drop SCENARIO and --set");
+                       "; drop SCENARIO, --set, --seed and --replicates");
     }
     dir = o.resume;
     const auto saved = dir / "sweep.json";
@@ -171,12 +171,7 @@ int run(const SweepCliOptions& o) {
     if (o.sets.empty()) throw InputError("--set: give at least one POINTER=v1,v2,... to sweep");
     plan = sweep::make_plan(o.scenario, o.sets);
     if (o.seed_given) plan.base["seed"] = parse_seed(o.seed, "--seed");
-    if (o.replicates != 1) {
-      std::vector<std::string> sets = o.sets;
-      sets.push_back(sweep::replicate_axis(plan, o.replicates));
-      plan = sweep::make_plan(o.scenario, sets);
-      if (o.seed_given) plan.base["seed"] = parse_seed(o.seed, "--seed");
-    }
+    if (o.replicates != 1) sweep::add_replicates(plan, o.replicates);
     dir = o.out.empty() ? "kvshift-out/sweep" : o.out;
   }
   sweep::RunnerOptions options;

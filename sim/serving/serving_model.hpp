@@ -104,6 +104,8 @@ class ServingModel final : public GpuListener {
   void launch(std::uint64_t request);
   void send_part(Move& m, int src, int dst, std::int64_t bytes, std::int64_t BytesByKind::*kind);
   void begin_predictor_fetch(int node);
+  /// Bytes that stay on one node cross its host link (the estimator's local leg).
+  SimTime host_link_time(std::int64_t bytes) const;
   void on_transfers_done(Move& m);
   /// The one way a move ends: records it once, cancels what it still runs, then lands the
   /// request (done), retries it (failed) or re-plans it (cancelled).

@@ -235,8 +235,7 @@ void ServingModel::send_part(Move& m, int src, int dst, std::int64_t bytes,
   };
   ++m.transfers_left;
   if (src == dst) {  // same node: the bytes cross the host link, not the network
-    const SimTime t = from_seconds(8.0 * static_cast<double>(bytes) / spec_.gpu.host_link.value);
-    sim_.schedule_after(t, [done] { done(true, ""); });
+    sim_.schedule_after(host_link_time(bytes), [done] { done(true, ""); });
     return;
   }
   m.transfers.push_back(fabric_.send(src, dst, bytes, done));
@@ -274,11 +273,15 @@ void ServingModel::begin_predictor_fetch(int node) {
     }
   };
   if (predictor_source_ == node) {
-    const SimTime t = from_seconds(8.0 * static_cast<double>(bytes) / spec_.gpu.host_link.value);
-    sim_.schedule_after(t, [this, node, done] { done(node_up_[node], "node failed"); });
+    sim_.schedule_after(host_link_time(bytes),
+                        [this, node, done] { done(node_up_[node], "node failed"); });
     return;
   }
   fabric_.send(predictor_source_, node, bytes, done);
+}
+
+SimTime ServingModel::host_link_time(std::int64_t bytes) const {
+  return SimTime{cost_model::leg_ns(MoveRoute::Leg::kLocal, {}, spec_.gpu.host_link, Bytes{bytes})};
 }
 
 void ServingModel::on_transfers_done(Move& m) {
