@@ -3,6 +3,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <string>
+
+#include <unistd.h>
 
 #include "cost_model/input_error.hpp"
 #include "scenarios/flows_file.hpp"
@@ -166,7 +169,10 @@ TEST(FlowsFile, EcmpIsOffByDefaultAndTakesASeed) {
 
 /// load_flows_file (streamed) on `text` written to a file; its error text, or "".
 std::string streamed_error(const std::string& text, FlowsFile* out = nullptr) {
-  const std::string path = ::testing::TempDir() + "kvshift-flows-stream.json";
+  // One file per test and process: ctest runs this binary's tests side by side.
+  const std::string path = ::testing::TempDir() + "kvshift-flows-" +
+                           ::testing::UnitTest::GetInstance()->current_test_info()->name() + "-" +
+                           std::to_string(::getpid()) + ".json";
   std::ofstream(path) << text;
   std::string error;
   try {

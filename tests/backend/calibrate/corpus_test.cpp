@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <string>
+
+#include <unistd.h>
 
 #include "backend/calibrate/corpus.hpp"
 #include "cost_model/input_error.hpp"
@@ -81,7 +84,8 @@ TEST(Corpus, TooShortCorpusSaysWhatItNeeds) {
 }
 
 TEST(Corpus, ReadsLittleEndianIdsAndRejectsBadFiles) {
-  const auto dir = std::filesystem::temp_directory_path() / "kvshift-calib-corpus-test";
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("kvshift-calib-corpus-test-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   {
     std::ofstream f(dir / "ok.tokens", std::ios::binary);
