@@ -11,7 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libsimgrid-dev libopenmpi-dev openmpi-bin
   clang libclang-rt-14-dev
-  python3 python3-venv python3-jsonschema
+  python3 python3-venv python3-jsonschema python3-torch
   libjs-chart.js chromium
   bible-kjv jargon-text
 )

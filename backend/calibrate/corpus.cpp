@@ -6,6 +6,7 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 
 #include "cost_model/input_error.hpp"
 #include "scenarios/json_reader.hpp"
@@ -141,6 +142,52 @@ void check_vocabulary(const std::vector<std::int32_t>& tokens, int vocab,
                        ", outside the model's vocabulary [0, " + std::to_string(vocab) + ")");
     }
   }
+}
+
+CorpusSpan parse_span(const std::string& text, const std::string& field) {
+  const auto colon = text.find(':');
+  CorpusSpan s;
+  bool ok = colon != std::string::npos;
+  if (ok) {
+    try {
+      std::size_t a = 0, b = 0;
+      const std::string lo = text.substr(0, colon), hi = text.substr(colon + 1);
+      s.begin = std::stod(lo, &a);
+      s.end = std::stod(hi, &b);
+      ok = a == lo.size() && b == hi.size();
+    } catch (const std::exception&) {
+      ok = false;
+    }
+  }
+  if (!ok || !(s.begin >= 0.0 && s.begin < s.end && s.end <= 1.0)) {
+    throw InputError(field + ": \"" + text +
+                     "\": expected A:B, shares of the corpus with 0 <= A < B <= 1 (e.g. 0:0.8)");
+  }
+  return s;
+}
+
+std::string span_text(const CorpusSpan& span) {
+  std::ostringstream o;
+  o << span.begin << ':' << span.end;
+  return o.str();
+}
+
+std::vector<std::int64_t> spread_windows(std::int64_t corpus_tokens, const CorpusSpan& span,
+                                         std::int64_t window, std::int64_t count) {
+  if (window < 1 || count < 1) throw std::invalid_argument("spread_windows: bad sizes");
+  const auto first = static_cast<std::int64_t>(span.begin * static_cast<double>(corpus_tokens));
+  const auto last = static_cast<std::int64_t>(span.end * static_cast<double>(corpus_tokens));
+  const std::int64_t room = last - first;
+  if (room < count * window) {
+    throw InputError("--corpus: the span " + span_text(span) + " holds " + std::to_string(room) +
+                     " tokens, but " + std::to_string(count) + " disjoint windows of " +
+                     std::to_string(window) + " tokens need " + std::to_string(count * window) +
+                     "; use fewer windows, shorter ones or a wider span");
+  }
+  const std::int64_t stride = count > 1 ? (room - window) / (count - 1) : 0;
+  std::vector<std::int64_t> starts;
+  for (std::int64_t i = 0; i < count; ++i) starts.push_back(first + i * std::max(stride, window));
+  return starts;
 }
 
 RequestSets make_request_sets(std::int64_t corpus_tokens, std::int64_t window,

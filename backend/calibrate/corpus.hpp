@@ -45,6 +45,23 @@ std::vector<std::int32_t> read_tokens(const std::string& path);
 void check_vocabulary(const std::vector<std::int32_t>& tokens, int vocab,
                       const std::string& tokens_path, const std::string& model_folder);
 
+/// A share [begin, end) of a corpus, as fractions of its tokens: how a training set and its
+/// held-out evaluation are kept apart on one token file.
+struct CorpusSpan {
+  double begin = 0.0;
+  double end = 1.0;
+  bool overlaps(const CorpusSpan& o) const { return begin < o.end && o.begin < end; }
+};
+/// Parses "A:B" with 0 <= A < B <= 1; throws InputError naming `field`.
+CorpusSpan parse_span(const std::string& text, const std::string& field);
+/// "A:B" as parse_span reads it.
+std::string span_text(const CorpusSpan& span);
+/// First-token offsets of `count` disjoint windows of `window` tokens spread evenly over `span` of
+/// a corpus of `corpus_tokens` tokens, ascending. Throws InputError (naming --corpus and the
+/// need) when the span is too short.
+std::vector<std::int64_t> spread_windows(std::int64_t corpus_tokens, const CorpusSpan& span,
+                                         std::int64_t window, std::int64_t count);
+
 /// Cuts `corpus_tokens` into counts.total() disjoint windows of `window` tokens and deals them.
 /// Throws InputError (naming --corpus and the need) when the corpus is too short.
 RequestSets make_request_sets(std::int64_t corpus_tokens, std::int64_t window,

@@ -114,5 +114,32 @@ TEST(Corpus, ReadsLittleEndianIdsAndRejectsBadFiles) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(Corpus, SpansParseAndRefuseWhatIsNotAShare) {
+  const CorpusSpan s = parse_span("0.8:1", "--span");
+  EXPECT_EQ(s.begin, 0.8);
+  EXPECT_EQ(s.end, 1.0);
+  EXPECT_EQ(span_text(s), "0.8:1");
+  EXPECT_TRUE(s.overlaps({0.0, 0.9}));
+  EXPECT_FALSE(s.overlaps({0.0, 0.8}));  // half-open: they only touch
+  for (const char* bad : {"0.8", "1:0.5", "0.5:0.5", "-0.1:1", "0:1.5", "a:1", "0:1x", ""}) {
+    EXPECT_NE(message_of([&] { parse_span(bad, "--span"); }).find("--span"), std::string::npos)
+        << bad;
+  }
+}
+
+TEST(Corpus, SpreadWindowsAreDisjointInsideTheSpan) {
+  for (std::int64_t count : {1, 2, 7, 32}) {
+    const CorpusSpan span{0.25, 0.75};
+    const auto starts = spread_windows(100'000, span, 1000, count);
+    ASSERT_EQ(starts.size(), static_cast<std::size_t>(count));
+    EXPECT_GE(starts.front(), 25'000);
+    EXPECT_LE(starts.back() + 1000, 75'000);
+    for (std::size_t i = 1; i < starts.size(); ++i) EXPECT_GE(starts[i], starts[i - 1] + 1000);
+  }
+  const std::string m = message_of([] { spread_windows(10'000, {0.0, 0.5}, 1024, 5); });
+  EXPECT_NE(m.find("5120"), std::string::npos) << m;
+  EXPECT_NE(m.find("--corpus"), std::string::npos) << m;
+}
+
 }  // namespace
 }  // namespace kvshift::backend::calibrate
