@@ -53,7 +53,9 @@ KvCache Model::new_cache() const {
   return KvCache::empty(spec().layers, std::int64_t{spec().kv_heads} * spec().head_dim);
 }
 
-void Model::layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t pos0,
+/// `rows0` is the rows the cache holds before this pass: the causal mask counts rows, RoPE
+/// counts positions (rows0 + cache.evicted).
+void Model::layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t rows0,
                           const ForwardOptions& o, ForwardResult& r) const {
   const auto& m = spec();
   const LayerWeights& w = w_.layers[l];
@@ -68,12 +70,13 @@ void Model::layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t pos0,
   }
   if (o.capture_pre_rope_keys) r.pre_rope_keys[l] = k;
   if (o.capture_attn_inputs) r.attn_inputs[l] = std::move(h);
+  const std::int64_t pos0 = rows0 + cache.evicted;
   apply_rope(q, {m.q_heads, m.head_dim, m.rope_theta}, pos0);
   apply_rope(k, {m.kv_heads, m.head_dim, m.rope_theta}, pos0);
   append_rows(cache.k[l], k);
   append_rows(cache.v[l], v);
   Matrix attn;
-  causal_attention(q, cache.k[l], cache.v[l], {m.q_heads, m.kv_heads, m.head_dim, pos0}, attn,
+  causal_attention(q, cache.k[l], cache.v[l], {m.q_heads, m.kv_heads, m.head_dim, rows0}, attn,
                    o.attention_stats ? &r.stats : nullptr, l);
   x.noalias() += attn * w.wo.transpose();
   h = rms_norm(x, w.mlp_norm, m.rms_eps);

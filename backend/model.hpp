@@ -26,8 +26,13 @@ namespace kvshift::backend {
 struct KvCache {
   std::vector<Matrix> k;  ///< per layer [tokens, kv_heads·head_dim], post-RoPE
   std::vector<Matrix> v;  ///< per layer [tokens, kv_heads·head_dim]
+  /// Tokens dropped from every row set by pruning (compact): the kept keys keep their
+  /// positions, so new tokens continue at tokens() + evicted, not at tokens().
+  std::int64_t evicted = 0;
   /// Tokens held (0 for an empty cache).
   std::int64_t tokens() const { return k.empty() ? 0 : k.front().rows(); }
+  /// Position of the next token appended.
+  std::int64_t next_position() const { return tokens() + evicted; }
   /// An empty cache with `layers` layers of width `width`.
   static KvCache empty(int layers, std::int64_t width);
 };
@@ -79,8 +84,8 @@ class Model {
 
  private:
   std::int64_t cached_tokens(const KvCache& cache, int first, int last, const char* what) const;
-  void layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t pos0, const ForwardOptions& o,
-                     ForwardResult& r) const;
+  void layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t rows0,
+                     const ForwardOptions& o, ForwardResult& r) const;
 
   ModelWeights w_;
 };
@@ -91,7 +96,8 @@ std::vector<double> next_token_nll(const Matrix& logits, std::span<const std::in
 /// RMSNorm of each row of x with weight `w`.
 Matrix rms_norm(const Matrix& x, const Vector& w, double eps);
 
-/// Layer `layer`'s keys with RoPE undone: [tokens, kv_heads·head_dim].
+/// Layer `layer`'s keys with RoPE undone: [tokens, kv_heads·head_dim] (a cache holding every
+/// token from position 0: not a pruned one).
 Matrix pre_rope_keys(const KvCache& cache, int layer, const cost_model::ModelSpec& spec);
 
 }  // namespace kvshift::backend

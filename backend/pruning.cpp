@@ -111,6 +111,7 @@ KvCache compact(const KvCache& cache, const std::vector<std::vector<std::int64_t
   }
   const std::size_t n = kept.empty() ? 0 : kept.front().size();
   KvCache out = KvCache::empty(static_cast<int>(layers), std::int64_t{kv_heads} * head_dim);
+  out.evicted = cache.evicted + cache.tokens() - static_cast<std::int64_t>(n);
   for (std::size_t l = 0; l < layers; ++l) {
     out.k[l].resize(static_cast<Eigen::Index>(n), kv_heads * head_dim);
     out.v[l].resize(static_cast<Eigen::Index>(n), kv_heads * head_dim);

@@ -48,7 +48,8 @@ enum class GroupReduce { kSum, kMax };
 Matrix reduce_to_kv_heads(const Matrix& per_query_head, int q_heads, int kv_heads, GroupReduce how);
 
 /// Keeps, for every layer and KV head, the tokens in kept[layer·kv_heads + head]
-/// (equal counts per head): the returned cache has that many rows per layer.
+/// (equal counts per head): the returned cache has that many rows per layer, and counts the
+/// dropped tokens in `evicted` so that tokens appended later keep their true positions.
 KvCache compact(const KvCache& cache, const std::vector<std::vector<std::int64_t>>& kept,
                 int kv_heads, int head_dim);
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/model.hpp"
+#include "backend/pruning.hpp"
 #include "cost_model/input_error.hpp"
 
 namespace kvshift::backend {
@@ -135,6 +136,42 @@ TEST(Forward, RunLayersResumesMidModelExactly) {
   EXPECT_LT(relative_error(logits, whole.logits.bottomRows(x.rows())), 2e-6);
   EXPECT_THROW(model.run_layers(1, 0, x, cache), std::invalid_argument);
   EXPECT_THROW(model.run_layers(0, m.layers + 1, x, cache), std::invalid_argument);
+}
+
+TEST(Forward, APrunedCacheKeepsTheTruePositionsOfNewTokens) {
+  const Reference ref = load_reference("tiny_llama");
+  const Model model(load_hf_model(fixture("tiny_llama")));
+  const auto& m = model.spec();
+  const std::span<const std::int32_t> tokens(ref.tokens);
+  const std::int64_t h = static_cast<std::int64_t>(tokens.size()) - 1;
+  KvCache full = model.new_cache();
+  model.forward(tokens.first(h), full, {.logits = LogitsMode::kNone});
+  // Every head keeps all tokens but 1..3.
+  std::vector<std::int64_t> keep{0};
+  for (std::int64_t t = 4; t < h; ++t) keep.push_back(t);
+  const std::vector<std::vector<std::int64_t>> kept(m.layers * m.kv_heads, keep);
+  KvCache pruned = compact(full, kept, m.kv_heads, m.head_dim);
+  EXPECT_EQ(pruned.evicted, 3);
+  EXPECT_EQ(pruned.next_position(), h);
+  KvCache forgetful = pruned;
+  forgetful.evicted = 0;
+  const auto last = tokens.subspan(h);
+  model.forward(last, full, {.logits = LogitsMode::kNone});
+  model.forward(last, pruned, {.logits = LogitsMode::kNone});
+  model.forward(last, forgetful, {.logits = LogitsMode::kNone});
+  // Layer 0's new key depends only on the token and its position: equal iff positions are.
+  EXPECT_EQ(pruned.k[0].bottomRows(1), full.k[0].bottomRows(1));
+  EXPECT_GT((forgetful.k[0].bottomRows(1) - full.k[0].bottomRows(1)).norm(), 1e-3);
+  // Keeping everything changes nothing.
+  std::vector<std::int64_t> all(h);
+  for (std::int64_t t = 0; t < h; ++t) all[t] = t;
+  KvCache again = model.new_cache();
+  model.forward(tokens.first(h), again, {.logits = LogitsMode::kNone});
+  KvCache same = compact(again, {static_cast<std::size_t>(m.layers * m.kv_heads), all},
+                         m.kv_heads, m.head_dim);
+  EXPECT_EQ(same.evicted, 0);
+  const ForwardResult a = model.forward(last, again), b = model.forward(last, same);
+  EXPECT_EQ(a.logits, b.logits);
 }
 
 TEST(Forward, RejectsTokenIdsOutsideTheVocabulary) {
