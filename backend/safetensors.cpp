@@ -127,7 +127,8 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 }
 
 std::vector<TensorInfo> parse_safetensors_header(std::span<const std::uint8_t> bytes,
-                                                 const std::string& source) {
+                                                 const std::string& source,
+                                                 std::map<std::string, std::string>* metadata) {
   if (bytes.size() < 8) fail(source, "too short for a safetensors header (truncated file?)");
   std::uint64_t n = 0;
   std::memcpy(&n, bytes.data(), 8);
@@ -144,6 +145,11 @@ std::vector<TensorInfo> parse_safetensors_header(std::span<const std::uint8_t> b
   for (const auto& [name, entry] : header.items()) {
     if (name == "__metadata__") {
       if (!entry.is_object()) fail(source, "\"__metadata__\" must be an object");
+      if (metadata) {
+        for (const auto& [key, value] : entry.items()) {
+          if (value.is_string()) (*metadata)[key] = value.get<std::string>();
+        }
+      }
       continue;
     }
     out.push_back(parse_entry(name, entry, data_size, source));
@@ -213,7 +219,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   ::close(fd);
   SafetensorsFile f;
   const std::span<const std::uint8_t> all(storage->map, size);
-  f.tensors_ = parse_safetensors_header(all, path);
+  f.tensors_ = parse_safetensors_header(all, path, &f.metadata_);
   std::uint64_t n = 0;
   std::memcpy(&n, all.data(), 8);
   f.data_ = all.subspan(8 + n);
@@ -228,7 +234,7 @@ SafetensorsFile SafetensorsFile::from_bytes(std::span<const std::uint8_t> bytes,
   storage->copy.assign(bytes.begin(), bytes.end());
   SafetensorsFile f;
   const std::span<const std::uint8_t> all(storage->copy);
-  f.tensors_ = parse_safetensors_header(all, source);
+  f.tensors_ = parse_safetensors_header(all, source, &f.metadata_);
   std::uint64_t n = 0;
   std::memcpy(&n, all.data(), 8);
   f.data_ = all.subspan(8 + n);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -29,8 +30,10 @@ struct TensorInfo {
 };
 
 /// Parses and validates the header of a safetensors image; throws InputError naming `source`.
-std::vector<TensorInfo> parse_safetensors_header(std::span<const std::uint8_t> bytes,
-                                                 const std::string& source);
+/// The string entries of "__metadata__" go to `metadata` when given.
+std::vector<TensorInfo> parse_safetensors_header(
+    std::span<const std::uint8_t> bytes, const std::string& source,
+    std::map<std::string, std::string>* metadata = nullptr);
 
 /// Converts `count` little-endian elements of safetensors dtype `dtype` to fp32.
 void convert_to_f32(std::span<const std::uint8_t> raw, const std::string& dtype, float* out,
@@ -46,6 +49,8 @@ class SafetensorsFile {
 
   const std::string& source() const { return source_; }
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
+  /// The header's "__metadata__" (string values only, as the format defines).
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
   /// The entry named `name`, or nullptr.
   const TensorInfo* find(const std::string& name) const;
   /// Reads `name` as fp32, checking its shape equals `expected`; InputError names the
@@ -60,6 +65,7 @@ class SafetensorsFile {
   std::span<const std::uint8_t> data_;  // the data section
   std::string source_;
   std::vector<TensorInfo> tensors_;
+  std::map<std::string, std::string> metadata_;
 };
 
 /// "[576, 192]".

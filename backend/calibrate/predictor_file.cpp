@@ -1,10 +1,12 @@
-// Predictor file writer; see predictor_file.hpp.
+// Predictor file writer and reader; see predictor_file.hpp.
 #include "backend/calibrate/predictor_file.hpp"
 
 #include <Eigen/Core>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 
+#include "backend/safetensors.hpp"
 #include "cost_model/input_error.hpp"
 
 namespace kvshift::backend::calibrate {
@@ -30,7 +32,69 @@ void append_values(std::string& data, const float* values, std::size_t count, bo
   }
 }
 
+/// "0,1,6,7" → {0, 1, 6, 7}: ascending layers of the model; throws naming `what`.
+std::vector<int> parse_layer_list(const std::string& text, int layers, const std::string& what) {
+  std::vector<int> out;
+  std::size_t pos = 0;
+  while (pos <= text.size() && !text.empty()) {
+    const std::size_t comma = std::min(text.find(',', pos), text.size());
+    const std::string item = text.substr(pos, comma - pos);
+    std::size_t used = 0;
+    int l = -1;
+    try {
+      l = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || l < 0 || l >= layers ||
+        (!out.empty() && l <= out.back())) {
+      throw InputError(what + ": \"" + text + "\" is not an ascending list of layers in [0, " +
+                       std::to_string(layers) + ")");
+    }
+    out.push_back(l);
+    pos = comma + 1;
+  }
+  if (out.empty()) throw InputError(what + ": no layers listed");
+  return out;
+}
+
 }  // namespace
+
+std::vector<StoredPredictor> read_predictors(const std::string& path,
+                                             const cost_model::ModelSpec& spec) {
+  const SafetensorsFile file = SafetensorsFile::open(path);
+  const auto& meta = file.metadata();
+  auto field = [&](const std::string& key) -> const std::string& {
+    const auto it = meta.find(key);
+    if (it == meta.end()) {
+      throw InputError(path + ": __metadata__ has no \"" + key +
+                       "\" (not a predictors file written by kvshift calibrate?)");
+    }
+    return it->second;
+  };
+  if (field("format") != "kvshift-risk-kv-predictors") {
+    throw InputError(path + ": __metadata__.format is \"" + field("format") +
+                     "\", expected \"kvshift-risk-kv-predictors\"");
+  }
+  std::vector<StoredPredictor> out;
+  const std::vector<int> groups =
+      parse_layer_list(field("groups"), std::numeric_limits<int>::max(), path + ": groups");
+  const std::int64_t w = spec.kv_width();
+  for (int g : groups) {
+    const std::string name = "G" + std::to_string(g);
+    StoredPredictor p{g, {}};
+    p.predictor.anchor_layers =
+        parse_layer_list(field(name + ".anchor_layers"), spec.layers, path + ": " + name);
+    p.predictor.target_layers =
+        parse_layer_list(field(name + ".target_layers"), spec.layers, path + ": " + name);
+    const auto a = static_cast<std::int64_t>(p.predictor.anchor_layers.size());
+    const auto t = static_cast<std::int64_t>(p.predictor.target_layers.size());
+    p.predictor.weight = file.read(name + ".weight", {a * w, t * w});
+    p.predictor.bias = file.read(name + ".bias", {t * w}).row(0);
+    out.push_back(std::move(p));
+  }
+  return out;
+}
 
 double predictor_bytes(const GroupPredictor& p, cost_model::DType dtype) {
   return static_cast<double>(p.weight.size() + p.bias.size()) *
