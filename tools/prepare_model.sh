@@ -8,6 +8,8 @@
 #   data/corpus/kjv.tokens|.json   King James Bible from Debian's bible-kjv(-text), tokenised
 #                                  (rebuilt when missing or older than the tokenizer or corpus code)
 #   data/corpus/jargon.tokens|.json  optional: the Jargon File (Debian jargon-text), when installed
+#   models/smollm2-135m/kvzip_prompt.json  KVZip's repeat prompt as token ids (tools/tokenize_prompt.py;
+#                                  rebuilt when missing or older than tokenizer.json or the script)
 # Then a check: the full self-check after a rebuild, else the quick one (config, tensor count, NLL on
 # 2 x 256 tokens reused while nothing changed, kept with per-token NLLs in $MODEL/reference_nll.json as a
 # reference for the C++ forward pass), so a warm run takes a few seconds. Exit 2 when a
@@ -88,6 +90,12 @@ if [ -f /usr/share/doc/jargon-text/jargon.txt.gz ]; then
   fi
 else
   log "note: optional corpus $CORPUS_DIR/jargon.tokens skipped (Debian package jargon-text not installed)"
+fi
+
+# 4c. KVZip's repeat prompt as token ids (the C++ backend has no tokenizer): $MODEL/kvzip_prompt.json.
+if older_than "$MODEL/kvzip_prompt.json" "$MODEL/tokenizer.json" tools/tokenize_prompt.py; then
+  log "tokenising the KVZip repeat prompt -> $MODEL/kvzip_prompt.json"
+  "$PY" tools/tokenize_prompt.py --model "$MODEL"
 fi
 
 # 5. Check.
