@@ -9,6 +9,10 @@
 #include "backend/proxy_mapper.hpp"
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <stdexcept>
 
@@ -255,6 +259,98 @@ Matrix HybridAxialMapper::forward_direct(const Matrix& x) const {
     y.col(t) = ((p * v) * out_w.transpose()).array() + out_b;
   }
   return y;
+}
+
+}  // namespace kvshift::backend
+
+// ---------------------------------------------------------------- load_mapper
+namespace kvshift::backend {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The weights and the JSON that describes them, as load_mapper() documents.
+std::pair<fs::path, fs::path> mapper_files(const std::string& path) {
+  const fs::path p(path);
+  if (fs::is_directory(p)) return {p / "mapper.safetensors", p / "mapper.json"};
+  if (!fs::exists(p)) throw InputError(path + ": mapper file not found");
+  fs::path json = fs::path(p).replace_extension(".json");
+  if (!fs::exists(json)) json = p.parent_path() / "mapper.json";
+  return {p, json};
+}
+
+nlohmann::json read_json(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path.string() + ": not found (the mapper's architecture file)");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) throw InputError(path.string() + ": not a JSON object");
+  return j;
+}
+
+// Every architecture problem at once: "f: /architecture/width: must be ... (got "64")".
+MapperConfig read_architecture(const nlohmann::json& j, const std::string& file) {
+  const bool ours = j.contains("format") && j["format"] == "kvshift-proxykv-mapper" &&
+                    j.contains("version") && j["version"] == 1;
+  if (!ours) {
+    throw InputError(file + ": /format, /version: must be \"kvshift-proxykv-mapper\", 1 (got " +
+                     j.value("format", nlohmann::json()).dump() + ", " +
+                     j.value("version", nlohmann::json()).dump() + ")");
+  }
+  if (!j.contains("architecture") || !j["architecture"].is_object()) {
+    throw InputError(file + ": /architecture: missing (an object of the mapper's sizes)");
+  }
+  const nlohmann::json& a = j["architecture"];
+  MapperConfig c;
+  std::vector<std::string> problems;
+  const std::pair<const char*, int*> fields[] = {
+      {"in_channels", &c.in_channels}, {"targets", &c.targets}, {"width", &c.width},
+      {"layers", &c.layers},           {"heads", &c.heads},     {"ffn", &c.ffn},
+      {"kernel", &c.kernel},           {"window", &c.window}};
+  for (const auto& [name, field] : fields) {
+    const int least = std::string(name) == "layers" || std::string(name) == "window" ? 0 : 1;
+    const std::string where = "/architecture/" + std::string(name);
+    if (!a.contains(name)) {
+      problems.push_back(where + ": missing");
+    } else if (!a[name].is_number_integer() || a[name].get<std::int64_t>() < least ||
+               a[name].get<std::int64_t>() > 1'000'000) {
+      problems.push_back(where + ": must be an integer ≥ " + std::to_string(least) + " (got " +
+                         a[name].dump() + ")");
+    } else {
+      *field = a[name].get<int>();
+    }
+  }
+  if (problems.empty() && c.width % c.heads != 0) {
+    problems.push_back("/architecture/width: " + std::to_string(c.width) +
+                       " is not divisible by heads " + std::to_string(c.heads));
+  }
+  if (problems.empty() && c.kernel % 2 == 0) {
+    problems.push_back("/architecture/kernel: must be odd (got " + std::to_string(c.kernel) + ")");
+  }
+  if (!problems.empty()) {
+    std::string text = file + ": ";
+    for (std::size_t i = 0; i < problems.size(); ++i) text += (i ? "; " : "") + problems[i];
+    throw InputError(text);
+  }
+  return c;
+}
+
+}  // namespace
+
+HybridAxialMapper load_mapper(const std::string& path) {
+  const auto [weights, json] = mapper_files(path);
+  const MapperConfig config = read_architecture(read_json(json), json.string());
+  if (!fs::exists(weights)) throw InputError(weights.string() + ": not found (mapper weights)");
+  return HybridAxialMapper::load(SafetensorsFile::open(weights.string()), config);
+}
+
+void check_mapper_fits(const MapperConfig& config, int in_channels, int targets,
+                       const std::string& what) {
+  if (config.in_channels == in_channels && config.targets == targets) return;
+  throw InputError(what + ": built for " + std::to_string(config.in_channels) +
+                   " proxy channels × " + std::to_string(config.targets) +
+                   " targets, this proxy/target pair has " + std::to_string(in_channels) + " × " +
+                   std::to_string(targets) + " (proxy layers·heads × target layers·KV heads)");
 }
 
 }  // namespace kvshift::backend

@@ -12,10 +12,12 @@
 // The cross-attention is evaluated in an algebraically factored form (terms that
 // are constant over the source axis cancel in the softmax), so it costs
 // O(T·targets·sources) rather than O(T·targets·sources·width).
-// Weights come from a safetensors file (names in proxy_mapper.cpp) or a seed.
+// Weights come from a safetensors file (names in proxy_mapper.cpp) or a seed;
+// load_mapper() reads what tools/train_mapper.py writes (weights + mapper.json).
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "backend/safetensors.hpp"
@@ -72,5 +74,17 @@ class HybridAxialMapper {
   RowVector feature_proj, out_w;
   float out_b = 0;
 };
+
+/// A trained mapper: `path` is a .safetensors file with its architecture in the .json of
+/// the same stem beside it (mapper.safetensors → mapper.json; else mapper.json in that
+/// folder), or a folder holding mapper.safetensors and mapper.json. Every problem (missing
+/// file, bad JSON, missing or ill-typed architecture field, missing or misshapen tensor)
+/// is an InputError naming the file and the field.
+HybridAxialMapper load_mapper(const std::string& path);
+
+/// InputError unless `config` takes `in_channels` proxy features and yields `targets`
+/// target rows; `what` (e.g. the mapper's file) starts the message.
+void check_mapper_fits(const MapperConfig& config, int in_channels, int targets,
+                       const std::string& what);
 
 }  // namespace kvshift::backend
