@@ -156,6 +156,10 @@ json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) 
   if (spec.slo.ttft || spec.slo.e2e) {
     j["slo"] = {{"ttft_violations", ttft_violations}, {"e2e_violations", e2e_violations}};
   }
+  if (spec.proxy_kv) {
+    j["quality"]["proxy_kv_delta_nll"] = spec.proxy_kv->delta_nll;
+    j["quality"]["proxy_kv_delta_nll_source"] = spec.proxy_kv->delta_nll_source;
+  }
   if (spec.risk_kv && spec.risk_kv->violation_share) {
     // The calibration's held-out share of requests over its ε, applied to the rebuilds made.
     const std::int64_t rebuilt = used.count("risk_kv") ? used["risk_kv"] : 0;

@@ -7,10 +7,15 @@
 // own ΔNLL exceeds the calibration's ε; older files say "violation_rate",
 // hand-written ones may say "delta_nll"); the scenario's own "delta_nll" wins
 // when both are given. A quality block from any set but the test set is not read.
+// ProxyKV's NLL change is either written by hand ("delta_nll") or read from a
+// quality.json of `kvshift quality` ("quality"): its proxykv rows, interpolated
+// at the scenario's ρ (a ρ outside the measured ratios is refused).
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
 #include "cost_model/input_error.hpp"
+#include "cost_model/quality_curve.hpp"
 #include "scenarios/scenario_keys.hpp"
 #include "scenarios/scenario_parts.hpp"
 #include "scenarios/spec_files.hpp"
@@ -127,6 +132,53 @@ void read_topology(const Reader& r, const cost_model::ModelSpec& m, sim::RiskKvS
   }
 }
 
+/// proxy_kv.quality: the ΔNLL `kvshift quality` measured for ProxyKV, at the scenario's ρ.
+void read_measured_proxy_quality(const Reader& r, sim::ProxyKvSpec& s, LoadContext& ctx) {
+  const auto name = r.string("quality");
+  if (!name) return;
+  const std::string path = resolve_path(ctx, *name);
+  Json doc;
+  try {
+    doc = read_json_file(input_file(ctx, *name, false));
+  } catch (const InputError& e) {
+    r.problem("quality", e.what());
+    return;
+  } catch (const Json::exception& e) {
+    r.problem("quality", path + ": not valid JSON: " + e.what());
+    return;
+  }
+  if (!doc.is_object() || doc.value("format", "") != "kvshift-quality" || !doc.contains("rows") ||
+      !doc["rows"].is_array()) {
+    r.problem("quality", path + ": not a quality.json written by `kvshift quality`");
+    return;
+  }
+  std::vector<cost_model::QualityPoint> points;
+  for (const Json& row : doc["rows"]) {
+    if (row.is_object() && row.value("method", "") == "proxykv" && row.contains("retention") &&
+        row["retention"].is_number() && row.contains("delta_nll_mean") &&
+        row["delta_nll_mean"].is_number()) {
+      points.push_back({row["retention"].get<double>(), row["delta_nll_mean"].get<double>()});
+    }
+  }
+  if (points.empty()) {
+    r.problem("quality", path + ": holds no proxykv rows (measure prune:proxykv:MAPPER)");
+    return;
+  }
+  const auto q = cost_model::interpolate_quality(points, s.retention);
+  if (!q) {
+    double lo = points.front().retention, hi = lo;
+    for (const auto& p : points) lo = std::min(lo, p.retention), hi = std::max(hi, p.retention);
+    r.problem("retention", short_number(s.retention) + " is outside the ratios " + path +
+                               " measured ProxyKV at [" + short_number(lo) + ", " +
+                               short_number(hi) + "]; measure it there or pick ρ inside");
+    return;
+  }
+  // Charged as measured, like a topology's test-set mean (a small negative mean is noise).
+  s.delta_nll = q->delta_nll;
+  s.delta_nll_source = path + ": proxykv " + q->how + " (mean over " +
+                       std::to_string(doc.value("requests", 0)) + " requests)";
+}
+
 }  // namespace
 
 std::optional<sim::RiskKvSpec> parse_risk_kv(const Reader& top, const cost_model::ModelSpec& m,
@@ -203,7 +255,17 @@ std::optional<sim::ProxyKvSpec> parse_proxy_kv(const Reader& top, LoadContext& c
                                                 false)
                     .value_or(sim::ProxyPlacement::kTargetStream);
   s.retention = number_in(*r, "retention", 0, 1, true, true).value_or(0.5);
-  s.delta_nll = number_in(*r, "delta_nll", 0, 100, false, true).value_or(0);
+  if (r->has("quality") && r->has("delta_nll")) {
+    r->problem("quality", "give either a measured quality.json or a hand-written delta_nll, "
+                          "not both");
+  } else if (r->has("quality")) {
+    read_measured_proxy_quality(*r, s, ctx);
+  } else if (!r->has("delta_nll")) {
+    r->problem("delta_nll", "is required (the NLL change at ρ in nats/token), or name a "
+                            "quality.json written by `kvshift quality` in \"quality\"");
+  } else {
+    s.delta_nll = number_in(*r, "delta_nll", 0, 100, false, true).value_or(0);
+  }
   return s;
 }
 

@@ -50,7 +50,7 @@ inline const List kRiskKv = {"topology", "delta_nll", "predictor_dtype"};
 /// Mirrors scenarios::parse_topology (spec_files.cpp), for an inline topology object.
 inline const List kTopology = {"model", "group_width", "anchor_width", "omitted_groups",
                                    "groups", "quality", "predictor_dtype", "gate", "eps"};
-inline const List kProxyKv = {"proxy_model", "placement", "retention", "delta_nll"};
+inline const List kProxyKv = {"proxy_model", "placement", "retention", "delta_nll", "quality"};
 inline const List kPredictors = {"placement", "hbm_budget", "source", "batch_reconstruction"};
 inline const List kSlo = {"ttft", "tpot", "e2e"};
 inline const List kOutputs = {"dir", "files", "link_sample_interval"};

@@ -217,6 +217,9 @@ struct ProxyKvSpec {
   ProxyPlacement placement = ProxyPlacement::kTargetStream;
   double retention = 0.5;  ///< ρ: share of tokens kept
   double delta_nll = 0;    ///< NLL change at ρ (nats/token)
+  /// Where delta_nll comes from: "scenario" (written by hand) or the quality.json it was read
+  /// from, with how (e.g. "quality.json: proxykv interpolated between ρ 0.3 and 0.5").
+  std::string delta_nll_source = "scenario";
 };
 
 enum class PredictorPlacement { kPreloaded, kOnDemand };

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "apps/kvshift/command.hpp"
+#include "apps/kvshift/support_progress.hpp"
 #include "backend/calibrate/calibration.hpp"
 #include "backend/calibrate/predictor_file.hpp"
 #include "backend/calibrate/report.hpp"
@@ -37,31 +38,6 @@ struct CalibrateOptions {
   int resamples = cal::kMinResamples;
   int threads = 0;
 };
-
-/// A bar on a terminal, a line per stage and per 10 % otherwise.
-cal::ProgressFn progress_printer() {
-  const bool tty = ::isatty(::fileno(stderr)) != 0;
-  auto last_pct = std::make_shared<int>(-1);
-  auto last_stage = std::make_shared<std::string>();
-  return
-      [tty, last_pct, last_stage](const std::string& stage, std::int64_t done, std::int64_t total) {
-        const int pct = total > 0 ? static_cast<int>(100 * done / total) : 100;
-        const bool new_stage = stage != *last_stage;
-        if (tty) {
-          if (pct == *last_pct && !new_stage) return;
-          const int filled = pct * 30 / 100;
-          std::fprintf(stderr, "\r[%.*s%.*s] %3d%% %-20s", filled, "##############################",
-                       30 - filled, "..............................", pct, stage.c_str());
-          if (done >= total) std::fprintf(stderr, "\n");
-        } else {
-          if (!new_stage && pct / 10 == *last_pct / 10) return;
-          std::fprintf(stderr, "calibrate: %3d%% %s\n", pct, stage.c_str());
-        }
-        std::fflush(stderr);
-        *last_pct = pct;
-        *last_stage = stage;
-      };
-}
 
 cal::CalibrationOptions procedure_options(const CalibrateOptions& o,
                                           const cost_model::ModelSpec& spec) {
@@ -103,7 +79,7 @@ int run_calibrate(const CalibrateOptions& o) {
   const cal::CalibrationOptions copt = procedure_options(o, model.spec());
   const std::vector<std::int32_t> tokens = cal::read_tokens(o.corpus);
   cal::check_vocabulary(tokens, model.spec().vocab, o.corpus, o.model);
-  const cal::CalibrationResult r = cal::run_calibration(model, tokens, copt, progress_printer());
+  const cal::CalibrationResult r = cal::run_calibration(model, tokens, copt, progress_printer("calibrate"));
   cal::RunInfo info{o.model,
                     o.corpus,
                     static_cast<std::int64_t>(tokens.size()),

@@ -1,13 +1,14 @@
 // Quality probes; see probe.hpp.
 #include "backend/calibrate/probe.hpp"
 
+#include <chrono>
 #include <stdexcept>
 
 namespace kvshift::backend::calibrate {
 
 RequestProbe::RequestProbe(const Model& model, std::span<const std::int32_t> history,
                            std::span<const std::int32_t> eval,
-                           const std::vector<int>& resume_layers)
+                           const std::vector<int>& resume_layers, const ProbeCapture& capture)
     : model_(&model) {
   if (history.empty() || eval.empty()) {
     throw std::invalid_argument("RequestProbe: needs at least one history and one eval token");
@@ -17,7 +18,13 @@ RequestProbe::RequestProbe(const Model& model, std::span<const std::int32_t> his
   if (history.size() > 1) {
     ForwardOptions o;
     o.logits = LogitsMode::kNone;
-    model.forward(history.first(history.size() - 1), cache_, o);
+    o.attention_stats = capture.attention_stats;
+    o.stats_window = capture.stats_window;
+    const auto t0 = std::chrono::steady_clock::now();
+    ForwardResult r = model.forward(history.first(history.size() - 1), cache_, o);
+    history_seconds_ =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    stats_ = std::move(r.stats);
   }
   input_.push_back(history.back());
   input_.insert(input_.end(), eval.begin(), eval.end());

@@ -7,19 +7,12 @@
 #include <sstream>
 
 #include "backend/calibrate/predictor_file.hpp"
+#include "backend/calibrate/text_format.hpp"
 
 namespace kvshift::backend::calibrate {
 namespace {
 
 using nlohmann::json;
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
-std::string pct(double share) { return fmt("%.1f %%", 100.0 * share); }
 
 json quality_json(const TestQuality& q) {
   return {{"set", "test"},

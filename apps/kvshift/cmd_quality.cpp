@@ -1,0 +1,233 @@
+// requires: kvshift_calibrate kvshift_scenarios kvshift_reports
+// `kvshift quality`: what a KV policy costs in next-token NLL on real text —
+// exact (the model's own NLL / PPL), RISK-KV reconstruction from a
+// topology.json, and token pruning by SnapKV, H2O, KVZip (the oracle), ProxyKV
+// (a trained mapper) and the recent / random floors, at several retention
+// ratios. Writes quality.json, quality.md and quality.svg (each atomically)
+// when --out is given; prints the headline and the table at ρ = 0.5 always.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include "apps/kvshift/command.hpp"
+#include "apps/kvshift/support_progress.hpp"
+#include "backend/calibrate/quality.hpp"
+#include "backend/calibrate/quality_report.hpp"
+#include "backend/kvzip_prompt.hpp"
+#include "backend/weights.hpp"
+#include "cost_model/input_error.hpp"
+#include "reports/atomic_file.hpp"
+#include "scenarios/json_reader.hpp"
+#include "scenarios/spec_files.hpp"
+
+namespace kvshift::app {
+namespace {
+
+namespace cal = backend::calibrate;
+namespace fs = std::filesystem;
+
+struct QualityCliOptions {
+  std::string model, corpus, out, span = "0:1", retention = "0.1,0.2,0.3,0.5,0.7";
+  std::vector<std::string> policies;
+  std::string proxy;
+  int proxy_layers = 0;
+  std::int64_t history = 1024, eval = 128;
+  int windows = 32;
+  double eps = 0.01;
+  std::uint64_t seed = 1;
+  int resamples = cal::kMinResamples;
+  int threads = 0;
+};
+
+backend::ModelWeights load_model(const std::string& folder, const std::string& flag) {
+  try {
+    return backend::load_hf_model(folder);
+  } catch (const InputError& e) {
+    throw InputError(flag + ": " + e.what());
+  }
+}
+
+/// mapper.json beside a mapper.safetensors.
+scenarios::Json mapper_manifest(const std::string& mapper_path) {
+  fs::path json = mapper_path;
+  json.replace_extension(".json");
+  if (!fs::exists(json)) {
+    throw InputError("--policy prune:proxykv: " + json.string() +
+                     " is missing (the trainer writes it beside the weights)");
+  }
+  return scenarios::read_json_file(json.string());
+}
+
+/// The proxy a mapper was trained with, unless --proxy / --proxy-layers say otherwise.
+struct ProxyChoice {
+  std::string folder;  ///< a separate checkpoint, or "" for the target truncated
+  int truncated_layers = 0;
+};
+
+ProxyChoice proxy_for(const QualityCliOptions& o, const scenarios::Json& manifest,
+                      const std::string& mapper_path) {
+  if (!o.proxy.empty()) return {o.proxy, 0};
+  if (o.proxy_layers > 0) return {"", o.proxy_layers};
+  const auto* proxy = manifest.contains("dataset") && manifest["dataset"].contains("proxy")
+                          ? &manifest["dataset"]["proxy"]
+                          : nullptr;
+  if (!proxy) {
+    throw InputError(mapper_path + ": mapper.json names no dataset.proxy; give --proxy DIR or "
+                                   "--proxy-layers k");
+  }
+  if (proxy->contains("truncated_layers") && (*proxy)["truncated_layers"].is_number_integer()) {
+    return {"", (*proxy)["truncated_layers"].get<int>()};
+  }
+  if (proxy->contains("folder") && (*proxy)["folder"].is_string()) {
+    return {(*proxy)["folder"].get<std::string>(), 0};
+  }
+  throw InputError(mapper_path + ": dataset.proxy has neither truncated_layers nor folder");
+}
+
+/// Refuses requests inside the span of the same corpus the mapper was trained on.
+void check_held_out(const scenarios::Json& manifest, const std::string& mapper_path,
+                    const std::string& corpus_path, std::int64_t corpus_tokens,
+                    const cal::CorpusSpan& span) {
+  if (!manifest.contains("dataset") || !manifest["dataset"].contains("corpus")) return;
+  const auto& c = manifest["dataset"]["corpus"];
+  const bool same = c.value("file", "") == fs::path(corpus_path).filename().string() &&
+                    c.value("tokens", std::int64_t{-1}) == corpus_tokens;
+  if (!same || !c.contains("span") || !c["span"].is_array() || c["span"].size() != 2) return;
+  const cal::CorpusSpan trained{c["span"][0].get<double>(), c["span"][1].get<double>()};
+  if (trained.overlaps(span)) {
+    throw InputError("--span: " + cal::span_text(span) + " overlaps the span " +
+                     cal::span_text(trained) + " of " + c.value("file", "") + " that " +
+                     mapper_path + " was trained on; measure on held-out text (e.g. --span " +
+                     cal::span_text({trained.end, 1.0}) + ") or another corpus");
+  }
+}
+
+int run_quality_cli(const QualityCliOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (o.policies.empty()) throw InputError("--policy: give at least one policy (e.g. exact)");
+  std::vector<cal::KvPolicy> policies;
+  for (const std::string& p : o.policies) policies.push_back(cal::parse_policy(p, "--policy"));
+  cal::QualityOptions q;
+  q.history = o.history;
+  q.eval = o.eval;
+  q.windows = o.windows;
+  q.span = cal::parse_span(o.span, "--span");
+  q.retentions = cal::parse_retentions(o.retention, "--retention");
+  q.eps = o.eps;
+  q.seed = o.seed;
+  q.resamples = o.resamples;
+  q.threads = o.threads > 0 ? o.threads
+                            : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (!o.proxy.empty() && o.proxy_layers > 0) {
+    throw InputError("--proxy and --proxy-layers: give one of them");
+  }
+  const std::vector<std::int32_t> tokens = cal::read_tokens(o.corpus);
+  const auto corpus_tokens = static_cast<std::int64_t>(tokens.size());
+  cal::check_quality_options(q, corpus_tokens);  // before the model loads: fail fast
+  const backend::ModelWeights weights = load_model(o.model, "--model");
+  cal::check_vocabulary(tokens, weights.spec.vocab, o.corpus, o.model);
+  const backend::Model target(weights);
+  const auto& spec = target.spec();
+
+  std::vector<cal::PolicyInputs> inputs(policies.size());
+  std::optional<backend::Model> proxy;
+  std::string proxy_name;
+  for (std::size_t i = 0; i < policies.size(); ++i) {
+    const cal::KvPolicy& p = policies[i];
+    if (p.kind == cal::PolicyKind::kKvzip) inputs[i].kvzip_prompt = backend::kvzip_repeat_prompt(o.model);
+    if (p.kind == cal::PolicyKind::kRiskKv) {
+      const cost_model::Topology topology = scenarios::resolve_topology(p.file, spec);
+      const fs::path predictors = fs::path(p.file).parent_path() / "predictors.safetensors";
+      inputs[i].predictors = cal::read_predictors(predictors.string(), spec);
+      std::vector<int> stored, wanted;
+      for (const auto& s : inputs[i].predictors) stored.push_back(s.group);
+      for (const auto& g : topology.groups()) wanted.push_back(g.group);
+      if (stored != wanted) {
+        throw InputError("--policy " + p.text + ": " + predictors.string() +
+                         " holds other groups than the topology omits");
+      }
+    }
+    if (p.kind == cal::PolicyKind::kProxyKv) {
+      const scenarios::Json manifest = mapper_manifest(p.file);
+      check_held_out(manifest, p.file, o.corpus, corpus_tokens, q.span);
+      if (!proxy) {
+        const ProxyChoice c = proxy_for(o, manifest, p.file);
+        backend::ModelWeights pw = c.folder.empty()
+                                       ? backend::truncate_layers(weights, c.truncated_layers)
+                                       : load_model(c.folder, "--proxy");
+        if (pw.spec.vocab != spec.vocab) {
+          throw InputError("--proxy: " + pw.spec.name + " has a " + std::to_string(pw.spec.vocab) +
+                           "-token vocabulary, the target " + std::to_string(spec.vocab) +
+                           ": a proxy must share the tokenizer");
+        }
+        proxy_name = pw.spec.name;
+        proxy.emplace(std::move(pw));
+      }
+      inputs[i].proxy = &*proxy;
+      inputs[i].mapper = backend::load_mapper(p.file);
+    }
+  }
+
+  const cal::QualityResult r =
+      cal::run_quality(target, tokens, policies, inputs, q, progress_printer("quality"));
+  const cal::QualityRunInfo info{
+      o.model, o.corpus, corpus_tokens, proxy_name,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+  std::printf("%s: exact NLL %.4f nats/token [%.4f, %.4f], PPL %.3f on %zu requests of %lld + %lld "
+              "tokens\n",
+              spec.name.c_str(), r.exact_nll, r.exact_ci95_low, r.exact_ci95_high, r.ppl_exact,
+              r.starts.size(), static_cast<long long>(q.history), static_cast<long long>(q.eval));
+  for (const cal::QualityRow& row : r.rows) {
+    if (row.method == "exact") continue;
+    std::printf("  %-10s", row.method.c_str());
+    if (row.retention) std::printf(" rho %.2f", *row.retention);
+    std::printf("  dNLL %+.4f [%+.4f, %+.4f]  PPL %.3f", row.mean, row.ci95_low, row.ci95_high,
+                row.ppl);
+    if (row.recall) std::printf("  recall@K %.1f %%", 100.0 * *row.recall);
+    if (row.kvzip_share) std::printf("  KVZip recovered %.1f %%", 100.0 * *row.kvzip_share);
+    std::printf("\n");
+  }
+  for (const std::string& n : r.notes) std::printf("note: %s\n", n.c_str());
+  if (!o.out.empty()) {
+    const fs::path out(o.out);
+    reports::write_file_atomic(out / "quality.json", cal::quality_json(r, spec, info).dump(2) + "\n");
+    reports::write_file_atomic(out / "quality.md", cal::quality_markdown(r, spec, info));
+    reports::write_file_atomic(out / "quality.svg", cal::quality_svg(r, spec));
+    std::printf("wrote %s/{quality.json, quality.md, quality.svg} in %.1f s\n", o.out.c_str(),
+                info.wall_time_s);
+  }
+  return 0;
+}
+
+Action setup(CLI::App& sub) {
+  auto o = std::make_shared<QualityCliOptions>();
+  sub.add_option("--model", o->model, "Hugging Face model folder (the target)")->required();
+  sub.add_option("--corpus", o->corpus, "Token file (little-endian int32 ids)")->required();
+  sub.add_option("--policy", o->policies,
+                 "KV policy (repeatable): exact, risk-kv:TOPOLOGY.json, prune:snapkv, prune:h2o, "
+                 "prune:kvzip, prune:proxykv:MAPPER.safetensors, prune:recent, prune:random")
+      ->required();
+  sub.add_option("--retention", o->retention, "Retention ratios of the pruning policies, in (0, 1]");
+  sub.add_option("--history", o->history, "History tokens per request (whose KV the policy changes)");
+  sub.add_option("--eval", o->eval, "Teacher-forced eval tokens per request");
+  sub.add_option("--windows", o->windows, "Requests (disjoint windows spread over --span)");
+  sub.add_option("--span", o->span, "Share of the corpus the requests come from, A:B");
+  sub.add_option("--eps", o->eps, "ΔNLL threshold of the share of requests over ε (nats/token)");
+  sub.add_option("--proxy", o->proxy, "ProxyKV proxy model folder (default: mapper.json's)");
+  sub.add_option("--proxy-layers", o->proxy_layers,
+                 "ProxyKV proxy = the target's first k layers (default: mapper.json's)");
+  sub.add_option("--seed", o->seed, "Seed of the random policy and the bootstrap");
+  sub.add_option("--resamples", o->resamples, "Bootstrap resamples (>= 2000)");
+  sub.add_option("--threads", o->threads, "Requests measured side by side (default: all cores)");
+  sub.add_option("--out", o->out, "Output folder for quality.json, quality.md, quality.svg");
+  return [o] { return run_quality_cli(*o); };
+}
+
+const RegisterCommand kRegister{
+    {"quality", "Measure what a KV policy costs in next-token NLL on real text", 72, setup}};
+
+}  // namespace
+}  // namespace kvshift::app

@@ -1,0 +1,370 @@
+// KV policy quality; see quality.hpp.
+#include "backend/calibrate/quality.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <mutex>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+
+#include "backend/calibrate/gates.hpp"
+#include "backend/calibrate/parallel.hpp"
+#include "backend/calibrate/probe.hpp"
+#include "backend/proxy_scoring.hpp"
+#include "backend/reconstruct.hpp"
+#include "cost_model/input_error.hpp"
+
+namespace kvshift::backend::calibrate {
+namespace {
+
+using Kept = std::vector<std::vector<std::int64_t>>;
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// One row of the result before the requests are pooled: which policy, at which ratio.
+struct RowPlan {
+  std::size_t policy = 0;
+  std::optional<double> retention;
+};
+
+/// What one request contributes.
+struct RequestOutcome {
+  double exact_mean = 0.0;
+  std::vector<double> delta;   // per row
+  std::vector<double> recall;  // per row (NaN: not measured)
+  std::vector<Kept> kept;      // per row (keep_positions only)
+  std::map<std::string, double> seconds;
+};
+
+/// Scores [layers·kv_heads, H−1] of a cheap pruning policy (snapkv, h2o, recent, random).
+Matrix baseline_scores(PolicyKind kind, const RequestProbe& probe, const cost_model::ModelSpec& m,
+                       std::int64_t keys, std::uint64_t seed) {
+  const Eigen::Index rows = static_cast<Eigen::Index>(m.layers) * m.kv_heads;
+  switch (kind) {
+    case PolicyKind::kSnapKv: return snapkv_scores(probe.history_stats(), m);
+    case PolicyKind::kH2o: return h2o_scores(probe.history_stats(), m);
+    case PolicyKind::kRecent: {
+      Matrix s(rows, keys);
+      for (Eigen::Index t = 0; t < keys; ++t) s.col(t).setConstant(static_cast<float>(t));
+      return s;
+    }
+    case PolicyKind::kRandom: {
+      std::mt19937_64 rng(seed);
+      std::uniform_real_distribution<float> u(0.0f, 1.0f);
+      Matrix s(rows, keys);
+      for (Eigen::Index i = 0; i < s.size(); ++i) s.data()[i] = u(rng);
+      return s;
+    }
+    default: throw std::logic_error("baseline_scores: not a baseline");
+  }
+}
+
+/// The paired bootstrap interval of (mean(r) − mean(p)) / (mean(r) − mean(k)) over requests.
+std::pair<double, double> share_interval(const std::vector<double>& random,
+                                         const std::vector<double>& policy,
+                                         const std::vector<double>& kvzip, int resamples,
+                                         std::uint64_t seed) {
+  const std::size_t n = random.size();
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::size_t> pick(0, n - 1);
+  std::vector<double> shares;
+  shares.reserve(static_cast<std::size_t>(resamples));
+  for (int b = 0; b < resamples; ++b) {
+    double r = 0, p = 0, k = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t j = pick(rng);
+      r += random[j];
+      p += policy[j];
+      k += kvzip[j];
+    }
+    // A resample where KVZip is no better than random has no defined share: count it as 0.
+    shares.push_back(r - k > 0 ? (r - p) / (r - k) : 0.0);
+  }
+  std::sort(shares.begin(), shares.end());
+  return {nearest_rank_quantile(shares, 0.025), nearest_rank_quantile(shares, 0.975)};
+}
+
+void pool_row(QualityRow& row, const QualityResult& r, const QualityOptions& o) {
+  row.mean = mean_of(row.per_request);
+  const auto ci = bootstrap_interval(row.per_request, 0.95, o.resamples, o.seed);
+  row.ci95_low = ci.first;
+  row.ci95_high = ci.second;
+  const int n = static_cast<int>(row.per_request.size());
+  row.over_eps = count_over(row.per_request, o.eps);
+  row.over_share = static_cast<double>(row.over_eps) / n;
+  row.over_ci95_low = share_lower(row.over_eps, n, 0.975);
+  row.over_ci95_high = share_upper(row.over_eps, n, 0.975);
+  row.ppl = std::exp(r.exact_nll + row.mean);
+}
+
+}  // namespace
+
+double kept_recall(const Kept& kept, const Kept& reference) {
+  if (kept.size() != reference.size() || kept.empty()) {
+    throw std::invalid_argument("kept_recall: the kept sets need the same rows");
+  }
+  double sum = 0.0;
+  for (std::size_t r = 0; r < kept.size(); ++r) {
+    // Both lists ascend (top_k_per_head): a merge counts the common positions.
+    std::size_t i = 0, j = 0, common = 0;
+    while (i < kept[r].size() && j < reference[r].size()) {
+      if (kept[r][i] == reference[r][j]) {
+        ++common, ++i, ++j;
+      } else if (kept[r][i] < reference[r][j]) {
+        ++i;
+      } else {
+        ++j;
+      }
+    }
+    sum += kept[r].empty() ? 1.0 : static_cast<double>(common) / kept[r].size();
+  }
+  return sum / static_cast<double>(kept.size());
+}
+
+void check_quality_options(const QualityOptions& o, std::int64_t corpus_tokens) {
+  if (o.history < kMinQualityHistory) {
+    throw InputError("--history: " + std::to_string(o.history) + " tokens is too short (at least " +
+                     std::to_string(kMinQualityHistory) +
+                     ": the sinks and the recent window alone take " +
+                     std::to_string(o.keep.sink_tokens + o.keep.recent_window) + ")");
+  }
+  if (o.eval < kMinQualityEval) {
+    throw InputError("--eval: " + std::to_string(o.eval) + " tokens is too few for a per-request " +
+                     "mean (at least " + std::to_string(kMinQualityEval) + ")");
+  }
+  if (o.windows < kMinQualityWindows) {
+    throw InputError("--windows: " + std::to_string(o.windows) +
+                     " requests are too few for an interval (at least " +
+                     std::to_string(kMinQualityWindows) + ")");
+  }
+  if (o.retentions.empty()) throw InputError("--retention: give at least one ratio");
+  for (double v : o.retentions) {
+    if (!(v > 0.0 && v <= 1.0)) throw InputError("--retention: ratios must be in (0, 1]");
+  }
+  if (!(o.eps >= 0.0) || !std::isfinite(o.eps)) throw InputError("--eps: must be >= 0");
+  if (o.resamples < kMinResamples) {
+    throw InputError("--resamples: at least " + std::to_string(kMinResamples));
+  }
+  spread_windows(corpus_tokens, o.span, o.history + o.eval, o.windows);  // throws when too short
+}
+
+QualityResult run_quality(const Model& target, std::span<const std::int32_t> corpus,
+                          const std::vector<KvPolicy>& policies,
+                          const std::vector<PolicyInputs>& inputs, const QualityOptions& o,
+                          const ProgressFn& progress) {
+  check_quality_options(o, static_cast<std::int64_t>(corpus.size()));
+  if (policies.empty()) throw InputError("--policy: give at least one policy");
+  if (inputs.size() != policies.size()) {
+    throw std::invalid_argument("run_quality: one PolicyInputs per policy");
+  }
+  const auto& m = target.spec();
+  const std::int64_t keys = o.history - 1;
+  const std::int64_t targets = std::int64_t{m.layers} * m.kv_heads;
+  // Rows, and what the requests must compute for them.
+  std::vector<RowPlan> plan;
+  bool stats = false, kvzip = false;
+  std::vector<std::int32_t> prompt;
+  std::vector<int> resume = {0};
+  for (std::size_t p = 0; p < policies.size(); ++p) {
+    const KvPolicy& k = policies[p];
+    if (!k.prunes()) {
+      plan.push_back({p, std::nullopt});
+    } else {
+      for (double rho : o.retentions) plan.push_back({p, rho});
+    }
+    stats |= k.kind == PolicyKind::kSnapKv || k.kind == PolicyKind::kH2o;
+    if (k.kind == PolicyKind::kKvzip) {
+      kvzip = true;
+      prompt = inputs[p].kvzip_prompt;
+      if (prompt.empty()) throw std::invalid_argument("run_quality: prune:kvzip needs its prompt");
+    }
+    if (k.kind == PolicyKind::kProxyKv) {
+      if (!inputs[p].proxy || !inputs[p].mapper) {
+        throw std::invalid_argument("run_quality: prune:proxykv needs a proxy and a mapper");
+      }
+      check_mapper_fits(inputs[p].mapper->config(),
+                        inputs[p].proxy->spec().layers * inputs[p].proxy->spec().q_heads,
+                        static_cast<int>(targets), k.file);
+    }
+    if (k.kind == PolicyKind::kRiskKv) {
+      if (inputs[p].predictors.empty()) {
+        throw InputError(k.file + ": the topology omits no group: nothing to measure");
+      }
+      int first = m.layers;
+      for (const auto& s : inputs[p].predictors) {
+        first = std::min(first, s.predictor.target_layers.front());
+      }
+      resume.push_back(first);
+    }
+  }
+
+  QualityResult result;
+  result.options = o;
+  result.starts = spread_windows(static_cast<std::int64_t>(corpus.size()), o.span,
+                                 o.history + o.eval, o.windows);
+  std::vector<RequestOutcome> outcomes(result.starts.size());
+  std::mutex progress_mutex;
+  std::int64_t done = 0;
+  if (progress) progress("requests", 0, o.windows);
+
+  parallel_for(result.starts.size(), o.threads, [&](std::size_t w) {
+    RequestOutcome& out = outcomes[w];
+    const auto window = corpus.subspan(static_cast<std::size_t>(result.starts[w]),
+                                       static_cast<std::size_t>(o.history + o.eval));
+    const auto history = window.first(static_cast<std::size_t>(o.history));
+    const auto context = history.first(static_cast<std::size_t>(keys));
+    const RequestProbe probe(target, history, window.subspan(history.size()), resume,
+                             {.attention_stats = stats, .stats_window = o.snapkv_window});
+    out.seconds["target_prefill"] = probe.history_seconds();
+    out.exact_mean = probe.exact_mean();
+    std::vector<Kept> kvzip_kept;
+    Matrix kvzip_scores_m;
+    if (kvzip) {
+      KvCache copy = probe.exact_cache();
+      const auto t0 = std::chrono::steady_clock::now();
+      kvzip_scores_m = kvzip_scores(target, context, copy, prompt);
+      out.seconds["kvzip_second_prefill"] = seconds_since(t0);
+      for (double rho : o.retentions) {
+        kvzip_kept.push_back(top_k_per_head(kvzip_scores_m, {rho, o.keep.sink_tokens,
+                                                             o.keep.recent_window}));
+      }
+    }
+    std::vector<std::optional<Matrix>> scores(policies.size());
+    auto scores_of = [&](std::size_t p) -> const Matrix& {
+      if (scores[p]) return *scores[p];
+      const PolicyKind kind = policies[p].kind;
+      if (kind == PolicyKind::kKvzip) {
+        scores[p] = kvzip_scores_m;
+      } else if (kind == PolicyKind::kProxyKv) {
+        const auto t0 = std::chrono::steady_clock::now();
+        const Matrix x = proxy_attention_features(*inputs[p].proxy, context);
+        out.seconds["proxy_prefill"] = seconds_since(t0);
+        const auto t1 = std::chrono::steady_clock::now();
+        scores[p] = inputs[p].mapper->forward(x);
+        out.seconds["mapper_forward"] = seconds_since(t1);
+      } else {
+        scores[p] = baseline_scores(kind, probe, m, keys, o.seed * 1'000'003 + w);
+      }
+      return *scores[p];
+    };
+    out.delta.assign(plan.size(), 0.0);
+    out.recall.assign(plan.size(), std::nan(""));
+    if (o.keep_positions) out.kept.resize(plan.size());
+    std::vector<double> eval_seconds;
+    for (std::size_t r = 0; r < plan.size(); ++r) {
+      const KvPolicy& k = policies[plan[r].policy];
+      std::vector<double> nll;
+      const auto t0 = std::chrono::steady_clock::now();
+      if (k.kind == PolicyKind::kExact) {
+        continue;
+      } else if (k.kind == PolicyKind::kRiskKv) {
+        KvCache c = probe.exact_cache();
+        std::vector<GroupPredictor> preds;
+        int first = m.layers;
+        for (const auto& s : inputs[plan[r].policy].predictors) {
+          preds.push_back(s.predictor);
+          first = std::min(first, s.predictor.target_layers.front());
+        }
+        KvCache* one[] = {&c};
+        reconstruct(preds, one, m);
+        nll = probe.nll_with(std::move(c), first);
+      } else {
+        const double rho = *plan[r].retention;
+        Kept kept = top_k_per_head(scores_of(plan[r].policy),
+                                   {rho, o.keep.sink_tokens, o.keep.recent_window});
+        if (kvzip) {
+          const auto at = std::find(o.retentions.begin(), o.retentions.end(), rho);
+          out.recall[r] = kept_recall(kept, kvzip_kept[at - o.retentions.begin()]);
+        }
+        nll = probe.nll_with(compact(probe.exact_cache(), kept, m.kv_heads, m.head_dim), 0);
+        if (o.keep_positions) out.kept[r] = std::move(kept);
+      }
+      eval_seconds.push_back(seconds_since(t0));
+      out.delta[r] = mean_of(nll) - out.exact_mean;
+    }
+    if (!eval_seconds.empty()) out.seconds["policy_eval"] = median(eval_seconds);
+    const std::lock_guard lock(progress_mutex);
+    ++done;
+    if (progress) progress("requests", done, o.windows);
+  });
+
+  // Pool the requests.
+  for (const RequestOutcome& out : outcomes) result.exact_per_request.push_back(out.exact_mean);
+  result.exact_nll = mean_of(result.exact_per_request);
+  const auto ci = bootstrap_interval(result.exact_per_request, 0.95, o.resamples, o.seed);
+  result.exact_ci95_low = ci.first;
+  result.exact_ci95_high = ci.second;
+  result.ppl_exact = std::exp(result.exact_nll);
+  std::map<std::string, std::vector<double>> step_seconds;
+  for (const RequestOutcome& out : outcomes) {
+    for (const auto& [step, s] : out.seconds) step_seconds[step].push_back(s);
+  }
+  for (auto& [step, v] : step_seconds) result.timings_s[step] = median(v);
+  for (std::size_t r = 0; r < plan.size(); ++r) {
+    const KvPolicy& k = policies[plan[r].policy];
+    QualityRow row;
+    row.policy = k.text;
+    row.method = method_name(k.kind);
+    row.retention = plan[r].retention;
+    std::vector<double> recalls;
+    for (RequestOutcome& out : outcomes) {
+      row.per_request.push_back(out.delta[r]);
+      if (!std::isnan(out.recall[r])) recalls.push_back(out.recall[r]);
+      if (o.keep_positions) row.kept.push_back(std::move(out.kept[r]));
+    }
+    if (!recalls.empty()) row.recall = mean_of(recalls);
+    pool_row(row, result, o);
+    result.rows.push_back(std::move(row));
+  }
+  // Share of KVZip's quality recovered, against random and KVZip at the same ratio.
+  auto find_row = [&](const std::string& method, double rho) -> const QualityRow* {
+    for (const QualityRow& row : result.rows) {
+      if (row.method == method && row.retention == rho) return &row;
+    }
+    return nullptr;
+  };
+  bool any_share = false;
+  for (QualityRow& row : result.rows) {
+    if (!row.retention) continue;
+    const QualityRow* rnd = find_row("random", *row.retention);
+    const QualityRow* kv = find_row("kvzip", *row.retention);
+    if (!rnd || !kv) continue;
+    any_share = true;
+    if (!(rnd->mean - kv->mean > 0.0)) {
+      std::ostringstream note;
+      note << "at ρ = " << *row.retention << " KVZip is no better than random on these requests: "
+           << "the share of KVZip's quality recovered is undefined there";
+      if (std::find(result.notes.begin(), result.notes.end(), note.str()) == result.notes.end()) {
+        result.notes.push_back(note.str());
+      }
+      continue;
+    }
+    row.kvzip_share = (rnd->mean - row.mean) / (rnd->mean - kv->mean);
+    const auto [lo, hi] = share_interval(rnd->per_request, row.per_request, kv->per_request,
+                                         o.resamples, o.seed + 1);
+    row.kvzip_share_low = lo;
+    row.kvzip_share_high = hi;
+  }
+  if (!any_share && std::any_of(policies.begin(), policies.end(),
+                                [](const KvPolicy& k) { return k.prunes(); })) {
+    result.notes.push_back(
+        "the share of KVZip's quality recovered needs prune:kvzip and prune:random in the run");
+  }
+  if (!kvzip && std::any_of(policies.begin(), policies.end(),
+                            [](const KvPolicy& k) { return k.prunes(); })) {
+    result.notes.push_back("recall@K against KVZip needs prune:kvzip in the run");
+  }
+  return result;
+}
+
+}  // namespace kvshift::backend::calibrate
