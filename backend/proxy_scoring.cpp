@@ -1,13 +1,27 @@
 // ProxyKV scoring; see proxy_scoring.hpp.
 #include "backend/proxy_scoring.hpp"
 
+#include <cmath>
+
 namespace kvshift::backend {
+
+Matrix log_mean_attention(const Matrix& mass) {
+  const Eigen::Index T = mass.cols();
+  Matrix x(mass.rows(), T);
+  for (Eigen::Index c = 0; c < mass.rows(); ++c) {
+    for (Eigen::Index t = 0; t < T; ++t) {
+      const double mean = static_cast<double>(mass(c, t)) / static_cast<double>(T - t);
+      x(c, t) = static_cast<float>(std::log(mean + kLogMeanAttentionEps));
+    }
+  }
+  return x;
+}
 
 Matrix proxy_attention_features(const Model& proxy, std::span<const std::int32_t> tokens) {
   KvCache cache = proxy.new_cache();
-  ForwardResult r =
+  const ForwardResult r =
       proxy.forward(tokens, cache, {.logits = LogitsMode::kNone, .attention_stats = true});
-  return std::move(r.stats.mass);
+  return log_mean_attention(r.stats.mass);
 }
 
 Matrix proxykv_scores(const Model& proxy, const HybridAxialMapper& mapper,

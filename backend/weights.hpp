@@ -42,6 +42,12 @@ struct ModelWeights {
 /// safetensors (single file or sharded index). Throws InputError.
 ModelWeights load_hf_model(const std::string& folder);
 
+/// The first `k` decoder layers of `w` (a real, cheaper model of the same family: the ProxyKV
+/// proxy by default). Embedding, final norm and head are kept; spec.layers becomes k and the
+/// name gains "[:k]" ("SmolLM2-135M-Instruct[:8]"). InputError naming --proxy-layers unless
+/// 1 <= k < layers.
+ModelWeights truncate_layers(ModelWeights w, int k);
+
 /// Seeded random weights for `spec` (scaled like an initialised model: N(0, 1/in)).
 /// Deterministic for a given (spec, seed).
 ModelWeights random_weights(const cost_model::ModelSpec& spec, std::uint64_t seed);

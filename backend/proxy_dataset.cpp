@@ -1,0 +1,257 @@
+// ProxyKV training data; see proxy_dataset.hpp.
+#include "backend/proxy_dataset.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <mutex>
+#include <random>
+#include <stdexcept>
+#include <thread>
+
+#include "backend/proxy_scoring.hpp"
+#include "backend/pruning.hpp"
+#include "cost_model/input_error.hpp"
+
+namespace kvshift::backend {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/// One tensor of a safetensors image: little-endian bytes already laid out row-major.
+struct RawTensor {
+  std::string name, dtype;
+  std::vector<std::int64_t> shape;
+  std::string bytes;
+};
+
+void append_le(std::string& out, const void* value, std::size_t size) {
+  // The supported hosts are little-endian (as the safetensors reader assumes).
+  out.append(static_cast<const char*>(value), size);
+}
+
+/// The safetensors image of `tensors` (in order) with `metadata`. The predictor writer
+/// (calibrate/predictor_file.cpp) is specific to its F32/F16 groups; this one adds I64.
+std::string safetensors_image(const std::vector<RawTensor>& tensors,
+                              const nlohmann::json& metadata) {
+  nlohmann::json header = nlohmann::json::object();
+  std::size_t offset = 0;
+  for (const RawTensor& t : tensors) {
+    header[t.name] = {{"dtype", t.dtype},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + t.bytes.size()}}};
+    offset += t.bytes.size();
+  }
+  header["__metadata__"] = metadata;
+  std::string text = header.dump();
+  while ((8 + text.size()) % 8 != 0) text.push_back(' ');
+  std::string out;
+  out.reserve(8 + text.size() + offset);
+  const std::uint64_t len = text.size();
+  for (int b = 0; b < 8; ++b) out.push_back(static_cast<char>((len >> (8 * b)) & 0xff));
+  out += text;
+  for (const RawTensor& t : tensors) out += t.bytes;
+  return out;
+}
+
+std::string shard_image(std::span<const ProxyWindow> windows) {
+  const auto n = static_cast<std::int64_t>(windows.size());
+  const ProxyWindow& first = windows.front();
+  RawTensor features{"features", "F32", {n, first.features.rows(), first.features.cols()}, {}};
+  RawTensor labels{"labels", "F32", {n, first.labels.rows(), first.labels.cols()}, {}};
+  RawTensor starts{"starts", "I64", {n}, {}};
+  for (const ProxyWindow& w : windows) {
+    // Matrix is row-major: [rows, T] rows follow each other, as [n, rows, T] wants.
+    append_le(features.bytes, w.features.data(), sizeof(float) * w.features.size());
+    append_le(labels.bytes, w.labels.data(), sizeof(float) * w.labels.size());
+    append_le(starts.bytes, &w.start, sizeof(std::int64_t));
+  }
+  return safetensors_image({features, labels, starts},
+                           {{"format", "kvshift-proxykv-dataset"}, {"windows", std::to_string(n)}});
+}
+
+/// Calls fn(i) for i in [0, n) on `threads` std::threads; rethrows the first exception.
+void parallel_windows(std::size_t n, int threads, const std::function<void(std::size_t)>& fn) {
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto worker = [&] {
+    for (std::size_t i = next++; i < n && !failed; i = next++) {
+      try {
+        fn(i);
+      } catch (...) {
+        const std::lock_guard lock(error_mutex);
+        if (!error) error = std::current_exception();
+        failed = true;
+      }
+    }
+  };
+  const std::size_t count = std::min<std::size_t>(n, static_cast<std::size_t>(std::max(1, threads)));
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < count; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+}
+
+nlohmann::json manifest_json(const Model& proxy, const Model& target, const DatasetInfo& info,
+                             const std::vector<ProxyWindow>& windows, double total_s) {
+  const auto& t = target.spec();
+  const auto& p = proxy.spec();
+  std::vector<double> pp, tp, kz, all;
+  for (const ProxyWindow& w : windows) {
+    pp.push_back(w.seconds.proxy_prefill);
+    tp.push_back(w.seconds.target_prefill);
+    kz.push_back(w.seconds.kvzip_second_prefill);
+    all.push_back(w.seconds.total);
+  }
+  nlohmann::json shards = nlohmann::json::array();
+  for (std::size_t i = 0; i < windows.size(); i += kWindowsPerShard) {
+    shards.push_back({{"file", shard_file_name(static_cast<int>(i / kWindowsPerShard))},
+                      {"windows", std::min<std::size_t>(kWindowsPerShard, windows.size() - i)}});
+  }
+  return {
+      {"format", "kvshift-proxykv-dataset"},
+      {"version", 1},
+      {"target",
+       {{"name", t.name},
+        {"folder", info.target_folder},
+        {"layers", t.layers},
+        {"kv_heads", t.kv_heads},
+        {"q_heads", t.q_heads}}},
+      {"proxy",
+       {{"name", p.name},
+        {"folder", info.proxy_folder},
+        {"layers", p.layers},
+        {"q_heads", p.q_heads},
+        {"truncated_layers",
+         info.truncated_layers ? nlohmann::json(*info.truncated_layers) : nlohmann::json()}}},
+      {"in_channels", p.layers * p.q_heads},
+      {"targets", t.layers * t.kv_heads},
+      {"window_tokens", info.window_tokens},
+      {"features", "log_mean_attention"},
+      {"labels", "kvzip_max"},
+      {"corpus",
+       {{"file", std::filesystem::path(info.corpus_path).filename().string()},
+        {"path", info.corpus_path},
+        {"tokens", info.corpus_tokens},
+        {"span", {info.span_begin, info.span_end}}}},
+      {"seed", info.seed},
+      {"kvzip_prompt", {{"text", info.prompt.text}, {"ids", info.prompt.ids}}},
+      {"timings_s",
+       {{"proxy_prefill", median(pp)},
+        {"target_prefill", median(tp)},
+        {"kvzip_second_prefill", median(kz)},
+        {"per_window", median(all)},
+        {"total", total_s}}},
+      {"shards", shards}};
+}
+
+}  // namespace
+
+ProxyWindow proxy_window(const Model& proxy, const Model& target,
+                         std::span<const std::int32_t> tokens,
+                         std::span<const std::int32_t> repeat_prompt) {
+  ProxyWindow w;
+  const auto t0 = Clock::now();
+  w.features = proxy_attention_features(proxy, tokens);
+  w.seconds.proxy_prefill = since(t0);
+  const auto t1 = Clock::now();
+  KvCache cache = target.new_cache();
+  target.forward(tokens, cache, {.logits = LogitsMode::kNone});
+  w.seconds.target_prefill = since(t1);
+  const auto t2 = Clock::now();
+  w.labels = kvzip_scores(target, tokens, cache, repeat_prompt);
+  w.seconds.kvzip_second_prefill = since(t2);
+  w.seconds.total = since(t0);
+  return w;
+}
+
+void check_proxy_pair(const cost_model::ModelSpec& proxy, const cost_model::ModelSpec& target,
+                      const std::string& flag) {
+  if (proxy.vocab != target.vocab) {
+    throw InputError(flag + ": " + proxy.name + " has a " + std::to_string(proxy.vocab) +
+                     "-token vocabulary, the target " + target.name + " " +
+                     std::to_string(target.vocab) +
+                     "; a proxy must share the target's tokenizer (same family)");
+  }
+  if (proxy.attention_bias != target.attention_bias) {
+    throw InputError(flag + ": " + proxy.name +
+                     (proxy.attention_bias ? " has" : " has no") + " q/k/v biases and the target " +
+                     target.name + (target.attention_bias ? " has" : " has none") +
+                     ": not the same model family");
+  }
+  if (proxy.layer_parameter_count() > target.layer_parameter_count()) {
+    throw InputError(flag + ": " + proxy.name + " (" +
+                     std::to_string(proxy.layer_parameter_count()) +
+                     " layer parameters) is larger than the target " + target.name + " (" +
+                     std::to_string(target.layer_parameter_count()) +
+                     "); a proxy must be the cheaper model");
+  }
+}
+
+std::string shard_file_name(int index) {
+  char name[40];
+  std::snprintf(name, sizeof name, "shard-%05d.safetensors", index);
+  return name;
+}
+
+std::vector<std::int64_t> shuffled_starts(std::span<const std::int64_t> starts,
+                                          std::uint64_t seed) {
+  std::vector<std::int64_t> out(starts.begin(), starts.end());
+  std::mt19937_64 rng(seed);
+  for (std::size_t i = out.size(); i > 1; --i) {
+    std::swap(out[i - 1], out[rng() % i]);  // spelled out: std::shuffle differs between libraries
+  }
+  return out;
+}
+
+ProxyDataset build_proxy_dataset(const Model& proxy, const Model& target,
+                                 std::span<const std::int32_t> corpus,
+                                 std::span<const std::int64_t> starts, const DatasetInfo& info,
+                                 const DatasetOptions& options, const DatasetProgress& progress) {
+  const auto t0 = Clock::now();
+  const std::int64_t T = info.window_tokens;
+  if (starts.empty() || T < 1) throw std::invalid_argument("build_proxy_dataset: no windows");
+  for (std::int64_t s : starts) {
+    if (s < 0 || s + T > static_cast<std::int64_t>(corpus.size())) {
+      throw std::invalid_argument("build_proxy_dataset: a window lies outside the corpus");
+    }
+  }
+  const std::vector<std::int64_t> order = shuffled_starts(starts, info.seed);
+  std::vector<ProxyWindow> windows(order.size());
+  std::mutex progress_mutex;
+  std::int64_t done = 0;
+  parallel_windows(order.size(), options.window_threads, [&](std::size_t i) {
+    windows[i] = proxy_window(proxy, target, corpus.subspan(order[i], T), info.prompt.ids);
+    windows[i].start = order[i];
+    const std::lock_guard lock(progress_mutex);
+    ++done;
+    if (progress) progress(done, std::ssize(order));
+  });
+  ProxyDataset out;
+  for (std::size_t i = 0; i < windows.size(); i += kWindowsPerShard) {
+    const std::size_t n = std::min<std::size_t>(kWindowsPerShard, windows.size() - i);
+    out.shards.push_back(shard_image(std::span(windows).subspan(i, n)));
+  }
+  out.manifest = manifest_json(proxy, target, info, windows, since(t0));
+  return out;
+}
+
+}  // namespace kvshift::backend

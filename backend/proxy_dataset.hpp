@@ -1,0 +1,100 @@
+// The ProxyKV mapper's training data, from real models: for each window of a
+// token corpus, the proxy's features X = proxy_attention_features (log of the
+// mean attention each key receives, per proxy layer·query head) and the target's
+// labels Y = kvzip_scores (the largest attention a repeated-context query of the
+// KV head's group pays each key, per target layer·KV head), each op timed.
+// The windows run in parallel on std::threads; the result is a manifest and
+// shards of at most kWindowsPerShard windows ("features" F32 [n, in_channels, T],
+// "labels" F32 [n, targets, T], "starts" I64 [n]) as bytes, for the caller to write.
+// Choosing the windows (calibrate::spread_windows) and writing the folder are the
+// CLI's (apps/kvshift/cmd_proxykv.cpp). Leaves out: the mapper's training itself.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "backend/kvzip_prompt.hpp"
+#include "backend/model.hpp"
+
+namespace kvshift::backend {
+
+/// Windows per shard file.
+inline constexpr int kWindowsPerShard = 16;
+
+/// Wall seconds of one window's ops.
+struct WindowTimings {
+  double proxy_prefill = 0;         ///< proxy prefill with attention statistics + transform
+  double target_prefill = 0;        ///< the target's prefill of the window
+  double kvzip_second_prefill = 0;  ///< repeat prompt + window again on the target's cache
+  double total = 0;                 ///< the whole window
+};
+
+/// One training example.
+struct ProxyWindow {
+  std::int64_t start = 0;  ///< first token in the corpus
+  Matrix features;         ///< [proxy layers·q_heads, T]
+  Matrix labels;           ///< [target layers·kv_heads, T]
+  WindowTimings seconds;
+};
+
+/// Features and labels of `tokens` (one window): proxy_attention_features(proxy, tokens) and
+/// kvzip_scores(target, tokens, <target prefill of tokens>, repeat_prompt).
+ProxyWindow proxy_window(const Model& proxy, const Model& target,
+                         std::span<const std::int32_t> tokens,
+                         std::span<const std::int32_t> repeat_prompt);
+
+/// Checks that `proxy` can score for `target`: the same vocabulary (the same token ids mean
+/// the same text), the same family (Qwen2-style q/k/v biases or none, like the target) and no
+/// larger (per-token layer parameters). InputError naming `flag`.
+void check_proxy_pair(const cost_model::ModelSpec& proxy, const cost_model::ModelSpec& target,
+                      const std::string& flag);
+
+/// What the manifest records besides the windows.
+struct DatasetInfo {
+  std::string target_folder;
+  std::string proxy_folder;               ///< the target's folder for a truncated proxy
+  std::optional<int> truncated_layers;    ///< --proxy-layers, or none for --proxy DIR
+  std::string corpus_path;                ///< as given
+  std::int64_t corpus_tokens = 0;
+  double span_begin = 0, span_end = 1;
+  std::int64_t window_tokens = 0;
+  std::uint64_t seed = 0;
+  KvzipPrompt prompt;
+};
+
+struct DatasetOptions {
+  int window_threads = 1;   ///< windows computed at once (each with the backend's threads)
+};
+
+/// Called with (windows done, total) after each window, from the worker threads (serialised).
+using DatasetProgress = std::function<void(std::int64_t done, std::int64_t total)>;
+
+struct ProxyDataset {
+  nlohmann::json manifest;  ///< manifest.json; timings_s.total is the build's wall time
+  std::vector<std::string> shards;  ///< bytes of shard-00000.safetensors, …
+};
+
+/// The dataset of the windows of `corpus` starting at `starts` (each window_tokens long),
+/// in the order a seeded shuffle of `starts` (info.seed) gives them: shard i holds windows
+/// [16·i, 16·i + 16) of that order. Deterministic for a given input: the shards' bytes and
+/// the manifest without timings_s do not depend on the thread count.
+ProxyDataset build_proxy_dataset(const Model& proxy, const Model& target,
+                                 std::span<const std::int32_t> corpus,
+                                 std::span<const std::int64_t> starts, const DatasetInfo& info,
+                                 const DatasetOptions& options = {},
+                                 const DatasetProgress& progress = {});
+
+/// "shard-00000.safetensors".
+std::string shard_file_name(int index);
+
+/// The seeded order `starts` are visited in (a Fisher–Yates shuffle with mt19937_64(seed)).
+std::vector<std::int64_t> shuffled_starts(std::span<const std::int64_t> starts,
+                                          std::uint64_t seed);
+
+}  // namespace kvshift::backend
