@@ -69,31 +69,6 @@ Matrix baseline_scores(PolicyKind kind, const RequestProbe& probe, const cost_mo
   }
 }
 
-/// The paired bootstrap interval of (mean(r) − mean(p)) / (mean(r) − mean(k)) over requests.
-std::pair<double, double> share_interval(const std::vector<double>& random,
-                                         const std::vector<double>& policy,
-                                         const std::vector<double>& kvzip, int resamples,
-                                         std::uint64_t seed) {
-  const std::size_t n = random.size();
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<std::size_t> pick(0, n - 1);
-  std::vector<double> shares;
-  shares.reserve(static_cast<std::size_t>(resamples));
-  for (int b = 0; b < resamples; ++b) {
-    double r = 0, p = 0, k = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-      const std::size_t j = pick(rng);
-      r += random[j];
-      p += policy[j];
-      k += kvzip[j];
-    }
-    // A resample where KVZip is no better than random has no defined share: count it as 0.
-    shares.push_back(r - k > 0 ? (r - p) / (r - k) : 0.0);
-  }
-  std::sort(shares.begin(), shares.end());
-  return {nearest_rank_quantile(shares, 0.025), nearest_rank_quantile(shares, 0.975)};
-}
-
 void pool_row(QualityRow& row, const QualityResult& r, const QualityOptions& o) {
   row.mean = mean_of(row.per_request);
   const auto ci = bootstrap_interval(row.per_request, 0.95, o.resamples, o.seed);
@@ -129,6 +104,30 @@ double kept_recall(const Kept& kept, const Kept& reference) {
     sum += kept[r].empty() ? 1.0 : static_cast<double>(common) / kept[r].size();
   }
   return sum / static_cast<double>(kept.size());
+}
+
+std::pair<double, double> recovered_share_interval(const std::vector<double>& random,
+                                         const std::vector<double>& policy,
+                                         const std::vector<double>& kvzip, int resamples,
+                                         std::uint64_t seed) {
+  const std::size_t n = random.size();
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::size_t> pick(0, n - 1);
+  std::vector<double> shares;
+  shares.reserve(static_cast<std::size_t>(resamples));
+  for (int b = 0; b < resamples; ++b) {
+    double r = 0, p = 0, k = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t j = pick(rng);
+      r += random[j];
+      p += policy[j];
+      k += kvzip[j];
+    }
+    // A resample where KVZip is no better than random has no defined share: count it as 0.
+    shares.push_back(r - k > 0 ? (r - p) / (r - k) : 0.0);
+  }
+  std::sort(shares.begin(), shares.end());
+  return {nearest_rank_quantile(shares, 0.025), nearest_rank_quantile(shares, 0.975)};
 }
 
 void check_quality_options(const QualityOptions& o, std::int64_t corpus_tokens) {
@@ -350,7 +349,7 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
       continue;
     }
     row.kvzip_share = (rnd->mean - row.mean) / (rnd->mean - kv->mean);
-    const auto [lo, hi] = share_interval(rnd->per_request, row.per_request, kv->per_request,
+    const auto [lo, hi] = recovered_share_interval(rnd->per_request, row.per_request, kv->per_request,
                                          o.resamples, o.seed + 1);
     row.kvzip_share_low = lo;
     row.kvzip_share_high = hi;

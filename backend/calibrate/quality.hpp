@@ -100,4 +100,12 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
 double kept_recall(const std::vector<std::vector<std::int64_t>>& kept,
                    const std::vector<std::vector<std::int64_t>>& reference);
 
+/// The paired 95 % bootstrap interval over requests of the share of the oracle's quality a
+/// policy recovers, (mean(random) − mean(policy)) / (mean(random) − mean(oracle)); a resample
+/// where the oracle is no better than random counts as 0.
+std::pair<double, double> recovered_share_interval(const std::vector<double>& random,
+                                                   const std::vector<double>& policy,
+                                                   const std::vector<double>& oracle,
+                                                   int resamples, std::uint64_t seed);
+
 }  // namespace kvshift::backend::calibrate

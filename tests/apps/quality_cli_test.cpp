@@ -1,0 +1,107 @@
+// `kvshift quality` on the committed tiny model: every policy measured side by side, keeping
+// every token changes nothing (exactly), and bad input exits 2 naming the flag.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "tests/testing/run_command.hpp"
+
+namespace kvshift::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+/// A per-test folder holding the tiny model (with a KVZip prompt) and a random-token corpus.
+struct Workspace {
+  fs::path dir, model, corpus;
+  explicit Workspace(const std::string& name, std::int64_t corpus_tokens = 4000) {
+    dir = fs::temp_directory_path() / ("kvshift-quality-" + name + "-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    model = dir / "tiny";
+    fs::create_directories(model);
+    const fs::path fixture = fs::path(KVSHIFT_SOURCE_DIR) / "tests/fixtures/tiny_llama";
+    for (const char* f : {"config.json", "model.safetensors"}) fs::copy(fixture / f, model / f);
+    std::ofstream(model / "kvzip_prompt.json") << R"({"text": "repeat", "ids": [5, 6, 7]})";
+    corpus = dir / "text.tokens";
+    std::ofstream out(corpus, std::ios::binary);
+    std::mt19937 rng(3);
+    for (std::int64_t i = 0; i < corpus_tokens; ++i) {
+      const std::int32_t id = static_cast<std::int32_t>(rng() % 96);
+      out.write(reinterpret_cast<const char*>(&id), 4);
+    }
+  }
+  ~Workspace() { fs::remove_all(dir); }
+  std::string base(const std::string& history = "64") const {
+    return "quality --model " + model.string() + " --corpus " + corpus.string() + " --history " +
+           history + " --eval 16 --windows 8 --threads 2";
+  }
+};
+
+TEST(QualityCli, MeasuresEveryPolicyAndKeepingEverythingIsExact) {
+  const Workspace w("all");
+  const CommandResult r = run_kvshift(
+      w.base() + " --policy exact --policy prune:snapkv --policy prune:h2o --policy prune:kvzip "
+                 "--policy prune:recent --policy prune:random --retention 0.5,1 --out " +
+      (w.dir / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json q = json::parse(slurp((w.dir / "out/quality.json").string()));
+  EXPECT_EQ(q["format"], "kvshift-quality");
+  EXPECT_EQ(q["requests"], 8);
+  ASSERT_EQ(q["rows"].size(), 11u);  // exact + 5 methods × 2 ratios
+  for (const json& row : q["rows"]) {
+    if (row["method"] == "exact" || row["retention"] == 1.0) {
+      // Keeping every token must reproduce the exact pass bit for bit.
+      EXPECT_EQ(row["delta_nll_mean"].get<double>(), 0.0) << row["method"];
+      for (const json& d : row["per_request"]) EXPECT_EQ(d.get<double>(), 0.0);
+    }
+    if (row["method"] == "kvzip") EXPECT_EQ(row["recall_at_k_vs_kvzip"].get<double>(), 1.0);
+    if (row["retention"] == 0.5) {
+      EXPECT_LT(row["recall_at_k_vs_kvzip"].get<double>(), 1.0 + 1e-12);
+      EXPECT_GT(row["ppl"].get<double>(), 0.0);
+    }
+  }
+  EXPECT_NE(r.out.find("exact NLL"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(w.dir / "out/quality.md"));
+  EXPECT_TRUE(fs::exists(w.dir / "out/quality.svg"));
+}
+
+TEST(QualityCli, ExactAloneAnswersThePlainQuestion) {
+  const Workspace w("exact");
+  const CommandResult r = run_kvshift(w.base() + " --policy exact");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("exact NLL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("PPL"), std::string::npos) << r.out;
+}
+
+TEST(QualityCli, BadInputExitsTwoNamingTheFlag) {
+  const Workspace w("bad");
+  const std::pair<std::string, std::string> cases[] = {
+      {" --policy prune:snapkv --retention 1.5", "--retention"},
+      {" --policy prune:snapkv --retention 0", "--retention"},
+      {" --policy exact --eval 4", "--eval"},
+      {" --policy exact --windows 2", "--windows"},
+      {" --policy exact --span 0.5:0.2", "--span"},
+      {" --policy prune:snapkvv", "did you mean \"prune:snapkv\""},
+      {" --policy prune:proxykv:" + (w.dir / "none.safetensors").string(), "is missing"},
+      {" --policy risk-kv:", "--policy: \"risk-kv:\" needs a topology.json"},
+  };
+  for (const auto& [args, expected] : cases) {
+    const CommandResult r = run_kvshift(w.base() + args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(expected), std::string::npos) << args << "\n" << r.err;
+  }
+  const CommandResult h = run_kvshift(w.base("12") + " --policy exact");
+  EXPECT_EQ(h.exit_code, 2);
+  EXPECT_NE(h.err.find("--history: 12 tokens is too short (at least 64"), std::string::npos) << h.err;
+  const Workspace tiny("short", 12);  // a 12-token corpus is refused, not "passed"
+  const CommandResult r = run_kvshift(tiny.base() + " --policy exact");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--corpus"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace kvshift::testing
