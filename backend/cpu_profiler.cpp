@@ -81,7 +81,10 @@ class CpuProfiler final : public Profiler {
     if (req.proxy) {
       proxy = std::make_unique<Model>(random_weights(*req.proxy, req.seed + 1));
       mapper = std::make_unique<HybridAxialMapper>(
-          random_mapper_for(*req.proxy, req.model, req.seed + 2));
+          req.mapper_path.empty() ? random_mapper_for(*req.proxy, req.model, req.seed + 2)
+                                  : load_mapper(req.mapper_path));
+      check_mapper_fits(mapper->config(), req.proxy->layers * req.proxy->q_heads,
+                        req.model.layers * req.model.kv_heads, "--mapper " + req.mapper_path);
     }
     for (const std::int64_t T : req.tokens) {
       const auto tokens = random_tokens(T, req.model.vocab, rng);

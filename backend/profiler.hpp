@@ -31,6 +31,9 @@ struct OpTiming {
 struct ProfileRequest {
   cost_model::ModelSpec model;
   std::optional<cost_model::ModelSpec> proxy;  ///< ProxyKV scorer; no proxy ops without it
+  /// A trained mapper (load_mapper) for proxy_score; empty: seeded random weights of the same
+  /// shape (the CPU profiler; the CUDA profiler's proxy_score stops at the features).
+  std::string mapper_path;
   cost_model::Topology topology;               ///< groups reconstructed
   std::vector<std::int64_t> tokens{128, 512, 2048};
   std::vector<std::int64_t> sharing{1, 4, 16};

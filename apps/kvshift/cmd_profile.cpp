@@ -25,6 +25,7 @@ struct ProfileOptions {
   std::string backend = "cpu";
   std::string model;
   std::string proxy;
+  std::string mapper;
   std::string tokens = "128,512,2048,8192";
   std::string sharing = "1,4,16";
   std::string topology;
@@ -93,6 +94,10 @@ backend::ProfileRequest make_request(const ProfileOptions& o) {
   backend::ProfileRequest req;
   req.model = scenarios::resolve_model(o.model);
   if (!o.proxy.empty()) req.proxy = scenarios::resolve_model(o.proxy);
+  if (!o.mapper.empty() && o.proxy.empty()) {
+    throw InputError("--mapper: needs --proxy (the model whose features the mapper reads)");
+  }
+  req.mapper_path = o.mapper;
   std::string topo = o.topology;
   if (topo.empty()) {
     const int groups = (req.model.layers + 1) / 2;
@@ -154,6 +159,9 @@ Action setup(CLI::App& sub) {
   sub.add_option("--model", o->model, "Model: a known name, a config.json, or a folder with one")
       ->required();
   sub.add_option("--proxy", o->proxy, "ProxyKV scorer model (enables proxy_score)");
+  sub.add_option("--mapper", o->mapper,
+                 "Trained ProxyKV mapper (mapper.safetensors) timed in proxy_score (default: "
+                 "seeded random weights of the same shape)");
   sub.add_option("--tokens", o->tokens, "Token counts, comma-separated")->capture_default_str();
   sub.add_option("--sharing", o->sharing, "Requests sharing a predictor, comma-separated")
       ->capture_default_str();
