@@ -1,10 +1,15 @@
-// ProxyKV selection and the baseline scores on hand-checkable cases.
+// ProxyKV selection and the baseline scores on hand-checkable cases, and the
+// H2O, SnapKV and KVZip scores of a real 2-layer model against attention weights
+// computed here by hand (Q from the captured layer inputs, a plain softmax loop
+// over q·k in double), independently of backend/attention.cpp.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <set>
 
 #include "backend/pruning.hpp"
+#include "backend/rope.hpp"
 
 namespace kvshift::backend {
 namespace {
@@ -160,6 +165,159 @@ TEST(Baselines, KVZipScoresLeaveTheCacheUnchangedAndChunkingOnlyLowersThem) {
   // single run's max over more queries can only be larger for the first chunk's keys.
   EXPECT_TRUE((one.leftCols(12).array() >= two.leftCols(12).array() - 1e-6f).all());
   EXPECT_GT((one - two).norm(), 0.0f);
+}
+
+/// Attention weights by hand: weights[layer][q_head] is [new queries][keys] (double), the
+/// softmax of q·k/√d over the keys each query sees (causal), for a forward of the rows of
+/// `r` (captured attention inputs) that followed `first_position` cached tokens, with the
+/// cache's post-RoPE keys.
+using Weights = std::vector<std::vector<std::vector<std::vector<double>>>>;
+Weights hand_weights(const Model& model, const ForwardResult& r, const KvCache& cache,
+                     std::int64_t first_position) {
+  const auto& m = model.spec();
+  const int d = m.head_dim, group = m.q_heads / m.kv_heads;
+  Weights w(m.layers, std::vector<std::vector<std::vector<double>>>(m.q_heads));
+  for (int l = 0; l < m.layers; ++l) {
+    const LayerWeights& lw = model.weights().layers[l];
+    Matrix q = r.attn_inputs[l] * lw.wq.transpose();
+    if (lw.bq.size()) q.rowwise() += lw.bq;
+    apply_rope(q, {m.q_heads, d, m.rope_theta}, first_position);
+    const Matrix& k = cache.k[l];
+    for (int h = 0; h < m.q_heads; ++h) {
+      const int g = h / group;
+      for (Eigen::Index i = 0; i < q.rows(); ++i) {
+        const std::int64_t seen = first_position + i + 1;
+        std::vector<double> s(seen);
+        double top = -1e300;
+        for (std::int64_t j = 0; j < seen; ++j) {
+          double dot = 0;
+          for (int e = 0; e < d; ++e) dot += double(q(i, h * d + e)) * double(k(j, g * d + e));
+          s[j] = dot / std::sqrt(double(d));
+          top = std::max(top, s[j]);
+        }
+        double sum = 0;
+        for (double& x : s) sum += (x = std::exp(x - top));
+        for (double& x : s) x /= sum;
+        s.resize(k.rows(), 0.0);
+        w[l][h].push_back(std::move(s));
+      }
+    }
+  }
+  return w;
+}
+
+std::vector<std::int32_t> some_tokens(int n, int salt) {
+  std::vector<std::int32_t> t;
+  for (int i = 0; i < n; ++i) t.push_back((i * 37 + salt * 11 + 5) % 96);
+  return t;
+}
+
+const Model& tiny_llama() {
+  static const Model model(
+      load_hf_model(std::string(KVSHIFT_SOURCE_DIR) + "/tests/fixtures/tiny_llama"));
+  return model;
+}
+
+/// |a − b| <= 1e-5 + 1e-4·|b| everywhere, listing the first mismatches.
+void expect_close(const Matrix& got, const std::vector<std::vector<double>>& want) {
+  ASSERT_EQ(got.rows(), std::ssize(want));
+  int shown = 0;
+  double norm = 0;
+  for (Eigen::Index r = 0; r < got.rows(); ++r) {
+    ASSERT_EQ(got.cols(), std::ssize(want[r]));
+    for (Eigen::Index c = 0; c < got.cols(); ++c) {
+      norm += want[r][c] * want[r][c];
+      if (std::abs(got(r, c) - want[r][c]) > 1e-5 + 1e-4 * std::abs(want[r][c]) && shown++ < 5) {
+        ADD_FAILURE() << "row " << r << " key " << c << ": got " << got(r, c) << ", by hand "
+                      << want[r][c];
+      }
+    }
+  }
+  EXPECT_GT(norm, 0.0);
+}
+
+TEST(BaselinesByHand, H2OIsTheSumOfEveryQuerysWeightOverTheGroup) {
+  const Model& model = tiny_llama();
+  const auto& m = model.spec();
+  const auto tokens = some_tokens(14, 1);
+  KvCache cache = model.new_cache();
+  const ForwardResult r = model.forward(
+      tokens, cache,
+      {.logits = LogitsMode::kNone, .capture_attn_inputs = true, .attention_stats = true});
+  const Weights w = hand_weights(model, r, cache, 0);
+  const int group = m.q_heads / m.kv_heads;
+  std::vector<std::vector<double>> want(m.layers * m.kv_heads, std::vector<double>(14, 0.0));
+  for (int l = 0; l < m.layers; ++l) {
+    for (int h = 0; h < m.q_heads; ++h) {
+      for (const auto& row : w[l][h]) {
+        for (int j = 0; j < 14; ++j) want[l * m.kv_heads + h / group][j] += row[j];
+      }
+    }
+  }
+  expect_close(h2o_scores(r.stats, m), want);
+}
+
+TEST(BaselinesByHand, SnapKVPoolsTheLastWindowsVotesOverTheGroup) {
+  const Model& model = tiny_llama();
+  const auto& m = model.spec();
+  const int n = 15, window = 4;
+  const auto tokens = some_tokens(n, 2);
+  KvCache cache = model.new_cache();
+  const ForwardResult r =
+      model.forward(tokens, cache,
+                    {.logits = LogitsMode::kNone,
+                     .capture_attn_inputs = true,
+                     .attention_stats = true,
+                     .stats_window = window});
+  const Weights w = hand_weights(model, r, cache, 0);
+  const int group = m.q_heads / m.kv_heads;
+  std::vector<std::vector<double>> votes(m.layers * m.kv_heads, std::vector<double>(n, 0.0));
+  for (int l = 0; l < m.layers; ++l) {
+    for (int h = 0; h < m.q_heads; ++h) {
+      for (int i = n - window; i < n; ++i) {
+        for (int j = 0; j < n; ++j) votes[l * m.kv_heads + h / group][j] += w[l][h][i][j];
+      }
+    }
+  }
+  std::vector<std::vector<double>> want = votes;  // pooled, kernel 3, zero-padded ends
+  for (std::size_t row = 0; row < votes.size(); ++row) {
+    for (int j = 0; j < n; ++j) {
+      double sum = 0;
+      for (int o = -1; o <= 1; ++o) sum += j + o >= 0 && j + o < n ? votes[row][j + o] : 0.0;
+      want[row][j] = sum / 3;
+    }
+  }
+  expect_close(snapkv_scores(r.stats, m, 3), want);
+}
+
+TEST(BaselinesByHand, KVZipIsTheLargestWeightAnyRepeatQueryOfTheGroupPays) {
+  const Model& model = tiny_llama();
+  const auto& m = model.spec();
+  const int n = 12;
+  const auto ctx = some_tokens(n, 3);
+  const std::vector<std::int32_t> prompt{7, 8, 9};
+  KvCache cache = model.new_cache();
+  model.forward(ctx, cache, {.logits = LogitsMode::kNone});
+  // The second prefill by hand: prompt + context again on a copy of the context's cache.
+  std::vector<std::int32_t> input = prompt;
+  input.insert(input.end(), ctx.begin(), ctx.end());
+  KvCache repeat = cache;
+  const ForwardResult r =
+      model.forward(input, repeat, {.logits = LogitsMode::kNone, .capture_attn_inputs = true});
+  const Weights w = hand_weights(model, r, repeat, n);
+  const int group = m.q_heads / m.kv_heads;
+  std::vector<std::vector<double>> want(m.layers * m.kv_heads, std::vector<double>(n, 0.0));
+  for (int l = 0; l < m.layers; ++l) {
+    for (int h = 0; h < m.q_heads; ++h) {
+      for (const auto& row : w[l][h]) {
+        for (int j = 0; j < n; ++j) {
+          double& best = want[l * m.kv_heads + h / group][j];
+          best = std::max(best, row[j]);
+        }
+      }
+    }
+  }
+  expect_close(kvzip_scores(model, ctx, cache, prompt, 4096), want);
 }
 
 }  // namespace
