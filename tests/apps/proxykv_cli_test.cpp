@@ -1,0 +1,226 @@
+// `kvshift proxykv dataset` on the tiny fixture model (2 layers; vocabulary 96):
+// a run writes manifest.json and the shards with windows inside the span, with
+// a truncated proxy or a separate proxy folder; bad input exits 2 naming the
+// flag and leaves no output folder.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "tests/testing/run_command.hpp"
+
+namespace kvshift::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+/// A 1-layer Llama folder shaped like the fixture (hidden 32, 4 query / 2 KV heads of 8) with
+/// seeded weights and `vocab` tokens.
+void write_proxy(const fs::path& dir, int vocab) {
+  fs::create_directories(dir);
+  const int hidden = 32, heads = 4, kv = 2, dim = 8, inter = 64;
+  std::ofstream(dir / "config.json") << json{{"architectures", {"LlamaForCausalLM"}},
+                                             {"model_type", "llama"},
+                                             {"hidden_size", hidden},
+                                             {"intermediate_size", inter},
+                                             {"num_hidden_layers", 1},
+                                             {"num_attention_heads", heads},
+                                             {"num_key_value_heads", kv},
+                                             {"vocab_size", vocab},
+                                             {"rms_norm_eps", 1e-5},
+                                             {"rope_theta", 10000.0},
+                                             {"tie_word_embeddings", true}}
+                                            .dump();
+  const std::string p = "model.layers.0.";
+  const std::vector<std::pair<std::string, std::vector<std::int64_t>>> ts{
+      {"model.embed_tokens.weight", {vocab, hidden}},
+      {"model.norm.weight", {hidden}},
+      {p + "input_layernorm.weight", {hidden}},
+      {p + "post_attention_layernorm.weight", {hidden}},
+      {p + "self_attn.q_proj.weight", {heads * dim, hidden}},
+      {p + "self_attn.k_proj.weight", {kv * dim, hidden}},
+      {p + "self_attn.v_proj.weight", {kv * dim, hidden}},
+      {p + "self_attn.o_proj.weight", {hidden, heads * dim}},
+      {p + "mlp.gate_proj.weight", {inter, hidden}},
+      {p + "mlp.up_proj.weight", {inter, hidden}},
+      {p + "mlp.down_proj.weight", {hidden, inter}}};
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> dist(0.0f, 0.2f);
+  json header;
+  std::string data;
+  for (const auto& [name, shape] : ts) {
+    std::int64_t n = 1;
+    for (auto d : shape) n *= d;
+    const std::size_t begin = data.size();
+    for (std::int64_t i = 0; i < n; ++i) {
+      const float v = shape.size() == 1 ? 1.0f : dist(rng);
+      data.append(reinterpret_cast<const char*>(&v), 4);
+    }
+    header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {begin, data.size()}}};
+  }
+  std::string h = header.dump();
+  while (h.size() % 8) h.push_back(' ');
+  std::ofstream f(dir / "model.safetensors", std::ios::binary);
+  const std::uint64_t len = h.size();
+  f.write(reinterpret_cast<const char*>(&len), 8);
+  f << h << data;
+}
+
+void write_corpus(const fs::path& path, std::size_t n, int vocab) {
+  std::ofstream f(path, std::ios::binary);
+  std::mt19937_64 rng(3);
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto t = static_cast<std::int32_t>((i * 7 + rng() % 5) % static_cast<std::size_t>(vocab));
+    f.write(reinterpret_cast<const char*>(&t), 4);
+  }
+}
+
+/// The "starts" I64 tensor of a shard file.
+std::vector<std::int64_t> shard_starts(const fs::path& file) {
+  const std::string bytes = slurp(file.string());
+  std::uint64_t len = 0;
+  std::memcpy(&len, bytes.data(), 8);
+  const json header = json::parse(bytes.substr(8, len));
+  const auto& t = header.at("starts");
+  EXPECT_EQ(t.at("dtype"), "I64");
+  const std::size_t begin = t.at("data_offsets")[0], end = t.at("data_offsets")[1];
+  std::vector<std::int64_t> out((end - begin) / 8);
+  std::memcpy(out.data(), bytes.data() + 8 + len + begin, end - begin);
+  return out;
+}
+
+class ProxykvCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (run_kvshift("proxykv dataset --help").exit_code != 0) {
+      GTEST_SKIP() << "this build has no proxykv command (kvshift_calibrate not built)";
+    }
+    // One folder per test and process: ctest runs the tests in parallel.
+    dir_ = fs::temp_directory_path() /
+           ("kvshift-proxykv-cli-" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "-" +
+            std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_ / "target");
+    const fs::path fixture = fs::path(KVSHIFT_SOURCE_DIR) / "tests/fixtures/tiny_llama";
+    for (const char* f : {"config.json", "model.safetensors"}) {
+      fs::copy_file(fixture / f, dir_ / "target" / f);
+    }
+    std::ofstream(dir_ / "target/kvzip_prompt.json")
+        << R"({"text": "\n\nRepeat the previous context exactly.\n", "ids": [11, 12, 13]})";
+    write_corpus(dir_ / "corpus.tokens", 1000, 96);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  /// The command with windows of 64 tokens (4 of them unless `windows` says otherwise).
+  std::string base(int windows = 4, std::int64_t tokens = 64) const {
+    return "proxykv dataset --target " + (dir_ / "target").string() + " --corpus " +
+           (dir_ / "corpus.tokens").string() + " --out " + (dir_ / "out").string() +
+           " --threads 2 --tokens " + std::to_string(tokens) + " --windows " +
+           std::to_string(windows);
+  }
+  /// Runs `args`, expects exit 2 with `flag` in the message and no output folder.
+  void expect_refused(const std::string& args, const std::string& flag) {
+    const auto r = run_kvshift(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find(flag), std::string::npos) << "stderr does not name " << flag << ":\n"
+                                                   << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "out")) << args;
+  }
+  fs::path dir_;
+};
+
+TEST_F(ProxykvCli, WritesTheManifestAndShardsWithWindowsInsideTheSpan) {
+  const auto r = run_kvshift(base() + " --proxy-layers 1 --span 0.1:0.9 --seed 4");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("4/4 windows"), std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("median per window"), std::string::npos) << r.out;
+  const json m = json::parse(slurp((dir_ / "out/manifest.json").string()));
+  EXPECT_EQ(m["format"], "kvshift-proxykv-dataset");
+  EXPECT_EQ(m["proxy"]["truncated_layers"], 1);
+  EXPECT_EQ(m["proxy"]["layers"], 1);
+  EXPECT_EQ(m["target"]["layers"], 2);
+  EXPECT_EQ(m["in_channels"], 4);
+  EXPECT_EQ(m["targets"], 4);
+  EXPECT_EQ(m["window_tokens"], 64);
+  EXPECT_EQ(m["seed"], 4);
+  EXPECT_EQ(m["corpus"]["file"], "corpus.tokens");
+  EXPECT_EQ(m["corpus"]["tokens"], 1000);
+  EXPECT_EQ(m["corpus"]["span"], json({0.1, 0.9}));
+  EXPECT_EQ(m["kvzip_prompt"]["ids"], json({11, 12, 13}));
+  ASSERT_EQ(m["shards"].size(), 1u);
+  EXPECT_EQ(m["shards"][0]["windows"], 4);
+  std::vector<std::int64_t> starts = shard_starts(dir_ / "out/shard-00000.safetensors");
+  ASSERT_EQ(starts.size(), 4u);
+  std::sort(starts.begin(), starts.end());
+  EXPECT_GE(starts.front(), 100);
+  EXPECT_LE(starts.back() + 64, 900);
+  for (std::size_t i = 1; i < starts.size(); ++i) EXPECT_GE(starts[i], starts[i - 1] + 64);
+  std::size_t entries = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir_ / "out")) ++entries;
+  EXPECT_EQ(entries, 2u);  // manifest.json + one shard, no staging leftovers
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(e.path().filename().string().find(".partial-"), std::string::npos);
+  }
+}
+
+TEST_F(ProxykvCli, AProxyFolderOfTheSameFamilyIsAccepted) {
+  write_proxy(dir_ / "proxy", 96);
+  const auto r = run_kvshift(base() + " --proxy " + (dir_ / "proxy").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json m = json::parse(slurp((dir_ / "out/manifest.json").string()));
+  EXPECT_TRUE(m["proxy"]["truncated_layers"].is_null());
+  EXPECT_EQ(m["proxy"]["folder"], (dir_ / "proxy").string());
+  EXPECT_EQ(m["proxy"]["layers"], 1);
+}
+
+TEST_F(ProxykvCli, ExistingOutNeedsForce) {
+  fs::create_directories(dir_ / "out");
+  std::ofstream(dir_ / "out/keep.txt") << "old";
+  const auto r = run_kvshift(base() + " --proxy-layers 1");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--out"), std::string::npos) << r.err;
+  EXPECT_TRUE(fs::exists(dir_ / "out/keep.txt"));
+  const auto forced = run_kvshift(base() + " --proxy-layers 1 --force");
+  ASSERT_EQ(forced.exit_code, 0) << forced.err;
+  EXPECT_FALSE(fs::exists(dir_ / "out/keep.txt"));
+  EXPECT_TRUE(fs::exists(dir_ / "out/manifest.json"));
+}
+
+TEST_F(ProxykvCli, BadInputExitsTwoNamingTheFlag) {
+  const std::string corpus = " --corpus " + (dir_ / "corpus.tokens").string();
+  const std::string out = " --out " + (dir_ / "out").string();
+  expect_refused("proxykv dataset" + corpus + out + " --proxy-layers 1", "--target");
+  expect_refused(base() + " --proxy-layers 0", "--proxy-layers");
+  expect_refused(base() + " --proxy-layers 2", "--proxy-layers");  // the target has 2 layers
+  expect_refused(base(4, 12) + " --proxy-layers 1", "--tokens");
+  expect_refused(base(2) + " --proxy-layers 1", "--windows");
+  EXPECT_NE(run_kvshift(base(4, 12)).err.find("at least 64 tokens"), std::string::npos);
+  EXPECT_NE(run_kvshift(base(2)).err.find("at least 4 windows"), std::string::npos);
+  expect_refused(base() + " --proxy-layers 1 --span 0.9:0.1", "--span");
+  expect_refused(base(20) + " --proxy-layers 1", "--corpus");  // 20 x 64 > 800 tokens
+  expect_refused(base() + " --proxy-layers 1 --seed -3", "--seed");
+  write_proxy(dir_ / "proxy120", 120);
+  expect_refused(base() + " --proxy " + (dir_ / "proxy120").string(), "--proxy");
+  const auto r = run_kvshift(base() + " --proxy " + (dir_ / "proxy120").string());
+  EXPECT_NE(r.err.find("vocabulary"), std::string::npos) << r.err;
+  expect_refused(base() + " --proxy " + (dir_ / "missing").string(), "--proxy");
+  expect_refused("proxykv dataset --target " + (dir_ / "target").string() + out +
+                     " --proxy-layers 1 --corpus " + (dir_ / "none.tokens").string(),
+                 "--corpus");
+}
+
+TEST_F(ProxykvCli, AMissingRepeatPromptNamesTheCommandThatWritesIt) {
+  fs::remove(dir_ / "target/kvzip_prompt.json");
+  const auto r = run_kvshift(base() + " --proxy-layers 1");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("tools/tokenize_prompt.py"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "out"));
+}
+
+}  // namespace
+}  // namespace kvshift::testing
