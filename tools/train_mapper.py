@@ -131,11 +131,11 @@ def parse_args(argv):
     for name, default in (("width", 64), ("layers", 2), ("heads", 4), ("ffn", 128),
                           ("kernel", 3), ("window", 128)):
         ap.add_argument("--" + name, type=int, default=default)
-    ap.add_argument("--epochs", type=int, default=40)
+    ap.add_argument("--epochs", type=int, default=20)
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--weight-decay", type=float, default=0.01)
-    ap.add_argument("--patience", type=int, default=6,
+    ap.add_argument("--patience", type=int, default=5,
                     help="epochs without a better validation recall@0.5 before stopping")
     ap.add_argument("--val-share", type=float, default=0.15)
     ap.add_argument("--seed", type=int, default=0)
