@@ -337,6 +337,10 @@ MapperConfig read_architecture(const nlohmann::json& j, const std::string& file)
 
 }  // namespace
 
+nlohmann::json read_mapper_manifest(const std::string& path) {
+  return read_json(mapper_files(path).second);
+}
+
 HybridAxialMapper load_mapper(const std::string& path) {
   const auto [weights, json] = mapper_files(path);
   const MapperConfig config = read_architecture(read_json(json), json.string());

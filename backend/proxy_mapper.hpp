@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,10 @@ class HybridAxialMapper {
 /// file, bad JSON, missing or ill-typed architecture field, missing or misshapen tensor)
 /// is an InputError naming the file and the field.
 HybridAxialMapper load_mapper(const std::string& path);
+
+/// The mapper.json load_mapper(path) reads: architecture, training and the dataset it was
+/// trained on (dataset.proxy, dataset.corpus with its span).
+nlohmann::json read_mapper_manifest(const std::string& path);
 
 /// InputError unless `config` takes `in_channels` proxy features and yields `targets`
 /// target rows; `what` (e.g. the mapper's file) starts the message.

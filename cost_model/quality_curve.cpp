@@ -28,9 +28,9 @@ std::optional<InterpolatedQuality> interpolate_quality(std::vector<QualityPoint>
         retention < points[i + 1].retention) {
       const QualityPoint &a = points[i], &b = points[i + 1];
       const double w = (retention - a.retention) / (b.retention - a.retention);
-      return InterpolatedQuality{a.delta_nll + w * (b.delta_nll - a.delta_nll),
-                                 "interpolated between ρ " + number(a.retention) + " and " +
-                                     number(b.retention)};
+      return InterpolatedQuality{
+          a.delta_nll + w * (b.delta_nll - a.delta_nll),
+          "interpolated between ρ " + number(a.retention) + " and " + number(b.retention)};
     }
   }
   return std::nullopt;

@@ -198,8 +198,9 @@ std::optional<sim::RiskKvSpec> parse_risk_kv(const Reader& top, const cost_model
   if (!r->has("topology")) {
     r->problem("topology", "is required");
   } else if (!r->node()["topology"].is_string() && !r->node()["topology"].is_object()) {
-    r->problem("topology", "expected \"paper\", \"G2,G5\", a topology.json path or an object (got " +
-                               got(*r, "topology") + ")");
+    r->problem("topology",
+               "expected \"paper\", \"G2,G5\", a topology.json path or an object (got " +
+                   got(*r, "topology") + ")");
   } else if (model_ok) {
     read_topology(*r, m, s, file_quality, ctx);
     if (r->diagnostics().empty() && s.topology.empty()) {
@@ -223,11 +224,14 @@ std::optional<sim::RiskKvSpec> parse_risk_kv(const Reader& top, const cost_model
   }
   s.violation_share = file_quality.violation_share;
   auto nll = number_in(*r, "delta_nll", 0, 100, false, false);
-  if (nll) s.delta_nll = *nll;
-  else if (file_quality.delta_nll) s.delta_nll = *file_quality.delta_nll;
+  if (nll)
+    s.delta_nll = *nll;
+  else if (file_quality.delta_nll)
+    s.delta_nll = *file_quality.delta_nll;
   else if (!r->has("delta_nll")) {
-    r->problem("delta_nll", "is required (the topology's measured ΔNLL in nats/token; or put "
-                            "{\"quality\": {\"delta_nll\": x}} in its topology.json)");
+    r->problem("delta_nll",
+               "is required (the topology's measured ΔNLL in nats/token; or put "
+               "{\"quality\": {\"delta_nll\": x}} in its topology.json)");
   }
   return s;
 }
@@ -240,7 +244,8 @@ std::optional<sim::ProxyKvSpec> parse_proxy_kv(const Reader& top, LoadContext& c
   if (auto name = r->string("proxy_model")) {
     try {
       const bool path = name->find('/') != std::string::npos || name->ends_with(".json");
-      s.proxy_model = path ? resolve_model(input_file(ctx, *name, true)) : cost_model::find_model(*name);
+      s.proxy_model =
+          path ? resolve_model(input_file(ctx, *name, true)) : cost_model::find_model(*name);
     } catch (const InputError& e) {
       std::string msg = e.what();
       if (msg.starts_with("--model: ")) msg = msg.substr(9);
@@ -249,20 +254,23 @@ std::optional<sim::ProxyKvSpec> parse_proxy_kv(const Reader& top, LoadContext& c
       r->problem("proxy_model", std::string("not valid JSON: ") + e.what());
     }
   }
-  s.placement = enum_field<sim::ProxyPlacement>(*r, "placement",
-                                                {{"target_stream", sim::ProxyPlacement::kTargetStream},
-                                                 {"proxy_gpu", sim::ProxyPlacement::kProxyGpu}},
-                                                false)
-                    .value_or(sim::ProxyPlacement::kTargetStream);
+  s.placement =
+      enum_field<sim::ProxyPlacement>(*r, "placement",
+                                      {{"target_stream", sim::ProxyPlacement::kTargetStream},
+                                       {"proxy_gpu", sim::ProxyPlacement::kProxyGpu}},
+                                      false)
+          .value_or(sim::ProxyPlacement::kTargetStream);
   s.retention = number_in(*r, "retention", 0, 1, true, true).value_or(0.5);
   if (r->has("quality") && r->has("delta_nll")) {
-    r->problem("quality", "give either a measured quality.json or a hand-written delta_nll, "
-                          "not both");
+    r->problem("quality",
+               "give either a measured quality.json or a hand-written delta_nll, "
+               "not both");
   } else if (r->has("quality")) {
     read_measured_proxy_quality(*r, s, ctx);
   } else if (!r->has("delta_nll")) {
-    r->problem("delta_nll", "is required (the NLL change at ρ in nats/token), or name a "
-                            "quality.json written by `kvshift quality` in \"quality\"");
+    r->problem("delta_nll",
+               "is required (the NLL change at ρ in nats/token), or name a "
+               "quality.json written by `kvshift quality` in \"quality\"");
   } else {
     s.delta_nll = number_in(*r, "delta_nll", 0, 100, false, true).value_or(0);
   }

@@ -50,17 +50,6 @@ backend::ModelWeights load_model(const std::string& folder, const std::string& f
   }
 }
 
-/// mapper.json beside a mapper.safetensors.
-scenarios::Json mapper_manifest(const std::string& mapper_path) {
-  fs::path json = mapper_path;
-  json.replace_extension(".json");
-  if (!fs::exists(json)) {
-    throw InputError("--policy prune:proxykv: " + json.string() +
-                     " is missing (the trainer writes it beside the weights)");
-  }
-  return scenarios::read_json_file(json.string());
-}
-
 /// The proxy a mapper was trained with, unless --proxy / --proxy-layers say otherwise.
 struct ProxyChoice {
   std::string folder;  ///< a separate checkpoint, or "" for the target truncated
@@ -75,8 +64,9 @@ ProxyChoice proxy_for(const QualityCliOptions& o, const scenarios::Json& manifes
                           ? &manifest["dataset"]["proxy"]
                           : nullptr;
   if (!proxy) {
-    throw InputError(mapper_path + ": mapper.json names no dataset.proxy; give --proxy DIR or "
-                                   "--proxy-layers k");
+    throw InputError(mapper_path +
+                     ": mapper.json names no dataset.proxy; give --proxy DIR or "
+                     "--proxy-layers k");
   }
   if (proxy->contains("truncated_layers") && (*proxy)["truncated_layers"].is_number_integer()) {
     return {"", (*proxy)["truncated_layers"].get<int>()};
@@ -137,7 +127,8 @@ int run_quality_cli(const QualityCliOptions& o) {
   std::string proxy_name;
   for (std::size_t i = 0; i < policies.size(); ++i) {
     const cal::KvPolicy& p = policies[i];
-    if (p.kind == cal::PolicyKind::kKvzip) inputs[i].kvzip_prompt = backend::kvzip_repeat_prompt(o.model);
+    if (p.kind == cal::PolicyKind::kKvzip)
+      inputs[i].kvzip_prompt = backend::kvzip_repeat_prompt(o.model);
     if (p.kind == cal::PolicyKind::kRiskKv) {
       const cost_model::Topology topology = scenarios::resolve_topology(p.file, spec);
       const fs::path predictors = fs::path(p.file).parent_path() / "predictors.safetensors";
@@ -151,8 +142,17 @@ int run_quality_cli(const QualityCliOptions& o) {
       }
     }
     if (p.kind == cal::PolicyKind::kProxyKv) {
-      const scenarios::Json manifest = mapper_manifest(p.file);
+      const scenarios::Json manifest = backend::read_mapper_manifest(p.file);
       check_held_out(manifest, p.file, o.corpus, corpus_tokens, q.span);
+      const std::string trained_for = manifest.contains("dataset") &&
+                                              manifest["dataset"].contains("target") &&
+                                              manifest["dataset"]["target"].is_object()
+                                          ? manifest["dataset"]["target"].value("name", "")
+                                          : "";
+      if (!trained_for.empty() && trained_for != spec.name) {
+        throw InputError("--policy " + p.text + ": the mapper was trained for " + trained_for +
+                         ", not for --model " + spec.name);
+      }
       if (!proxy) {
         const ProxyChoice c = proxy_for(o, manifest, p.file);
         backend::ModelWeights pw = c.folder.empty()
@@ -176,10 +176,11 @@ int run_quality_cli(const QualityCliOptions& o) {
   const cal::QualityRunInfo info{
       o.model, o.corpus, corpus_tokens, proxy_name,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
-  std::printf("%s: exact NLL %.4f nats/token [%.4f, %.4f], PPL %.3f on %zu requests of %lld + %lld "
-              "tokens\n",
-              spec.name.c_str(), r.exact_nll, r.exact_ci95_low, r.exact_ci95_high, r.ppl_exact,
-              r.starts.size(), static_cast<long long>(q.history), static_cast<long long>(q.eval));
+  std::printf(
+      "%s: exact NLL %.4f nats/token [%.4f, %.4f], PPL %.3f on %zu requests of %lld + %lld "
+      "tokens\n",
+      spec.name.c_str(), r.exact_nll, r.exact_ci95_low, r.exact_ci95_high, r.ppl_exact,
+      r.starts.size(), static_cast<long long>(q.history), static_cast<long long>(q.eval));
   for (const cal::QualityRow& row : r.rows) {
     if (row.method == "exact") continue;
     std::printf("  %-10s", row.method.c_str());
@@ -193,7 +194,8 @@ int run_quality_cli(const QualityCliOptions& o) {
   for (const std::string& n : r.notes) std::printf("note: %s\n", n.c_str());
   if (!o.out.empty()) {
     const fs::path out(o.out);
-    reports::write_file_atomic(out / "quality.json", cal::quality_json(r, spec, info).dump(2) + "\n");
+    reports::write_file_atomic(out / "quality.json",
+                               cal::quality_json(r, spec, info).dump(2) + "\n");
     reports::write_file_atomic(out / "quality.md", cal::quality_markdown(r, spec, info));
     reports::write_file_atomic(out / "quality.svg", cal::quality_svg(r, spec));
     std::printf("wrote %s/{quality.json, quality.md, quality.svg} in %.1f s\n", o.out.c_str(),
@@ -210,8 +212,10 @@ Action setup(CLI::App& sub) {
                  "KV policy (repeatable): exact, risk-kv:TOPOLOGY.json, prune:snapkv, prune:h2o, "
                  "prune:kvzip, prune:proxykv:MAPPER.safetensors, prune:recent, prune:random")
       ->required();
-  sub.add_option("--retention", o->retention, "Retention ratios of the pruning policies, in (0, 1]");
-  sub.add_option("--history", o->history, "History tokens per request (whose KV the policy changes)");
+  sub.add_option("--retention", o->retention,
+                 "Retention ratios of the pruning policies, in (0, 1]");
+  sub.add_option("--history", o->history,
+                 "History tokens per request (whose KV the policy changes)");
   sub.add_option("--eval", o->eval, "Teacher-forced eval tokens per request");
   sub.add_option("--windows", o->windows, "Requests (disjoint windows spread over --span)");
   sub.add_option("--span", o->span, "Share of the corpus the requests come from, A:B");

@@ -34,9 +34,9 @@ std::function<void(const std::string&, std::int64_t, std::int64_t)> progress_pri
     if (tty) {
       const int filled = pct * 30 / 100;
       std::fprintf(stderr, "\r[%.*s%.*s] %3d%% %s %lld/%lld%s   ", filled,
-                   "##############################", 30 - filled,
-                   "..............................", pct, stage.c_str(),
-                   static_cast<long long>(done), static_cast<long long>(total), pace);
+                   "##############################", 30 - filled, "..............................",
+                   pct, stage.c_str(), static_cast<long long>(done), static_cast<long long>(total),
+                   pace);
       if (done >= total) std::fprintf(stderr, "\n");
     } else {
       std::fprintf(stderr, "%s: %3d%% %s %lld/%lld%s\n", command.c_str(), pct, stage.c_str(),

@@ -32,10 +32,11 @@ KvPolicy parse_policy(const std::string& text, const std::string& field) {
     return needs_file("prune:proxykv:", PolicyKind::kProxyKv,
                       "a mapper.safetensors after \"prune:proxykv:\"");
   }
-  const std::pair<const char*, PolicyKind> simple[] = {
-      {"prune:snapkv", PolicyKind::kSnapKv}, {"prune:h2o", PolicyKind::kH2o},
-      {"prune:kvzip", PolicyKind::kKvzip},   {"prune:recent", PolicyKind::kRecent},
-      {"prune:random", PolicyKind::kRandom}};
+  const std::pair<const char*, PolicyKind> simple[] = {{"prune:snapkv", PolicyKind::kSnapKv},
+                                                       {"prune:h2o", PolicyKind::kH2o},
+                                                       {"prune:kvzip", PolicyKind::kKvzip},
+                                                       {"prune:recent", PolicyKind::kRecent},
+                                                       {"prune:random", PolicyKind::kRandom}};
   for (const auto& [name, kind] : simple) {
     if (text == name) {
       p.kind = kind;
@@ -51,14 +52,22 @@ KvPolicy parse_policy(const std::string& text, const std::string& field) {
 
 std::string method_name(PolicyKind kind) {
   switch (kind) {
-    case PolicyKind::kExact: return "exact";
-    case PolicyKind::kRiskKv: return "risk-kv";
-    case PolicyKind::kSnapKv: return "snapkv";
-    case PolicyKind::kH2o: return "h2o";
-    case PolicyKind::kKvzip: return "kvzip";
-    case PolicyKind::kProxyKv: return "proxykv";
-    case PolicyKind::kRecent: return "recent";
-    case PolicyKind::kRandom: return "random";
+    case PolicyKind::kExact:
+      return "exact";
+    case PolicyKind::kRiskKv:
+      return "risk-kv";
+    case PolicyKind::kSnapKv:
+      return "snapkv";
+    case PolicyKind::kH2o:
+      return "h2o";
+    case PolicyKind::kKvzip:
+      return "kvzip";
+    case PolicyKind::kProxyKv:
+      return "proxykv";
+    case PolicyKind::kRecent:
+      return "recent";
+    case PolicyKind::kRandom:
+      return "random";
   }
   return "?";
 }

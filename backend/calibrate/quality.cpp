@@ -51,8 +51,10 @@ Matrix baseline_scores(PolicyKind kind, const RequestProbe& probe, const cost_mo
                        std::int64_t keys, std::uint64_t seed) {
   const Eigen::Index rows = static_cast<Eigen::Index>(m.layers) * m.kv_heads;
   switch (kind) {
-    case PolicyKind::kSnapKv: return snapkv_scores(probe.history_stats(), m);
-    case PolicyKind::kH2o: return h2o_scores(probe.history_stats(), m);
+    case PolicyKind::kSnapKv:
+      return snapkv_scores(probe.history_stats(), m);
+    case PolicyKind::kH2o:
+      return h2o_scores(probe.history_stats(), m);
     case PolicyKind::kRecent: {
       Matrix s(rows, keys);
       for (Eigen::Index t = 0; t < keys; ++t) s.col(t).setConstant(static_cast<float>(t));
@@ -65,7 +67,8 @@ Matrix baseline_scores(PolicyKind kind, const RequestProbe& probe, const cost_mo
       for (Eigen::Index i = 0; i < s.size(); ++i) s.data()[i] = u(rng);
       return s;
     }
-    default: throw std::logic_error("baseline_scores: not a baseline");
+    default:
+      throw std::logic_error("baseline_scores: not a baseline");
   }
 }
 
@@ -107,9 +110,9 @@ double kept_recall(const Kept& kept, const Kept& reference) {
 }
 
 std::pair<double, double> recovered_share_interval(const std::vector<double>& random,
-                                         const std::vector<double>& policy,
-                                         const std::vector<double>& kvzip, int resamples,
-                                         std::uint64_t seed) {
+                                                   const std::vector<double>& policy,
+                                                   const std::vector<double>& kvzip, int resamples,
+                                                   std::uint64_t seed) {
   const std::size_t n = random.size();
   std::mt19937_64 rng(seed);
   std::uniform_int_distribution<std::size_t> pick(0, n - 1);
@@ -234,8 +237,8 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
       kvzip_scores_m = kvzip_scores(target, context, copy, prompt);
       out.seconds["kvzip_second_prefill"] = seconds_since(t0);
       for (double rho : o.retentions) {
-        kvzip_kept.push_back(top_k_per_head(kvzip_scores_m, {rho, o.keep.sink_tokens,
-                                                             o.keep.recent_window}));
+        kvzip_kept.push_back(
+            top_k_per_head(kvzip_scores_m, {rho, o.keep.sink_tokens, o.keep.recent_window}));
       }
     }
     std::vector<std::optional<Matrix>> scores(policies.size());
@@ -349,18 +352,18 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
       continue;
     }
     row.kvzip_share = (rnd->mean - row.mean) / (rnd->mean - kv->mean);
-    const auto [lo, hi] = recovered_share_interval(rnd->per_request, row.per_request, kv->per_request,
-                                         o.resamples, o.seed + 1);
+    const auto [lo, hi] = recovered_share_interval(rnd->per_request, row.per_request,
+                                                   kv->per_request, o.resamples, o.seed + 1);
     row.kvzip_share_low = lo;
     row.kvzip_share_high = hi;
   }
-  if (!any_share && std::any_of(policies.begin(), policies.end(),
-                                [](const KvPolicy& k) { return k.prunes(); })) {
+  if (!any_share &&
+      std::any_of(policies.begin(), policies.end(), [](const KvPolicy& k) { return k.prunes(); })) {
     result.notes.push_back(
         "the share of KVZip's quality recovered needs prune:kvzip and prune:random in the run");
   }
-  if (!kvzip && std::any_of(policies.begin(), policies.end(),
-                            [](const KvPolicy& k) { return k.prunes(); })) {
+  if (!kvzip &&
+      std::any_of(policies.begin(), policies.end(), [](const KvPolicy& k) { return k.prunes(); })) {
     result.notes.push_back("recall@K against KVZip needs prune:kvzip in the run");
   }
   return result;

@@ -46,17 +46,17 @@ struct QualityOptions {
   double eps = 0.01;       ///< ΔNLL threshold of the "requests over ε" share (nats/token)
   std::uint64_t seed = 1;  ///< random policy and bootstrap
   int resamples = kMinResamples;
-  int threads = 1;  ///< requests measured side by side
+  int threads = 1;              ///< requests measured side by side
   bool keep_positions = false;  ///< keep every pruning row's kept positions (QualityRow::kept)
 };
 
 /// What one policy needs beyond the target model (set by the caller, in policy order).
 struct PolicyInputs {
-  const Model* proxy = nullptr;                  ///< proxykv
-  std::optional<HybridAxialMapper> mapper;       ///< proxykv
-  std::vector<StoredPredictor> predictors;       ///< risk-kv
-  double omitted_fraction = 0.0;                 ///< risk-kv: omitted layers / layers
-  std::vector<std::int32_t> kvzip_prompt;        ///< kvzip (taken from the first that has one)
+  const Model* proxy = nullptr;             ///< proxykv
+  std::optional<HybridAxialMapper> mapper;  ///< proxykv
+  std::vector<StoredPredictor> predictors;  ///< risk-kv
+  double omitted_fraction = 0.0;            ///< risk-kv: omitted layers / layers
+  std::vector<std::int32_t> kvzip_prompt;   ///< kvzip (taken from the first that has one)
 };
 
 /// One policy at one retention ratio (none for exact and risk-kv), over all requests.
@@ -68,9 +68,9 @@ struct QualityRow {
   double mean = 0.0, ci95_low = 0.0, ci95_high = 0.0;
   int over_eps = 0;
   double over_share = 0.0, over_ci95_low = 0.0, over_ci95_high = 0.0;
-  double ppl = 0.0;                     ///< exp(mean NLL with the policy)
-  std::optional<double> recall;         ///< mean recall@K against KVZip's kept set
-  std::optional<double> kvzip_share;    ///< of KVZip's quality recovered (needs random + kvzip)
+  double ppl = 0.0;                   ///< exp(mean NLL with the policy)
+  std::optional<double> recall;       ///< mean recall@K against KVZip's kept set
+  std::optional<double> kvzip_share;  ///< of KVZip's quality recovered (needs random + kvzip)
   double kvzip_share_low = 0.0, kvzip_share_high = 0.0;
   /// Kept positions per request, per layer·KV head (options.keep_positions only).
   std::vector<std::vector<std::vector<std::int64_t>>> kept;
@@ -78,13 +78,13 @@ struct QualityRow {
 
 struct QualityResult {
   QualityOptions options;
-  std::vector<std::int64_t> starts;          ///< each request's first corpus token
-  std::vector<double> exact_per_request;     ///< mean exact NLL per request
+  std::vector<std::int64_t> starts;       ///< each request's first corpus token
+  std::vector<double> exact_per_request;  ///< mean exact NLL per request
   double exact_nll = 0.0, exact_ci95_low = 0.0, exact_ci95_high = 0.0, ppl_exact = 0.0;
-  std::vector<QualityRow> rows;              ///< policy order, ratios ascending
+  std::vector<QualityRow> rows;  ///< policy order, ratios ascending
   /// Median wall seconds per request of each measured step (one core per request).
   std::map<std::string, double> timings_s;
-  std::vector<std::string> notes;            ///< what a reader must know next to the numbers
+  std::vector<std::string> notes;  ///< what a reader must know next to the numbers
 };
 
 /// Checks the options (InputError naming the flag): sizes above the minimums, ratios in (0, 1].
@@ -105,7 +105,7 @@ double kept_recall(const std::vector<std::vector<std::int64_t>>& kept,
 /// where the oracle is no better than random counts as 0.
 std::pair<double, double> recovered_share_interval(const std::vector<double>& random,
                                                    const std::vector<double>& policy,
-                                                   const std::vector<double>& oracle,
-                                                   int resamples, std::uint64_t seed);
+                                                   const std::vector<double>& oracle, int resamples,
+                                                   std::uint64_t seed);
 
 }  // namespace kvshift::backend::calibrate

@@ -51,7 +51,9 @@ std::string statement(const QualityResult& r) {
   }
   std::ostringstream s;
   s << "at ρ = " << *rho << ", ";
-  if (best) s << best->method << " loses least of the non-oracle methods (ΔNLL " << fmt("%+.4f", best->mean) << ")";
+  if (best)
+    s << best->method << " loses least of the non-oracle methods (ΔNLL " << fmt("%+.4f", best->mean)
+      << ")";
   if (proxy && proxy->kvzip_share) {
     s << "; ProxyKV recovers " << pct(*proxy->kvzip_share) << " of KVZip's quality [95 % CI "
       << pct(proxy->kvzip_share_low) << ", " << pct(proxy->kvzip_share_high) << "]";
@@ -68,8 +70,7 @@ json quality_json(const QualityResult& r, const cost_model::ModelSpec& spec,
   for (const QualityRow& row : r.rows) {
     json share = nullptr;
     if (row.kvzip_share) {
-      share = {{"value", *row.kvzip_share},
-               {"ci95", {row.kvzip_share_low, row.kvzip_share_high}}};
+      share = {{"value", *row.kvzip_share}, {"ci95", {row.kvzip_share_low, row.kvzip_share_high}}};
     }
     rows.push_back({{"policy", row.policy},
                     {"method", row.method},
@@ -92,7 +93,9 @@ json quality_json(const QualityResult& r, const cost_model::ModelSpec& spec,
       {"format", "kvshift-quality"},
       {"version", 1},
       {"model",
-       {{"name", spec.name}, {"path", info.model_path}, {"layers", spec.layers},
+       {{"name", spec.name},
+        {"path", info.model_path},
+        {"layers", spec.layers},
         {"kv_heads", spec.kv_heads}}},
       {"corpus",
        {{"path", info.corpus_path},
@@ -135,9 +138,9 @@ std::string quality_markdown(const QualityResult& r, const cost_model::ModelSpec
      << "Corpus `" << info.corpus_path << "` (" << info.corpus_tokens << " tokens), span "
      << span_text(o.span) << "; " << r.starts.size() << " requests of " << o.history
      << " history + " << o.eval << " eval tokens. Exact NLL " << fmt("%.4f", r.exact_nll)
-     << " nats/token " << interval(r.exact_ci95_low, r.exact_ci95_high, "%.4f")
-     << ", PPL " << fmt("%.3f", r.ppl_exact) << ". Pruning keeps the first "
-     << o.keep.sink_tokens << " and the last " << o.keep.recent_window
+     << " nats/token " << interval(r.exact_ci95_low, r.exact_ci95_high, "%.4f") << ", PPL "
+     << fmt("%.3f", r.ppl_exact) << ". Pruning keeps the first " << o.keep.sink_tokens
+     << " and the last " << o.keep.recent_window
      << " history tokens always and the top-K of each KV head by the method's scores";
   if (!info.proxy_name.empty()) md << "; ProxyKV's proxy: " << info.proxy_name;
   md << ". Intervals: 95 % bootstrap over requests (" << o.resamples
@@ -152,32 +155,34 @@ std::string quality_markdown(const QualityResult& r, const cost_model::ModelSpec
     for (const QualityRow& row : r.rows) {
       if (row.retention) continue;
       md << "| `" << row.policy << "` | " << fmt("%+.5f", row.mean) << " "
-         << interval(row.ci95_low, row.ci95_high, "%+.5f") << " | " << fmt("%.3f", row.ppl)
-         << " | " << row.over_eps << "/" << row.per_request.size() << " |\n";
+         << interval(row.ci95_low, row.ci95_high, "%+.5f") << " | " << fmt("%.3f", row.ppl) << " | "
+         << row.over_eps << "/" << row.per_request.size() << " |\n";
     }
     md << "\n";
   }
   for (double rho : ratios(r)) {
-    md << "## ρ = " << rho << "\n\n| method | mean ΔNLL [95 % CI] | PPL | > ε [95 % CI] | "
+    md << "## ρ = " << rho
+       << "\n\n| method | mean ΔNLL [95 % CI] | PPL | > ε [95 % CI] | "
           "recall@K vs KVZip | KVZip's quality recovered [95 % CI] |\n|---|---|---|---|---|---|\n";
     for (const QualityRow& row : r.rows) {
       if (row.retention != rho) continue;
       md << "| " << row.method << " | " << fmt("%+.4f", row.mean) << " "
-         << interval(row.ci95_low, row.ci95_high, "%+.4f") << " | " << fmt("%.3f", row.ppl)
-         << " | " << pct(row.over_share) << " " << interval(100 * row.over_ci95_low,
-                                                              100 * row.over_ci95_high, "%.0f")
-         << " | " << (row.recall ? pct(*row.recall) : "—") << " | "
-         << (row.kvzip_share ? pct(*row.kvzip_share) + " " +
-                                   interval(100 * row.kvzip_share_low, 100 * row.kvzip_share_high,
-                                            "%.0f")
-                             : "—")
+         << interval(row.ci95_low, row.ci95_high, "%+.4f") << " | " << fmt("%.3f", row.ppl) << " | "
+         << pct(row.over_share) << " "
+         << interval(100 * row.over_ci95_low, 100 * row.over_ci95_high, "%.0f") << " | "
+         << (row.recall ? pct(*row.recall) : "—") << " | "
+         << (row.kvzip_share
+                 ? pct(*row.kvzip_share) + " " +
+                       interval(100 * row.kvzip_share_low, 100 * row.kvzip_share_high, "%.0f")
+                 : "—")
          << " |\n";
     }
     md << "\n";
   }
   if (!r.timings_s.empty()) {
     md << "## Timings (median seconds per request, one core each)\n\n| step | s |\n|---|---|\n";
-    for (const auto& [step, s] : r.timings_s) md << "| " << step << " | " << fmt("%.3f", s) << " |\n";
+    for (const auto& [step, s] : r.timings_s)
+      md << "| " << step << " | " << fmt("%.3f", s) << " |\n";
     if (r.timings_s.count("mapper_forward") && r.timings_s.count("target_prefill")) {
       md << "\nThe mapper's forward takes "
          << pct(r.timings_s.at("mapper_forward") / r.timings_s.at("target_prefill"))
@@ -212,11 +217,12 @@ std::string quality_svg(const QualityResult& r, const cost_model::ModelSpec& spe
     const double v = ymax * i / 5.0, xv = i / 5.0;
     s << "<line x1=\"" << L << "\" x2=\"" << W - R << "\" y1=\"" << Y(v) << "\" y2=\"" << Y(v)
       << "\" stroke=\"#ddd\"/><text x=\"" << L - 6 << "\" y=\"" << Y(v) + 4
-      << "\" text-anchor=\"end\">" << fmt("%.3f", v) << "</text>\n<text x=\"" << X(xv)
-      << "\" y=\"" << H - B + 16 << "\" text-anchor=\"middle\">" << fmt("%.1f", xv) << "</text>\n";
+      << "\" text-anchor=\"end\">" << fmt("%.3f", v) << "</text>\n<text x=\"" << X(xv) << "\" y=\""
+      << H - B + 16 << "\" text-anchor=\"middle\">" << fmt("%.1f", xv) << "</text>\n";
   }
   s << "<text x=\"" << (L + W - R) / 2 << "\" y=\"" << H - 12
-    << "\" text-anchor=\"middle\">retention ρ (share of tokens kept per head)</text>\n<text x=\"14\" y=\""
+    << "\" text-anchor=\"middle\">retention ρ (share of tokens kept per head)</text>\n<text "
+       "x=\"14\" y=\""
     << (T + H - B) / 2 << "\" transform=\"rotate(-90 14 " << (T + H - B) / 2
     << ")\" text-anchor=\"middle\">mean ΔNLL (nats/token)</text>\n";
   std::vector<std::string> methods;
@@ -234,8 +240,8 @@ std::string quality_svg(const QualityResult& r, const cost_model::ModelSpec& spe
       pts += fmt("%.1f", x) + "," + fmt("%.1f", Y(row.mean)) + " ";
       s << "<line x1=\"" << x << "\" x2=\"" << x << "\" y1=\"" << Y(row.ci95_low) << "\" y2=\""
         << Y(row.ci95_high) << "\" stroke=\"" << col << "\"/><circle cx=\"" << x << "\" cy=\""
-        << Y(row.mean) << "\" r=\"3\" fill=\"" << col << "\"><title>" << row.method << " ρ="
-        << *row.retention << ": " << fmt("%+.4f", row.mean) << "</title></circle>\n";
+        << Y(row.mean) << "\" r=\"3\" fill=\"" << col << "\"><title>" << row.method
+        << " ρ=" << *row.retention << ": " << fmt("%+.4f", row.mean) << "</title></circle>\n";
     }
     s << "<polyline fill=\"none\" stroke=\"" << col << "\" stroke-width=\"1.5\" points=\"" << pts
       << "\"/>\n<text x=\"" << W - R + 10 << "\" y=\"" << T + 16 * (i + 1) << "\" fill=\"" << col

@@ -19,7 +19,8 @@ using nlohmann::json;
 struct Workspace {
   fs::path dir, model, corpus;
   explicit Workspace(const std::string& name, std::int64_t corpus_tokens = 4000) {
-    dir = fs::temp_directory_path() / ("kvshift-quality-" + name + "-" + std::to_string(::getpid()));
+    dir =
+        fs::temp_directory_path() / ("kvshift-quality-" + name + "-" + std::to_string(::getpid()));
     fs::remove_all(dir);
     model = dir / "tiny";
     fs::create_directories(model);
@@ -43,10 +44,11 @@ struct Workspace {
 
 TEST(QualityCli, MeasuresEveryPolicyAndKeepingEverythingIsExact) {
   const Workspace w("all");
-  const CommandResult r = run_kvshift(
-      w.base() + " --policy exact --policy prune:snapkv --policy prune:h2o --policy prune:kvzip "
-                 "--policy prune:recent --policy prune:random --retention 0.5,1 --out " +
-      (w.dir / "out").string());
+  const CommandResult r =
+      run_kvshift(w.base() +
+                  " --policy exact --policy prune:snapkv --policy prune:h2o --policy prune:kvzip "
+                  "--policy prune:recent --policy prune:random --retention 0.5,1 --out " +
+                  (w.dir / "out").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json q = json::parse(slurp((w.dir / "out/quality.json").string()));
   EXPECT_EQ(q["format"], "kvshift-quality");
@@ -96,7 +98,8 @@ TEST(QualityCli, BadInputExitsTwoNamingTheFlag) {
   }
   const CommandResult h = run_kvshift(w.base("12") + " --policy exact");
   EXPECT_EQ(h.exit_code, 2);
-  EXPECT_NE(h.err.find("--history: 12 tokens is too short (at least 64"), std::string::npos) << h.err;
+  EXPECT_NE(h.err.find("--history: 12 tokens is too short (at least 64"), std::string::npos)
+      << h.err;
   const Workspace tiny("short", 12);  // a 12-token corpus is refused, not "passed"
   const CommandResult r = run_kvshift(tiny.base() + " --policy exact");
   EXPECT_EQ(r.exit_code, 2);

@@ -21,7 +21,10 @@ using testing::problems;
 std::string write_quality(const std::string& tag, const json& rows) {
   const auto path = std::filesystem::temp_directory_path() /
                     ("kvshift-quality-" + tag + "-" + std::to_string(::getpid()) + ".json");
-  std::ofstream(path) << json{{"format", "kvshift-quality"}, {"requests", 32}, {"rows", rows}}.dump();
+  std::ofstream(path) << json{
+      {"format", "kvshift-quality"},
+      {"requests", 32},
+      {"rows", rows}}.dump();
   return path.string();
 }
 
@@ -42,8 +45,8 @@ json with_proxy(const json& proxy) {
 TEST(ProxyQuality, ChargesTheMeasuredDeltaAtItsRatio) {
   const std::string q = write_quality("ok", measured_rows());
   const auto at = [&](double rho) {
-    return testing::load(with_proxy({{"proxy_model", "qwen2.5-0.5b"}, {"retention", rho},
-                                     {"quality", q}}))
+    return testing::load(
+               with_proxy({{"proxy_model", "qwen2.5-0.5b"}, {"retention", rho}, {"quality", q}}))
         .proxy_kv;
   };
   EXPECT_DOUBLE_EQ(at(0.5)->delta_nll, 0.10);
@@ -65,8 +68,8 @@ TEST(ProxyQuality, HandWrittenNumbersSaySo) {
 TEST(ProxyQuality, RefusesWhatItCannotMeasure) {
   const std::string q = write_quality("bad", measured_rows());
   using V = std::vector<std::string>;
-  const V outside = problems(
-      with_proxy({{"proxy_model", "qwen2.5-0.5b"}, {"retention", 0.7}, {"quality", q}}));
+  const V outside =
+      problems(with_proxy({{"proxy_model", "qwen2.5-0.5b"}, {"retention", 0.7}, {"quality", q}}));
   ASSERT_EQ(outside.size(), 1u);
   EXPECT_NE(outside[0].find("/proxy_kv/retention: 0.7 is outside the ratios"), std::string::npos)
       << outside[0];

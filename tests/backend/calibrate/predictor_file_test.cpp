@@ -17,8 +17,9 @@ namespace kvshift::backend::calibrate {
 namespace {
 
 std::string write_file(const std::string& bytes, const std::string& tag) {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("kvshift-predictors-" + tag + "-" + std::to_string(::getpid()) + ".safetensors");
+  const auto path =
+      std::filesystem::temp_directory_path() /
+      ("kvshift-predictors-" + tag + "-" + std::to_string(::getpid()) + ".safetensors");
   std::ofstream(path, std::ios::binary) << bytes;
   return path.string();
 }
@@ -44,8 +45,8 @@ std::string message_of(const std::string& path, const cost_model::ModelSpec& spe
 TEST(PredictorFile, ReadsBackWhatItWrote) {
   const auto spec = testing::tiny_spec("tiny");
   const auto groups = two_groups(spec);
-  const std::string f32 = write_file(predictors_safetensors(groups, cost_model::DType::kF32, "tiny"),
-                                     "f32");
+  const std::string f32 =
+      write_file(predictors_safetensors(groups, cost_model::DType::kF32, "tiny"), "f32");
   const auto back = read_predictors(f32, spec);
   ASSERT_EQ(back.size(), 2u);
   for (std::size_t i = 0; i < 2; ++i) {
@@ -55,8 +56,8 @@ TEST(PredictorFile, ReadsBackWhatItWrote) {
     EXPECT_EQ(back[i].predictor.weight, groups[i].predictor.weight);
     EXPECT_EQ(back[i].predictor.bias, groups[i].predictor.bias);
   }
-  const std::string f16 = write_file(predictors_safetensors(groups, cost_model::DType::kF16, "tiny"),
-                                     "f16");
+  const std::string f16 =
+      write_file(predictors_safetensors(groups, cost_model::DType::kF16, "tiny"), "f16");
   const auto half = read_predictors(f16, spec);
   const Matrix& w = groups[0].predictor.weight;
   EXPECT_LE((half[0].predictor.weight - w).cwiseAbs().maxCoeff(), w.cwiseAbs().maxCoeff() / 1024);
