@@ -88,7 +88,7 @@ TEST(QualityCli, BadInputExitsTwoNamingTheFlag) {
       {" --policy exact --windows 2", "--windows"},
       {" --policy exact --span 0.5:0.2", "--span"},
       {" --policy prune:snapkvv", "did you mean \"prune:snapkv\""},
-      {" --policy prune:proxykv:" + (w.dir / "none.safetensors").string(), "is missing"},
+      {" --policy prune:proxykv:" + (w.dir / "none.safetensors").string(), "mapper file not found"},
       {" --policy risk-kv:", "--policy: \"risk-kv:\" needs a topology.json"},
   };
   for (const auto& [args, expected] : cases) {
