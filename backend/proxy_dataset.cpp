@@ -102,7 +102,8 @@ void parallel_windows(std::size_t n, int threads, const std::function<void(std::
       }
     }
   };
-  const std::size_t count = std::min<std::size_t>(n, static_cast<std::size_t>(std::max(1, threads)));
+  const std::size_t count =
+      std::min<std::size_t>(n, static_cast<std::size_t>(std::max(1, threads)));
   std::vector<std::thread> pool;
   for (std::size_t t = 1; t < count; ++t) pool.emplace_back(worker);
   worker();
@@ -126,41 +127,40 @@ nlohmann::json manifest_json(const Model& proxy, const Model& target, const Data
     shards.push_back({{"file", shard_file_name(static_cast<int>(i / kWindowsPerShard))},
                       {"windows", std::min<std::size_t>(kWindowsPerShard, windows.size() - i)}});
   }
-  return {
-      {"format", "kvshift-proxykv-dataset"},
-      {"version", 1},
-      {"target",
-       {{"name", t.name},
-        {"folder", info.target_folder},
-        {"layers", t.layers},
-        {"kv_heads", t.kv_heads},
-        {"q_heads", t.q_heads}}},
-      {"proxy",
-       {{"name", p.name},
-        {"folder", info.proxy_folder},
-        {"layers", p.layers},
-        {"q_heads", p.q_heads},
-        {"truncated_layers",
-         info.truncated_layers ? nlohmann::json(*info.truncated_layers) : nlohmann::json()}}},
-      {"in_channels", p.layers * p.q_heads},
-      {"targets", t.layers * t.kv_heads},
-      {"window_tokens", info.window_tokens},
-      {"features", "log_mean_attention"},
-      {"labels", "kvzip_max"},
-      {"corpus",
-       {{"file", std::filesystem::path(info.corpus_path).filename().string()},
-        {"path", info.corpus_path},
-        {"tokens", info.corpus_tokens},
-        {"span", {info.span_begin, info.span_end}}}},
-      {"seed", info.seed},
-      {"kvzip_prompt", {{"text", info.prompt.text}, {"ids", info.prompt.ids}}},
-      {"timings_s",
-       {{"proxy_prefill", median(pp)},
-        {"target_prefill", median(tp)},
-        {"kvzip_second_prefill", median(kz)},
-        {"per_window", median(all)},
-        {"total", total_s}}},
-      {"shards", shards}};
+  return {{"format", "kvshift-proxykv-dataset"},
+          {"version", 1},
+          {"target",
+           {{"name", t.name},
+            {"folder", info.target_folder},
+            {"layers", t.layers},
+            {"kv_heads", t.kv_heads},
+            {"q_heads", t.q_heads}}},
+          {"proxy",
+           {{"name", p.name},
+            {"folder", info.proxy_folder},
+            {"layers", p.layers},
+            {"q_heads", p.q_heads},
+            {"truncated_layers",
+             info.truncated_layers ? nlohmann::json(*info.truncated_layers) : nlohmann::json()}}},
+          {"in_channels", p.layers * p.q_heads},
+          {"targets", t.layers * t.kv_heads},
+          {"window_tokens", info.window_tokens},
+          {"features", "log_mean_attention"},
+          {"labels", "kvzip_max"},
+          {"corpus",
+           {{"file", std::filesystem::path(info.corpus_path).filename().string()},
+            {"path", info.corpus_path},
+            {"tokens", info.corpus_tokens},
+            {"span", {info.span_begin, info.span_end}}}},
+          {"seed", info.seed},
+          {"kvzip_prompt", {{"text", info.prompt.text}, {"ids", info.prompt.ids}}},
+          {"timings_s",
+           {{"proxy_prefill", median(pp)},
+            {"target_prefill", median(tp)},
+            {"kvzip_second_prefill", median(kz)},
+            {"per_window", median(all)},
+            {"total", total_s}}},
+          {"shards", shards}};
 }
 
 }  // namespace
@@ -192,17 +192,16 @@ void check_proxy_pair(const cost_model::ModelSpec& proxy, const cost_model::Mode
                      "; a proxy must share the target's tokenizer (same family)");
   }
   if (proxy.attention_bias != target.attention_bias) {
-    throw InputError(flag + ": " + proxy.name +
-                     (proxy.attention_bias ? " has" : " has no") + " q/k/v biases and the target " +
-                     target.name + (target.attention_bias ? " has" : " has none") +
+    throw InputError(flag + ": " + proxy.name + (proxy.attention_bias ? " has" : " has no") +
+                     " q/k/v biases and the target " + target.name +
+                     (target.attention_bias ? " has" : " has none") +
                      ": not the same model family");
   }
   if (proxy.layer_parameter_count() > target.layer_parameter_count()) {
-    throw InputError(flag + ": " + proxy.name + " (" +
-                     std::to_string(proxy.layer_parameter_count()) +
-                     " layer parameters) is larger than the target " + target.name + " (" +
-                     std::to_string(target.layer_parameter_count()) +
-                     "); a proxy must be the cheaper model");
+    throw InputError(
+        flag + ": " + proxy.name + " (" + std::to_string(proxy.layer_parameter_count()) +
+        " layer parameters) is larger than the target " + target.name + " (" +
+        std::to_string(target.layer_parameter_count()) + "); a proxy must be the cheaper model");
   }
 }
 

@@ -58,9 +58,9 @@ void check_proxy_pair(const cost_model::ModelSpec& proxy, const cost_model::Mode
 /// What the manifest records besides the windows.
 struct DatasetInfo {
   std::string target_folder;
-  std::string proxy_folder;               ///< the target's folder for a truncated proxy
-  std::optional<int> truncated_layers;    ///< --proxy-layers, or none for --proxy DIR
-  std::string corpus_path;                ///< as given
+  std::string proxy_folder;             ///< the target's folder for a truncated proxy
+  std::optional<int> truncated_layers;  ///< --proxy-layers, or none for --proxy DIR
+  std::string corpus_path;              ///< as given
   std::int64_t corpus_tokens = 0;
   double span_begin = 0, span_end = 1;
   std::int64_t window_tokens = 0;
@@ -69,14 +69,14 @@ struct DatasetInfo {
 };
 
 struct DatasetOptions {
-  int window_threads = 1;   ///< windows computed at once (each with the backend's threads)
+  int window_threads = 1;  ///< windows computed at once (each with the backend's threads)
 };
 
 /// Called with (windows done, total) after each window, from the worker threads (serialised).
 using DatasetProgress = std::function<void(std::int64_t done, std::int64_t total)>;
 
 struct ProxyDataset {
-  nlohmann::json manifest;  ///< manifest.json; timings_s.total is the build's wall time
+  nlohmann::json manifest;          ///< manifest.json; timings_s.total is the build's wall time
   std::vector<std::string> shards;  ///< bytes of shard-00000.safetensors, …
 };
 
@@ -94,7 +94,6 @@ ProxyDataset build_proxy_dataset(const Model& proxy, const Model& target,
 std::string shard_file_name(int index);
 
 /// The seeded order `starts` are visited in (a Fisher–Yates shuffle with mt19937_64(seed)).
-std::vector<std::int64_t> shuffled_starts(std::span<const std::int64_t> starts,
-                                          std::uint64_t seed);
+std::vector<std::int64_t> shuffled_starts(std::span<const std::int64_t> starts, std::uint64_t seed);
 
 }  // namespace kvshift::backend

@@ -57,9 +57,8 @@ backend::DatasetProgress progress_printer(Clock::time_point start) {
     if (tty) {
       const int filled = pct * 30 / 100;
       std::fprintf(stderr, "\r[%.*s%.*s] %lld/%lld windows  %.1f/min  ETA %.0f s   ", filled,
-                   "##############################", 30 - filled,
-                   "..............................", static_cast<long long>(done),
-                   static_cast<long long>(total), per_min, eta);
+                   "##############################", 30 - filled, "..............................",
+                   static_cast<long long>(done), static_cast<long long>(total), per_min, eta);
       if (done >= total) std::fprintf(stderr, "\n");
     } else {
       if (pct / 10 == *last_tenth) return;
@@ -90,9 +89,12 @@ void publish(const fs::path& tmp, const fs::path& out) {
   fs::path old = out;
   old += ".old-" + std::to_string(::getpid());
   if (fs::exists(out)) fs::rename(out, old, ec);
-  if (ec) throw std::runtime_error(out.string() + ": cannot move the old folder aside: " + ec.message());
+  if (ec)
+    throw std::runtime_error(out.string() + ": cannot move the old folder aside: " + ec.message());
   fs::rename(tmp, out, ec);
-  if (ec) throw std::runtime_error(out.string() + ": cannot move the dataset into place: " + ec.message());
+  if (ec)
+    throw std::runtime_error(out.string() +
+                             ": cannot move the dataset into place: " + ec.message());
   fs::remove_all(old, ec);
 }
 
@@ -133,7 +135,8 @@ int run_dataset(const DatasetCliOptions& o, bool proxy_given) {
   const backend::KvzipPrompt prompt =
       naming("--target", [&] { return backend::read_kvzip_prompt(o.target); });
   const backend::Model proxy = naming(proxy_given ? "--proxy" : "--proxy-layers", [&] {
-    if (!proxy_given) return backend::Model(backend::truncate_layers(target.weights(), o.proxy_layers));
+    if (!proxy_given)
+      return backend::Model(backend::truncate_layers(target.weights(), o.proxy_layers));
     backend::Model p(backend::load_hf_model(o.proxy));
     backend::check_proxy_pair(p.spec(), target.spec(), "--proxy");
     return p;
@@ -153,8 +156,9 @@ int run_dataset(const DatasetCliOptions& o, bool proxy_given) {
   // layers: 2 windows at once 5.0 windows/min (38 s CPU), 1 window on 2 OpenMP threads
   // 3.0 windows/min (65 s CPU: the GEMM and per-head barriers spin instead of working).
   // The windows are independent; only the read-only weights are shared.
-  const int cores = o.threads > 0 ? o.threads
-                                  : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int cores = o.threads > 0
+                        ? o.threads
+                        : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   backend::set_cpu_threads(1);
   const backend::DatasetInfo info{o.target,
                                   proxy_given ? o.proxy : o.target,
@@ -172,8 +176,9 @@ int run_dataset(const DatasetCliOptions& o, bool proxy_given) {
                o.windows, static_cast<long long>(o.tokens), proxy.spec().name.c_str(),
                proxy.spec().layers, target.spec().name.c_str(), target.spec().layers, cores);
   const auto build_start = Clock::now();
-  backend::ProxyDataset ds = backend::build_proxy_dataset(
-      proxy, target, tokens, starts, info, {.window_threads = cores}, progress_printer(build_start));
+  backend::ProxyDataset ds =
+      backend::build_proxy_dataset(proxy, target, tokens, starts, info, {.window_threads = cores},
+                                   progress_printer(build_start));
   ds.manifest["timings_s"]["total"] = std::chrono::duration<double>(Clock::now() - t0).count();
   try {
     for (std::size_t i = 0; i < ds.shards.size(); ++i) {
@@ -194,8 +199,8 @@ int run_dataset(const DatasetCliOptions& o, bool proxy_given) {
       ts["proxy_prefill"].get<double>(), ts["target_prefill"].get<double>(),
       ts["kvzip_second_prefill"].get<double>(), ts["per_window"].get<double>(),
       60.0 * o.windows / std::max(build_s, 1e-9));
-  std::printf("wrote %s/{manifest.json, %zu shard(s)} in %.1f s\n", o.out.c_str(),
-              ds.shards.size(), ts["total"].get<double>());
+  std::printf("wrote %s/{manifest.json, %zu shard(s)} in %.1f s\n", o.out.c_str(), ds.shards.size(),
+              ts["total"].get<double>());
   return 0;
 }
 
@@ -207,8 +212,9 @@ Action setup_dataset(CLI::App& sub) {
   auto* proxy = sub.add_option("--proxy", o->proxy,
                                "Proxy model folder: a smaller model of the same family and "
                                "vocabulary");
-  auto* layers = sub.add_option("--proxy-layers", o->proxy_layers,
-                                "Proxy = the target's first k layers (default 8; not with --proxy)");
+  auto* layers =
+      sub.add_option("--proxy-layers", o->proxy_layers,
+                     "Proxy = the target's first k layers (default 8; not with --proxy)");
   proxy->excludes(layers);
   sub.add_option("--corpus", o->corpus, "Token file (little-endian int32 ids)")->required();
   sub.add_option("--out", o->out, "Output folder (manifest.json, shard-NNNNN.safetensors)")

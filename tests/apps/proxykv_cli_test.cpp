@@ -24,18 +24,18 @@ using nlohmann::json;
 void write_proxy(const fs::path& dir, int vocab) {
   fs::create_directories(dir);
   const int hidden = 32, heads = 4, kv = 2, dim = 8, inter = 64;
-  std::ofstream(dir / "config.json") << json{{"architectures", {"LlamaForCausalLM"}},
-                                             {"model_type", "llama"},
-                                             {"hidden_size", hidden},
-                                             {"intermediate_size", inter},
-                                             {"num_hidden_layers", 1},
-                                             {"num_attention_heads", heads},
-                                             {"num_key_value_heads", kv},
-                                             {"vocab_size", vocab},
-                                             {"rms_norm_eps", 1e-5},
-                                             {"rope_theta", 10000.0},
-                                             {"tie_word_embeddings", true}}
-                                            .dump();
+  std::ofstream(dir / "config.json") << json{
+      {"architectures", {"LlamaForCausalLM"}},
+      {"model_type", "llama"},
+      {"hidden_size", hidden},
+      {"intermediate_size", inter},
+      {"num_hidden_layers", 1},
+      {"num_attention_heads", heads},
+      {"num_key_value_heads", kv},
+      {"vocab_size", vocab},
+      {"rms_norm_eps", 1e-5},
+      {"rope_theta", 10000.0},
+      {"tie_word_embeddings", true}}.dump();
   const std::string p = "model.layers.0.";
   const std::vector<std::pair<std::string, std::vector<std::int64_t>>> ts{
       {"model.embed_tokens.weight", {vocab, hidden}},

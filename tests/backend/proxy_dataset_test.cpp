@@ -43,7 +43,15 @@ const std::vector<std::int32_t> kPrompt{5, 6, 7, 8};
 constexpr std::int64_t kT = 20;
 
 DatasetInfo info(std::uint64_t seed) {
-  return {tiny_folder(), tiny_folder(), 1, "data/x.tokens", 200, 0.1, 0.9, kT, seed,
+  return {tiny_folder(),
+          tiny_folder(),
+          1,
+          "data/x.tokens",
+          200,
+          0.1,
+          0.9,
+          kT,
+          seed,
           {"\n\nRepeat the previous context exactly.\n", kPrompt}};
 }
 
@@ -161,7 +169,8 @@ TEST(ProxyDataset, ShardsHoldFeaturesLabelsAndStartsOfEveryWindow) {
 TEST(ProxyDataset, ManifestDescribesModelsCorpusPromptTimingsAndShards) {
   const auto text = corpus(200);
   const std::vector<std::int64_t> starts{0, 40, 80, 120};
-  const nlohmann::json m = build_proxy_dataset(tiny_proxy(), tiny(), text, starts, info(1)).manifest;
+  const nlohmann::json m =
+      build_proxy_dataset(tiny_proxy(), tiny(), text, starts, info(1)).manifest;
   EXPECT_EQ(m["format"], "kvshift-proxykv-dataset");
   EXPECT_EQ(m["version"], 1);
   EXPECT_EQ(m["target"]["layers"], 2);
@@ -188,8 +197,8 @@ TEST(ProxyDataset, ManifestDescribesModelsCorpusPromptTimingsAndShards) {
     EXPECT_GT(m["timings_s"][k].get<double>(), 0.0) << k;
     EXPECT_LE(m["timings_s"][k].get<double>(), m["timings_s"]["total"].get<double>()) << k;
   }
-  EXPECT_EQ(m["shards"], nlohmann::json::parse(
-                             R"([{"file": "shard-00000.safetensors", "windows": 4}])"));
+  EXPECT_EQ(m["shards"],
+            nlohmann::json::parse(R"([{"file": "shard-00000.safetensors", "windows": 4}])"));
   EXPECT_EQ(m.size(), 14u);  // no field beyond the documented ones
 }
 
@@ -249,8 +258,8 @@ TEST(CheckProxyPair, RefusesAnotherVocabularyFamilyOrALargerProxy) {
 }
 
 TEST(KvzipPrompt, ReadsTheIdsAndSaysWhichCommandCreatesAMissingFile) {
-  const fs::path dir = fs::temp_directory_path() /
-                       ("kvshift-kvzip-prompt-" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("kvshift-kvzip-prompt-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   try {

@@ -263,12 +263,11 @@ TEST(BaselinesByHand, SnapKVPoolsTheLastWindowsVotesOverTheGroup) {
   const int n = 15, window = 4;
   const auto tokens = some_tokens(n, 2);
   KvCache cache = model.new_cache();
-  const ForwardResult r =
-      model.forward(tokens, cache,
-                    {.logits = LogitsMode::kNone,
-                     .capture_attn_inputs = true,
-                     .attention_stats = true,
-                     .stats_window = window});
+  const ForwardResult r = model.forward(tokens, cache,
+                                        {.logits = LogitsMode::kNone,
+                                         .capture_attn_inputs = true,
+                                         .attention_stats = true,
+                                         .stats_window = window});
   const Weights w = hand_weights(model, r, cache, 0);
   const int group = m.q_heads / m.kv_heads;
   std::vector<std::vector<double>> votes(m.layers * m.kv_heads, std::vector<double>(n, 0.0));
