@@ -3,6 +3,8 @@
 // proxy attention features it consumes.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <cstring>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -107,19 +109,25 @@ TEST(HybridAxialMapper, ShapeMismatchNamesTheTensor) {
 namespace kvshift::backend {
 namespace {
 
-TEST(ProxyScoring, FeaturesAreTheAttentionMassEachKeyReceives) {
+TEST(ProxyScoring, FeaturesAreTheLogMeanAttentionEachKeyReceives) {
   const Model proxy(load_hf_model(std::string(KVSHIFT_SOURCE_DIR) + "/tests/fixtures/tiny_qwen2"));
   const std::vector<std::int32_t> tokens{3, 14, 15, 92, 65, 35, 89, 79, 32, 38};
   const Matrix x = proxy_attention_features(proxy, tokens);
   const auto& p = proxy.spec();
   ASSERT_EQ(x.rows(), p.layers * p.q_heads);
   ASSERT_EQ(x.cols(), 10);
-  // Every query's weights sum to one, so each (layer, head) row sums to the query count,
-  // and the last key is seen only by the last query.
+  // Undo the transform: mass[t] = (exp(x) − eps)·(T − t). Every query's weights sum to one,
+  // so each (layer, head) row of the mass sums to the query count, and the last key is seen
+  // only by the last query.
   for (Eigen::Index r = 0; r < x.rows(); ++r) {
-    EXPECT_NEAR(x.row(r).sum(), 10.0, 1e-4);
-    EXPECT_GT(x(r, 9), 0.0f);
-    EXPECT_LE(x(r, 9), 1.0f + 1e-6f);
+    double sum = 0.0;
+    for (Eigen::Index t = 0; t < 10; ++t) {
+      sum += (std::exp(double{x(r, t)}) - kLogMeanAttentionEps) * static_cast<double>(10 - t);
+    }
+    EXPECT_NEAR(sum, 10.0, 1e-4);
+    const double last = std::exp(double{x(r, 9)}) - kLogMeanAttentionEps;
+    EXPECT_GT(last, 0.0);
+    EXPECT_LE(last, 1.0 + 1e-6);
   }
   const HybridAxialMapper mapper = random_mapper_for(p, p, 4);
   const Matrix y = proxykv_scores(proxy, mapper, tokens);
