@@ -13,7 +13,10 @@
 #include <stdexcept>
 #include <thread>
 
+#include "backend/parallel.hpp"
 #include "backend/proxy_scoring.hpp"
+#include "backend/safetensors.hpp"
+#include "backend/timing.hpp"
 #include "backend/pruning.hpp"
 #include "cost_model/input_error.hpp"
 
@@ -26,49 +29,6 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-/// One tensor of a safetensors image: little-endian bytes already laid out row-major.
-struct RawTensor {
-  std::string name, dtype;
-  std::vector<std::int64_t> shape;
-  std::string bytes;
-};
-
-void append_le(std::string& out, const void* value, std::size_t size) {
-  // The supported hosts are little-endian (as the safetensors reader assumes).
-  out.append(static_cast<const char*>(value), size);
-}
-
-/// The safetensors image of `tensors` (in order) with `metadata`. The predictor writer
-/// (calibrate/predictor_file.cpp) is specific to its F32/F16 groups; this one adds I64.
-std::string safetensors_image(const std::vector<RawTensor>& tensors,
-                              const nlohmann::json& metadata) {
-  nlohmann::json header = nlohmann::json::object();
-  std::size_t offset = 0;
-  for (const RawTensor& t : tensors) {
-    header[t.name] = {{"dtype", t.dtype},
-                      {"shape", t.shape},
-                      {"data_offsets", {offset, offset + t.bytes.size()}}};
-    offset += t.bytes.size();
-  }
-  header["__metadata__"] = metadata;
-  std::string text = header.dump();
-  while ((8 + text.size()) % 8 != 0) text.push_back(' ');
-  std::string out;
-  out.reserve(8 + text.size() + offset);
-  const std::uint64_t len = text.size();
-  for (int b = 0; b < 8; ++b) out.push_back(static_cast<char>((len >> (8 * b)) & 0xff));
-  out += text;
-  for (const RawTensor& t : tensors) out += t.bytes;
-  return out;
-}
-
 std::string shard_image(std::span<const ProxyWindow> windows) {
   const auto n = static_cast<std::int64_t>(windows.size());
   const ProxyWindow& first = windows.front();
@@ -77,38 +37,12 @@ std::string shard_image(std::span<const ProxyWindow> windows) {
   RawTensor starts{"starts", "I64", {n}, {}};
   for (const ProxyWindow& w : windows) {
     // Matrix is row-major: [rows, T] rows follow each other, as [n, rows, T] wants.
-    append_le(features.bytes, w.features.data(), sizeof(float) * w.features.size());
-    append_le(labels.bytes, w.labels.data(), sizeof(float) * w.labels.size());
-    append_le(starts.bytes, &w.start, sizeof(std::int64_t));
+    append_raw(features.bytes, w.features.data(), sizeof(float) * w.features.size());
+    append_raw(labels.bytes, w.labels.data(), sizeof(float) * w.labels.size());
+    append_raw(starts.bytes, &w.start, sizeof(std::int64_t));
   }
   return safetensors_image({features, labels, starts},
                            {{"format", "kvshift-proxykv-dataset"}, {"windows", std::to_string(n)}});
-}
-
-/// Calls fn(i) for i in [0, n) on `threads` std::threads; rethrows the first exception.
-void parallel_windows(std::size_t n, int threads, const std::function<void(std::size_t)>& fn) {
-  std::atomic<std::size_t> next{0};
-  std::atomic<bool> failed{false};
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  auto worker = [&] {
-    for (std::size_t i = next++; i < n && !failed; i = next++) {
-      try {
-        fn(i);
-      } catch (...) {
-        const std::lock_guard lock(error_mutex);
-        if (!error) error = std::current_exception();
-        failed = true;
-      }
-    }
-  };
-  const std::size_t count =
-      std::min<std::size_t>(n, static_cast<std::size_t>(std::max(1, threads)));
-  std::vector<std::thread> pool;
-  for (std::size_t t = 1; t < count; ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
 }
 
 nlohmann::json manifest_json(const Model& proxy, const Model& target, const DatasetInfo& info,
@@ -155,10 +89,10 @@ nlohmann::json manifest_json(const Model& proxy, const Model& target, const Data
           {"seed", info.seed},
           {"kvzip_prompt", {{"text", info.prompt.text}, {"ids", info.prompt.ids}}},
           {"timings_s",
-           {{"proxy_prefill", median(pp)},
-            {"target_prefill", median(tp)},
-            {"kvzip_second_prefill", median(kz)},
-            {"per_window", median(all)},
+           {{"proxy_prefill", percentile(pp, 0.5)},
+            {"target_prefill", percentile(tp, 0.5)},
+            {"kvzip_second_prefill", percentile(kz, 0.5)},
+            {"per_window", percentile(all, 0.5)},
             {"total", total_s}}},
           {"shards", shards}};
 }
@@ -237,7 +171,7 @@ ProxyDataset build_proxy_dataset(const Model& proxy, const Model& target,
   std::vector<ProxyWindow> windows(order.size());
   std::mutex progress_mutex;
   std::int64_t done = 0;
-  parallel_windows(order.size(), options.window_threads, [&](std::size_t i) {
+  parallel_for(order.size(), options.window_threads, [&](std::size_t i) {
     windows[i] = proxy_window(proxy, target, corpus.subspan(order[i], T), info.prompt.ids);
     windows[i].start = order[i];
     const std::lock_guard lock(progress_mutex);

@@ -117,6 +117,32 @@ std::int64_t TensorInfo::elements() const {
   return n;
 }
 
+void append_raw(std::string& out, const void* value, std::size_t size) {
+  out.append(static_cast<const char*>(value), size);
+}
+
+std::string safetensors_image(const std::vector<RawTensor>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
+  nlohmann::json header = nlohmann::json::object();
+  std::size_t offset = 0;
+  for (const RawTensor& t : tensors) {
+    header[t.name] = {{"dtype", t.dtype},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + t.bytes.size()}}};
+    offset += t.bytes.size();
+  }
+  header["__metadata__"] = metadata;
+  std::string text = header.dump();
+  while ((8 + text.size()) % 8 != 0) text.push_back(' ');
+  std::string out;
+  out.reserve(8 + text.size() + offset);
+  const std::uint64_t len = text.size();
+  for (int b = 0; b < 8; ++b) out.push_back(static_cast<char>((len >> (8 * b)) & 0xff));
+  out += text;
+  for (const RawTensor& t : tensors) out += t.bytes;
+  return out;
+}
+
 std::string shape_text(const std::vector<std::int64_t>& shape) {
   std::string s = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) {

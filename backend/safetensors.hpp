@@ -4,7 +4,8 @@
 // is read (offsets inside the data, byte count = elements x dtype size, no
 // overlaps), so a truncated or corrupt file is an InputError, never an
 // out-of-bounds read. Supported dtypes: F32, F16, BF16; others are rejected
-// when a tensor of that dtype is read, naming it. Leaves out: writing files.
+// when a tensor of that dtype is read, naming it. safetensors_image writes an
+// image of raw tensors (any dtype) for the callers that store files.
 #pragma once
 
 #include <cstdint>
@@ -67,6 +68,22 @@ class SafetensorsFile {
   std::vector<TensorInfo> tensors_;
   std::map<std::string, std::string> metadata_;
 };
+
+/// One tensor to write: little-endian bytes already laid out row-major.
+struct RawTensor {
+  std::string name, dtype;  ///< dtype as the format spells it: "F32", "F16", "I64", "I32"
+  std::vector<std::int64_t> shape;
+  std::string bytes;
+};
+
+/// Appends `size` bytes of `value` as they sit in memory (the supported hosts are
+/// little-endian, as the reader assumes).
+void append_raw(std::string& out, const void* value, std::size_t size);
+
+/// A safetensors image of `tensors` (in order) with `metadata` (string values) in
+/// "__metadata__"; the header is padded to 8 bytes as the format recommends.
+std::string safetensors_image(const std::vector<RawTensor>& tensors,
+                              const std::map<std::string, std::string>& metadata);
 
 /// "[576, 192]".
 std::string shape_text(const std::vector<std::int64_t>& shape);

@@ -9,7 +9,7 @@
 #include <mutex>
 #include <utility>
 
-#include "backend/calibrate/parallel.hpp"
+#include "backend/parallel.hpp"
 #include "backend/calibrate/probe.hpp"
 #include "cost_model/input_error.hpp"
 #include "cost_model/topology.hpp"

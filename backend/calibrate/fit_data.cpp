@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "backend/calibrate/parallel.hpp"
+#include "backend/parallel.hpp"
 
 namespace kvshift::backend::calibrate {
 namespace {

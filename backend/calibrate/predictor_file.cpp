@@ -4,7 +4,7 @@
 #include <Eigen/Core>
 #include <cstring>
 #include <limits>
-#include <nlohmann/json.hpp>
+#include <map>
 
 #include "backend/safetensors.hpp"
 #include "cost_model/input_error.hpp"
@@ -18,18 +18,18 @@ std::string layer_list(const std::vector<int>& layers) {
   return s;
 }
 
-void append_values(std::string& data, const float* values, std::size_t count, bool half) {
+/// `count` values as F32 or F16 (round to nearest even) bytes.
+std::string value_bytes(const float* values, std::size_t count, bool half) {
+  std::string data;
   for (std::size_t i = 0; i < count; ++i) {
     if (half) {
       const auto bits = Eigen::numext::bit_cast<std::uint16_t>(Eigen::half(values[i]));
-      data.push_back(static_cast<char>(bits & 0xff));
-      data.push_back(static_cast<char>(bits >> 8));
+      append_raw(data, &bits, 2);
     } else {
-      std::uint32_t bits = 0;
-      std::memcpy(&bits, &values[i], 4);
-      for (int b = 0; b < 4; ++b) data.push_back(static_cast<char>((bits >> (8 * b)) & 0xff));
+      append_raw(data, &values[i], 4);
     }
   }
+  return data;
 }
 
 /// "0,1,6,7" → {0, 1, 6, 7}: ascending layers of the model; throws naming `what`.
@@ -108,40 +108,26 @@ std::string predictors_safetensors(const std::vector<FittedGroup>& groups, cost_
                      std::string(cost_model::dtype_name(dtype)) + ")");
   }
   const bool half = dtype == cost_model::DType::kF16;
-  nlohmann::json header;
-  nlohmann::json meta = {{"format", "kvshift-risk-kv-predictors"},
-                         {"model", model_name},
-                         {"dtype", half ? "F16" : "F32"}};
+  const std::string dt = half ? "F16" : "F32";
+  std::map<std::string, std::string> meta = {
+      {"format", "kvshift-risk-kv-predictors"}, {"model", model_name}, {"dtype", dt}};
   std::string groups_text;
-  std::string data;
+  std::vector<RawTensor> tensors;
   for (const FittedGroup& g : groups) {
     const std::string name = "G" + std::to_string(g.group);
     groups_text += (groups_text.empty() ? "" : ",") + std::to_string(g.group);
     meta[name + ".anchor_layers"] = layer_list(g.predictor.anchor_layers);
     meta[name + ".target_layers"] = layer_list(g.predictor.target_layers);
-    auto add = [&](const std::string& tensor, const float* v, std::vector<std::int64_t> shape,
-                   std::size_t count) {
-      const std::size_t begin = data.size();
-      append_values(data, v, count, half);
-      header[tensor] = {{"dtype", half ? "F16" : "F32"},
-                        {"shape", shape},
-                        {"data_offsets", {begin, data.size()}}};
-    };
     // Matrix is row-major, as safetensors expects.
-    add(name + ".weight", g.predictor.weight.data(),
-        {g.predictor.weight.rows(), g.predictor.weight.cols()},
-        static_cast<std::size_t>(g.predictor.weight.size()));
-    add(name + ".bias", g.predictor.bias.data(), {g.predictor.bias.size()},
-        static_cast<std::size_t>(g.predictor.bias.size()));
+    const Matrix& w = g.predictor.weight;
+    tensors.push_back({name + ".weight", dt, {w.rows(), w.cols()},
+                       value_bytes(w.data(), static_cast<std::size_t>(w.size()), half)});
+    const RowVector& b = g.predictor.bias;
+    tensors.push_back({name + ".bias", dt, {b.size()},
+                       value_bytes(b.data(), static_cast<std::size_t>(b.size()), half)});
   }
   meta["groups"] = groups_text;
-  header["__metadata__"] = meta;
-  std::string text = header.dump();
-  while ((8 + text.size()) % 8 != 0) text.push_back(' ');
-  std::string out(8, '\0');
-  const std::uint64_t len = text.size();
-  for (int b = 0; b < 8; ++b) out[b] = static_cast<char>((len >> (8 * b)) & 0xff);
-  return out + text + data;
+  return safetensors_image(tensors, meta);
 }
 
 }  // namespace kvshift::backend::calibrate

@@ -10,10 +10,11 @@
 #include <stdexcept>
 
 #include "backend/calibrate/gates.hpp"
-#include "backend/calibrate/parallel.hpp"
+#include "backend/parallel.hpp"
 #include "backend/calibrate/probe.hpp"
 #include "backend/proxy_scoring.hpp"
 #include "backend/reconstruct.hpp"
+#include "backend/timing.hpp"
 #include "cost_model/input_error.hpp"
 
 namespace kvshift::backend::calibrate {
@@ -23,12 +24,6 @@ using Kept = std::vector<std::vector<std::int64_t>>;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 /// One row of the result before the requests are pooled: which policy, at which ratio.
@@ -294,7 +289,7 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
       eval_seconds.push_back(seconds_since(t0));
       out.delta[r] = mean_of(nll) - out.exact_mean;
     }
-    if (!eval_seconds.empty()) out.seconds["policy_eval"] = median(eval_seconds);
+    if (!eval_seconds.empty()) out.seconds["policy_eval"] = percentile(eval_seconds, 0.5);
     const std::lock_guard lock(progress_mutex);
     ++done;
     if (progress) progress("requests", done, o.windows);
@@ -311,7 +306,7 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
   for (const RequestOutcome& out : outcomes) {
     for (const auto& [step, s] : out.seconds) step_seconds[step].push_back(s);
   }
-  for (auto& [step, v] : step_seconds) result.timings_s[step] = median(v);
+  for (auto& [step, v] : step_seconds) result.timings_s[step] = percentile(v, 0.5);
   for (std::size_t r = 0; r < plan.size(); ++r) {
     const KvPolicy& k = policies[plan[r].policy];
     QualityRow row;

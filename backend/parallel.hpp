@@ -1,4 +1,4 @@
-// A minimal fork-join loop for the calibration: `threads` std::threads take
+// A minimal fork-join loop (calibration, quality, the ProxyKV dataset): `threads` std::threads take
 // indices 0..n-1 from an atomic counter; the first exception is rethrown after
 // all workers stop. Eigen runs single-threaded inside (the backend's default),
 // so the cores go to independent requests instead of to GEMM barriers.
@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-namespace kvshift::backend::calibrate {
+namespace kvshift::backend {
 
 /// Calls fn(i) for i in [0, n) on up to `threads` threads; rethrows the first exception.
 inline void parallel_for(std::size_t n, int threads, const std::function<void(std::size_t)>& fn) {
@@ -42,4 +42,4 @@ inline void parallel_for(std::size_t n, int threads, const std::function<void(st
   if (error) std::rethrow_exception(error);
 }
 
-}  // namespace kvshift::backend::calibrate
+}  // namespace kvshift::backend
