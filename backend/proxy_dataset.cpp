@@ -15,9 +15,9 @@
 
 #include "backend/parallel.hpp"
 #include "backend/proxy_scoring.hpp"
+#include "backend/pruning.hpp"
 #include "backend/safetensors.hpp"
 #include "backend/timing.hpp"
-#include "backend/pruning.hpp"
 #include "cost_model/input_error.hpp"
 
 namespace kvshift::backend {

@@ -17,6 +17,7 @@
 #include "backend/calibrate/quality.hpp"
 #include "backend/calibrate/quality_report.hpp"
 #include "backend/kvzip_prompt.hpp"
+#include "backend/safetensors.hpp"
 #include "backend/weights.hpp"
 #include "cost_model/input_error.hpp"
 #include "reports/atomic_file.hpp"
@@ -40,6 +41,7 @@ struct QualityCliOptions {
   std::uint64_t seed = 1;
   int resamples = cal::kMinResamples;
   int threads = 0;
+  bool dump_kept = false;
 };
 
 backend::ModelWeights load_model(const std::string& folder, const std::string& flag) {
@@ -95,6 +97,38 @@ void check_held_out(const scenarios::Json& manifest, const std::string& mapper_p
   }
 }
 
+/// kept/<method>-rho<ρ>.safetensors per pruning row: "kept" I32 [requests, layers·KV heads, K]
+/// (ascending positions in the history) and "starts" I64 [requests] (first corpus token).
+void write_kept(const cal::QualityResult& r, const fs::path& dir) {
+  for (const cal::QualityRow& row : r.rows) {
+    if (!row.retention || row.kept.empty()) continue;
+    const auto requests = static_cast<std::int64_t>(row.kept.size());
+    const auto heads = static_cast<std::int64_t>(row.kept.front().size());
+    const auto k = static_cast<std::int64_t>(row.kept.front().front().size());
+    backend::RawTensor kept{"kept", "I32", {requests, heads, k}, {}};
+    for (const auto& request : row.kept) {
+      for (const auto& head : request) {
+        for (const std::int64_t t : head) {
+          const auto v = static_cast<std::int32_t>(t);
+          backend::append_raw(kept.bytes, &v, sizeof v);
+        }
+      }
+    }
+    backend::RawTensor starts{"starts", "I64", {requests}, {}};
+    for (const std::int64_t s : r.starts) backend::append_raw(starts.bytes, &s, sizeof s);
+    char name[64];
+    std::snprintf(name, sizeof name, "%s-rho%g.safetensors", row.method.c_str(), *row.retention);
+    reports::write_file_atomic(
+        dir / name,
+        backend::safetensors_image(
+            {kept, starts}, {{"format", "kvshift-kept-positions"},
+                             {"policy", row.policy},
+                             {"history", std::to_string(r.options.history)},
+                             {"eval", std::to_string(r.options.eval)},
+                             {"rows", "layer*kv_heads + kv_head; positions index the history"}}));
+  }
+}
+
 int run_quality_cli(const QualityCliOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   if (o.policies.empty()) throw InputError("--policy: give at least one policy (e.g. exact)");
@@ -109,6 +143,9 @@ int run_quality_cli(const QualityCliOptions& o) {
   q.eps = o.eps;
   q.seed = o.seed;
   q.resamples = o.resamples;
+  q.keep_positions = o.dump_kept;
+  if (o.dump_kept && o.out.empty())
+    throw InputError("--dump-kept: needs --out (the folder it writes to)");
   q.threads = o.threads > 0 ? o.threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (!o.proxy.empty() && o.proxy_layers > 0) {
@@ -198,8 +235,9 @@ int run_quality_cli(const QualityCliOptions& o) {
                                cal::quality_json(r, spec, info).dump(2) + "\n");
     reports::write_file_atomic(out / "quality.md", cal::quality_markdown(r, spec, info));
     reports::write_file_atomic(out / "quality.svg", cal::quality_svg(r, spec));
-    std::printf("wrote %s/{quality.json, quality.md, quality.svg} in %.1f s\n", o.out.c_str(),
-                info.wall_time_s);
+    if (o.dump_kept) write_kept(r, out / "kept");
+    std::printf("wrote %s/{quality.json, quality.md, quality.svg%s} in %.1f s\n", o.out.c_str(),
+                o.dump_kept ? ", kept/" : "", info.wall_time_s);
   }
   return 0;
 }
@@ -227,6 +265,9 @@ Action setup(CLI::App& sub) {
   sub.add_option("--resamples", o->resamples, "Bootstrap resamples (>= 2000)");
   sub.add_option("--threads", o->threads, "Requests measured side by side (default: all cores)");
   sub.add_option("--out", o->out, "Output folder for quality.json, quality.md, quality.svg");
+  sub.add_flag("--dump-kept", o->dump_kept,
+               "Also write each pruning row's kept positions per layer and KV head to "
+               "OUT/kept/<method>-rho<ρ>.safetensors");
   return [o] { return run_quality_cli(*o); };
 }
 

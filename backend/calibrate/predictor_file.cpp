@@ -120,10 +120,14 @@ std::string predictors_safetensors(const std::vector<FittedGroup>& groups, cost_
     meta[name + ".target_layers"] = layer_list(g.predictor.target_layers);
     // Matrix is row-major, as safetensors expects.
     const Matrix& w = g.predictor.weight;
-    tensors.push_back({name + ".weight", dt, {w.rows(), w.cols()},
+    tensors.push_back({name + ".weight",
+                       dt,
+                       {w.rows(), w.cols()},
                        value_bytes(w.data(), static_cast<std::size_t>(w.size()), half)});
     const RowVector& b = g.predictor.bias;
-    tensors.push_back({name + ".bias", dt, {b.size()},
+    tensors.push_back({name + ".bias",
+                       dt,
+                       {b.size()},
                        value_bytes(b.data(), static_cast<std::size_t>(b.size()), half)});
   }
   meta["groups"] = groups_text;

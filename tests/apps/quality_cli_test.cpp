@@ -2,6 +2,7 @@
 // every token changes nothing (exactly), and bad input exits 2 naming the flag.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -44,11 +45,11 @@ struct Workspace {
 
 TEST(QualityCli, MeasuresEveryPolicyAndKeepingEverythingIsExact) {
   const Workspace w("all");
-  const CommandResult r =
-      run_kvshift(w.base() +
-                  " --policy exact --policy prune:snapkv --policy prune:h2o --policy prune:kvzip "
-                  "--policy prune:recent --policy prune:random --retention 0.5,1 --out " +
-                  (w.dir / "out").string());
+  const CommandResult r = run_kvshift(
+      w.base() +
+      " --policy exact --policy prune:snapkv --policy prune:h2o --policy prune:kvzip "
+      "--policy prune:recent --policy prune:random --retention 0.5,1 --dump-kept --out " +
+      (w.dir / "out").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json q = json::parse(slurp((w.dir / "out/quality.json").string()));
   EXPECT_EQ(q["format"], "kvshift-quality");
@@ -67,6 +68,19 @@ TEST(QualityCli, MeasuresEveryPolicyAndKeepingEverythingIsExact) {
     }
   }
   EXPECT_NE(r.out.find("exact NLL"), std::string::npos) << r.out;
+  // The kept positions: 8 requests × (2 layers · 2 KV heads) × K; 63 cached keys, at ρ 0.5 the
+  // 36 forced tokens outnumber round(0.5·63), so K = 36; at ρ 1 every key.
+  for (const auto& [file, k] : {std::pair{"kvzip-rho0.5", 36}, std::pair{"random-rho1", 63}}) {
+    const std::string bytes =
+        slurp((w.dir / "out/kept" / (std::string(file) + ".safetensors")).string());
+    ASSERT_GT(bytes.size(), 8u) << file;
+    std::uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    const json header = json::parse(bytes.substr(8, n));
+    EXPECT_EQ(header["kept"]["shape"], json({8, 4, k})) << file;
+    EXPECT_EQ(header["kept"]["dtype"], "I32");
+    EXPECT_EQ(bytes.size(), 8 + n + 8u * 4 * k * 4 + 8 * 8) << file;
+  }
   EXPECT_TRUE(fs::exists(w.dir / "out/quality.md"));
   EXPECT_TRUE(fs::exists(w.dir / "out/quality.svg"));
 }
