@@ -70,34 +70,6 @@ backend::DatasetProgress progress_printer(Clock::time_point start) {
   };
 }
 
-/// Refuses an existing non-empty --out unless --force; returns the staging folder beside it.
-fs::path staging_dir(const fs::path& out, bool force) {
-  std::error_code ec;
-  if (fs::exists(out, ec) && !(fs::is_directory(out) && fs::is_empty(out)) && !force) {
-    throw InputError("--out: " + out.string() +
-                     " already exists (choose another folder, or --force to replace it)");
-  }
-  fs::path tmp = out;
-  tmp += ".partial-" + std::to_string(::getpid());
-  fs::remove_all(tmp, ec);
-  return tmp;
-}
-
-/// Moves the staged folder into place (an old --out aside first, removed after).
-void publish(const fs::path& tmp, const fs::path& out) {
-  std::error_code ec;
-  fs::path old = out;
-  old += ".old-" + std::to_string(::getpid());
-  if (fs::exists(out)) fs::rename(out, old, ec);
-  if (ec)
-    throw std::runtime_error(out.string() + ": cannot move the old folder aside: " + ec.message());
-  fs::rename(tmp, out, ec);
-  if (ec)
-    throw std::runtime_error(out.string() +
-                             ": cannot move the dataset into place: " + ec.message());
-  fs::remove_all(old, ec);
-}
-
 /// Runs `load`, prefixing an InputError's message with `flag` unless it already names it.
 template <typename F>
 auto naming(const std::string& flag, F&& load) {
@@ -129,7 +101,7 @@ int run_dataset(const DatasetCliOptions& o, bool proxy_given) {
   const cal::CorpusSpan span = cal::parse_span(o.span, "--span");
   const std::uint64_t seed = parse_seed(o.seed, "--seed");
   const fs::path out(o.out);
-  const fs::path tmp = staging_dir(out, o.force);
+  const fs::path tmp = reports::staging_folder(out, o.force);
 
   const backend::Model target(naming("--target", [&] { return backend::load_hf_model(o.target); }));
   const backend::KvzipPrompt prompt =
@@ -185,7 +157,7 @@ int run_dataset(const DatasetCliOptions& o, bool proxy_given) {
       reports::write_file_atomic(tmp / backend::shard_file_name(static_cast<int>(i)), ds.shards[i]);
     }
     reports::write_file_atomic(tmp / "manifest.json", ds.manifest.dump(2) + "\n");
-    publish(tmp, out);
+    reports::publish_folder(tmp, out);
   } catch (...) {
     std::error_code ec;
     fs::remove_all(tmp, ec);

@@ -3,17 +3,18 @@
 // quickstart without one), simulates it once per strategy, writes the result
 // files and prints a comparison table. Wall-clock figures go to the console
 // only, never into the files, so the same scenario and seed give identical files.
+#include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
-#include <unistd.h>
 
 #include "apps/kvshift/command.hpp"
-#include "cost_model/input_error.hpp"
 #include "apps/kvshift/support_costs.hpp"
+#include "cost_model/input_error.hpp"
+#include "reports/atomic_file.hpp"
 #include "reports/html_report.hpp"
 #include "reports/run_report.hpp"
 #include "scenarios/scenario_loader.hpp"
@@ -34,32 +35,6 @@ struct RunCliOptions {
 
 namespace fs = std::filesystem;
 
-// The results go to a fresh folder; --force replaces an existing one. Either way they are
-// written into a temporary sibling first and renamed into place, so an interrupted run
-// never leaves old and new files mixed.
-fs::path staging_dir(const fs::path& out, bool force) {
-  std::error_code ec;
-  if (fs::exists(out, ec) && !(fs::is_directory(out) && fs::is_empty(out)) && !force) {
-    throw InputError("--out: " + out.string() +
-                     " already exists (choose another folder, or --force to replace it)");
-  }
-  fs::path tmp = out;
-  tmp += ".partial-" + std::to_string(::getpid());
-  fs::remove_all(tmp, ec);
-  return tmp;
-}
-
-void publish(const fs::path& tmp, const fs::path& out) {
-  std::error_code ec;
-  fs::path old = out;
-  old += ".old-" + std::to_string(::getpid());
-  if (fs::exists(out)) fs::rename(out, old, ec);
-  if (ec) throw std::runtime_error(out.string() + ": cannot move the old results aside: " + ec.message());
-  fs::rename(tmp, out, ec);
-  if (ec) throw std::runtime_error(out.string() + ": cannot move the results into place: " + ec.message());
-  fs::remove_all(old, ec);
-}
-
 std::string default_out_dir(const std::string& name) {
   char stamp[32];
   const std::time_t t = std::time(nullptr);
@@ -73,10 +48,10 @@ int run(const RunCliOptions& o) {
   if (o.seed_given) spec.seed = parse_seed(o.seed, "--seed");
   if (o.no_trace) std::erase(spec.outputs.files, "trace");
   // Checked before simulating, so a clash costs nothing.
-  const std::string out = !o.out.empty() ? o.out
+  const std::string out = !o.out.empty()              ? o.out
                           : !spec.outputs.dir.empty() ? spec.outputs.dir
                                                       : default_out_dir(spec.name);
-  const fs::path tmp = staging_dir(out, o.force);
+  const fs::path tmp = reports::staging_folder(out, o.force);
   const auto compute = make_compute_costs(spec);
   if (!o.quiet) std::cout << "kvshift run: " << scenarios::summarize(spec) << "\n";
 
@@ -84,16 +59,16 @@ int run(const RunCliOptions& o) {
   const bool tty = ::isatty(STDERR_FILENO);
   int last_tenth = -1;
   sim::RunOptions options;
-  options.record_trace = std::find(spec.outputs.files.begin(), spec.outputs.files.end(),
-                                   "trace") != spec.outputs.files.end();
+  options.record_trace = std::find(spec.outputs.files.begin(), spec.outputs.files.end(), "trace") !=
+                         spec.outputs.files.end();
   options.progress = [&](const std::string& strategy, double done, double total) {
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                      wall_start).count();
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
     if (o.quiet || wall < 2.0) return;
     const int tenth = static_cast<int>(10 * done / total);
     if (tty) {
-      std::fprintf(stderr, "\r  %-13s %5.1f%%  simulated %.1f / %.1f s  (%.1f s wall)", strategy.c_str(),
-                   100 * done / total, done, total, wall);
+      std::fprintf(stderr, "\r  %-13s %5.1f%%  simulated %.1f / %.1f s  (%.1f s wall)",
+                   strategy.c_str(), 100 * done / total, done, total, wall);
       if (done >= total) std::fputc('\n', stderr);
     } else if (tenth != last_tenth) {
       std::fprintf(stderr, "  %s: %d%% (simulated %.1f s, %.1f s wall)\n", strategy.c_str(),
@@ -102,14 +77,14 @@ int run(const RunCliOptions& o) {
     last_tenth = done >= total ? -1 : tenth;
   };
   const std::vector<sim::RunResult> runs = sim::run_scenario(spec, *compute, options);
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                                    wall_start).count();
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   const auto summary = reports::run_summary(spec, runs);
   std::vector<fs::path> written;
   try {
     reports::write_run_outputs(tmp, spec, runs);
     reports::write_html_report(tmp);  // a failure here (disk full) is a failed run: exit 1
-    publish(tmp, out);
+    reports::publish_folder(tmp, out);
   } catch (...) {
     std::error_code ec;
     fs::remove_all(tmp, ec);
