@@ -158,6 +158,26 @@ TEST(ShippedScenarios, SmolLM2UsesTheCommittedCalibration) {
   EXPECT_EQ(s.risk_kv->delta_nll, file["quality"]["delta_nll_mean"].get<double>());
 }
 
+TEST(ShippedScenarios, SmolLM2ProxyKvChargesTheCommittedMeasurement) {
+  // ProxyKV's ΔNLL at ρ 0.5 is the one `kvshift quality` wrote for the committed mapper.
+  const std::string measured =
+      std::string(KVSHIFT_SOURCE_DIR) + "/results/proxykv/smollm2-135m/quality-kjv.json";
+  std::ifstream in(measured);
+  const nlohmann::json file = nlohmann::json::parse(in);
+  const sim::ScenarioSpec s = load_scenario_file(kDir + "/smollm2-proxykv.json");
+  ASSERT_TRUE(s.proxy_kv);
+  EXPECT_EQ(s.proxy_kv->retention, 0.5);
+  EXPECT_EQ(s.proxy_kv->proxy_model.layers, 8);
+  double expected = -1;
+  for (const auto& row : file["rows"]) {
+    if (row["method"] == "proxykv" && row["retention"] == 0.5) expected = row["delta_nll_mean"];
+  }
+  EXPECT_EQ(s.proxy_kv->delta_nll, expected);
+  EXPECT_NE(s.proxy_kv->delta_nll_source.find("quality-kjv.json: proxykv measured at ρ 0.5"),
+            std::string::npos)
+      << s.proxy_kv->delta_nll_source;
+}
+
 TEST(ShippedScenarios, TracePathsResolveAgainstTheScenarioFolder) {
   const sim::ScenarioSpec s = load_scenario_file(kDir + "/regression/drain-full-kv-100mbps.json");
   EXPECT_EQ(s.workload.trace_path, fs::path(kDir + "/traces/one-request-512.csv").lexically_normal().string());

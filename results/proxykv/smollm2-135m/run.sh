@@ -1,0 +1,31 @@
+#!/bin/sh
+# Rebuilds this folder's ProxyKV result from a clean clone after `make build model`:
+# the mapper's dataset (first 80 % of the King James corpus), the mapper, and the
+# quality of every KV policy on held-out KJV (last 20 %) and, out of domain, on
+# the Jargon File. Seeds are fixed: the dataset and the mapper come out the same
+# bit for bit on the same machine type (CPU, fp32, deterministic PyTorch).
+# Usage: results/proxykv/smollm2-135m/run.sh [BUILD_DIR] [WORK_DIR]
+set -eu
+BUILD=${1:-build}
+WORK=${2:-proxykv-work}
+HERE=$(dirname "$0")
+KV="$BUILD/apps/kvshift"
+MODEL=models/smollm2-135m
+POLICIES="--policy exact --policy prune:proxykv:$WORK/mapper/mapper.safetensors --policy prune:kvzip
+  --policy prune:snapkv --policy prune:h2o --policy prune:recent --policy prune:random"
+
+"$KV" proxykv dataset --target "$MODEL" --proxy-layers 8 --corpus data/corpus/kjv.tokens \
+  --span 0:0.8 --windows 160 --tokens 1024 --seed 1 --out "$WORK/dataset" --force
+/usr/bin/python3 tools/train_mapper.py --dataset "$WORK/dataset" --out "$WORK/mapper" --seed 1 \
+  --threads 2
+# shellcheck disable=SC2086
+"$KV" quality --model "$MODEL" --corpus data/corpus/kjv.tokens --span 0.8:1 $POLICIES \
+  --history 1024 --eval 128 --windows 32 --out "$WORK/quality-kjv"
+# shellcheck disable=SC2086
+"$KV" quality --model "$MODEL" --corpus data/corpus/jargon.tokens $POLICIES \
+  --history 1024 --eval 128 --windows 32 --out "$WORK/quality-jargon"
+cp "$WORK/dataset/manifest.json" "$HERE/dataset-manifest.json"
+cp "$WORK/mapper/mapper.json" "$WORK/mapper/mapper.safetensors" "$WORK/mapper/train.log" "$HERE/"
+for d in kjv jargon; do
+  for f in quality.json quality.md quality.svg; do cp "$WORK/quality-$d/$f" "$HERE/${f%%.*}-$d.${f#*.}"; done
+done
