@@ -145,6 +145,22 @@ TEST_F(CalibrateCli, WritesTheFiveOutputsAndTheCostModelReadsTheTopology) {
   const auto cost = run_kvshift("cost --model " + (dir_ / "model").string() + " --topology " +
                                 (dir_ / "out" / "topology.json").string() + " --json");
   EXPECT_EQ(cost.exit_code, 0) << cost.err;
+  // `kvshift quality` measures the same topology with the predictors written beside it.
+  const auto q = run_kvshift("quality --model " + (dir_ / "model").string() + " --corpus " +
+                             (dir_ / "corpus.tokens").string() +
+                             " --history 64 --eval 16 --windows 8 --threads 2 --policy exact "
+                             "--policy risk-kv:" + (dir_ / "out" / "topology.json").string() +
+                             " --out " + (dir_ / "quality").string());
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  const json measured = json::parse(slurp((dir_ / "quality" / "quality.json").string()));
+  ASSERT_EQ(measured["rows"].size(), 2u);
+  const json& risk = measured["rows"][1];
+  EXPECT_EQ(risk["method"], "risk-kv");
+  EXPECT_TRUE(risk["retention"].is_null());
+  ASSERT_EQ(risk["per_request"].size(), 8u);
+  bool changed = false;  // rebuilt layers are not the exact ones
+  for (const json& d : risk["per_request"]) changed |= d.get<double>() != 0.0;
+  EXPECT_TRUE(changed);
 }
 
 TEST_F(CalibrateCli, ShortCorpusExitsTwoAndWritesNothing) {
