@@ -17,6 +17,7 @@
 #include "backend/calibrate/quality.hpp"
 #include "backend/calibrate/quality_report.hpp"
 #include "backend/kvzip_prompt.hpp"
+#include "backend/proxy_dataset.hpp"
 #include "backend/safetensors.hpp"
 #include "backend/weights.hpp"
 #include "cost_model/input_error.hpp"
@@ -195,11 +196,7 @@ int run_quality_cli(const QualityCliOptions& o) {
         backend::ModelWeights pw = c.folder.empty()
                                        ? backend::truncate_layers(weights, c.truncated_layers)
                                        : load_model(c.folder, "--proxy");
-        if (pw.spec.vocab != spec.vocab) {
-          throw InputError("--proxy: " + pw.spec.name + " has a " + std::to_string(pw.spec.vocab) +
-                           "-token vocabulary, the target " + std::to_string(spec.vocab) +
-                           ": a proxy must share the tokenizer");
-        }
+        if (!c.folder.empty()) backend::check_proxy_pair(pw.spec, spec, "--proxy");
         proxy_name = pw.spec.name;
         proxy.emplace(std::move(pw));
       }
