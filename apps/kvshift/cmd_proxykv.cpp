@@ -5,7 +5,6 @@
 // as manifest.json + shard-NNNNN.safetensors to a fresh folder (staged under a
 // temporary name and renamed, only after the whole run succeeded). The group
 // takes further sub-commands by adding an entry to kSubcommands.
-#include <unistd.h>
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +14,7 @@
 #include <thread>
 
 #include "apps/kvshift/command.hpp"
+#include "apps/kvshift/support_progress.hpp"
 #include "backend/attention.hpp"
 #include "backend/calibrate/corpus.hpp"
 #include "backend/kvzip_prompt.hpp"
@@ -43,32 +43,6 @@ struct DatasetCliOptions {
   int threads = 0;
   bool force = false;
 };
-
-/// Windows done / total, windows per minute and ETA: a bar on a terminal, a line per 10 %
-/// otherwise.
-backend::DatasetProgress progress_printer(Clock::time_point start) {
-  const bool tty = ::isatty(::fileno(stderr)) != 0;
-  auto last_tenth = std::make_shared<int>(-1);
-  return [tty, last_tenth, start](std::int64_t done, std::int64_t total) {
-    const double wall = std::chrono::duration<double>(Clock::now() - start).count();
-    const double per_min = wall > 0 ? 60.0 * static_cast<double>(done) / wall : 0.0;
-    const double eta = done > 0 ? wall * static_cast<double>(total - done) / done : 0.0;
-    const int pct = static_cast<int>(100 * done / total);
-    if (tty) {
-      const int filled = pct * 30 / 100;
-      std::fprintf(stderr, "\r[%.*s%.*s] %lld/%lld windows  %.1f/min  ETA %.0f s   ", filled,
-                   "##############################", 30 - filled, "..............................",
-                   static_cast<long long>(done), static_cast<long long>(total), per_min, eta);
-      if (done >= total) std::fprintf(stderr, "\n");
-    } else {
-      if (pct / 10 == *last_tenth) return;
-      *last_tenth = pct / 10;
-      std::fprintf(stderr, "proxykv dataset: %3d%% %lld/%lld windows, %.1f/min, ETA %.0f s\n", pct,
-                   static_cast<long long>(done), static_cast<long long>(total), per_min, eta);
-    }
-    std::fflush(stderr);
-  };
-}
 
 /// Runs `load`, prefixing an InputError's message with `flag` unless it already names it.
 template <typename F>
@@ -147,10 +121,12 @@ int run_dataset(const DatasetCliOptions& o, bool proxy_given) {
                "layers); %d window(s) at a time\n",
                o.windows, static_cast<long long>(o.tokens), proxy.spec().name.c_str(),
                proxy.spec().layers, target.spec().name.c_str(), target.spec().layers, cores);
+  const auto print = progress_printer("proxykv dataset");
+  print("windows", 0, o.windows);  // the rate and ETA count from here
   const auto build_start = Clock::now();
-  backend::ProxyDataset ds =
-      backend::build_proxy_dataset(proxy, target, tokens, starts, info, {.window_threads = cores},
-                                   progress_printer(build_start));
+  backend::ProxyDataset ds = backend::build_proxy_dataset(
+      proxy, target, tokens, starts, info, {.window_threads = cores},
+      [&print](std::int64_t done, std::int64_t total) { print("windows", done, total); });
   ds.manifest["timings_s"]["total"] = std::chrono::duration<double>(Clock::now() - t0).count();
   try {
     for (std::size_t i = 0; i < ds.shards.size(); ++i) {
