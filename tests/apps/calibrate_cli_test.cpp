@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 
+#include "tests/testing/model_folder.hpp"
 #include "tests/testing/run_command.hpp"
 
 namespace kvshift::testing {
@@ -17,78 +17,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-
-struct Tensor {
-  std::string name;
-  std::vector<std::int64_t> shape;
-};
-
-/// Writes an 8-layer Llama-style model folder with seeded N(0, 1/in) weights.
-void write_model(const fs::path& dir, int vocab) {
-  fs::create_directories(dir);
-  const int hidden = 16, layers = 8, heads = 2, kv = 1, dim = 8, inter = 32;
-  std::ofstream(dir / "config.json") << json{
-      {"architectures", {"LlamaForCausalLM"}},
-      {"model_type", "llama"},
-      {"hidden_size", hidden},
-      {"intermediate_size", inter},
-      {"num_hidden_layers", layers},
-      {"num_attention_heads", heads},
-      {"num_key_value_heads", kv},
-      {"vocab_size", vocab},
-      {"rms_norm_eps", 1e-5},
-      {"rope_theta", 10000.0},
-      {"tie_word_embeddings", false}}.dump();
-  std::vector<Tensor> ts{{"model.embed_tokens.weight", {vocab, hidden}},
-                         {"model.norm.weight", {hidden}},
-                         {"lm_head.weight", {vocab, hidden}}};
-  for (int l = 0; l < layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    ts.push_back({p + "input_layernorm.weight", {hidden}});
-    ts.push_back({p + "post_attention_layernorm.weight", {hidden}});
-    ts.push_back({p + "self_attn.q_proj.weight", {heads * dim, hidden}});
-    ts.push_back({p + "self_attn.k_proj.weight", {kv * dim, hidden}});
-    ts.push_back({p + "self_attn.v_proj.weight", {kv * dim, hidden}});
-    ts.push_back({p + "self_attn.o_proj.weight", {hidden, heads * dim}});
-    ts.push_back({p + "mlp.gate_proj.weight", {inter, hidden}});
-    ts.push_back({p + "mlp.up_proj.weight", {inter, hidden}});
-    ts.push_back({p + "mlp.down_proj.weight", {hidden, inter}});
-  }
-  std::mt19937_64 rng(17);
-  json header;
-  std::string data;
-  for (const Tensor& t : ts) {
-    std::int64_t n = 1;
-    for (auto d : t.shape) n *= d;
-    const bool norm = t.shape.size() == 1;
-    std::normal_distribution<float> dist(0.0f,
-                                         norm ? 0.0f : 1.0f / std::sqrt(float(t.shape.back())));
-    const std::size_t begin = data.size();
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float v = norm ? 1.0f : dist(rng);
-      char b[4];
-      std::memcpy(b, &v, 4);
-      data.append(b, 4);
-    }
-    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {begin, data.size()}}};
-  }
-  std::string h = header.dump();
-  while (h.size() % 8) h.push_back(' ');
-  std::ofstream f(dir / "model.safetensors", std::ios::binary);
-  const std::uint64_t len = h.size();
-  f.write(reinterpret_cast<const char*>(&len), 8);
-  f << h << data;
-}
-
-void write_corpus(const fs::path& path, std::size_t n, int vocab) {
-  std::ofstream f(path, std::ios::binary);
-  std::mt19937_64 rng(3);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::int32_t t =
-        static_cast<std::int32_t>((i * 5 + rng() % 4) % static_cast<std::size_t>(vocab));
-    f.write(reinterpret_cast<const char*>(&t), 4);
-  }
-}
 
 class CalibrateCli : public ::testing::Test {
  protected:
@@ -100,8 +28,8 @@ class CalibrateCli : public ::testing::Test {
     dir_ = fs::path(KVSHIFT_BINARY_DIR) / "calibrate-cli-test" /
            ::testing::UnitTest::GetInstance()->current_test_info()->name();
     fs::remove_all(dir_);
-    write_model(dir_ / "model", 40);
-    write_corpus(dir_ / "corpus.tokens", 3000, 40);
+    write_llama_folder(dir_ / "model", {.vocab = 40});
+    write_token_file(dir_ / "corpus.tokens", 3000, 40);
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string base() const {
@@ -149,8 +77,9 @@ TEST_F(CalibrateCli, WritesTheFiveOutputsAndTheCostModelReadsTheTopology) {
   const auto q = run_kvshift("quality --model " + (dir_ / "model").string() + " --corpus " +
                              (dir_ / "corpus.tokens").string() +
                              " --history 64 --eval 16 --windows 8 --threads 2 --policy exact "
-                             "--policy risk-kv:" + (dir_ / "out" / "topology.json").string() +
-                             " --out " + (dir_ / "quality").string());
+                             "--policy risk-kv:" +
+                             (dir_ / "out" / "topology.json").string() + " --out " +
+                             (dir_ / "quality").string());
   ASSERT_EQ(q.exit_code, 0) << q.err;
   const json measured = json::parse(slurp((dir_ / "quality" / "quality.json").string()));
   ASSERT_EQ(measured["rows"].size(), 2u);
@@ -172,7 +101,7 @@ TEST_F(CalibrateCli, ShortCorpusExitsTwoAndWritesNothing) {
 }
 
 TEST_F(CalibrateCli, VocabularyMismatchExitsTwo) {
-  write_model(dir_ / "small-vocab", 20);  // the corpus uses ids up to 39
+  write_llama_folder(dir_ / "small-vocab", {.vocab = 20});  // the corpus uses ids up to 39
   const auto r = run_kvshift("calibrate --model " + (dir_ / "small-vocab").string() + " --corpus " +
                              (dir_ / "corpus.tokens").string() + " --history 24 --eval 12 --out " +
                              (dir_ / "out").string());
@@ -220,7 +149,7 @@ TEST_F(CalibrateCli, MissingModelOrCorpusExitsTwoNamingTheOption) {
 
 TEST_F(CalibrateCli, ModelWithoutInteriorGroupsExitsTwo) {
   const std::string tiny = std::string(KVSHIFT_SOURCE_DIR) + "/tests/fixtures/tiny_llama";
-  write_corpus(dir_ / "c96.tokens", 3000, 96);
+  write_token_file(dir_ / "c96.tokens", 3000, 96);
   const auto r =
       run_kvshift("calibrate --model " + tiny + " --corpus " + (dir_ / "c96.tokens").string() +
                   " --history 24 --eval 12 --requests fit:3,order:2,select:3,test:2 --out " +

@@ -9,8 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 
+#include "tests/testing/model_folder.hpp"
 #include "tests/testing/run_command.hpp"
 
 namespace kvshift::testing {
@@ -22,62 +22,16 @@ using nlohmann::json;
 /// A 1-layer Llama folder shaped like the fixture (hidden 32, 4 query / 2 KV heads of 8) with
 /// seeded weights and `vocab` tokens.
 void write_proxy(const fs::path& dir, int vocab) {
-  fs::create_directories(dir);
-  const int hidden = 32, heads = 4, kv = 2, dim = 8, inter = 64;
-  std::ofstream(dir / "config.json") << json{
-      {"architectures", {"LlamaForCausalLM"}},
-      {"model_type", "llama"},
-      {"hidden_size", hidden},
-      {"intermediate_size", inter},
-      {"num_hidden_layers", 1},
-      {"num_attention_heads", heads},
-      {"num_key_value_heads", kv},
-      {"vocab_size", vocab},
-      {"rms_norm_eps", 1e-5},
-      {"rope_theta", 10000.0},
-      {"tie_word_embeddings", true}}.dump();
-  const std::string p = "model.layers.0.";
-  const std::vector<std::pair<std::string, std::vector<std::int64_t>>> ts{
-      {"model.embed_tokens.weight", {vocab, hidden}},
-      {"model.norm.weight", {hidden}},
-      {p + "input_layernorm.weight", {hidden}},
-      {p + "post_attention_layernorm.weight", {hidden}},
-      {p + "self_attn.q_proj.weight", {heads * dim, hidden}},
-      {p + "self_attn.k_proj.weight", {kv * dim, hidden}},
-      {p + "self_attn.v_proj.weight", {kv * dim, hidden}},
-      {p + "self_attn.o_proj.weight", {hidden, heads * dim}},
-      {p + "mlp.gate_proj.weight", {inter, hidden}},
-      {p + "mlp.up_proj.weight", {inter, hidden}},
-      {p + "mlp.down_proj.weight", {hidden, inter}}};
-  std::mt19937_64 rng(5);
-  std::normal_distribution<float> dist(0.0f, 0.2f);
-  json header;
-  std::string data;
-  for (const auto& [name, shape] : ts) {
-    std::int64_t n = 1;
-    for (auto d : shape) n *= d;
-    const std::size_t begin = data.size();
-    for (std::int64_t i = 0; i < n; ++i) {
-      const float v = shape.size() == 1 ? 1.0f : dist(rng);
-      data.append(reinterpret_cast<const char*>(&v), 4);
-    }
-    header[name] = {{"dtype", "F32"}, {"shape", shape}, {"data_offsets", {begin, data.size()}}};
-  }
-  std::string h = header.dump();
-  while (h.size() % 8) h.push_back(' ');
-  std::ofstream f(dir / "model.safetensors", std::ios::binary);
-  const std::uint64_t len = h.size();
-  f.write(reinterpret_cast<const char*>(&len), 8);
-  f << h << data;
-}
-
-void write_corpus(const fs::path& path, std::size_t n, int vocab) {
-  std::ofstream f(path, std::ios::binary);
-  std::mt19937_64 rng(3);
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto t = static_cast<std::int32_t>((i * 7 + rng() % 5) % static_cast<std::size_t>(vocab));
-    f.write(reinterpret_cast<const char*>(&t), 4);
-  }
+  write_llama_folder(dir,
+                     {.hidden = 32,
+                      .layers = 1,
+                      .heads = 4,
+                      .kv_heads = 2,
+                      .head_dim = 8,
+                      .intermediate = 64,
+                      .vocab = vocab,
+                      .tied = true},
+                     5);
 }
 
 /// The "starts" I64 tensor of a shard file.
@@ -113,7 +67,7 @@ class ProxykvCli : public ::testing::Test {
     }
     std::ofstream(dir_ / "target/kvzip_prompt.json")
         << R"({"text": "\n\nRepeat the previous context exactly.\n", "ids": [11, 12, 13]})";
-    write_corpus(dir_ / "corpus.tokens", 1000, 96);
+    write_token_file(dir_ / "corpus.tokens", 1000, 96);
   }
   void TearDown() override { fs::remove_all(dir_); }
   /// The command with windows of 64 tokens (4 of them unless `windows` says otherwise).

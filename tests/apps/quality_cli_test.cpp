@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <random>
 
+#include "tests/testing/model_folder.hpp"
 #include "tests/testing/run_command.hpp"
 
 namespace kvshift::testing {
@@ -29,12 +29,7 @@ struct Workspace {
     for (const char* f : {"config.json", "model.safetensors"}) fs::copy(fixture / f, model / f);
     std::ofstream(model / "kvzip_prompt.json") << R"({"text": "repeat", "ids": [5, 6, 7]})";
     corpus = dir / "text.tokens";
-    std::ofstream out(corpus, std::ios::binary);
-    std::mt19937 rng(3);
-    for (std::int64_t i = 0; i < corpus_tokens; ++i) {
-      const std::int32_t id = static_cast<std::int32_t>(rng() % 96);
-      out.write(reinterpret_cast<const char*>(&id), 4);
-    }
+    write_token_file(corpus, static_cast<std::size_t>(corpus_tokens), 96);
   }
   ~Workspace() { fs::remove_all(dir); }
   std::string base(const std::string& history = "64") const {
