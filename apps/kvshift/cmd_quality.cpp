@@ -155,9 +155,9 @@ int run_quality_cli(const QualityCliOptions& o) {
   const std::vector<std::int32_t> tokens = cal::read_tokens(o.corpus);
   const auto corpus_tokens = static_cast<std::int64_t>(tokens.size());
   cal::check_quality_options(q, corpus_tokens);  // before the model loads: fail fast
-  const backend::ModelWeights weights = load_model(o.model, "--model");
+  backend::ModelWeights weights = load_model(o.model, "--model");
   cal::check_vocabulary(tokens, weights.spec.vocab, o.corpus, o.model);
-  const backend::Model target(weights);
+  const backend::Model target(std::move(weights));
   const auto& spec = target.spec();
 
   std::vector<cal::PolicyInputs> inputs(policies.size());
@@ -193,9 +193,9 @@ int run_quality_cli(const QualityCliOptions& o) {
       }
       if (!proxy) {
         const ProxyChoice c = proxy_for(o, manifest, p.file);
-        backend::ModelWeights pw = c.folder.empty()
-                                       ? backend::truncate_layers(weights, c.truncated_layers)
-                                       : load_model(c.folder, "--proxy");
+        backend::ModelWeights pw =
+            c.folder.empty() ? backend::truncate_layers(target.weights(), c.truncated_layers)
+                             : load_model(c.folder, "--proxy");
         if (!c.folder.empty()) backend::check_proxy_pair(pw.spec, spec, "--proxy");
         proxy_name = pw.spec.name;
         proxy.emplace(std::move(pw));

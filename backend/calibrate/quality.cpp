@@ -10,8 +10,8 @@
 #include <stdexcept>
 
 #include "backend/calibrate/gates.hpp"
-#include "backend/parallel.hpp"
 #include "backend/calibrate/probe.hpp"
+#include "backend/parallel.hpp"
 #include "backend/proxy_scoring.hpp"
 #include "backend/reconstruct.hpp"
 #include "backend/timing.hpp"
@@ -172,6 +172,12 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
   bool stats = false, kvzip = false;
   std::vector<std::int32_t> prompt;
   std::vector<int> resume = {0};
+  // Per risk-kv policy: its predictors in reconstruct()'s form and the first rebuilt layer.
+  struct RiskPlan {
+    std::vector<GroupPredictor> predictors;
+    int first_layer = 0;
+  };
+  std::vector<RiskPlan> risk(policies.size());
   for (std::size_t p = 0; p < policies.size(); ++p) {
     const KvPolicy& k = policies[p];
     if (!k.prunes()) {
@@ -200,7 +206,9 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
       int first = m.layers;
       for (const auto& s : inputs[p].predictors) {
         first = std::min(first, s.predictor.target_layers.front());
+        risk[p].predictors.push_back(s.predictor);
       }
+      risk[p].first_layer = first;
       resume.push_back(first);
     }
   }
@@ -265,16 +273,11 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
       if (k.kind == PolicyKind::kExact) {
         continue;
       } else if (k.kind == PolicyKind::kRiskKv) {
+        const RiskPlan& rp = risk[plan[r].policy];
         KvCache c = probe.exact_cache();
-        std::vector<GroupPredictor> preds;
-        int first = m.layers;
-        for (const auto& s : inputs[plan[r].policy].predictors) {
-          preds.push_back(s.predictor);
-          first = std::min(first, s.predictor.target_layers.front());
-        }
         KvCache* one[] = {&c};
-        reconstruct(preds, one, m);
-        nll = probe.nll_with(std::move(c), first);
+        reconstruct(rp.predictors, one, m);
+        nll = probe.nll_with(std::move(c), rp.first_layer);
       } else {
         const double rho = *plan[r].retention;
         Kept kept = top_k_per_head(scores_of(plan[r].policy),
