@@ -334,20 +334,37 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
     return nullptr;
   };
   bool any_share = false;
+  auto note_once = [&](const std::string& note) {
+    if (std::find(result.notes.begin(), result.notes.end(), note) == result.notes.end()) {
+      result.notes.push_back(note);
+    }
+  };
   for (QualityRow& row : result.rows) {
     if (!row.retention) continue;
     const QualityRow* rnd = find_row("random", *row.retention);
     const QualityRow* kv = find_row("kvzip", *row.retention);
     if (!rnd || !kv) continue;
     any_share = true;
+    std::ostringstream rho;
+    rho << *row.retention;
     if (!(rnd->mean - kv->mean > 0.0)) {
-      std::ostringstream note;
-      note << "at ρ = " << *row.retention << " KVZip is no better than random on these requests: "
-           << "the share of KVZip's quality recovered is undefined there";
-      if (std::find(result.notes.begin(), result.notes.end(), note.str()) == result.notes.end()) {
-        result.notes.push_back(note.str());
-      }
+      note_once("at ρ = " + rho.str() + " KVZip is no better than random on these requests: " +
+                "the share of KVZip's quality recovered is undefined there");
       continue;
+    }
+    // The share divides by KVZip's gain over random: when that gain is not clearly above zero,
+    // the share (and its interval) mostly measures the noise of the divisor.
+    std::vector<double> gain(rnd->per_request.size());
+    for (std::size_t i = 0; i < gain.size(); ++i)
+      gain[i] = rnd->per_request[i] - kv->per_request[i];
+    const auto [gain_lo, gain_hi] = bootstrap_interval(gain, 0.95, o.resamples, o.seed + 2);
+    if (gain_lo <= 0.0) {
+      std::ostringstream note;
+      note << "at ρ = " << rho.str() << " KVZip's gain over random, " << rnd->mean - kv->mean
+           << " nats/token [95 % CI " << gain_lo << ", " << gain_hi
+           << "], is not clearly above zero: the share of KVZip's quality recovered divides by "
+              "it and is unreliable there";
+      note_once(note.str());
     }
     row.kvzip_share = (rnd->mean - row.mean) / (rnd->mean - kv->mean);
     const auto [lo, hi] = recovered_share_interval(rnd->per_request, row.per_request,
