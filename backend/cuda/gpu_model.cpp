@@ -1,6 +1,9 @@
-// GpuModel: weights, buffers and the prefill forward (see gpu_model.hpp).
+// GpuModel: buffers, seeded weights and the prefill forward (see gpu_model.hpp).
+// Checkpoint weights are uploaded in gpu_model_weights.cpp, the decode step is
+// in gpu_decode.cpp.
 #include "backend/cuda/gpu_model.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -13,16 +16,15 @@ using kernels::DType;
 using kernels::TensorView;
 namespace kc = kernels::cuda;
 
-/// Row slice [begin, begin + count) of a 2-D view, keeping the row stride.
+/// Column slice [begin, begin + count) of a 2-D view, keeping the row stride.
 TensorView columns(const TensorView& v, std::int64_t begin, std::int64_t count) {
   return kernels::slice(v, 1, begin, count);
 }
 
 }  // namespace
 
-GpuModel::GpuModel(const cost_model::ModelSpec& spec, std::uint64_t seed, std::int64_t max_tokens,
-                   const kc::Context& ctx)
-    : spec_(spec), ctx_(ctx), seed_(seed), max_tokens_(max_tokens) {
+GpuModel::GpuModel(const cost_model::ModelSpec& spec, GpuModelSize size, const kc::Context& ctx)
+    : spec_(spec), ctx_(ctx), max_tokens_(size.max_tokens), max_batch_(size.max_batch) {
   cost_model::validate(spec_);
   if (spec_.head_dim != 64 && spec_.head_dim != 128) {
     throw InputError("model " + spec_.name +
@@ -30,8 +32,16 @@ GpuModel::GpuModel(const cost_model::ModelSpec& spec, std::uint64_t seed, std::i
                      std::to_string(spec_.head_dim) + ")");
   }
   if (max_tokens_ < 1) throw InputError("tokens: must be >= 1");
+  if (max_batch_ < 0) throw InputError("decode batch: must be >= 0");
+  max_rows_ = std::max(max_tokens_, max_batch_);
+  qkv_width_ = (spec_.q_heads + 2LL * spec_.kv_heads) * spec_.head_dim;
+}
+
+GpuModel::GpuModel(const cost_model::ModelSpec& spec, std::uint64_t seed, GpuModelSize size,
+                   const kc::Context& ctx)
+    : GpuModel(spec, size, ctx) {
+  seed_ = seed;
   const std::int64_t d = spec_.hidden, hd = spec_.head_dim, inter = spec_.intermediate;
-  qkv_width_ = (spec_.q_heads + 2LL * spec_.kv_heads) * hd;
   const float in_d = std::sqrt(3.0f / static_cast<float>(d));
   for (int l = 0; l < spec_.layers; ++l) {
     Layer layer;
@@ -48,24 +58,28 @@ GpuModel::GpuModel(const cost_model::ModelSpec& spec, std::uint64_t seed, std::i
   embedding_ = random_buffer(DType::kBF16, spec_.vocab * d, 1.0f);
   final_norm_ = random_buffer(DType::kF32, d, 1.0f);
   if (!spec_.tied_embeddings) lm_head_ = random_buffer(DType::kBF16, spec_.vocab * d, in_d);
+  allocate_activations();
+}
 
-  const std::int64_t t = max_tokens_;
-  std::vector<std::int32_t> ids(t);
+void GpuModel::allocate_activations() {
+  const std::int64_t d = spec_.hidden, hd = spec_.head_dim, inter = spec_.intermediate;
+  const std::int64_t r = max_rows_, t = max_tokens_;
+  std::vector<std::int32_t> ids(r);
   std::mt19937_64 rng(seed_ ^ 0x5EEDull);
   std::uniform_int_distribution<std::int32_t> pick(0, spec_.vocab - 1);
   for (auto& id : ids) id = pick(rng);
   ids_ = kc::DeviceBuffer(ids.size() * sizeof(std::int32_t));
   ids_.upload(ids.data(), ids.size() * sizeof(std::int32_t));
 
-  x_ = kc::DeviceBuffer(t * d * 4);
-  h_ = kc::DeviceBuffer(t * d * 2);
-  qkv_ = kc::DeviceBuffer(t * qkv_width_ * 4);
-  q_ = kc::DeviceBuffer(t * spec_.q_heads * hd * 2);
-  attn_ = kc::DeviceBuffer(t * spec_.q_heads * hd * 2);
-  gu_ = kc::DeviceBuffer(t * 2 * inter * 2);
-  act_ = kc::DeviceBuffer(t * inter * 2);
+  x_ = kc::DeviceBuffer(r * d * 4);
+  h_ = kc::DeviceBuffer(r * d * 2);
+  qkv_ = kc::DeviceBuffer(r * qkv_width_ * 4);
+  q_ = kc::DeviceBuffer(r * spec_.q_heads * hd * 2);
+  attn_ = kc::DeviceBuffer(r * spec_.q_heads * hd * 2);
+  gu_ = kc::DeviceBuffer(r * 2 * inter * 2);
+  act_ = kc::DeviceBuffer(r * inter * 2);
   lse_ = kc::DeviceBuffer(t * spec_.q_heads * 4);
-  logits_ = kc::DeviceBuffer(spec_.vocab * 4);
+  logits_ = kc::DeviceBuffer(std::max<std::int64_t>(1, max_batch_) * spec_.vocab * 4);
   cache_ =
       kc::DeviceBuffer(static_cast<std::size_t>(spec_.layers) * 2 * t * spec_.kv_heads * hd * 2);
   features_ = kc::DeviceBuffer(static_cast<std::size_t>(spec_.layers) * spec_.q_heads * t * 4);
@@ -94,43 +108,68 @@ void GpuModel::prefill(std::int64_t tokens, bool attention_mass) {
                      std::to_string(max_tokens_) + "]");
   }
   const std::int64_t d = spec_.hidden;
-  CUstream_st* s = ctx_.stream();
-  const TensorView x = x_.view(DType::kF32, {tokens, d});
-  kc::embed({embedding_.view(DType::kBF16, {spec_.vocab, d}), ids_.view(DType::kI32, {tokens}), x},
-            s);
+  kc::embed({embedding_.view(DType::kBF16, {spec_.vocab, d}), ids_.view(DType::kI32, {tokens}),
+             x_.view(DType::kF32, {tokens, d})},
+            ctx_.stream());
   for (int l = 0; l < spec_.layers; ++l) layer_forward(l, tokens, attention_mass);
-  // Last token only: final norm, then logits against the (tied or separate) head.
-  const TensorView last = kernels::slice(x, 0, tokens - 1, 1);
-  const TensorView h_last = h_.view(DType::kBF16, {1, d});
-  kc::rms_norm(
-      {last, final_norm_.view(DType::kF32, {d}), h_last, static_cast<float>(spec_.rms_eps)}, s);
-  const kc::DeviceBuffer& head = spec_.tied_embeddings ? embedding_ : lm_head_;
-  kc::gemm({h_last, head.view(DType::kBF16, {spec_.vocab, d}),
-            logits_.view(DType::kF32, {1, spec_.vocab})},
+  logits(tokens - 1, 1);  // replay needs the last token's logits only
+}
+
+void GpuModel::logits(std::int64_t first_row, std::int64_t rows) {
+  const std::int64_t d = spec_.hidden;
+  const TensorView x = kernels::slice(x_.view(DType::kF32, {max_rows_, d}), 0, first_row, rows);
+  const TensorView h = h_.view(DType::kBF16, {rows, d});
+  kc::rms_norm({x, final_norm_.view(DType::kF32, {d}), h, static_cast<float>(spec_.rms_eps)},
+               ctx_.stream());
+  const kc::DeviceBuffer& head = lm_head_.data() ? lm_head_ : embedding_;
+  kc::gemm({h, head.view(DType::kBF16, {spec_.vocab, d}),
+            logits_.view(DType::kF32, {rows, spec_.vocab})},
            ctx_);
 }
 
-void GpuModel::layer_forward(int index, std::int64_t tokens, bool attention_mass) {
+void GpuModel::qkv_projection(int index, std::int64_t rows) {
+  const std::int64_t d = spec_.hidden;
+  const TensorView h = h_.view(DType::kBF16, {rows, d});
+  kc::rms_norm({x_.view(DType::kF32, {rows, d}), layers_[index].ln1.view(DType::kF32, {d}), h,
+                static_cast<float>(spec_.rms_eps)},
+               ctx_.stream());
+  kc::gemm({h, layers_[index].wqkv.view(DType::kBF16, {qkv_width_, d}),
+            qkv_.view(DType::kF32, {rows, qkv_width_})},
+           ctx_);
+}
+
+void GpuModel::output_and_mlp(int index, std::int64_t rows) {
   const Layer& w = layers_[index];
-  const std::int64_t d = spec_.hidden, hd = spec_.head_dim, hq = spec_.q_heads,
-                     hkv = spec_.kv_heads;
+  const std::int64_t d = spec_.hidden, qd = std::int64_t{spec_.q_heads} * spec_.head_dim;
   const std::int64_t inter = spec_.intermediate;
-  const float eps = static_cast<float>(spec_.rms_eps);
   CUstream_st* s = ctx_.stream();
-  const TensorView x = x_.view(DType::kF32, {tokens, d});
-  const TensorView h = h_.view(DType::kBF16, {tokens, d});
-  const TensorView qkv = qkv_.view(DType::kF32, {tokens, qkv_width_});
+  const TensorView x = x_.view(DType::kF32, {rows, d});
+  const TensorView h = h_.view(DType::kBF16, {rows, d});
+  kc::gemm({attn_.view(DType::kBF16, {rows, qd}), w.wo.view(DType::kBF16, {d, qd}), x, true,
+            1.0f, 1.0f},
+           ctx_);
+  // MLP block: norm -> gate|up GEMM -> SwiGLU -> down GEMM accumulated into the residual.
+  kc::rms_norm({x, w.ln2.view(DType::kF32, {d}), h, static_cast<float>(spec_.rms_eps)}, s);
+  const TensorView gu = gu_.view(DType::kBF16, {rows, 2 * inter});
+  kc::gemm({h, w.wgu.view(DType::kBF16, {2 * inter, d}), gu}, ctx_);
+  const TensorView act = act_.view(DType::kBF16, {rows, inter});
+  kc::swiglu({columns(gu, 0, inter), columns(gu, inter, inter), act}, s);
+  kc::gemm({act, w.wd.view(DType::kBF16, {d, inter}), x, true, 1.0f, 1.0f}, ctx_);
+}
+
+void GpuModel::layer_forward(int index, std::int64_t tokens, bool attention_mass) {
+  const std::int64_t hd = spec_.head_dim, hq = spec_.q_heads, hkv = spec_.kv_heads;
+  CUstream_st* s = ctx_.stream();
   const TensorView cache = cache_.view(DType::kBF16, {1, spec_.layers, 2, max_tokens_, hkv, hd});
   TensorView k_layer = kernels::cache_layer(cache, index, 0),
              v_layer = kernels::cache_layer(cache, index, 1);
   k_layer.shape[1] = v_layer.shape[1] = tokens;  // [1, tokens, kv_heads, head_dim]
 
   // Attention block: norm -> fused QKV GEMM -> bias + RoPE + scatter (Q to q_, K/V to the cache).
-  kc::rms_norm({x, w.ln1.view(DType::kF32, {d}), h, eps}, s);
-  kc::gemm({h, w.wqkv.view(DType::kBF16, {qkv_width_, d}), qkv}, ctx_);
+  qkv_projection(index, tokens);
   kernels::EpilogueDesc epi;
-  epi.z = qkv;
-  if (spec_.attention_bias) epi.bias = w.bqkv.view(DType::kF32, {qkv_width_});
+  epi.z = qkv_.view(DType::kF32, {tokens, qkv_width_});
+  if (spec_.attention_bias) epi.bias = layers_[index].bqkv.view(DType::kF32, {qkv_width_});
   epi.theta = spec_.rope_theta;
   epi.segments = {{0, true, q_.view(DType::kBF16, {1, tokens, hq, hd})},
                   {hq * hd, true, k_layer},
@@ -151,17 +190,7 @@ void GpuModel::layer_forward(int index, std::int64_t tokens, bool attention_mass
     const TensorView all = features(tokens);
     kc::attention_mass({q3, as3(k_layer), lse, kernels::slice(all, 0, index * hq, hq), 0, 0}, s);
   }
-  kc::gemm({attn_.view(DType::kBF16, {tokens, hq * hd}), w.wo.view(DType::kBF16, {d, hq * hd}), x,
-            true, 1.0f, 1.0f},
-           ctx_);
-
-  // MLP block: norm -> gate|up GEMM -> SwiGLU -> down GEMM accumulated into the residual.
-  kc::rms_norm({x, w.ln2.view(DType::kF32, {d}), h, eps}, s);
-  const TensorView gu = gu_.view(DType::kBF16, {tokens, 2 * inter});
-  kc::gemm({h, w.wgu.view(DType::kBF16, {2 * inter, d}), gu}, ctx_);
-  const TensorView act = act_.view(DType::kBF16, {tokens, inter});
-  kc::swiglu({columns(gu, 0, inter), columns(gu, inter, inter), act}, s);
-  kc::gemm({act, w.wd.view(DType::kBF16, {d, inter}), x, true, 1.0f, 1.0f}, ctx_);
+  output_and_mlp(index, tokens);
 }
 
 }  // namespace kvshift::backend::gpu
