@@ -6,8 +6,13 @@
 // token-major layout. Left out: splitting the key axis across blocks
 // (flash-decoding), so at small batch and long context a step is slower than
 // a serving engine's and the row is an upper bound.
+#include <cuda_runtime.h>
+
+#include <stdexcept>
+
 #include "backend/cuda/gpu_model.hpp"
 #include "cost_model/input_error.hpp"
+#include "kernels/cuda/check.cuh"
 
 namespace kvshift::backend::gpu {
 
@@ -17,12 +22,16 @@ namespace kc = kernels::cuda;
 
 DecodeCache::DecodeCache(const cost_model::ModelSpec& spec, std::int64_t batch,
                          std::int64_t context, std::uint64_t seed, CUstream_st* stream)
-    : batch_(batch), context_(context), kv_heads_(spec.kv_heads), head_dim_(spec.head_dim) {
+    : layers_(spec.layers),
+      batch_(batch),
+      context_(context),
+      kv_heads_(spec.kv_heads),
+      head_dim_(spec.head_dim) {
   if (batch_ < 1) throw InputError("decode batch: must be >= 1 (got " + std::to_string(batch) + ")");
   if (context_ < 0)
     throw InputError("decode context: must be >= 0 (got " + std::to_string(context) + ")");
   const std::int64_t count =
-      std::int64_t{spec.layers} * 2 * (context_ + 1) * batch_ * kv_heads_ * head_dim_;
+      std::int64_t{layers_} * 2 * (context_ + 1) * batch_ * kv_heads_ * head_dim_;
   data_ = kc::DeviceBuffer(static_cast<std::size_t>(count) * 2);
   kc::fill_uniform({data_.view(DType::kBF16, {count}), seed, -1.0f, 1.0f}, stream);
 }
@@ -42,6 +51,31 @@ TensorView DecodeCache::all_tokens(int layer, int kv) const {
 
 TensorView DecodeCache::new_slot(int layer, int kv) const {
   return at(layer, kv, context_, {batch_, 1, kv_heads_, head_dim_});
+}
+
+void DecodeCache::copy_prompt(const TensorView& prefill_cache, CUstream_st* stream) {
+  const TensorView& src = prefill_cache;  // [1, layers, 2, T, kv_heads, head_dim]
+  if (src.rank != 6 || src.dtype != DType::kBF16 || src.shape[1] != layers_ ||
+      src.shape[3] < context_ ||
+      src.shape[4] != kv_heads_ || src.shape[5] != head_dim_ || src.stride[4] != head_dim_ ||
+      src.stride[3] != kv_heads_ * head_dim_) {
+    throw std::invalid_argument("DecodeCache::copy_prompt: unexpected cache " + src.describe());
+  }
+  if (context_ == 0) return;
+  const auto row = static_cast<std::size_t>(kv_heads_ * head_dim_) * 2;  // bytes of one token
+  const auto requests = static_cast<std::size_t>(batch_);
+  for (int l = 0; l < layers_; ++l) {
+    for (int kv = 0; kv < 2; ++kv) {
+      const auto* from = static_cast<const unsigned char*>(src.data) +
+                         (l * src.stride[1] + kv * src.stride[2]) * 2;
+      auto* to = static_cast<unsigned char*>(all_tokens(l, kv).data);
+      for (std::size_t b = 0; b < requests; ++b) {  // request b's rows sit `requests` apart
+        KVSHIFT_CUDA_CHECK(cudaMemcpy2DAsync(to + b * row, row * requests, from, row, row,
+                                             static_cast<std::size_t>(context_),
+                                             cudaMemcpyDeviceToDevice, stream));
+      }
+    }
+  }
 }
 
 void GpuModel::decode_step(const DecodeCache& cache) {

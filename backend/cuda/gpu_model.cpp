@@ -102,6 +102,27 @@ TensorView GpuModel::features(std::int64_t tokens) const {
                         {static_cast<std::int64_t>(spec_.layers) * spec_.q_heads, tokens});
 }
 
+void GpuModel::set_token_ids(std::span<const std::int32_t> ids) {
+  if (static_cast<std::int64_t>(ids.size()) > max_rows_)
+    throw InputError("token ids: more than the model's " + std::to_string(max_rows_) + " rows");
+  for (std::int32_t id : ids) {
+    if (id < 0 || id >= spec_.vocab) throw InputError("token ids: " + std::to_string(id) +
+                                                      " outside the vocabulary");
+  }
+  kc::device_synchronize();  // no launch still reads the old ids
+  ids_.upload(ids.data(), ids.size() * sizeof(std::int32_t));
+  kc::device_synchronize();  // a pageable upload may still be in flight on return
+}
+
+std::vector<float> GpuModel::copy_logits(std::int64_t rows) const {
+  if (rows < 1 || rows > std::max<std::int64_t>(1, max_batch_))
+    throw InputError("logits: " + std::to_string(rows) + " rows asked for");
+  std::vector<float> out(static_cast<std::size_t>(rows * spec_.vocab));
+  ctx_.synchronize();
+  logits_.download(out.data(), out.size() * sizeof(float));
+  return out;
+}
+
 void GpuModel::prefill(std::int64_t tokens, bool attention_mass) {
   if (tokens < 1 || tokens > max_tokens_) {
     throw InputError("tokens: " + std::to_string(tokens) + " outside [1, " +

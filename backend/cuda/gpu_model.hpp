@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "cost_model/model_spec.hpp"
@@ -43,10 +44,14 @@ class DecodeCache {
   kernels::TensorView all_tokens(int layer, int kv) const;
   /// Where the step writes its token's K or V: [batch, 1, kv_heads, head_dim] at slot `context`.
   kernels::TensorView new_slot(int layer, int kv) const;
+  /// Copies the first `context` tokens of a prefill cache ([1, layers, 2, T, kv_heads,
+  /// head_dim], GpuModel::cache) into every request (tests: a step then continues that prompt).
+  void copy_prompt(const kernels::TensorView& prefill_cache, CUstream_st* stream);
 
  private:
   kernels::TensorView at(int layer, int kv, std::int64_t token,
                          std::initializer_list<std::int64_t> shape) const;
+  int layers_;
   std::int64_t batch_, context_, kv_heads_, head_dim_;
   kernels::cuda::DeviceBuffer data_;
 };
@@ -73,6 +78,12 @@ class GpuModel {
   kernels::TensorView cache(std::int64_t tokens) const;
   /// Attention-mass features of the last prefill that asked for them.
   kernels::TensorView features(std::int64_t tokens) const;
+  /// Replaces the first ids.size() token ids (seeded by default) that prefill and decode read;
+  /// waits for the device before and after.
+  void set_token_ids(std::span<const std::int32_t> ids);
+  /// Logits of the last call, [rows, vocab] row-major (prefill: 1 row; decode: batch rows);
+  /// waits for the model's stream.
+  std::vector<float> copy_logits(std::int64_t rows) const;
 
  private:
   struct Layer {
