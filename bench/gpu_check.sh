@@ -5,9 +5,13 @@
 # RISK-KV local recovery (reconstruction of the paper's topologies) for
 # Qwen2.5-0.5B, Qwen2.5-1.5B and TinyLlama-1.1B at T = 512, 4096 and 32768
 # (batch 1), times the same prefills in PyTorch (random weights, SDPA), and
-# prints one table. $OUT (default build-gpu-check/out) receives at most six
-# files: table.txt, gpu_check.json (everything merged), kvshift_gpu.json,
-# torch_prefill.json, twin_tests.log and gpu_check.log (all logs, concatenated).
+# prints one table. Last, `kvshift profile --backend cuda` measures SmolLM2-135M
+# with its real weights, calibrated predictors and trained mapper (every op,
+# decode and predictor_load included) and appends its table to table.txt.
+# $OUT (default build-gpu-check/out) receives at most seven files: table.txt,
+# gpu_check.json (everything merged), kvshift_gpu.json, torch_prefill.json,
+# smollm2_profile.json (that cost table), twin_tests.log and gpu_check.log (all
+# logs, concatenated).
 #
 # It builds from a small generated CMake project that needs only CUDA, a C++20
 # compiler, CMake and two source-level dependencies, so it runs on a bare CUDA
@@ -15,9 +19,15 @@
 # (eigen3/ and googletest/) or else installed system-wide. On a machine with
 # the project's Debian packages, make that folder here with:
 #   bench/gpu_check.sh --pack-deps DIR
+# The profile step needs the whole kvshift CLI, hence all the project's
+# dependencies: it builds it (in the background, while the GPU is busy) where
+# they are installed, takes $KVSHIFT_BIN where one is given, and is skipped
+# with the reason otherwise, as it is without models/smollm2-135m
+# (tools/prepare_model.sh) or the predictor and mapper files it reads.
 #
 # Environment: OUT, KVSHIFT_GPU_DEPS, KVSHIFT_GPU_BUILD (build folder),
-# KVSHIFT_GPU_TOKENS (default 512,4096,32768), KVSHIFT_GPU_MODELS, CUDA_ARCH (90).
+# KVSHIFT_GPU_TOKENS (default 512,4096,32768), KVSHIFT_GPU_MODELS, CUDA_ARCH (90),
+# KVSHIFT_BIN (a kvshift built with CUDA for the profile step).
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -44,9 +54,11 @@ models="${KVSHIFT_GPU_MODELS:-qwen2.5-0.5b,qwen2.5-1.5b,tinyllama-1.1b}"
 arch="${CUDA_ARCH:-90}"
 logs="$build/logs"
 mkdir -p "$out" "$build/project" "$logs"
+out="$(cd "$out" && pwd)"  # absolute: the profile step runs from the root
 rm -f "$logs"/*.log
-# Whatever happens, leave every log concatenated in $OUT.
-trap 'for f in "$logs"/*.log; do [[ -f "$f" ]] && { echo "===== $(basename "$f")"; cat "$f"; }; done >"$out/gpu_check.log" 2>/dev/null || true' EXIT
+full_pid=""
+# Whatever happens, stop the background build and leave every log concatenated in $OUT.
+trap '[[ -n "$full_pid" ]] && kill "$full_pid" 2>/dev/null; for f in "$logs"/*.log; do [[ -f "$f" ]] && { echo "===== $(basename "$f")"; cat "$f"; }; done >"$out/gpu_check.log" 2>/dev/null || true' EXIT
 
 step "checking the machine"
 export PATH="$PATH:/usr/local/cuda/bin"
@@ -92,8 +104,11 @@ file(GLOB cuda_sources "\${root}/kernels/cuda/*.cu" "\${root}/kernels/cuda/*.cpp
 add_library(kvshift_kernels_cuda STATIC \${cuda_sources})
 target_link_libraries(kvshift_kernels_cuda PUBLIC kvshift_kernels PRIVATE CUDA::cudart CUDA::cublas)
 target_compile_options(kvshift_kernels_cuda PRIVATE \$<\$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -lineinfo>)
-add_library(kvshift_backend_cuda STATIC
-  "\${root}/backend/cuda/cuda_profiler.cpp" "\${root}/backend/cuda/gpu_model.cpp" "\${root}/backend/cuda/timing.cpp")
+file(GLOB backend_cuda_sources "\${root}/backend/cuda/*.cpp")
+list(FILTER backend_cuda_sources EXCLUDE REGEX "cuda_stub\\.cpp\$")
+add_library(kvshift_backend_cuda STATIC \${backend_cuda_sources})
+# Eigen: real weights arrive as the CPU backend's Eigen matrices (backend/weights.hpp).
+target_include_directories(kvshift_backend_cuda PUBLIC "\${eigen_dir}")
 target_link_libraries(kvshift_backend_cuda PUBLIC kvshift_cost PRIVATE kvshift_kernels_cuda CUDA::cudart CUDA::cublas)
 file(GLOB cuda_tests "\${root}/tests/kernels/*_cuda_test.cpp")
 file(GLOB ref_tests "\${root}/tests/kernels/*_ref_test.cpp")
@@ -119,6 +134,21 @@ step "building"
 timeout 420 cmake --build "$build" -j "$(nproc)" \
   --target kernels_cuda_test kernels_ref_test cuda_profiler_test gpu_recovery_bench >"$logs/build.log" 2>&1 \
   || { tail -40 "$logs/build.log"; die "build failed (log: $out/gpu_check.log)"; }
+
+# The whole CLI for the profile step, built while the GPU steps run: niced and on half the
+# cores, so the launch-bound timings below keep a core each.
+kvshift_bin="${KVSHIFT_BIN:+$(realpath "$KVSHIFT_BIN")}"
+if [[ -z "$kvshift_bin" ]]; then
+  step "building kvshift (the whole project) in the background"
+  full="$build/full"
+  kvshift_bin="$full/apps/kvshift"
+  ( timeout 90 cmake -S "$root" -B "$full" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+      -DKVSHIFT_BUILD_TESTS=OFF -DKVSHIFT_BUILD_BENCHMARKS=OFF -DKVSHIFT_ENABLE_CUDA=ON \
+      -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
+    && nice -n 10 timeout 330 cmake --build "$full" -j "$(( $(nproc) / 2 > 1 ? $(nproc) / 2 : 1 ))" \
+      --target kvshift ) >"$logs/kvshift_build.log" 2>&1 &
+  full_pid=$!
+fi
 
 step "twin tests (CUDA vs CPU reference)"
 status=0
@@ -146,4 +176,35 @@ fi
 step "table"
 python3 "$root/bench/gpu_table.py" "$out/kvshift_gpu.json" "$torch_json" --out "$out/gpu_check.json" \
   | tee "$out/table.txt"
+
+step "kvshift profile --backend cuda: SmolLM2-135M, real weights, predictors and mapper"
+profile_inputs=(models/smollm2-135m/model.safetensors
+  results/calibration/smollm2-135m/predictors.safetensors
+  results/calibration/smollm2-135m/topology.json
+  results/proxykv/smollm2-135m/mapper.safetensors)
+skip=""
+if [[ -n "$full_pid" ]]; then
+  wait "$full_pid" || skip="kvshift did not build here (the project's dependencies?); set KVSHIFT_BIN"
+  full_pid=""
+fi
+if [[ -z "$skip" && ! -x "$kvshift_bin" ]]; then skip="no kvshift at $kvshift_bin"; fi
+for f in "${profile_inputs[@]}"; do
+  if [[ -z "$skip" && ! -f "$root/$f" ]]; then
+    skip="no $f (tools/prepare_model.sh makes the model folder)"
+  fi
+done
+if [[ -n "$skip" ]]; then
+  echo "gpu_check: profile step skipped: $skip (log: $out/gpu_check.log)" | tee -a "$out/table.txt" >&2
+else
+  # From the root, so the paths are the ones the results folders record.
+  if ! (cd "$root" && timeout 240 "$kvshift_bin" profile --backend cuda --model models/smollm2-135m \
+      --predictors results/calibration/smollm2-135m/predictors.safetensors \
+      --topology results/calibration/smollm2-135m/topology.json \
+      --mapper results/proxykv/smollm2-135m/mapper.safetensors \
+      --tokens 512,2048,8192 --sharing 1,4,16 --decode-batch 1,16,64 --decode-context 1024,4096 \
+      --out "$out/smollm2_profile.json") 2>&1 | tee "$logs/profile.log" | tee -a "$out/table.txt"; then
+    echo "gpu_check: kvshift profile --backend cuda FAILED (log: $out/gpu_check.log)" >&2
+    status=1
+  fi
+fi
 exit $status
