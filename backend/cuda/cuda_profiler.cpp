@@ -43,8 +43,8 @@ bool wants(const ProfileRequest& req, const std::string& op) {
 void check_positive(const std::vector<std::int64_t>& list, const char* name) {
   for (std::int64_t v : list) {
     if (v < 1)
-      throw InputError(std::string(name) + ": every entry must be >= 1 (got " +
-                       std::to_string(v) + ")");
+      throw InputError(std::string(name) + ": every entry must be >= 1 (got " + std::to_string(v) +
+                       ")");
   }
 }
 
@@ -53,8 +53,7 @@ void check_request(const ProfileRequest& req) {
   check_positive(req.sharing, "sharing");
   check_positive(req.decode_batches, "decode_batches");
   check_positive(req.decode_contexts, "decode_contexts");
-  if (!(req.retention > 0 && req.retention <= 1))
-    throw InputError("retention: must be in (0, 1]");
+  if (!(req.retention > 0 && req.retention <= 1)) throw InputError("retention: must be in (0, 1]");
 }
 
 std::int64_t largest(const std::vector<std::int64_t>& list) {
@@ -161,8 +160,8 @@ class CudaProfiler final : public Profiler {
 
   std::vector<OpTiming> run(const ProfileRequest& req) override {
     check_request(req);
-    const bool decode = wants(req, "decode") && !req.decode_batches.empty() &&
-                        !req.decode_contexts.empty();
+    const bool decode =
+        wants(req, "decode") && !req.decode_batches.empty() && !req.decode_contexts.empty();
     const bool prefill = wants(req, "prefill") && !req.tokens.empty();
     const bool reconstruct = wants(req, "reconstruct") && !req.topology.empty();
     const bool proxy_score = wants(req, "proxy_score") && req.proxy.has_value();
@@ -181,8 +180,8 @@ class CudaProfiler final : public Profiler {
     std::vector<OpTiming> rows;
     for (const std::int64_t t : req.tokens) {
       if (prefill) {
-        rows.push_back(gpu::time_on_stream("prefill", t, 1, req.warmup, req.repeats,
-                                           ctx_.stream(), [&] { target->prefill(t, false); }));
+        rows.push_back(gpu::time_on_stream("prefill", t, 1, req.warmup, req.repeats, ctx_.stream(),
+                                           [&] { target->prefill(t, false); }));
       }
       if (reconstruct) {
         for (const std::int64_t n : req.sharing) {

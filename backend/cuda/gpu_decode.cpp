@@ -27,7 +27,8 @@ DecodeCache::DecodeCache(const cost_model::ModelSpec& spec, std::int64_t batch,
       context_(context),
       kv_heads_(spec.kv_heads),
       head_dim_(spec.head_dim) {
-  if (batch_ < 1) throw InputError("decode batch: must be >= 1 (got " + std::to_string(batch) + ")");
+  if (batch_ < 1)
+    throw InputError("decode batch: must be >= 1 (got " + std::to_string(batch) + ")");
   if (context_ < 0)
     throw InputError("decode context: must be >= 0 (got " + std::to_string(context) + ")");
   const std::int64_t count =
@@ -56,9 +57,8 @@ TensorView DecodeCache::new_slot(int layer, int kv) const {
 void DecodeCache::copy_prompt(const TensorView& prefill_cache, CUstream_st* stream) {
   const TensorView& src = prefill_cache;  // [1, layers, 2, T, kv_heads, head_dim]
   if (src.rank != 6 || src.dtype != DType::kBF16 || src.shape[1] != layers_ ||
-      src.shape[3] < context_ ||
-      src.shape[4] != kv_heads_ || src.shape[5] != head_dim_ || src.stride[4] != head_dim_ ||
-      src.stride[3] != kv_heads_ * head_dim_) {
+      src.shape[3] < context_ || src.shape[4] != kv_heads_ || src.shape[5] != head_dim_ ||
+      src.stride[4] != head_dim_ || src.stride[3] != kv_heads_ * head_dim_) {
     throw std::invalid_argument("DecodeCache::copy_prompt: unexpected cache " + src.describe());
   }
   if (context_ == 0) return;
@@ -108,10 +108,10 @@ void GpuModel::decode_layer(int index, const DecodeCache& cache) {
   kc::bias_rope_scatter(epi, s);
   // One query per (request, head) as a single token of b·q_heads heads; the kernel's GQA map
   // h / (q_heads / kv_heads) sends request r's head j to KV head r·kv_heads + j / group.
-  kc::attention({q_.view(DType::kBF16, {1, b * hq, hd}), cache.all_tokens(index, 0),
-                 cache.all_tokens(index, 1), attn_.view(DType::kBF16, {1, b * hq, hd}),
-                 TensorView{}, 0},
-                s);
+  kc::attention(
+      {q_.view(DType::kBF16, {1, b * hq, hd}), cache.all_tokens(index, 0),
+       cache.all_tokens(index, 1), attn_.view(DType::kBF16, {1, b * hq, hd}), TensorView{}, 0},
+      s);
   output_and_mlp(index, b);
 }
 

@@ -106,8 +106,8 @@ void GpuModel::set_token_ids(std::span<const std::int32_t> ids) {
   if (static_cast<std::int64_t>(ids.size()) > max_rows_)
     throw InputError("token ids: more than the model's " + std::to_string(max_rows_) + " rows");
   for (std::int32_t id : ids) {
-    if (id < 0 || id >= spec_.vocab) throw InputError("token ids: " + std::to_string(id) +
-                                                      " outside the vocabulary");
+    if (id < 0 || id >= spec_.vocab)
+      throw InputError("token ids: " + std::to_string(id) + " outside the vocabulary");
   }
   kc::device_synchronize();  // no launch still reads the old ids
   ids_.upload(ids.data(), ids.size() * sizeof(std::int32_t));
@@ -166,9 +166,9 @@ void GpuModel::output_and_mlp(int index, std::int64_t rows) {
   CUstream_st* s = ctx_.stream();
   const TensorView x = x_.view(DType::kF32, {rows, d});
   const TensorView h = h_.view(DType::kBF16, {rows, d});
-  kc::gemm({attn_.view(DType::kBF16, {rows, qd}), w.wo.view(DType::kBF16, {d, qd}), x, true,
-            1.0f, 1.0f},
-           ctx_);
+  kc::gemm(
+      {attn_.view(DType::kBF16, {rows, qd}), w.wo.view(DType::kBF16, {d, qd}), x, true, 1.0f, 1.0f},
+      ctx_);
   // MLP block: norm -> gate|up GEMM -> SwiGLU -> down GEMM accumulated into the residual.
   kc::rms_norm({x, w.ln2.view(DType::kF32, {d}), h, static_cast<float>(spec_.rms_eps)}, s);
   const TensorView gu = gu_.view(DType::kBF16, {rows, 2 * inter});

@@ -17,13 +17,13 @@ namespace {
 
 using kernels::DType;
 
-template <typename Eigen>
-std::span<const float> values(const Eigen& m) {
+template <typename M>
+std::span<const float> values(const M& m) {
   return {m.data(), static_cast<std::size_t>(m.size())};
 }
 
-template <typename Eigen>
-void check_shape(const std::string& name, const Eigen& m, std::int64_t rows, std::int64_t cols) {
+template <typename M>
+void check_shape(const std::string& name, const M& m, std::int64_t rows, std::int64_t cols) {
   if (m.rows() != rows || m.cols() != cols) {
     throw InputError("GPU model weights: " + name + " is [" + std::to_string(m.rows()) + ", " +
                      std::to_string(m.cols()) + "], expected [" + std::to_string(rows) + ", " +
@@ -33,7 +33,8 @@ void check_shape(const std::string& name, const Eigen& m, std::int64_t rows, std
 
 }  // namespace
 
-GpuModel::GpuModel(const ModelWeights& weights, GpuModelSize size, const kernels::cuda::Context& ctx)
+GpuModel::GpuModel(const ModelWeights& weights, GpuModelSize size,
+                   const kernels::cuda::Context& ctx)
     : GpuModel(weights.spec, size, ctx) {
   const std::int64_t d = spec_.hidden;
   if (static_cast<int>(weights.layers.size()) != spec_.layers) {

@@ -74,8 +74,7 @@ std::vector<DevicePredictor> device_predictors(const ProfileRequest& req, CUstre
   const std::int64_t w = req.model.kv_width();
   std::vector<DevicePredictor> out;
   const auto& groups = req.topology.groups();
-  const std::vector<GroupPredictor>* real =
-      req.inputs.predictors ? &real_predictors(req) : nullptr;
+  const std::vector<GroupPredictor>* real = req.inputs.predictors ? &real_predictors(req) : nullptr;
   for (std::size_t i = 0; i < groups.size(); ++i) {
     const cost_model::GroupPlan& g = groups[i];
     DevicePredictor p{g.anchor_layers, g.target_layers, {}, {}};

@@ -93,10 +93,10 @@ std::shared_ptr<const ModelWeights> tiny_weights(const cost_model::ModelSpec& s)
   return w;
 }
 
-std::shared_ptr<const std::vector<GroupPredictor>> tiny_predictors(
+std::shared_ptr<const std::vector<GroupPredictor> > tiny_predictors(
     const cost_model::ModelSpec& s, const cost_model::Topology& topo) {
   std::mt19937_64 rng(11);
-  auto all = std::make_shared<std::vector<GroupPredictor>>();
+  auto all = std::make_shared<std::vector<GroupPredictor> >();
   for (const auto& g : topo.groups()) {
     GroupPredictor p{g.anchor_layers, g.target_layers, {}, {}};
     const auto a = static_cast<Eigen::Index>(g.anchor_layers.size()) * s.kv_width();
@@ -156,7 +156,8 @@ TEST(CudaProfiler, TimesEveryOpOfASmallModel) {
     }
   }
   // No predictor_load: the predictors are seeded, not real ones to load.
-  EXPECT_EQ(ops, (std::set<std::string>{"prefill", "reconstruct", "proxy_score", "prune", "decode"}));
+  EXPECT_EQ(ops,
+            (std::set<std::string>{"prefill", "reconstruct", "proxy_score", "prune", "decode"}));
   EXPECT_EQ(rows.size(), 2u * (1 + 2 + 1 + 1) + 2u);
 }
 
@@ -210,8 +211,8 @@ TEST(CudaProfiler, PredictorsOfAnotherTopologyAreAnInputError) {
   ProfileRequest req;
   req.model = tiny_spec();
   req.topology = cost_model::Topology::from_groups(req.model.layers, {2});
-  req.inputs.predictors = tiny_predictors(
-      req.model, cost_model::Topology::from_groups(req.model.layers, {3}));
+  req.inputs.predictors =
+      tiny_predictors(req.model, cost_model::Topology::from_groups(req.model.layers, {3}));
   req.tokens = {16};
   req.ops = {"reconstruct"};
   EXPECT_THROW(make_cuda_profiler()->run(req), InputError);
@@ -226,7 +227,8 @@ TEST(GpuModel, DecodeStepContinuesAPrefill) {
   const kernels::cuda::Context ctx(stream.get());
   gpu::GpuModel model(*weights, {kContext + 1, kBatch}, ctx);
   std::vector<std::int32_t> prompt(kContext + 1);
-  for (std::size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<std::int32_t>(i * 7 % 333);
+  for (std::size_t i = 0; i < prompt.size(); ++i)
+    prompt[i] = static_cast<std::int32_t>(i * 7 % 333);
   model.set_token_ids(prompt);
   model.prefill(kContext + 1, false);
   const std::vector<float> want = model.copy_logits(1);
