@@ -1,10 +1,15 @@
-// make_cpu_profiler(): times the real CPU ops on seeded random weights and
-// inputs — prefill(T) (token replay; last-token logits), reconstruct(T, N) of
-// the request's topology for N requests sharing the predictors, proxy_score(T)
-// (proxy prefill with attention statistics + HybridAxialMapper) and prune(T, ρ)
-// (top-K per KV head + compaction of the kept KV). Values do not change the
-// work done, so caches are filled with random K/V instead of N prefills, and
-// only the layers an op touches are allocated.
+// make_cpu_profiler(): times the real CPU ops — prefill(T) (token replay;
+// last-token logits), a decode step of B requests at C context tokens each
+// (Model::decode_step), reconstruct(T, N) of the request's topology for N
+// requests sharing the predictors, proxy_score(T) (proxy prefill with attention
+// statistics + HybridAxialMapper), prune(T, ρ) (top-K per KV head + compaction
+// of the kept KV) and predictor_load (copying the predictors into fresh memory:
+// the CPU's "device"). The weights are ProfileRequest::inputs' real ones where
+// given, else seeded random ones of the same shape. Token ids are drawn from a
+// seed: dense ops do the same work for any ids. Caches are filled with a cheap
+// deterministic pattern instead of N prefills, for the same reason, and only
+// the layers an op reads are allocated.
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -16,6 +21,7 @@
 #include "backend/pruning.hpp"
 #include "backend/reconstruct.hpp"
 #include "backend/timing.hpp"
+#include "backend/weights.hpp"
 
 namespace kvshift::backend {
 namespace {
@@ -39,23 +45,66 @@ std::vector<std::int32_t> random_tokens(std::int64_t n, int vocab, std::mt19937_
   return t;
 }
 
-Matrix random_matrix(Eigen::Index rows, Eigen::Index cols, std::mt19937_64& rng) {
-  std::normal_distribution<float> d(0.0f, 1.0f);
+/// Values in [-1, 1) from a 64-bit xorshift: K/V and scores whose values do not change the work.
+Matrix pattern_matrix(Eigen::Index rows, Eigen::Index cols, std::mt19937_64& rng) {
+  std::uint64_t s = rng() | 1;
   Matrix m(rows, cols);
-  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = d(rng);
+  for (Eigen::Index i = 0; i < m.size(); ++i) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    m.data()[i] = static_cast<float>(static_cast<std::int64_t>(s >> 11) * 0x1.0p-52 - 1.0);
+  }
   return m;
 }
 
-/// A cache whose `layers` hold T random rows; the others are empty.
-KvCache random_cache(const cost_model::ModelSpec& m, const std::vector<int>& layers, std::int64_t T,
-                     std::mt19937_64& rng) {
+/// A cache whose `layers` hold T pattern rows; the others are empty.
+KvCache pattern_cache(const cost_model::ModelSpec& m, const std::vector<int>& layers,
+                      std::int64_t T, std::mt19937_64& rng) {
   const std::int64_t width = std::int64_t{m.kv_heads} * m.head_dim;
   KvCache c = KvCache::empty(m.layers, width);
   for (int l : layers) {
-    c.k[l] = random_matrix(T, width, rng);
-    c.v[l] = random_matrix(T, width, rng);
+    c.k[l] = pattern_matrix(T, width, rng);
+    c.v[l] = pattern_matrix(T, width, rng);
   }
   return c;
+}
+
+std::vector<int> all_layers(const cost_model::ModelSpec& m) {
+  std::vector<int> all(m.layers);
+  for (int l = 0; l < m.layers; ++l) all[l] = l;
+  return all;
+}
+
+/// The request's weights: the real ones, or seeded random ones of the spec's shape.
+struct Weights {
+  std::shared_ptr<const Model> target, proxy;
+  std::shared_ptr<const HybridAxialMapper> mapper;
+  std::vector<GroupPredictor> predictors;  ///< one per topology group
+  std::vector<int> anchor_layers;          ///< every group's anchors (the cache reconstruct reads)
+};
+
+Weights weights_for(const ProfileRequest& req) {
+  const ProfileInputs& in = req.inputs;
+  Weights w;
+  w.target = std::make_shared<const Model>(in.target ? *in.target
+                                                     : random_weights(req.model, req.seed));
+  for (std::size_t i = 0; i < req.topology.groups().size(); ++i) {
+    const cost_model::GroupPlan& g = req.topology.groups()[i];
+    w.predictors.push_back(in.predictors ? in.predictors->at(i)
+                                         : random_predictor(req.model, g, req.seed + g.group));
+    w.anchor_layers.insert(w.anchor_layers.end(), g.anchor_layers.begin(), g.anchor_layers.end());
+  }
+  if (req.proxy) {
+    w.proxy = std::make_shared<const Model>(in.proxy ? *in.proxy
+                                                     : random_weights(*req.proxy, req.seed + 1));
+    w.mapper = in.mapper ? in.mapper
+                         : std::make_shared<const HybridAxialMapper>(
+                               random_mapper_for(*req.proxy, req.model, req.seed + 2));
+    check_mapper_fits(w.mapper->config(), req.proxy->layers * req.proxy->q_heads,
+                      req.model.layers * req.model.kv_heads, "the ProxyKV mapper");
+  }
+  return w;
 }
 
 class CpuProfiler final : public Profiler {
@@ -69,68 +118,78 @@ class CpuProfiler final : public Profiler {
   std::vector<OpTiming> run(const ProfileRequest& req) override {
     std::vector<OpTiming> rows;
     std::mt19937_64 rng(req.seed);
-    const Model target(random_weights(req.model, req.seed));
-    std::vector<GroupPredictor> predictors;
-    std::vector<int> recon_layers;
-    for (const auto& g : req.topology.groups()) {
-      predictors.push_back(random_predictor(req.model, g, req.seed + g.group));
-      recon_layers.insert(recon_layers.end(), g.anchor_layers.begin(), g.anchor_layers.end());
-    }
-    std::unique_ptr<Model> proxy;
-    std::unique_ptr<HybridAxialMapper> mapper;
-    if (req.proxy) {
-      proxy = std::make_unique<Model>(random_weights(*req.proxy, req.seed + 1));
-      mapper = std::make_unique<HybridAxialMapper>(
-          req.mapper_path.empty() ? random_mapper_for(*req.proxy, req.model, req.seed + 2)
-                                  : load_mapper(req.mapper_path));
-      check_mapper_fits(mapper->config(), req.proxy->layers * req.proxy->q_heads,
-                        req.model.layers * req.model.kv_heads, "--mapper " + req.mapper_path);
-    }
+    const Weights w = weights_for(req);
+    const Model& target = *w.target;
     for (const std::int64_t T : req.tokens) {
-      const auto tokens = random_tokens(T, req.model.vocab, rng);
-      rows.push_back(time_op("prefill", T, 1, req.warmup, req.repeats, [&] {
-        KvCache cache = target.new_cache();
-        target.forward(tokens, cache, {.logits = LogitsMode::kLast});
-      }));
-      if (!predictors.empty()) time_reconstruct(req, T, predictors, recon_layers, rng, rows);
-      if (proxy) {
+      if (req.wants("prefill")) {
+        const auto tokens = random_tokens(T, req.model.vocab, rng);
+        rows.push_back(time_op("prefill", T, 1, req.warmup, req.repeats, [&] {
+          KvCache cache = target.new_cache();
+          target.forward(tokens, cache, {.logits = LogitsMode::kLast});
+        }));
+      }
+      if (!w.predictors.empty() && req.wants("reconstruct")) time_reconstruct(req, w, T, rng, rows);
+      if (w.proxy && req.wants("proxy_score")) {
         const auto proxy_tokens = random_tokens(T, req.proxy->vocab, rng);
         rows.push_back(time_op("proxy_score", T, 1, req.warmup, req.repeats,
-                               [&] { proxykv_scores(*proxy, *mapper, proxy_tokens); }));
+                               [&] { proxykv_scores(*w.proxy, *w.mapper, proxy_tokens); }));
       }
-      time_prune(req, T, rng, rows);
+      if (req.wants("prune")) time_prune(req, T, rng, rows);
+    }
+    if (req.wants("decode")) {
+      for (const std::int64_t B : req.decode_batches) {
+        for (const std::int64_t C : req.decode_contexts) time_decode(req, target, B, C, rng, rows);
+      }
+    }
+    if (!w.predictors.empty() && req.inputs.predictors && req.wants("predictor_load")) {
+      rows.push_back(time_op("predictor_load", 1, 1, req.warmup, req.repeats, [&] {
+        std::vector<GroupPredictor> resident = w.predictors;
+        if (resident.empty()) throw std::logic_error("predictor_load: nothing copied");
+      }));
     }
     return rows;
   }
 
  private:
-  void time_reconstruct(const ProfileRequest& req, std::int64_t T,
-                        const std::vector<GroupPredictor>& predictors,
-                        const std::vector<int>& layers, std::mt19937_64& rng,
-                        std::vector<OpTiming>& rows) const {
+  static void time_reconstruct(const ProfileRequest& req, const Weights& w, std::int64_t T,
+                               std::mt19937_64& rng, std::vector<OpTiming>& rows) {
     for (const std::int64_t N : req.sharing) {
       std::vector<KvCache> caches;
-      for (std::int64_t i = 0; i < N; ++i)
-        caches.push_back(random_cache(req.model, layers, T, rng));
+      for (std::int64_t i = 0; i < N; ++i) caches.push_back(pattern_cache(req.model, w.anchor_layers, T, rng));
       std::vector<KvCache*> ptrs;
       for (auto& c : caches) ptrs.push_back(&c);
       rows.push_back(time_op("reconstruct", T, N, req.warmup, req.repeats,
-                             [&] { reconstruct(predictors, ptrs, req.model); }));
+                             [&] { reconstruct(w.predictors, ptrs, req.model); }));
     }
   }
 
-  void time_prune(const ProfileRequest& req, std::int64_t T, std::mt19937_64& rng,
-                  std::vector<OpTiming>& rows) const {
-    std::vector<int> all(req.model.layers);
-    for (int l = 0; l < req.model.layers; ++l) all[l] = l;
-    const KvCache cache = random_cache(req.model, all, T, rng);
-    const Matrix scores = random_matrix(req.model.layers * req.model.kv_heads, T, rng);
+  static void time_prune(const ProfileRequest& req, std::int64_t T, std::mt19937_64& rng,
+                         std::vector<OpTiming>& rows) {
+    const KvCache cache = pattern_cache(req.model, all_layers(req.model), T, rng);
+    const Matrix scores = pattern_matrix(req.model.layers * req.model.kv_heads, T, rng);
     const KeepPolicy policy{.retention = req.retention};
     rows.push_back(time_op("prune", T, 1, req.warmup, req.repeats, [&] {
       const auto kept = top_k_per_head(scores, policy);
       const KvCache out = compact(cache, kept, req.model.kv_heads, req.model.head_dim);
       if (out.tokens() != keep_count(T, policy)) throw std::logic_error("prune: wrong size");
     }));
+  }
+
+  /// B requests of C context tokens each take one step. Each timed step appends a row to every
+  /// cache, so the last step sees C + warmup + repeats − 1 tokens (under 1 % at C ≥ 1024).
+  static void time_decode(const ProfileRequest& req, const Model& target, std::int64_t B,
+                          std::int64_t C, std::mt19937_64& rng, std::vector<OpTiming>& rows) {
+    std::vector<KvCache> caches;
+    for (std::int64_t b = 0; b < B; ++b) {
+      caches.push_back(pattern_cache(req.model, all_layers(req.model), C, rng));
+    }
+    std::vector<KvCache*> ptrs;
+    for (auto& c : caches) ptrs.push_back(&c);
+    const auto tokens = random_tokens(B, req.model.vocab, rng);
+    OpTiming row = time_op("decode", C, 1, req.warmup, req.repeats,
+                           [&] { target.decode_step(tokens, ptrs); });
+    row.batch = B;
+    rows.push_back(row);
   }
 };
 

@@ -55,19 +55,35 @@ KvCache Model::new_cache() const {
 
 /// `rows0` is the rows the cache holds before this pass: the causal mask counts rows, RoPE
 /// counts positions (rows0 + cache.evicted).
-void Model::layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t rows0,
-                          const ForwardOptions& o, ForwardResult& r) const {
-  const auto& m = spec();
-  const LayerWeights& w = w_.layers[l];
-  Matrix h = rms_norm(x, w.attn_norm, m.rms_eps);
-  Matrix q = h * w.wq.transpose();
-  Matrix k = h * w.wk.transpose();
-  Matrix v = h * w.wv.transpose();
+void Model::project_qkv(const LayerWeights& w, const Matrix& h, Matrix& q, Matrix& k,
+                        Matrix& v) const {
+  q.noalias() = h * w.wq.transpose();
+  k.noalias() = h * w.wk.transpose();
+  v.noalias() = h * w.wv.transpose();
   if (w.bq.size()) {
     q.rowwise() += w.bq;
     k.rowwise() += w.bk;
     v.rowwise() += w.bv;
   }
+}
+
+void Model::finish_layer(const LayerWeights& w, const Matrix& attn, Matrix& x) const {
+  const auto& m = spec();
+  x.noalias() += attn * w.wo.transpose();
+  const Matrix h = rms_norm(x, w.mlp_norm, m.rms_eps);
+  Matrix gate = h * w.w_gate.transpose();
+  const Matrix up = h * w.w_up.transpose();
+  gate.array() = gate.array() / (1.0f + (-gate.array()).exp()) * up.array();
+  x.noalias() += gate * w.w_down.transpose();
+}
+
+void Model::layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t rows0,
+                          const ForwardOptions& o, ForwardResult& r) const {
+  const auto& m = spec();
+  const LayerWeights& w = w_.layers[l];
+  Matrix h = rms_norm(x, w.attn_norm, m.rms_eps);
+  Matrix q, k, v;
+  project_qkv(w, h, q, k, v);
   if (o.capture_pre_rope_keys) r.pre_rope_keys[l] = k;
   if (o.capture_attn_inputs) r.attn_inputs[l] = std::move(h);
   const std::int64_t pos0 = rows0 + cache.evicted;
@@ -78,12 +94,55 @@ void Model::layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t rows0,
   Matrix attn;
   causal_attention(q, cache.k[l], cache.v[l], {m.q_heads, m.kv_heads, m.head_dim, rows0}, attn,
                    o.attention_stats ? &r.stats : nullptr, l);
-  x.noalias() += attn * w.wo.transpose();
-  h = rms_norm(x, w.mlp_norm, m.rms_eps);
-  Matrix gate = h * w.w_gate.transpose();
-  const Matrix up = h * w.w_up.transpose();
-  gate.array() = gate.array() / (1.0f + (-gate.array()).exp()) * up.array();
-  x.noalias() += gate * w.w_down.transpose();
+  finish_layer(w, attn, x);
+}
+
+Matrix Model::embed_tokens(std::span<const std::int32_t> tokens) const {
+  const auto& m = spec();
+  Matrix x(static_cast<Eigen::Index>(tokens.size()), m.hidden);
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    if (tokens[i] < 0 || tokens[i] >= m.vocab) {
+      throw InputError("tokens[" + std::to_string(i) + "]: id " + std::to_string(tokens[i]) +
+                       " outside the vocabulary [0, " + std::to_string(m.vocab) + ")");
+    }
+    x.row(static_cast<Eigen::Index>(i)) = w_.embed.row(tokens[i]);
+  }
+  return x;
+}
+
+Matrix Model::decode_step(std::span<const std::int32_t> tokens,
+                          std::span<KvCache* const> caches) const {
+  if (tokens.size() != caches.size()) {
+    throw std::invalid_argument("decode_step: one token per cache needed");
+  }
+  apply_cpu_threads();
+  const auto& m = spec();
+  std::vector<std::int64_t> rows0(caches.size());
+  for (std::size_t b = 0; b < caches.size(); ++b) {
+    rows0[b] = cached_tokens(*caches[b], 0, m.layers, "decode_step");
+  }
+  Matrix x = embed_tokens(tokens);
+  const auto batch = static_cast<Eigen::Index>(tokens.size());
+  Matrix q, k, v, attn(batch, std::int64_t{m.q_heads} * m.head_dim), one;
+  for (int l = 0; l < m.layers; ++l) {
+    const LayerWeights& w = w_.layers[l];
+    project_qkv(w, rms_norm(x, w.attn_norm, m.rms_eps), q, k, v);
+    for (Eigen::Index b = 0; b < batch; ++b) {
+      KvCache& cache = *caches[static_cast<std::size_t>(b)];
+      const std::int64_t r0 = rows0[static_cast<std::size_t>(b)];
+      Matrix qb = q.row(b), kb = k.row(b);
+      apply_rope(qb, {m.q_heads, m.head_dim, m.rope_theta}, r0 + cache.evicted);
+      apply_rope(kb, {m.kv_heads, m.head_dim, m.rope_theta}, r0 + cache.evicted);
+      append_rows(cache.k[l], kb);
+      append_rows(cache.v[l], v.row(b));
+      causal_attention(qb, cache.k[l], cache.v[l], {m.q_heads, m.kv_heads, m.head_dim, r0}, one);
+      attn.row(b) = one;
+    }
+    finish_layer(w, attn, x);
+  }
+  Matrix logits;
+  logits.noalias() = rms_norm(x, w_.final_norm, m.rms_eps) * w_.output().transpose();
+  return logits;
 }
 
 /// The rows every layer of [first, last) holds (they must agree); `what` names the caller.
@@ -120,14 +179,7 @@ ForwardResult Model::forward(std::span<const std::int32_t> tokens, KvCache& cach
   const auto& m = spec();
   const std::int64_t pos0 = cached_tokens(cache, 0, m.layers, "forward");
   const auto n = static_cast<Eigen::Index>(tokens.size());
-  Matrix x(n, m.hidden);
-  for (Eigen::Index i = 0; i < n; ++i) {
-    if (tokens[i] < 0 || tokens[i] >= m.vocab) {
-      throw InputError("tokens[" + std::to_string(i) + "]: id " + std::to_string(tokens[i]) +
-                       " outside the vocabulary [0, " + std::to_string(m.vocab) + ")");
-    }
-    x.row(i) = w_.embed.row(tokens[i]);
-  }
+  Matrix x = embed_tokens(tokens);
   ForwardResult r;
   if (o.capture_attn_inputs) r.attn_inputs.resize(m.layers);
   if (o.capture_pre_rope_keys) r.pre_rope_keys.resize(m.layers);

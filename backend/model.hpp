@@ -8,7 +8,9 @@
 // layers of a history cache, e.g. with RISK-KV reconstructions — a quality
 // probe. Hooks capture each layer's normalised attention input (the RISK-KV
 // ridge label), its pre-RoPE keys, and per-key attention statistics.
-// Leaves out: sampling, batching of unrelated requests, rope scaling.
+// decode_step() is one step of a serving batch: the linear layers run over
+// the batch's rows at once, attention per request over its own cache.
+// Leaves out: sampling, rope scaling.
 #pragma once
 
 #include <cstdint>
@@ -69,6 +71,11 @@ class Model {
   ForwardResult forward(std::span<const std::int32_t> tokens, KvCache& cache,
                         const ForwardOptions& options = {}) const;
 
+  /// One decode step of a batch: token `tokens[b]` is appended to `*caches[b]` (caches may
+  /// hold different token counts) and the returned logits [batch, vocab] are each request's
+  /// next-token logits. Equals one forward per request of its single token.
+  Matrix decode_step(std::span<const std::int32_t> tokens, std::span<KvCache* const> caches) const;
+
   /// Resumes a forward pass mid-model: runs layers [first, last) over the residual rows `x`
   /// (the stream entering layer `first`, e.g. kept from an earlier pass) of new tokens that
   /// follow the cache's contents, appending their K/V to those layers of `cache`. Layers
@@ -86,6 +93,11 @@ class Model {
   std::int64_t cached_tokens(const KvCache& cache, int first, int last, const char* what) const;
   void layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t rows0,
                      const ForwardOptions& o, ForwardResult& r) const;
+  /// Q/K/V of the rows of x after RMSNorm (biases added, no RoPE).
+  void project_qkv(const LayerWeights& w, const Matrix& h, Matrix& q, Matrix& k, Matrix& v) const;
+  /// x += o_proj(attn), then x += MLP(RMSNorm(x)).
+  void finish_layer(const LayerWeights& w, const Matrix& attn, Matrix& x) const;
+  Matrix embed_tokens(std::span<const std::int32_t> tokens) const;
 
   ModelWeights w_;
 };

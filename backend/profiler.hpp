@@ -1,11 +1,16 @@
 // Profiler: times the real operations a migration or recovery runs (prefill,
-// RISK-KV reconstruction, ProxyKV scoring, pruning) on one backend and returns
-// the rows of a cost table (see `kvshift profile`). The CPU profiler lives in
-// kvshift_backend; the CUDA one in kvshift_backend_cuda, which, when CUDA is
-// not compiled, still exists and whose factory says so.
+// a decode step, RISK-KV reconstruction, ProxyKV scoring, pruning, loading the
+// predictors) on one backend and returns the rows of a cost table (see
+// `kvshift profile` and the live cost source). The weights are the real ones
+// when ProfileRequest::inputs holds them (load_profile_inputs), else seeded
+// random weights of the spec's shape, and the table says which. The CPU
+// profiler lives in kvshift_backend; the CUDA one in kvshift_backend_cuda,
+// which, when CUDA is not compiled, still exists and whose factory says so.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -17,31 +22,62 @@
 
 namespace kvshift::backend {
 
+struct ModelWeights;
+struct GroupPredictor;
+class HybridAxialMapper;
+
 /// One measured operation at one shape: a row of the cost table.
 struct OpTiming {
-  std::string op;            ///< "prefill" | "reconstruct" | "proxy_score" | "prune"
-  std::int64_t tokens = 0;
-  std::int64_t sharing = 1;  ///< requests batched together (reconstruct), else 1
+  /// "prefill" | "decode" | "reconstruct" | "proxy_score" | "prune" | "predictor_load"
+  std::string op;
+  std::int64_t tokens = 0;   ///< prompt tokens; decode: context tokens per request
+  std::int64_t sharing = 1;  ///< reconstruct: requests sharing the predictors, else 1
+  std::int64_t batch = 1;    ///< decode: requests in the step, else 1
   double median_s = 0;
   double p10_s = 0;
   double p90_s = 0;
   int repeats = 0;
 };
 
+/// Where one input came from: its file (or "seeded random") and a digest of its bytes.
+struct InputOrigin {
+  std::string path;    ///< file or folder; empty for seeded random weights
+  std::string digest;  ///< "fnv1a64:<16 hex>" of the file's bytes; empty for seeded random
+  bool real() const { return !path.empty(); }
+};
+
+/// The real weights the ops run with, loaded once (load_profile_inputs) and shared by every
+/// run. A null member means seeded random weights of the spec's shape.
+struct ProfileInputs {
+  std::shared_ptr<const ModelWeights> target;
+  std::shared_ptr<const ModelWeights> proxy;
+  /// The calibrated predictors, one per group of ProfileRequest::topology, in its order.
+  std::shared_ptr<const std::vector<GroupPredictor>> predictors;
+  std::shared_ptr<const HybridAxialMapper> mapper;
+  InputOrigin target_origin, proxy_origin, predictors_origin, mapper_origin;
+};
+
 struct ProfileRequest {
   cost_model::ModelSpec model;
   std::optional<cost_model::ModelSpec> proxy;  ///< ProxyKV scorer; no proxy ops without it
-  /// A trained mapper (load_mapper) for proxy_score; empty: seeded random weights of the same
-  /// shape (the CPU profiler; the CUDA profiler's proxy_score stops at the features).
-  std::string mapper_path;
   cost_model::Topology topology;               ///< groups reconstructed
+  ProfileInputs inputs;                        ///< real weights; null members: seeded random
   std::vector<std::int64_t> tokens{128, 512, 2048};
   std::vector<std::int64_t> sharing{1, 4, 16};
+  /// Decode steps are timed at every (batch, context per request) pair; empty: no decode rows.
+  std::vector<std::int64_t> decode_batches;
+  std::vector<std::int64_t> decode_contexts;
+  /// Which ops run (empty: all that apply). Lets the live source measure one op at one shape.
+  std::vector<std::string> ops;
   double retention = 0.3;                      ///< ProxyKV keep ratio for `prune`
   cost_model::DType predictor_dtype = cost_model::DType::kF32;
   int warmup = 1;
   int repeats = 5;
   std::uint64_t seed = 1;                      ///< seeded random weights and inputs
+  /// Whether `op` is asked for (inline: the CUDA library asks too and does not link the CPU one).
+  bool wants(const std::string& op) const {
+    return ops.empty() || std::find(ops.begin(), ops.end(), op) != ops.end();
+  }
 };
 
 class Profiler {
@@ -51,7 +87,9 @@ class Profiler {
   virtual std::string backend_name() const = 0;
   /// Human-readable device: CPU model and core count, or GPU name and driver/runtime versions.
   virtual std::string device_description() const = 0;
-  /// Runs every op at every shape of `request`; warm-up runs are not timed.
+  /// Per op, what its timing leaves out on this backend (empty: nothing), printed next to it.
+  virtual std::map<std::string, std::string> notes() const { return {}; }
+  /// Runs every asked op at every shape of `request`; warm-up runs are not timed.
   virtual std::vector<OpTiming> run(const ProfileRequest& request) = 0;
 };
 

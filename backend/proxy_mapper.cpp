@@ -348,6 +348,32 @@ HybridAxialMapper load_mapper(const std::string& path) {
   return HybridAxialMapper::load(SafetensorsFile::open(weights.string()), config);
 }
 
+MapperProxy mapper_proxy(const nlohmann::json& manifest, const std::string& mapper_path) {
+  const nlohmann::json* proxy = manifest.contains("dataset") && manifest["dataset"].is_object() &&
+                                        manifest["dataset"].contains("proxy")
+                                    ? &manifest["dataset"]["proxy"]
+                                    : nullptr;
+  if (!proxy || !proxy->is_object()) {
+    throw InputError(mapper_path + ": mapper.json names no dataset.proxy (the proxy it was "
+                                   "trained with); give the proxy explicitly");
+  }
+  if (proxy->contains("truncated_layers") && (*proxy)["truncated_layers"].is_number_integer()) {
+    return {"", (*proxy)["truncated_layers"].get<int>()};
+  }
+  if (proxy->contains("folder") && (*proxy)["folder"].is_string()) {
+    return {(*proxy)["folder"].get<std::string>(), 0};
+  }
+  throw InputError(mapper_path + ": dataset.proxy has neither truncated_layers nor folder");
+}
+
+std::string mapper_target(const nlohmann::json& manifest) {
+  if (!manifest.contains("dataset") || !manifest["dataset"].is_object()) return "";
+  const auto& d = manifest["dataset"];
+  if (!d.contains("target") || !d["target"].is_object()) return "";
+  const auto& name = d["target"].contains("name") ? d["target"]["name"] : nlohmann::json();
+  return name.is_string() ? name.get<std::string>() : "";
+}
+
 void check_mapper_fits(const MapperConfig& config, int in_channels, int targets,
                        const std::string& what) {
   if (config.in_channels == in_channels && config.targets == targets) return;

@@ -87,6 +87,17 @@ HybridAxialMapper load_mapper(const std::string& path);
 /// trained on (dataset.proxy, dataset.corpus with its span).
 nlohmann::json read_mapper_manifest(const std::string& path);
 
+/// The proxy a mapper was trained with (mapper.json dataset.proxy): a checkpoint folder, or the
+/// target's own first `truncated_layers` layers.
+struct MapperProxy {
+  std::string folder;
+  int truncated_layers = 0;
+};
+/// dataset.proxy of a manifest; InputError naming `mapper_path` when it names none.
+MapperProxy mapper_proxy(const nlohmann::json& manifest, const std::string& mapper_path);
+/// The target the mapper was trained for (dataset.target.name), or "" when not recorded.
+std::string mapper_target(const nlohmann::json& manifest);
+
 /// InputError unless `config` takes `in_channels` proxy features and yields `targets`
 /// target rows; `what` (e.g. the mapper's file) starts the message.
 void check_mapper_fits(const MapperConfig& config, int in_channels, int targets,

@@ -31,7 +31,13 @@ OpTiming time_op(const std::string& op, std::int64_t tokens, std::int64_t sharin
     run();
     s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  return {op, tokens, sharing, percentile(s, 0.5), percentile(s, 0.1), percentile(s, 0.9), repeats};
+  return {.op = op,
+          .tokens = tokens,
+          .sharing = sharing,
+          .median_s = percentile(s, 0.5),
+          .p10_s = percentile(s, 0.1),
+          .p90_s = percentile(s, 0.9),
+          .repeats = repeats};
 }
 
 }  // namespace kvshift::backend

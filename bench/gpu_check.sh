@@ -8,10 +8,11 @@
 # prints one table. Last, `kvshift profile --backend cuda` measures SmolLM2-135M
 # with its real weights, calibrated predictors and trained mapper (every op,
 # decode and predictor_load included) and appends its table to table.txt.
-# $OUT (default build-gpu-check/out) receives at most seven files: table.txt,
-# gpu_check.json (everything merged), kvshift_gpu.json, torch_prefill.json,
-# smollm2_profile.json (that cost table), twin_tests.log and gpu_check.log (all
-# logs, concatenated).
+# Then `kvshift run` simulates results/costs/live-smollm2.json with its costs
+# measured live on CUDA. $OUT (default build-gpu-check/out) receives at most
+# eight files: table.txt, gpu_check.json (everything merged), kvshift_gpu.json,
+# torch_prefill.json, smollm2_profile.json (that cost table), live_summary.json
+# (that run's summary), twin_tests.log and gpu_check.log (all logs, concatenated).
 #
 # It builds from a small generated CMake project that needs only CUDA, a C++20
 # compiler, CMake and two source-level dependencies, so it runs on a bare CUDA
@@ -206,5 +207,17 @@ else
     echo "gpu_check: kvshift profile --backend cuda FAILED (log: $out/gpu_check.log)" >&2
     status=1
   fi
+  step "kvshift run with live costs on CUDA: results/costs/live-smollm2.json"
+  # The shipped live scenario with "backend": "cuda", beside the original so its paths hold.
+  live="$root/results/costs/.live-smollm2-cuda.json"
+  python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["live"]["backend"] = "cuda"; json.dump(d, open(sys.argv[2], "w"), indent=2)' \
+    "$root/results/costs/live-smollm2.json" "$live"
+  if ! (cd "$root" && timeout 240 "$kvshift_bin" run "$live" --no-trace --force --out "$build/live-run") \
+      2>&1 | tee "$logs/live_run.log" | tail -12 | tee -a "$out/table.txt"; then
+    echo "gpu_check: kvshift run with live CUDA costs FAILED (log: $out/gpu_check.log)" >&2
+    status=1
+  fi
+  rm -f "$live"
+  [[ -f "$build/live-run/summary.json" ]] && cp "$build/live-run/summary.json" "$out/live_summary.json"
 fi
 exit $status

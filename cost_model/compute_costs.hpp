@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "cost_model/gpu_spec.hpp"
 #include "cost_model/model_spec.hpp"
@@ -11,6 +13,22 @@
 #include "cost_model/units.hpp"
 
 namespace kvshift::cost_model {
+
+/// Where one op's durations come from, as the reports print it next to the numbers.
+struct OpSource {
+  std::string op;      ///< "prefill" | "decode" | "reconstruct" | "proxy_score" | "prune"
+  std::string source;  ///< e.g. "analytic (roofline of h200)", "table costs.json (cpu: ...)"
+  std::int64_t measurements = 0;  ///< live: shapes measured so far; 0 otherwise
+  /// Worst (p90 − p10) / median over the op's measured rows; 0 when nothing was measured.
+  double spread = 0;
+};
+
+/// The five ops every cost source answers, in report order.
+inline const std::vector<std::string>& compute_ops() {
+  static const std::vector<std::string> ops{"prefill", "decode", "reconstruct", "proxy_score",
+                                            "prune"};
+  return ops;
+}
 
 class ComputeCosts {
  public:
@@ -24,6 +42,15 @@ class ComputeCosts {
   /// tokens that share the predictors (one GEMM of requests·tokens rows per group).
   virtual Seconds reconstruct(const ModelSpec& m, const Topology& t, std::int64_t tokens,
                               std::int64_t requests, DType predictor_dtype) const = 0;
+  /// ProxyKV scoring of `tokens` tokens: the proxy's prefill with attention statistics and the
+  /// mapper turning them into scores per target layer and KV head.
+  virtual Seconds proxy_score(const ModelSpec& proxy, const ModelSpec& target,
+                              std::int64_t tokens) const = 0;
+  /// Keeping `retention` of `tokens` tokens' KV: top-K per KV head over the scores, then
+  /// the kept rows of every layer gathered into a compact cache.
+  virtual Seconds prune(const ModelSpec& m, std::int64_t tokens, double retention) const = 0;
+  /// Per op of compute_ops(), where its durations came from (so far, for a live source).
+  virtual std::vector<OpSource> sources() const = 0;
 };
 
 /// Roofline estimate from a GpuSpec: per phase max(FLOPs / achievable FLOP/s,
@@ -39,6 +66,14 @@ class RooflineCosts final : public ComputeCosts {
                       std::int64_t context_tokens) const override;
   Seconds reconstruct(const ModelSpec& m, const Topology& t, std::int64_t tokens,
                       std::int64_t requests, DType predictor_dtype) const override;
+  /// The proxy's roofline prefill plus 10 % for the mapper (a few small layers over the
+  /// proxy's features; the measured CPU mapper is under 1 % of the target's prefill).
+  Seconds proxy_score(const ModelSpec& proxy, const ModelSpec& target,
+                      std::int64_t tokens) const override;
+  /// Memory-bound: the scores read once, the kept K/V read and written, one launch per
+  /// layer's K and V gather plus the top-K.
+  Seconds prune(const ModelSpec& m, std::int64_t tokens, double retention) const override;
+  std::vector<OpSource> sources() const override;
 
   /// FLOPs of a prefill of `tokens` tokens (linear layers, causal attention, last logits).
   static double prefill_flops(const ModelSpec& m, std::int64_t tokens);

@@ -95,4 +95,25 @@ Seconds RooflineCosts::reconstruct(const ModelSpec& m, const Topology& t, std::i
   return {total};
 }
 
+Seconds RooflineCosts::proxy_score(const ModelSpec& proxy, const ModelSpec& /*target*/,
+                                   std::int64_t tokens) const {
+  return {1.1 * prefill(proxy, tokens).value};
+}
+
+Seconds RooflineCosts::prune(const ModelSpec& m, std::int64_t tokens, double retention) const {
+  const double t = static_cast<double>(tokens);
+  const double scores = 4.0 * m.layers * m.kv_heads * t;  // f32, one per (layer, KV head, token)
+  const double kept = retention * static_cast<double>(kv_bytes(m, tokens).count);
+  const double launches = (2.0 * m.layers + 1.0) * gpu_.launch_overhead.value;
+  return {memory_s(scores + 2.0 * kept) + launches};
+}
+
+std::vector<OpSource> RooflineCosts::sources() const {
+  std::vector<OpSource> out;
+  for (const std::string& op : compute_ops()) {
+    out.push_back({op, "analytic (roofline of " + gpu_.name + ")", 0, 0});
+  }
+  return out;
+}
+
 }  // namespace kvshift::cost_model

@@ -15,8 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   try {
     const std::string_view text(reinterpret_cast<const char*>(data), size);
     const sc::CostTable table = sc::parse_cost_table_text(text, "fuzz");
-    const auto costs = sc::make_table_costs(table);
-    for (const char* op : {"prefill", "reconstruct", "proxy_score", "prune"}) {
+    const auto costs = sc::make_table_costs(table, "fuzz");
+    for (const char* op : {"prefill", "decode", "reconstruct", "proxy_score", "prune"}) {
       if (!costs.has(op)) continue;
       for (std::int64_t t : {1, 100, 4096, 1 << 20}) {
         const double s = costs.interpolate(op, t, 3);

@@ -494,6 +494,13 @@ const char* const kPageScript = R"JS(
               v.moves.fallbacks, mib(v.bytes.kv), mib(v.bytes.replica_stream), mib(v.bytes.predictors),
               (v.gpu_time_s.reconstruct + v.gpu_time_s.replay).toFixed(3),
               v.quality.delta_nll_mean_per_move.toFixed(5)]));
+      if (s.cost_sources) {
+        el('h3', 'Where the GPU durations came from');
+        table(['op', 'source', 'shapes measured live', 'spread (p90-p10)/median'],
+              Object.entries(s.cost_sources).map(([op, c]) => [op, c.source,
+                c.live_measurements !== undefined ? c.live_measurements : '-',
+                c.spread !== undefined ? (100 * c.spread).toFixed(1) + ' %' : '-']));
+      }
       data.run.notes.forEach((n) => el('p', n));
       data.run.charts.forEach(chart);
     }

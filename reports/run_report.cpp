@@ -331,7 +331,23 @@ double percentile(std::vector<double>& values, double p) {
   return values[std::min(i, values.size() - 1)];
 }
 
-json run_summary(const sim::ScenarioSpec& spec, const std::vector<sim::RunResult>& runs) {
+json cost_sources_json(const std::vector<cost_model::OpSource>& costs) {
+  json out = json::object();
+  for (const cost_model::OpSource& c : costs) {
+    json j = {{"source", c.source}};
+    if (c.measurements > 0) {
+      j["live_measurements"] = c.measurements;
+      j["spread"] = r9(c.spread);
+    } else if (c.spread > 0) {
+      j["spread"] = r9(c.spread);
+    }
+    out[c.op] = j;
+  }
+  return out;
+}
+
+json run_summary(const sim::ScenarioSpec& spec, const std::vector<sim::RunResult>& runs,
+                 const std::vector<cost_model::OpSource>& costs) {
   json strategies = json::object(), order = json::array();
   for (const sim::RunResult& run : runs) {
     strategies[run.strategy] = strategy_summary(spec, run);
@@ -344,13 +360,15 @@ json run_summary(const sim::ScenarioSpec& spec, const std::vector<sim::RunResult
           {"seed", spec.seed},
           {"duration_s", r9(spec.duration.value)},
           {"protection", sim::protection_name(spec.protection.mode)},
+          {"cost_sources", cost_sources_json(costs)},
           {"strategy_order", order},
           {"strategies", strategies}};
 }
 
 std::vector<std::filesystem::path> write_run_outputs(const std::filesystem::path& dir,
                                                      const sim::ScenarioSpec& spec,
-                                                     const std::vector<sim::RunResult>& runs) {
+                                                     const std::vector<sim::RunResult>& runs,
+                                                     const std::vector<cost_model::OpSource>& costs) {
   std::vector<std::filesystem::path> written;
   // Each file is built only when the scenario asks for it (a year's trace is large).
   auto emit = [&](const char* key, const char* file, const auto& make_text) {
@@ -359,7 +377,7 @@ std::vector<std::filesystem::path> write_run_outputs(const std::filesystem::path
     write_file_atomic(dir / file, make_text());
     written.push_back(dir / file);
   };
-  emit("summary", "summary.json", [&] { return run_summary(spec, runs).dump(2) + "\n"; });
+  emit("summary", "summary.json", [&] { return run_summary(spec, runs, costs).dump(2) + "\n"; });
   emit("requests", "requests.csv", [&] { return requests_csv(runs); });
   emit("recoveries", "recoveries.csv", [&] { return recoveries_csv(runs); });
   emit("links", "links.csv", [&] { return links_csv(runs); });
@@ -408,6 +426,19 @@ std::string run_table(const json& summary) {
     }
   }
   for (const std::string& f : flags) o << "  * " << f << "\n";
+  if (summary.contains("cost_sources")) {
+    o << "GPU durations:\n";
+    for (const auto& [op, c] : summary["cost_sources"].items()) {
+      std::string extra;
+      if (c.contains("live_measurements")) {
+        extra = ", " + std::to_string(c["live_measurements"].get<long long>()) + " shapes measured";
+      }
+      if (c.contains("spread")) {
+        extra += fmt(", spread (p90-p10)/median up to %.1f%%", 100 * c["spread"].get<double>());
+      }
+      o << "  " << op << ": " << c["source"].get<std::string>() << extra << "\n";
+    }
+  }
   o << summary["answer"].get<std::string>() << "\n";
   return o.str();
 }

@@ -10,21 +10,25 @@
 #include <string>
 #include <vector>
 
+#include "cost_model/compute_costs.hpp"
 #include "sim/serving/results.hpp"
 #include "sim/spec.hpp"
 
 namespace kvshift::reports {
 
-/// The summary object: scenario facts, then one entry per strategy.
-nlohmann::json run_summary(const sim::ScenarioSpec& spec, const std::vector<sim::RunResult>& runs);
+/// The summary object: scenario facts, where each op's durations came from (`costs`, from
+/// ComputeCosts::sources() after the run), then one entry per strategy.
+nlohmann::json run_summary(const sim::ScenarioSpec& spec, const std::vector<sim::RunResult>& runs,
+                           const std::vector<cost_model::OpSource>& costs);
 
 /// Writes every file of spec.outputs.files into `dir` (atomically, file by file).
 /// Returns the paths written.
 std::vector<std::filesystem::path> write_run_outputs(const std::filesystem::path& dir,
                                                      const sim::ScenarioSpec& spec,
-                                                     const std::vector<sim::RunResult>& runs);
+                                                     const std::vector<sim::RunResult>& runs,
+                                                     const std::vector<cost_model::OpSource>& costs);
 
-/// A short comparison table for the console.
+/// A short comparison table for the console, with where each op's durations came from.
 std::string run_table(const nlohmann::json& summary);
 
 /// Nearest-rank percentile (p in [0, 100]) of `values` (sorted in place); 0 when empty.

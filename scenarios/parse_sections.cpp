@@ -213,6 +213,17 @@ sim::PredictorSpec parse_predictors(const Reader& r) {
   return p;
 }
 
+/// The ops a scenario's simulation asks its cost source for.
+std::vector<std::string> ops_needed(const sim::ScenarioSpec& spec) {
+  std::vector<std::string> ops{"prefill", "decode"};
+  if (spec.risk_kv && !spec.risk_kv->topology.empty()) ops.push_back("reconstruct");
+  if (spec.proxy_kv) {
+    ops.push_back("proxy_score");
+    ops.push_back("prune");
+  }
+  return ops;
+}
+
 void check_cost_table(const Reader& top, const sim::ScenarioSpec& spec) {
   // Everything `kvshift run` would refuse in the table is refused here, so validate agrees.
   const std::string& path = spec.cost_source.profile_path;
@@ -223,33 +234,111 @@ void check_cost_table(const Reader& top, const sim::ScenarioSpec& spec) {
       top.problem("cost_source", path + " was measured for model \"" + table.model + "\", not \"" +
                                      spec.model.name + "\"");
     }
-    auto has = [&](const char* op) {
-      return std::any_of(table.entries.begin(), table.entries.end(),
-                         [&](const auto& e) { return e.op == op; });
-    };
-    if (!has("prefill")) top.problem("cost_source", path + " has no \"prefill\" entries");
-    if (spec.risk_kv && !spec.risk_kv->topology.empty() && !has("reconstruct")) {
-      top.problem("cost_source", path + " has no \"reconstruct\" entries, and the scenario uses RISK-KV");
+    for (const std::string& op : ops_needed(spec)) {
+      if (!table_has(table, op)) {
+        top.problem("cost_source", path + " has no \"" + op + "\" entries, and the scenario needs them" +
+                                       (op == "decode" ? " (every serving step is one)"
+                                        : op == "reconstruct" ? " (it uses RISK-KV)"
+                                                              : " (it uses ProxyKV)"));
+      }
     }
-    (void)make_table_costs(table, nullptr);  // entry-level checks
+    if (spec.proxy_kv && table.proxy && *table.proxy != spec.proxy_kv->proxy_model.name) {
+      top.problem("cost_source", path + " timed proxy_score with the proxy \"" + *table.proxy +
+                                     "\", not the scenario's \"" +
+                                     spec.proxy_kv->proxy_model.name + "\"");
+    }
+    (void)make_table_costs(table, path);  // entry-level checks
   } catch (const InputError& e) {
     top.problem("cost_source", e.what());
   }
 }
 
+void check_live(const Reader& top, const sim::ScenarioSpec& spec) {
+  const sim::LiveSpec& l = spec.cost_source.live;
+  if (l.model.empty() || !top.node()["live"].is_object()) return;  // reported when parsed
+  const auto live = top.object("live", false);
+  const std::filesystem::path config = std::filesystem::path(l.model) / "config.json";
+  if (!std::filesystem::is_regular_file(config)) {
+    live->problem("model", l.model + " is not a model folder (no config.json)");
+    return;
+  }
+  try {
+    const cost_model::ModelSpec m = resolve_model(l.model);
+    const auto& s = spec.model;
+    for (const auto& [field, a, b] :
+         {std::tuple{"layers", m.layers, s.layers}, {"hidden", m.hidden, s.hidden},
+          {"q_heads", m.q_heads, s.q_heads}, {"kv_heads", m.kv_heads, s.kv_heads},
+          {"head_dim", m.head_dim, s.head_dim}, {"intermediate", m.intermediate, s.intermediate},
+          {"vocab", m.vocab, s.vocab}}) {
+      if (a != b) {
+        live->problem("model", l.model + " has " + field + " " + std::to_string(a) +
+                                      ", the scenario's model " + s.name + " " + std::to_string(b) +
+                                      ": the live costs must run the scenario's model");
+        break;
+      }
+    }
+  } catch (const InputError& e) {
+    live->problem("model", e.what());
+  }
+  if (spec.risk_kv && !spec.risk_kv->topology.empty() && l.predictors.empty()) {
+    live->problem("needs \"predictors\" (the predictors.safetensors calibrated for the "
+                        "topology): the scenario uses RISK-KV");
+  }
+  if (spec.proxy_kv && l.mapper.empty()) {
+    live->problem("needs \"mapper\" (a trained mapper.safetensors): the scenario uses ProxyKV");
+  }
+  for (const auto& [key, path] : {std::pair{"predictors", l.predictors}, {"mapper", l.mapper}}) {
+    if (!path.empty() && !std::filesystem::exists(path)) {
+      live->problem(key, path + " does not exist");
+    }
+  }
+  if (!l.proxy.empty() && !std::filesystem::is_directory(l.proxy)) {
+    live->problem("proxy", l.proxy + " is not a folder");
+  }
+}
+
+namespace {
+
+sim::LiveSpec parse_live(const Reader& r, LoadContext& ctx) {
+  r.allow_only(keys::kLive);
+  sim::LiveSpec l;
+  l.backend = enum_field<std::string>(r, "backend", {{"cpu", "cpu"}, {"cuda", "cuda"}}, false)
+                  .value_or("cpu");
+  if (auto m = r.string("model", true)) l.model = resolve_path(ctx, *m);
+  if (auto p = r.string("proxy", false)) l.proxy = resolve_path(ctx, *p);
+  l.proxy_layers = static_cast<int>(int_in(r, "proxy_layers", 1, 1 << 16, false).value_or(0));
+  if (!l.proxy.empty() && l.proxy_layers > 0) {
+    r.problem("proxy_layers", "give \"proxy\" or \"proxy_layers\", not both");
+  }
+  if (auto p = r.string("predictors", false)) l.predictors = resolve_path(ctx, *p);
+  if (auto p = r.string("mapper", false)) l.mapper = resolve_path(ctx, *p);
+  l.warmup = static_cast<int>(int_in(r, "warmup", 0, 100, false).value_or(1));
+  l.repeats = static_cast<int>(int_in(r, "repeats", 1, 1000, false).value_or(3));
+  return l;
+}
+
+}  // namespace
+
 sim::CostSourceSpec parse_cost_source(const Reader& top, LoadContext& ctx) {
   sim::CostSourceSpec c;
   auto s = top.string("cost_source", false);
-  if (!s) return c;
-  if (*s == "analytic") return c;
-  if (*s == "live") {
+  if (s && *s == "live") {
     c.kind = sim::CostSourceKind::kLive;
-  } else if (s->starts_with("profile:") && s->size() > 8) {
+  } else if (s && s->starts_with("profile:") && s->size() > 8) {
     c.kind = sim::CostSourceKind::kProfile;
     c.profile_path = resolve_path(ctx, s->substr(8));
-  } else {
+  } else if (s && *s != "analytic") {
     top.problem("cost_source",
                 "expected \"analytic\", \"profile:PATH\" or \"live\" (got \"" + *s + "\")");
+  }
+  const bool live = c.kind == sim::CostSourceKind::kLive;
+  if (live && !top.has("live")) {
+    top.problem("live", "required with cost_source \"live\": at least {\"model\": a folder with "
+                        "the weights} (see scenarios/README.md)");
+  } else if (!live && top.has("live")) {
+    top.problem("live", "applies only to cost_source \"live\"");
+  } else if (auto r = top.object("live", false)) {
+    c.live = parse_live(*r, ctx);
   }
   return c;
 }

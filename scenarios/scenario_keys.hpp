@@ -15,7 +15,8 @@ using List = std::initializer_list<std::string_view>;
 inline const List kTop = {"$schema",    "name",       "description", "model",    "gpu",
                               "cluster",    "workload",   "serving",     "protection", "events",
                               "policies",   "risk_kv",    "proxy_kv",    "predictors",
-                              "cost_source", "seed",      "duration",    "slo",      "outputs"};
+                              "cost_source", "live",      "seed",        "duration", "slo",
+                              "outputs"};
 inline const List kModel = {"base",     "name",     "layers",     "hidden",
                                 "q_heads",  "kv_heads", "head_dim",   "intermediate",
                                 "vocab",    "rope_theta", "attention_bias", "tied_embeddings",
@@ -52,6 +53,8 @@ inline const List kTopology = {"model", "group_width", "anchor_width", "omitted_
                                    "groups", "quality", "predictor_dtype", "gate", "eps"};
 inline const List kProxyKv = {"proxy_model", "placement", "retention", "delta_nll", "quality"};
 inline const List kPredictors = {"placement", "hbm_budget", "source", "batch_reconstruction"};
+inline const List kLive = {"backend", "model",  "proxy",  "proxy_layers",
+                           "predictors", "mapper", "warmup", "repeats"};
 inline const List kSlo = {"ttft", "tpot", "e2e"};
 inline const List kOutputs = {"dir", "files", "link_sample_interval"};
 
@@ -78,6 +81,7 @@ inline std::vector<Entry> all_entries() {
           {"/$defs/workload", kWorkload},
           {"/$defs/token_dist", kTokenDist},
           {"/$defs/serving", kServing},
+          {"/$defs/live", kLive},
           {"/$defs/protection", kProtection},
           {"/$defs/event", kEvent},
           {"/$defs/policies", kPolicies},

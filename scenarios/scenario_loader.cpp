@@ -38,6 +38,7 @@ void parse_all(const Reader& top, sim::ScenarioSpec& s, detail::LoadContext& ctx
   if (auto r = top.object("predictors", false)) s.predictors = parse_predictors(*r);
   s.cost_source = parse_cost_source(top, ctx);
   if (s.cost_source.kind == sim::CostSourceKind::kProfile && model_ok) check_cost_table(top, s);
+  if (s.cost_source.kind == sim::CostSourceKind::kLive && model_ok) check_live(top, s);
   s.seed = static_cast<std::uint64_t>(
       int_in(top, "seed", 0, std::numeric_limits<std::int64_t>::max(), false).value_or(1));
   if (auto d = duration_at_least0(top, "duration", true, true)) {

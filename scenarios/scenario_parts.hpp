@@ -92,6 +92,9 @@ sim::PredictorSpec parse_predictors(const Reader& r);
 sim::CostSourceSpec parse_cost_source(const Reader& top, LoadContext& ctx);
 /// A profile cost table must exist, parse, match the model and hold the ops the scenario needs.
 void check_cost_table(const Reader& top, const sim::ScenarioSpec& spec);
+/// The live section against the scenario: the folder runs its model, the methods it uses
+/// have their predictors and mapper.
+void check_live(const Reader& top, const sim::ScenarioSpec& spec);
 sim::SloSpec parse_slo(const Reader& r);
 sim::OutputSpec parse_outputs(const Reader& r);
 

@@ -233,9 +233,22 @@ struct PredictorSpec {
 
 enum class CostSourceKind { kAnalytic, kProfile, kLive };
 
+/// kLive: the backend and the real weights the live measurements run (paths resolved).
+struct LiveSpec {
+  std::string backend = "cpu";  ///< "cpu" | "cuda"
+  std::string model;            ///< the target's Hugging Face folder (with weights)
+  std::string proxy;            ///< the proxy's folder; empty: the mapper's proxy
+  int proxy_layers = 0;         ///< the target's first k layers as the proxy; 0: the mapper's
+  std::string predictors;       ///< predictors.safetensors (RISK-KV)
+  std::string mapper;           ///< mapper.safetensors (ProxyKV)
+  int warmup = 1;               ///< untimed runs per shape
+  int repeats = 3;              ///< timed runs per shape (the median is used)
+};
+
 struct CostSourceSpec {
   CostSourceKind kind = CostSourceKind::kAnalytic;
   std::string profile_path;  ///< kProfile: resolved path of the cost table
+  LiveSpec live;             ///< kLive
 };
 
 struct SloSpec {

@@ -116,7 +116,7 @@ nlohmann::json simulate_point(const sim::ScenarioSpec& spec, const CostFactory& 
   sim::RunOptions options;
   options.record_trace = false;
   const std::vector<sim::RunResult> runs = sim::run_scenario(spec, *compute, options);
-  return reports::run_summary(spec, runs);
+  return reports::run_summary(spec, runs, compute->sources());
 }
 
 }  // namespace kvshift::sweep

@@ -41,7 +41,7 @@ int check_all(const CheckOptions& o) {
     const sim::ScenarioSpec spec = scenarios::load_scenario_file(file.string());
     const auto compute = make_compute_costs(spec);
     const auto runs = sim::run_scenario(spec, *compute, {false, {}});
-    const auto summary = reports::run_summary(spec, runs);
+    const auto summary = reports::run_summary(spec, runs, compute->sources());
     const bool single = !runs.empty() && runs[0].requests.size() == 1;
     fs::path golden_path = file;
     golden_path.replace_extension(".golden");

@@ -1,18 +1,25 @@
-// requires: kvshift_backend kvshift_scenarios kvshift_reports
-// `kvshift profile`: times the real operations (prefill, RISK-KV
-// reconstruction, ProxyKV scoring, pruning) on the CPU or CUDA backend with
-// seeded random weights of the model's shape, and writes the cost table the
-// simulator's profiled cost provider reads (scenarios/cost_table.hpp).
+// requires: kvshift_backend kvshift_calibrate kvshift_scenarios kvshift_reports
+// `kvshift profile`: times the real operations (prefill, a decode step, RISK-KV
+// reconstruction, ProxyKV scoring, pruning, loading the predictors) on the CPU
+// or CUDA backend and writes the cost table the simulator's profiled cost
+// provider reads (scenarios/cost_table.hpp). With a model folder the ops run
+// its real weights, the calibrated predictors (--predictors) and the trained
+// mapper (--mapper); with a model name, seeded random weights of its shape,
+// and the table says so.
 #include <CLI/CLI.hpp>
 #include <Eigen/Core>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "apps/kvshift/command.hpp"
+#include "backend/calibrate/profile_inputs.hpp"
 #include "backend/profiler.hpp"
+#include "backend/proxy_mapper.hpp"
+#include "backend/weights.hpp"
 #include "cost_model/input_error.hpp"
 #include "reports/atomic_file.hpp"
 #include "scenarios/cost_table.hpp"
@@ -25,9 +32,13 @@ struct ProfileOptions {
   std::string backend = "cpu";
   std::string model;
   std::string proxy;
+  int proxy_layers = 0;
   std::string mapper;
+  std::string predictors;
   std::string tokens = "128,512,2048,8192";
   std::string sharing = "1,4,16";
+  std::string decode_batch = "1,4,16";
+  std::string decode_context = "256,1024,4096";
   std::string topology;
   double retention = 0.3;
   std::string predictor = "fp32";
@@ -85,20 +96,43 @@ std::unique_ptr<backend::Profiler> make_profiler(const std::string& name) {
   if (name != "cuda") throw InputError("--backend: must be cpu or cuda (got \"" + name + "\")");
   try {
     return backend::make_cuda_profiler();
-  } catch (const backend::NotCompiled& e) {
+  } catch (const std::exception& e) {  // not compiled, or no usable device
     throw InputError(std::string("--backend cuda: ") + e.what());
   }
 }
 
+bool has_weights(const std::string& model) {
+  namespace fs = std::filesystem;
+  return fs::is_directory(model) && (fs::exists(fs::path(model) / "model.safetensors") ||
+                                     fs::exists(fs::path(model) / "model.safetensors.index.json"));
+}
+
 backend::ProfileRequest make_request(const ProfileOptions& o) {
+  namespace fs = std::filesystem;
   backend::ProfileRequest req;
   req.model = scenarios::resolve_model(o.model);
-  if (!o.proxy.empty()) req.proxy = scenarios::resolve_model(o.proxy);
-  if (!o.mapper.empty() && o.proxy.empty()) {
+  const bool real = has_weights(o.model);
+  if (!real) {
+    for (const auto& [given, flag] : {std::pair{!o.predictors.empty(), "--predictors"},
+                                      {o.proxy_layers > 0, "--proxy-layers"}}) {
+      if (given) {
+        throw InputError(std::string(flag) + ": needs --model to be a folder with weights (got \"" +
+                         o.model + "\", a model without weights)");
+      }
+    }
+  }
+  if (!o.mapper.empty() && o.proxy.empty() && !real) {
     throw InputError("--mapper: needs --proxy (the model whose features the mapper reads)");
   }
-  req.mapper_path = o.mapper;
   std::string topo = o.topology;
+  if (topo.empty() && !o.predictors.empty()) {
+    const fs::path beside = fs::path(o.predictors).parent_path() / "topology.json";
+    if (!fs::exists(beside)) {
+      throw InputError("--topology: give the topology the predictors were calibrated for (no " +
+                       beside.string() + " beside --predictors)");
+    }
+    topo = beside.string();
+  }
   if (topo.empty()) {
     const int groups = (req.model.layers + 1) / 2;
     topo = !cost_model::paper_topology_groups(req.model.name).empty() ? "paper"
@@ -107,8 +141,53 @@ backend::ProfileRequest make_request(const ProfileOptions& o) {
   }
   req.topology = topo.ends_with(".json") ? scenarios::resolve_topology(topo, req.model)
                                          : cost_model::Topology::parse(topo, req.model);
+  if (real) {
+    backend::calibrate::ProfilePaths paths;
+    paths.model = o.model;
+    paths.proxy = has_weights(o.proxy) ? o.proxy : "";
+    paths.proxy_layers = o.proxy_layers;
+    paths.predictors = o.predictors;
+    paths.mapper = o.mapper;
+    req.inputs = backend::calibrate::load_profile_inputs(paths, req.topology);
+    // Real weights are never mixed with random ones: an op whose real inputs are missing is
+    // left out of the table (and said so).
+    if (!req.inputs.predictors && !req.topology.empty()) {
+      std::printf("reconstruct, predictor_load: not timed (give --predictors: the calibrated "
+                  "predictors.safetensors)\n");
+      req.topology = cost_model::Topology{};
+    }
+    if (!req.inputs.mapper && (req.inputs.proxy || !o.proxy.empty())) {
+      std::printf("proxy_score: not timed (give --mapper: a trained mapper.safetensors)\n");
+    }
+    if (req.inputs.proxy && req.inputs.mapper) req.proxy = req.inputs.proxy->spec;
+    if (!o.proxy.empty() && paths.proxy.empty() && req.inputs.mapper) {
+      // A config without weights names the proxy (as a scenario does); the weights are the
+      // mapper's proxy, which must have its shape.
+      const cost_model::ModelSpec named = scenarios::resolve_model(o.proxy);
+      if (!req.proxy) {
+        throw InputError("--proxy: " + o.proxy + " holds no weights; with a real --model give "
+                         "--mapper (its proxy has them), --proxy-layers, or a proxy folder");
+      }
+      if ( (req.proxy->layers != named.layers || req.proxy->hidden != named.hidden ||
+                        req.proxy->q_heads != named.q_heads)) {
+        throw InputError("--proxy: " + o.proxy + " has " + std::to_string(named.layers) +
+                         " layers; the proxy the mapper was trained with, " + req.proxy->name +
+                         ", has " + std::to_string(req.proxy->layers));
+      }
+      req.proxy = named;
+    }
+  } else {
+    if (!o.proxy.empty()) req.proxy = scenarios::resolve_model(o.proxy);
+    if (!o.mapper.empty()) {
+      req.inputs.mapper = std::make_shared<const backend::HybridAxialMapper>(
+          backend::load_mapper(o.mapper));
+      req.inputs.mapper_origin = {o.mapper, backend::calibrate::digest_path(o.mapper)};
+    }
+  }
   req.tokens = parse_list(o.tokens, "--tokens");
   req.sharing = parse_list(o.sharing, "--sharing");
+  req.decode_batches = parse_list(o.decode_batch, "--decode-batch");
+  req.decode_contexts = parse_list(o.decode_context, "--decode-context");
   if (!(o.retention > 0 && o.retention <= 1)) throw InputError("--retention: must be in (0, 1]");
   req.retention = o.retention;
   req.predictor_dtype = cost_model::parse_dtype(o.predictor, "--predictor");
@@ -118,6 +197,17 @@ backend::ProfileRequest make_request(const ProfileOptions& o) {
   req.repeats = o.repeats;
   req.seed = o.seed;
   return req;
+}
+
+/// The table's "inputs": what each op ran with.
+void record_inputs(const backend::ProfileInputs& in, scenarios::CostTable& table) {
+  table.weights = in.target ? "real" : "seeded random";
+  for (const auto& [key, origin] : {std::pair{"model", &in.target_origin},
+                                    {"proxy", &in.proxy_origin},
+                                    {"predictors", &in.predictors_origin},
+                                    {"mapper", &in.mapper_origin}}) {
+    if (origin->real()) table.inputs[key] = {origin->path, origin->digest};
+  }
 }
 
 int run_profile(const ProfileOptions& o) {
@@ -137,13 +227,20 @@ int run_profile(const ProfileOptions& o) {
       {"eigen", std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) +
                     "." + std::to_string(EIGEN_MINOR_VERSION)}};
   table.machine.date = utc_now();
-  std::printf("%-12s %8s %8s %12s %12s %12s\n", "op", "tokens", "sharing", "median ms", "p10 ms",
-              "p90 ms");
+  record_inputs(req.inputs, table);
+  table.notes = profiler->notes();
+  std::printf("weights: %s\n", table.weights.c_str());
+  std::printf("%-15s %8s %8s %6s %12s %12s %12s\n", "op", "tokens", "sharing", "batch",
+              "median ms", "p10 ms", "p90 ms");
   for (const auto& t : profiler->run(req)) {
-    table.entries.push_back({t.op, t.tokens, t.sharing, t.median_s, t.p10_s, t.p90_s, t.repeats});
-    std::printf("%-12s %8lld %8lld %12.3f %12.3f %12.3f\n", t.op.c_str(), (long long)t.tokens,
-                (long long)t.sharing, t.median_s * 1e3, t.p10_s * 1e3, t.p90_s * 1e3);
+    table.entries.push_back(
+        {t.op, t.tokens, t.sharing, t.batch, t.median_s, t.p10_s, t.p90_s, t.repeats});
+    std::printf("%-15s %8lld %8lld %6lld %12.3f %12.3f %12.3f\n", t.op.c_str(),
+                (long long)t.tokens, (long long)t.sharing, (long long)t.batch, t.median_s * 1e3,
+                t.p10_s * 1e3, t.p90_s * 1e3);
   }
+  for (const auto& [op, note] : table.notes) std::printf("%s on %s: %s\n", op.c_str(),
+                                                        table.backend.c_str(), note.c_str());
   // Round-trip through the strict reader so we never write a table we could not read.
   const scenarios::Json json = scenarios::cost_table_json(table);
   scenarios::parse_cost_table(json, "profile result");
@@ -156,14 +253,29 @@ int run_profile(const ProfileOptions& o) {
 Action setup(CLI::App& sub) {
   auto o = std::make_shared<ProfileOptions>();
   sub.add_option("--backend", o->backend, "cpu | cuda")->capture_default_str();
-  sub.add_option("--model", o->model, "Model: a known name, a config.json, or a folder with one")
+  sub.add_option("--model", o->model,
+                 "Model: a folder with weights (the real model is timed), or a known name or "
+                 "config.json (seeded random weights of its shape)")
       ->required();
-  sub.add_option("--proxy", o->proxy, "ProxyKV scorer model (enables proxy_score)");
+  sub.add_option("--proxy", o->proxy,
+                 "ProxyKV proxy: a folder with weights, or a name (enables proxy_score; default "
+                 "with a real --model and --mapper: the proxy the mapper was trained with)");
+  sub.add_option("--proxy-layers", o->proxy_layers,
+                 "The target's first k layers as the proxy (a real --model)");
   sub.add_option("--mapper", o->mapper,
                  "Trained ProxyKV mapper (mapper.safetensors) timed in proxy_score (default: "
                  "seeded random weights of the same shape)");
+  sub.add_option("--predictors", o->predictors,
+                 "Calibrated RISK-KV predictors (predictors.safetensors) timed in reconstruct "
+                 "and predictor_load (needs a real --model; --topology defaults to the "
+                 "topology.json beside them)");
   sub.add_option("--tokens", o->tokens, "Token counts, comma-separated")->capture_default_str();
   sub.add_option("--sharing", o->sharing, "Requests sharing a predictor, comma-separated")
+      ->capture_default_str();
+  sub.add_option("--decode-batch", o->decode_batch, "Decode-step batch sizes, comma-separated")
+      ->capture_default_str();
+  sub.add_option("--decode-context", o->decode_context,
+                 "Decode-step context tokens per request, comma-separated")
       ->capture_default_str();
   sub.add_option("--topology", o->topology,
                  "Reconstructed groups: paper | G2,G5 | G2-G5 | topology.json "
@@ -180,7 +292,7 @@ Action setup(CLI::App& sub) {
 }
 
 const RegisterCommand kRegister{
-    {"profile", "Measure prefill, reconstruction, proxy scoring and pruning; write a cost table",
+    {"profile", "Measure prefill, decode, reconstruction, proxy scoring and pruning; write a cost table",
      60, setup}};
 
 }  // namespace

@@ -54,30 +54,11 @@ backend::ModelWeights load_model(const std::string& folder, const std::string& f
 }
 
 /// The proxy a mapper was trained with, unless --proxy / --proxy-layers say otherwise.
-struct ProxyChoice {
-  std::string folder;  ///< a separate checkpoint, or "" for the target truncated
-  int truncated_layers = 0;
-};
-
-ProxyChoice proxy_for(const QualityCliOptions& o, const scenarios::Json& manifest,
-                      const std::string& mapper_path) {
+backend::MapperProxy proxy_for(const QualityCliOptions& o, const scenarios::Json& manifest,
+                               const std::string& mapper_path) {
   if (!o.proxy.empty()) return {o.proxy, 0};
   if (o.proxy_layers > 0) return {"", o.proxy_layers};
-  const auto* proxy = manifest.contains("dataset") && manifest["dataset"].contains("proxy")
-                          ? &manifest["dataset"]["proxy"]
-                          : nullptr;
-  if (!proxy) {
-    throw InputError(mapper_path +
-                     ": mapper.json names no dataset.proxy; give --proxy DIR or "
-                     "--proxy-layers k");
-  }
-  if (proxy->contains("truncated_layers") && (*proxy)["truncated_layers"].is_number_integer()) {
-    return {"", (*proxy)["truncated_layers"].get<int>()};
-  }
-  if (proxy->contains("folder") && (*proxy)["folder"].is_string()) {
-    return {(*proxy)["folder"].get<std::string>(), 0};
-  }
-  throw InputError(mapper_path + ": dataset.proxy has neither truncated_layers nor folder");
+  return backend::mapper_proxy(manifest, mapper_path);
 }
 
 /// Refuses requests inside the span of the same corpus the mapper was trained on.
@@ -182,17 +163,13 @@ int run_quality_cli(const QualityCliOptions& o) {
     if (p.kind == cal::PolicyKind::kProxyKv) {
       const scenarios::Json manifest = backend::read_mapper_manifest(p.file);
       check_held_out(manifest, p.file, o.corpus, corpus_tokens, q.span);
-      const std::string trained_for = manifest.contains("dataset") &&
-                                              manifest["dataset"].contains("target") &&
-                                              manifest["dataset"]["target"].is_object()
-                                          ? manifest["dataset"]["target"].value("name", "")
-                                          : "";
+      const std::string trained_for = backend::mapper_target(manifest);
       if (!trained_for.empty() && trained_for != spec.name) {
         throw InputError("--policy " + p.text + ": the mapper was trained for " + trained_for +
                          ", not for --model " + spec.name);
       }
       if (!proxy) {
-        const ProxyChoice c = proxy_for(o, manifest, p.file);
+        const backend::MapperProxy c = proxy_for(o, manifest, p.file);
         backend::ModelWeights pw =
             c.folder.empty() ? backend::truncate_layers(target.weights(), c.truncated_layers)
                              : load_model(c.folder, "--proxy");

@@ -79,10 +79,11 @@ int run(const RunCliOptions& o) {
   const std::vector<sim::RunResult> runs = sim::run_scenario(spec, *compute, options);
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-  const auto summary = reports::run_summary(spec, runs);
+  const std::vector<cost_model::OpSource> sources = compute->sources();
+  const auto summary = reports::run_summary(spec, runs, sources);
   std::vector<fs::path> written;
   try {
-    reports::write_run_outputs(tmp, spec, runs);
+    reports::write_run_outputs(tmp, spec, runs, sources);
     reports::write_html_report(tmp);  // a failure here (disk full) is a failed run: exit 1
     reports::publish_folder(tmp, out);
   } catch (...) {

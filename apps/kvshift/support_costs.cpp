@@ -1,32 +1,29 @@
 // Cost sources for the simulator (DESIGN.md, CostProvider):
 //   analytic  the roofline estimate of the scenario's GPU spec;
-//   profile   a cost table measured by `kvshift profile` (decode steps, which
-//             the profiler does not time, come from the roofline);
-//   live      the real kernels of this build's backend, run when the
-//             simulation first needs a shape. Token counts are bucketed to
-//             powers of two (measured on both sides, interpolated log-log) so a
-//             run measures a handful of shapes, each once.
+//   profile   a cost table measured by `kvshift profile` (the scenario loader
+//             has checked it has rows for every op the scenario uses);
+//   live      the real kernels with the real weights of the scenario's "live"
+//             section, on the backend it names (backend/live_costs.hpp).
 #include "apps/kvshift/support_costs.hpp"
-
-#include <cmath>
-#include <map>
-#include <mutex>
 
 #include "cost_model/input_error.hpp"
 #include "cost_model/table_costs.hpp"
 #include "scenarios/cost_table.hpp"
 #if KVSHIFT_WITH_BACKEND
-#include "backend/profiler.hpp"
+#include "backend/calibrate/profile_inputs.hpp"
+#include "backend/live_costs.hpp"
+#include "backend/weights.hpp"
 #endif
 
 namespace kvshift::app {
 namespace {
 
-/// A cost table answering prefill/reconstruct, with the roofline behind it.
+/// A cost table with the roofline behind it for what the table lacks (sources() says so).
 class ProfiledCosts final : public cost_model::ComputeCosts {
  public:
   ProfiledCosts(const sim::ScenarioSpec& spec, const scenarios::CostTable& table)
-      : roofline_(spec.gpu), table_(scenarios::make_table_costs(table, &roofline_)) {}
+      : roofline_(spec.gpu),
+        table_(scenarios::make_table_costs(table, spec.cost_source.profile_path, &roofline_)) {}
   Seconds prefill(const cost_model::ModelSpec& m, std::int64_t t) const override {
     return table_.prefill(m, t);
   }
@@ -37,6 +34,14 @@ class ProfiledCosts final : public cost_model::ComputeCosts {
                       std::int64_t tokens, std::int64_t n, cost_model::DType d) const override {
     return table_.reconstruct(m, t, tokens, n, d);
   }
+  Seconds proxy_score(const cost_model::ModelSpec& p, const cost_model::ModelSpec& m,
+                      std::int64_t t) const override {
+    return table_.proxy_score(p, m, t);
+  }
+  Seconds prune(const cost_model::ModelSpec& m, std::int64_t t, double rho) const override {
+    return table_.prune(m, t, rho);
+  }
+  std::vector<cost_model::OpSource> sources() const override { return table_.sources(); }
 
  private:
   cost_model::RooflineCosts roofline_;
@@ -44,61 +49,53 @@ class ProfiledCosts final : public cost_model::ComputeCosts {
 };
 
 #if KVSHIFT_WITH_BACKEND
-class LiveCosts final : public cost_model::ComputeCosts {
- public:
-  LiveCosts(const sim::ScenarioSpec& spec, std::unique_ptr<backend::Profiler> profiler)
-      : roofline_(spec.gpu), profiler_(std::move(profiler)) {
-    request_.model = spec.model;
-    if (spec.proxy_kv) request_.proxy = spec.proxy_kv->proxy_model;
-    if (spec.risk_kv) {
-      request_.topology = spec.risk_kv->topology;
-      request_.predictor_dtype = spec.risk_kv->predictor_dtype;
-    }
-    request_.warmup = 1;
-    request_.repeats = 3;
-    request_.seed = spec.seed;
+std::unique_ptr<backend::Profiler> live_profiler(const std::string& name) {
+  if (name == "cpu") return backend::make_cpu_profiler();
+  try {
+    return backend::make_cuda_profiler();
+  } catch (const std::exception& e) {  // not compiled, or no usable device: never a silent CPU run
+    throw InputError(std::string("/live/backend: \"cuda\" cannot run here: ") + e.what());
   }
-  Seconds prefill(const cost_model::ModelSpec&, std::int64_t t) const override {
-    return {bucketed("prefill", t, 1)};
-  }
-  Seconds decode_step(const cost_model::ModelSpec& m, std::int64_t b, std::int64_t c) const override {
-    return roofline_.decode_step(m, b, c);
-  }
-  Seconds reconstruct(const cost_model::ModelSpec&, const cost_model::Topology& t,
-                      std::int64_t tokens, std::int64_t n, cost_model::DType) const override {
-    if (t.empty()) return {0};
-    return {bucketed("reconstruct", tokens, n)};
-  }
+}
 
- private:
-  // Measures at the powers of two around `t` and interpolates log-log between them.
-  double bucketed(const std::string& op, std::int64_t t, std::int64_t n) const {
-    std::int64_t lo = 16;
-    while (lo * 2 <= t) lo *= 2;
-    const std::int64_t hi = lo * 2;
-    const double a = measured(op, lo, n), b = measured(op, hi, n);
-    if (t <= lo) return a * static_cast<double>(t) / static_cast<double>(lo);
-    return cost_model::interpolate_log_log({{double(lo), a}, {double(hi), b}}, double(t));
+std::unique_ptr<cost_model::ComputeCosts> live_costs(const sim::ScenarioSpec& spec) {
+  const sim::LiveSpec& l = spec.cost_source.live;
+  auto profiler = live_profiler(l.backend);
+  backend::ProfileRequest req;
+  req.model = spec.model;
+  if (spec.risk_kv) {
+    req.topology = spec.risk_kv->topology;
+    req.predictor_dtype = spec.risk_kv->predictor_dtype;
   }
-  double measured(const std::string& op, std::int64_t t, std::int64_t n) const {
-    const std::lock_guard lock(mutex_);  // sweeps may share one provider across threads
-    const auto key = std::tuple(op, t, n);
-    if (auto it = cache_.find(key); it != cache_.end()) return it->second;
-    backend::ProfileRequest req = request_;
-    req.tokens = {t};
-    req.sharing = {n};
-    for (const backend::OpTiming& row : profiler_->run(req)) {
-      cache_[std::tuple(row.op, row.tokens, row.sharing)] = row.median_s;
+  backend::calibrate::ProfilePaths paths;
+  paths.model = l.model;
+  paths.proxy = l.proxy;
+  paths.proxy_layers = l.proxy_layers;
+  paths.predictors = req.topology.empty() ? "" : l.predictors;
+  paths.mapper = spec.proxy_kv ? l.mapper : "";
+  paths.names = {"/live/model", "/live/proxy", "/live/proxy_layers", "/live/predictors",
+                 "/live/mapper"};
+  req.inputs = backend::calibrate::load_profile_inputs(paths, req.topology);
+  if (spec.proxy_kv) {
+    if (!req.inputs.proxy) {
+      throw InputError("/live: the scenario uses ProxyKV but names no proxy weights (give "
+                       "\"mapper\", whose mapper.json names its proxy, or \"proxy\")");
     }
-    return cache_.at(key);
+    req.proxy = spec.proxy_kv->proxy_model;
+    req.retention = spec.proxy_kv->retention;
+    const auto& real = req.inputs.proxy->spec;
+    if (real.layers != req.proxy->layers || real.hidden != req.proxy->hidden ||
+        real.q_heads != req.proxy->q_heads) {
+      throw InputError("/live/mapper: its proxy " + real.name + " (" + std::to_string(real.layers) +
+                       " layers) is not the scenario's proxy_kv.proxy_model " + req.proxy->name +
+                       " (" + std::to_string(req.proxy->layers) + " layers)");
+    }
   }
-
-  cost_model::RooflineCosts roofline_;
-  std::unique_ptr<backend::Profiler> profiler_;
-  backend::ProfileRequest request_;
-  mutable std::mutex mutex_;
-  mutable std::map<std::tuple<std::string, std::int64_t, std::int64_t>, double> cache_;
-};
+  req.warmup = l.warmup;
+  req.repeats = l.repeats;
+  req.seed = spec.seed;
+  return std::make_unique<backend::LiveCosts>(std::move(profiler), std::move(req));
+}
 #endif
 
 }  // namespace
@@ -117,15 +114,7 @@ std::unique_ptr<cost_model::ComputeCosts> make_compute_costs(const sim::Scenario
     }
     case sim::CostSourceKind::kLive:
 #if KVSHIFT_WITH_BACKEND
-    {
-      std::unique_ptr<backend::Profiler> profiler;
-      try {
-        profiler = backend::make_cuda_profiler();
-      } catch (const std::exception&) {
-        profiler = backend::make_cpu_profiler();  // no CUDA build or no device: the CPU reference
-      }
-      return std::make_unique<LiveCosts>(spec, std::move(profiler));
-    }
+      return live_costs(spec);
 #else
       throw InputError("/cost_source: \"live\" needs the execution backend, which this build leaves out");
 #endif

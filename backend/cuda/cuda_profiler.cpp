@@ -34,12 +34,6 @@ namespace kc = kernels::cuda;
 constexpr int kSinkTokens = 4;
 constexpr int kRecentWindow = 32;
 
-/// ProfileRequest::wants, restated: that one is defined in kvshift_backend, which this library
-/// must not need (bench/gpu_check.sh builds it without the CPU backend).
-bool wants(const ProfileRequest& req, const std::string& op) {
-  return req.ops.empty() || std::find(req.ops.begin(), req.ops.end(), op) != req.ops.end();
-}
-
 void check_positive(const std::vector<std::int64_t>& list, const char* name) {
   for (std::int64_t v : list) {
     if (v < 1)
@@ -142,6 +136,13 @@ class CudaProfiler final : public Profiler {
 
   std::string backend_name() const override { return "cuda"; }
 
+  std::map<std::string, std::string> notes() const override {
+    return {{"proxy_score", "the mapper is not ported to CUDA: the proxy's prefill and its "
+                            "attention features only"},
+            {"decode", "attention is not split over the key axis: an upper bound at small "
+                       "batches and long contexts"}};
+  }
+
   std::string device_description() const override {
     int device = 0, driver = 0, runtime = 0;
     cudaDeviceProp p{};
@@ -161,10 +162,10 @@ class CudaProfiler final : public Profiler {
   std::vector<OpTiming> run(const ProfileRequest& req) override {
     check_request(req);
     const bool decode =
-        wants(req, "decode") && !req.decode_batches.empty() && !req.decode_contexts.empty();
-    const bool prefill = wants(req, "prefill") && !req.tokens.empty();
-    const bool reconstruct = wants(req, "reconstruct") && !req.topology.empty();
-    const bool proxy_score = wants(req, "proxy_score") && req.proxy.has_value();
+        req.wants("decode") && !req.decode_batches.empty() && !req.decode_contexts.empty();
+    const bool prefill = req.wants("prefill") && !req.tokens.empty();
+    const bool reconstruct = req.wants("reconstruct") && !req.topology.empty();
+    const bool proxy_score = req.wants("proxy_score") && req.proxy.has_value();
     const std::int64_t max_t = std::max<std::int64_t>(1, largest(req.tokens));
     std::unique_ptr<gpu::GpuModel> target, proxy;
     if (prefill || decode) {
@@ -194,7 +195,7 @@ class CudaProfiler final : public Profiler {
         rows.push_back(gpu::time_on_stream("proxy_score", t, 1, req.warmup, req.repeats,
                                            proxy_ctx_.stream(), [&] { proxy->prefill(t, true); }));
       }
-      if (wants(req, "prune")) rows.push_back(time_prune(req, t));
+      if (req.wants("prune")) rows.push_back(time_prune(req, t));
     }
     if (decode) {
       for (const std::int64_t b : req.decode_batches) {
@@ -202,7 +203,7 @@ class CudaProfiler final : public Profiler {
           rows.push_back(time_decode(req, *target, b, c));
       }
     }
-    if (req.inputs.predictors && !req.topology.empty() && wants(req, "predictor_load"))
+    if (req.inputs.predictors && !req.topology.empty() && req.wants("predictor_load"))
       rows.push_back(gpu::time_predictor_load(req, ctx_.stream()));
     return rows;
   }

@@ -14,7 +14,8 @@ std::vector<RunResult> run_scenario(const ScenarioSpec& spec,
       spec.risk_kv ? spec.risk_kv->predictor_dtype : cost_model::DType::kF32;
   std::optional<cost_model::ModelSpec> proxy;
   if (spec.proxy_kv) proxy = spec.proxy_kv->proxy_model;
-  const ServingCosts costs(compute, spec.model, topology, predictor_dtype, proxy);
+  const ServingCosts costs(compute, spec.model, topology, predictor_dtype, proxy,
+                           spec.proxy_kv ? spec.proxy_kv->retention : 0.5);
 
   std::vector<RunResult> results;
   for (Strategy strategy : spec.policies.strategies) {

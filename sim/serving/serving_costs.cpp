@@ -7,12 +7,13 @@ namespace kvshift::sim {
 ServingCosts::ServingCosts(const cost_model::ComputeCosts& compute,
                            const cost_model::ModelSpec& model, const cost_model::Topology& topology,
                            cost_model::DType predictor_dtype,
-                           std::optional<cost_model::ModelSpec> proxy)
+                           std::optional<cost_model::ModelSpec> proxy, double retention)
     : compute_(&compute),
       model_(&model),
       topology_(&topology),
       predictor_dtype_(predictor_dtype),
-      proxy_(std::move(proxy)) {}
+      proxy_(std::move(proxy)),
+      retention_(retention) {}
 
 SimTime ServingCosts::prefill(std::int64_t tokens) const {
   return tokens <= 0 ? SimTime{} : from_seconds(compute_->prefill(*model_, tokens));
@@ -31,9 +32,8 @@ SimTime ServingCosts::reconstruct(std::int64_t tokens, std::int64_t requests) co
 
 SimTime ServingCosts::proxy_score(std::int64_t tokens) const {
   if (!proxy_ || tokens <= 0) return {};
-  // The mapper is a few small layers over the proxy's features: a tenth of the
-  // proxy prefill is a generous bound for the shapes ProxyKV uses.
-  return from_seconds(compute_->prefill(*proxy_, tokens).value * 1.1);
+  return from_seconds(compute_->proxy_score(*proxy_, *model_, tokens)) +
+         from_seconds(compute_->prune(*model_, tokens, retention_));
 }
 
 }  // namespace kvshift::sim

@@ -16,7 +16,7 @@ class ServingCosts {
  public:
   ServingCosts(const cost_model::ComputeCosts& compute, const cost_model::ModelSpec& model,
                const cost_model::Topology& topology, cost_model::DType predictor_dtype,
-               std::optional<cost_model::ModelSpec> proxy);
+               std::optional<cost_model::ModelSpec> proxy, double retention = 0.5);
 
   /// Prefill (and token replay) of `tokens` tokens of one request.
   SimTime prefill(std::int64_t tokens) const;
@@ -24,7 +24,8 @@ class ServingCosts {
   SimTime decode_step(std::int64_t batch, std::int64_t context_tokens) const;
   /// RISK-KV reconstruction of `requests` requests of about `tokens` tokens each, in one batch.
   SimTime reconstruct(std::int64_t tokens, std::int64_t requests) const;
-  /// ProxyKV scoring: the proxy's prefill of `tokens` tokens plus the mapper (on the proxy's GPU).
+  /// ProxyKV's preparation of a move: the proxy's prefill of `tokens` tokens and the mapper,
+  /// then the top-K and compaction of the kept KV at ρ = retention (on the scoring GPU).
   SimTime proxy_score(std::int64_t tokens) const;
 
   const cost_model::ModelSpec& model() const { return *model_; }
@@ -37,6 +38,7 @@ class ServingCosts {
   const cost_model::Topology* topology_;
   cost_model::DType predictor_dtype_;
   std::optional<cost_model::ModelSpec> proxy_;
+  double retention_;
 };
 
 }  // namespace kvshift::sim

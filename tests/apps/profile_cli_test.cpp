@@ -6,12 +6,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/testing/model_folder.hpp"
 #include "tests/testing/run_command.hpp"
 
 namespace kvshift::testing {
 namespace {
 
 using nlohmann::json;
+namespace fs = std::filesystem;
 
 std::string fixture(const char* name) {
   return std::string(KVSHIFT_SOURCE_DIR) + "/tests/fixtures/" + name;
@@ -20,9 +22,11 @@ std::string fixture(const char* name) {
 TEST(ProfileCli, WritesAValidCostTable) {
   const std::string out = std::string(KVSHIFT_BINARY_DIR) + "/profile-cli-test.json";
   std::filesystem::remove(out);
+  // Configs without weights: seeded random weights of their shapes, and the table says so.
   const auto r = run_kvshift("profile --backend cpu --model " + fixture("tiny_llama") +
-                             " --proxy " + fixture("tiny_qwen2") +
-                             " --tokens 8,24 --sharing 1,3 --repeats 3 --warmup 0 --out " + out);
+                             "/config.json --proxy " + fixture("tiny_qwen2") +
+                             "/config.json --tokens 8,24 --sharing 1,3 --decode-batch 1,2 "
+                             "--decode-context 16 --repeats 3 --warmup 0 --out " + out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(slurp(out));
   EXPECT_EQ(j["backend"], "cpu");
@@ -32,6 +36,7 @@ TEST(ProfileCli, WritesAValidCostTable) {
   EXPECT_FALSE(j["machine"]["cpu"].get<std::string>().empty());
   EXPECT_TRUE(j["machine"]["versions"].contains("eigen"));
   EXPECT_EQ(j["machine"]["date"].get<std::string>().size(), 20u);
+  EXPECT_EQ(j["inputs"]["weights"], "seeded random");
   std::map<std::string, int> per_op;
   for (const auto& e : j["entries"]) {
     per_op[e["op"]]++;
@@ -46,6 +51,8 @@ TEST(ProfileCli, WritesAValidCostTable) {
   EXPECT_EQ(per_op["prefill"], 2);
   EXPECT_EQ(per_op["proxy_score"], 2);
   EXPECT_EQ(per_op["prune"], 2);
+  EXPECT_EQ(per_op["decode"], 2);  // batches 1 and 2 at 16 tokens of context each
+  EXPECT_EQ(per_op.count("predictor_load"), 0u);  // no real predictors
   EXPECT_EQ(per_op.count("reconstruct"), 0u);  // two layers: no group can be omitted
 }
 
@@ -85,12 +92,58 @@ TEST(ProfileCli, BadInputExitsWithTwoAndNamesTheField) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+TEST(ProfileCli, ARealModelFolderTimesItsOwnWeightsAndTheTrainedMapper) {
+  // The parity mapper (6 proxy channels -> 5 targets) fits a 5-layer, 1-KV-head target whose
+  // first 3 layers of 2 heads are the proxy.
+  const fs::path dir = fs::path(KVSHIFT_BINARY_DIR) / "profile-cli-real";
+  fs::remove_all(dir);
+  write_llama_folder(dir / "model", {.hidden = 16, .layers = 5, .heads = 2, .kv_heads = 1});
+  const fs::path mapper = fs::path(KVSHIFT_SOURCE_DIR) / "tests/fixtures/mapper_parity";
+  const std::string out = (dir / "costs.json").string();
+  const auto r = run_kvshift("profile --model " + (dir / "model").string() + " --proxy-layers 3" +
+                             " --mapper " + (mapper / "mapper.safetensors").string() +
+                             " --topology none --tokens 16 --sharing 1 --decode-batch 1 "
+                             "--decode-context 16 --repeats 1 --warmup 0 --out " + out);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(slurp(out));
+  EXPECT_EQ(j["inputs"]["weights"], "real");
+  EXPECT_EQ(j["inputs"]["model"]["path"], (dir / "model").string());
+  EXPECT_TRUE(j["inputs"]["model"]["digest"].get<std::string>().starts_with("fnv1a64:"));
+  EXPECT_EQ(j["inputs"]["mapper"]["path"], (mapper / "mapper.safetensors").string());
+  EXPECT_NE(j["inputs"]["proxy"]["path"].get<std::string>().find("first 3 layers"),
+            std::string::npos);
+  std::map<std::string, int> per_op;
+  for (const auto& e : j["entries"]) per_op[e["op"]]++;
+  EXPECT_EQ(per_op["prefill"], 1);
+  EXPECT_EQ(per_op["proxy_score"], 1);
+  EXPECT_EQ(per_op["decode"], 1);
+  EXPECT_EQ(per_op.count("reconstruct"), 0u);
+  // A proxy that does not fit the mapper, named.
+  const auto bad = run_kvshift("profile --model " + (dir / "model").string() +
+                               " --proxy-layers 2 --mapper " +
+                               (mapper / "mapper.safetensors").string() +
+                               " --topology none --out " + out);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--mapper"), std::string::npos) << bad.err;
+  // Real weights are never mixed with random predictors: without --predictors the
+  // reconstruction is left out of the table, and the output says so.
+  write_llama_folder(dir / "eight", {.hidden = 16, .layers = 8, .heads = 2, .kv_heads = 1});
+  const auto no_predictors = run_kvshift("profile --model " + (dir / "eight").string() +
+                                         " --topology G2 --tokens 16 --decode-batch 1 "
+                                         "--decode-context 16 --repeats 1 --out " + out);
+  ASSERT_EQ(no_predictors.exit_code, 0) << no_predictors.err;
+  EXPECT_NE(no_predictors.out.find("reconstruct, predictor_load: not timed (give --predictors"),
+            std::string::npos) << no_predictors.out;
+  for (const auto& e : json::parse(slurp(out))["entries"]) EXPECT_NE(e["op"], "reconstruct");
+  fs::remove_all(dir);
+}
+
 TEST(ProfileCli, CudaBackendSaysWhyItCannotRunWhenNotCompiledOrNoDevice) {
   const std::string out = std::string(KVSHIFT_BINARY_DIR) + "/profile-cli-cuda.json";
   const auto r = run_kvshift("profile --backend cuda --model " + fixture("tiny_llama") +
                              " --tokens 8 --sharing 1 --repeats 1 --out " + out);
   if (r.exit_code == 0) GTEST_SKIP() << "a CUDA device is present";
-  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(r.exit_code, 2) << "an input error (the asked backend cannot run), never a crash";
   EXPECT_NE(r.err.find("kvshift: "), std::string::npos) << r.err;
   std::string lower = r.err;
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));

@@ -138,6 +138,35 @@ TEST(Forward, RunLayersResumesMidModelExactly) {
   EXPECT_THROW(model.run_layers(0, m.layers + 1, x, cache), std::invalid_argument);
 }
 
+TEST(Forward, ABatchedDecodeStepEqualsOneForwardPerRequest) {
+  // Qwen2 (q/k/v biases); three requests holding different histories, one pruned.
+  const Reference ref = load_reference("tiny_qwen2");
+  const Model model(load_hf_model(fixture("tiny_qwen2")));
+  const std::span<const std::int32_t> tokens(ref.tokens);
+  std::vector<KvCache> batched(3, model.new_cache()), single;
+  const std::size_t lengths[] = {3, tokens.size() - 2, 7};
+  for (std::size_t b = 0; b < 3; ++b) {
+    model.forward(tokens.first(lengths[b]), batched[b], {.logits = LogitsMode::kNone});
+  }
+  batched[2].evicted = 5;  // as if pruned: its next token sits at position 12, not 7
+  single = batched;
+  const std::vector<std::int32_t> next{tokens[3], tokens[1], tokens[7]};
+  std::vector<KvCache*> ptrs{&batched[0], &batched[1], &batched[2]};
+  const Matrix logits = model.decode_step(next, ptrs);
+  ASSERT_EQ(logits.rows(), 3);
+  for (std::size_t b = 0; b < 3; ++b) {
+    const ForwardResult one =
+        model.forward(std::span(&next[b], 1), single[b], {.logits = LogitsMode::kLast});
+    EXPECT_LT(relative_error(logits.row(static_cast<Eigen::Index>(b)), one.logits), 2e-6) << b;
+    for (int l = 0; l < model.spec().layers; ++l) {
+      ASSERT_EQ(batched[b].k[l].rows(), static_cast<Eigen::Index>(lengths[b] + 1));
+      EXPECT_LT(relative_error(batched[b].k[l], single[b].k[l]), 1e-6) << b << " " << l;
+      EXPECT_LT(relative_error(batched[b].v[l], single[b].v[l]), 1e-6) << b << " " << l;
+    }
+  }
+  EXPECT_THROW(model.decode_step(std::vector<std::int32_t>{1}, ptrs), std::invalid_argument);
+}
+
 TEST(Forward, APrunedCacheKeepsTheTruePositionsOfNewTokens) {
   const Reference ref = load_reference("tiny_llama");
   const Model model(load_hf_model(fixture("tiny_llama")));

@@ -52,14 +52,14 @@ TEST(CostTable, WriterAndReaderRoundTrip) {
 
 TEST(CostTable, ReportsEveryProblemWithItsPointer) {
   Json j = valid_table();
-  j["entries"][0]["op"] = "decode";
+  j["entries"][0]["op"] = "compile";
   j["entries"][1]["tokens"] = 0;
   j["entries"][2]["p10_s"] = 0.5;
   j["machine"]["versions"]["cuda"] = 13;
   j["backnd"] = "x";
   const std::string e = error_of(j);
-  EXPECT_NE(e.find("/entries/0/op: must be prefill, reconstruct, proxy_score or prune (got "
-                   "\"decode\")"),
+  EXPECT_NE(e.find("/entries/0/op: must be prefill, decode, reconstruct, proxy_score, prune or "
+                   "predictor_load (got \"compile\")"),
             std::string::npos)
       << e;
   EXPECT_NE(e.find("/entries/1/tokens: must be a positive integer (got 0)"), std::string::npos)
@@ -95,9 +95,28 @@ TEST(CostTable, NumbersOutsideDoubleRangeAreAnInputError) {
   EXPECT_THROW(parse_cost_table_text(text, "costs.json"), InputError);
 }
 
+TEST(CostTable, DecodeRowsCarryABatchAndInputsRoundTrip) {
+  Json j = valid_table();
+  j["entries"].push_back({{"op", "decode"}, {"tokens", 1024}, {"sharing", 1}, {"batch", 8},
+                          {"median_s", 0.01}, {"p10_s", 0.009}, {"p90_s", 0.012}, {"repeats", 5}});
+  j["inputs"] = {{"weights", "real"},
+                 {"model", {{"path", "models/m"}, {"digest", "fnv1a64:0123456789abcdef"}}}};
+  const CostTable t = parse_cost_table(j, "a");
+  EXPECT_EQ(t.entries.back().batch, 8);
+  EXPECT_EQ(t.weights, "real");
+  EXPECT_EQ(t.inputs.at("model").digest, "fnv1a64:0123456789abcdef");
+  EXPECT_EQ(cost_table_json(parse_cost_table(cost_table_json(t), "b")), cost_table_json(t));
+  j["entries"][0]["batch"] = 4;  // a prefill row with a batch
+  j["inputs"]["weights"] = "made up";
+  const std::string e = error_of(j);
+  EXPECT_NE(e.find("/entries/0/batch: applies to decode rows only"), std::string::npos) << e;
+  EXPECT_NE(e.find("/inputs/weights: must be \"real\" or \"seeded random\""), std::string::npos)
+      << e;
+}
+
 TEST(CostTable, FeedsTableCosts) {
   const CostTable t = parse_cost_table(valid_table(), "a");
-  const cost_model::TableCosts costs = make_table_costs(t);
+  const cost_model::TableCosts costs = make_table_costs(t, "a");
   EXPECT_NEAR(costs.prefill(cost_model::find_model("qwen2.5-0.5b"), 256).value, 0.02, 1e-12);
 }
 

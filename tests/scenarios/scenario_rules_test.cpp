@@ -337,7 +337,16 @@ TEST(ScenarioRules, CostSourceForms) {
   EXPECT_EQ(problems(j), V{"/cost_source: expected \"analytic\", \"profile:PATH\" or \"live\" (got "
                            "\"measured\")"});
   j["cost_source"] = "live";
-  EXPECT_EQ(testing::load(j).cost_source.kind, sim::CostSourceKind::kLive);
+  EXPECT_EQ(problems(j), V{"/live: required with cost_source \"live\": at least {\"model\": a "
+                           "folder with the weights} (see scenarios/README.md)"});
+  j["live"] = {{"model", "/no/such/folder"}, {"backend", "opencl"}, {"repeats", 0}};
+  EXPECT_EQ(problems(j),
+            (V{"/live/backend: expected one of \"cpu\", \"cuda\" (got \"opencl\")",
+               "/live/repeats: must be in [1, 1000] (got 0)",
+               "/live/model: /no/such/folder is not a model folder (no config.json)"}));
+  j["cost_source"] = "analytic";
+  j["live"] = {{"model", "/no/such/folder"}};
+  EXPECT_EQ(problems(j), V{"/live: applies only to cost_source \"live\""});
 }
 
 TEST(ScenarioRules, EveryProblemIsReportedAtOnce) {

@@ -24,7 +24,7 @@ TEST(HtmlReport, RunFolderGivesOneChartPerViewWithCompleteCdfs) {
   options.record_trace = false;
   const auto runs = sim::run_scenario(spec, *compute, options);
   const auto dir = sweep::testing::scratch("report-run");
-  write_run_outputs(dir, spec, runs);
+  write_run_outputs(dir, spec, runs, compute->sources());
   const json data = report_data(dir);
   ASSERT_TRUE(data.contains("run"));
   const json& charts = data["run"]["charts"];

@@ -17,6 +17,14 @@ class SimpleCosts final : public cost_model::ComputeCosts {
                       std::int64_t n, cost_model::DType) const override {
     return {2e-6 * static_cast<double>(t * n)};
   }
+  Seconds proxy_score(const cost_model::ModelSpec&, const cost_model::ModelSpec&,
+                      std::int64_t t) const override {
+    return {3e-7 * static_cast<double>(t)};
+  }
+  Seconds prune(const cost_model::ModelSpec&, std::int64_t t, double) const override {
+    return {1e-8 * static_cast<double>(t)};
+  }
+  std::vector<cost_model::OpSource> sources() const override { return {}; }
 };
 
 struct Recorder final : GpuListener {

@@ -91,8 +91,8 @@ TEST(ServingModel, SameScenarioAndSeedGiveByteIdenticalFiles) {
   const std::filesystem::path base = std::filesystem::path(KVSHIFT_BINARY_DIR) / "test-out";
   std::filesystem::remove_all(base / "det-a");
   std::filesystem::remove_all(base / "det-b");
-  reports::write_run_outputs(base / "det-a", spec, run_scenario(spec, compute));
-  reports::write_run_outputs(base / "det-b", spec, run_scenario(spec, compute));
+  reports::write_run_outputs(base / "det-a", spec, run_scenario(spec, compute), compute.sources());
+  reports::write_run_outputs(base / "det-b", spec, run_scenario(spec, compute), compute.sources());
   const auto a = read_dir(base / "det-a"), b = read_dir(base / "det-b");
   ASSERT_EQ(a.size(), 5u);
   EXPECT_TRUE(a == b);
