@@ -2,6 +2,10 @@
 // pointers and messages; and that pass two waits for a clean pass one.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
 #include "tests/scenarios/scenario_test_util.hpp"
 
 namespace kvshift::scenarios {
@@ -190,6 +194,37 @@ TEST(ScenarioCross, ProfileCostTableMustExist) {
   j["cost_source"] = "profile:tables/none.json";
   EXPECT_EQ(problems(j), V{"/cost_source: cost table \"" + std::string(KVSHIFT_SOURCE_DIR) +
                            "/scenarios/tables/none.json\" is not a readable file"});
+}
+
+TEST(ScenarioCross, ACostTableMustBeForTheModelAndHoldEveryOpTheScenarioUses) {
+  const std::string table = std::string(KVSHIFT_SOURCE_DIR) + "/results/costs/smollm2-135m-cpu.json";
+  json j = minimal_json();
+  j["cost_source"] = "profile:" + table;
+  EXPECT_EQ(problems(j), V{"/cost_source: " + table +
+                           " was measured for model \"smollm2-135m\", not \"qwen2.5-0.5b\""});
+  j["model"] = "smollm2-135m";
+  EXPECT_TRUE(problems(j).empty());
+  // The same table without its decode rows and proxy_score rows, with ProxyKV in use.
+  json t = json::parse(std::ifstream(table));
+  json kept = json::array();
+  for (const auto& e : t["entries"]) {
+    if (e["op"] != "decode" && e["op"] != "proxy_score") kept.push_back(e);
+  }
+  t["entries"] = kept;
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("kvshift-cross-table-" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << t.dump();
+  j["cost_source"] = "profile:" + path.string();
+  j["proxy_kv"] = {{"proxy_model", "models/smollm2-135m-first8/config.json"},
+                   {"retention", 0.5},
+                   {"delta_nll", 0.01}};
+  EXPECT_EQ(problems(j),
+            (V{"/cost_source: " + path.string() +
+                   " has no \"decode\" entries, and the scenario needs them (every serving step "
+                   "is one)",
+               "/cost_source: " + path.string() +
+                   " has no \"proxy_score\" entries, and the scenario needs them (it uses ProxyKV)"}));
+  std::filesystem::remove(path);
 }
 
 TEST(ScenarioCross, CrossChecksWaitForACleanFirstPass) {
