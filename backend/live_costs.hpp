@@ -46,6 +46,7 @@ class LiveCosts final : public cost_model::ComputeCosts {
   /// Every row measured so far (what `kvshift profile` would have written for these shapes).
   std::vector<OpTiming> measured_rows() const;
   const Profiler& profiler() const { return *profiler_; }
+  const ProfileRequest& request() const { return request_; }
 
  private:
   using Key = std::tuple<std::string, std::int64_t, std::int64_t>;  // op, tokens, second axis

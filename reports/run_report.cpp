@@ -427,16 +427,29 @@ std::string run_table(const json& summary) {
   }
   for (const std::string& f : flags) o << "  * " << f << "\n";
   if (summary.contains("cost_sources")) {
-    o << "GPU durations:\n";
-    for (const auto& [op, c] : summary["cost_sources"].items()) {
-      std::string extra;
-      if (c.contains("live_measurements")) {
-        extra = ", " + std::to_string(c["live_measurements"].get<long long>()) + " shapes measured";
+    // A source shared by every op is printed once; measurement counts and spreads per op.
+    const json& c = summary["cost_sources"];
+    std::string common = c.empty() ? "" : c.begin().value()["source"].get<std::string>();
+    bool extras = false;
+    for (const auto& [op, v] : c.items()) {
+      if (v["source"] != common) common.clear();
+      extras |= v.contains("spread") || v.contains("live_measurements");
+    }
+    if (!common.empty() && !extras) {
+      o << "GPU durations: " << common << ", every op\n";
+    } else {
+      o << "GPU durations" << (common.empty() ? ":" : " from " + common + ":") << "\n";
+      for (const auto& [op, v] : c.items()) {
+        std::string line = common.empty() ? v["source"].get<std::string>() : "";
+        auto add = [&](const std::string& part) { line += (line.empty() ? "" : ", ") + part; };
+        if (v.contains("live_measurements")) {
+          add(std::to_string(v["live_measurements"].get<long long>()) + " shapes measured");
+        }
+        if (v.contains("spread")) {
+          add(fmt("spread (p90-p10)/median up to %.1f%%", 100 * v["spread"].get<double>()));
+        }
+        o << "  " << op << (line.empty() ? "" : ": " + line) << "\n";
       }
-      if (c.contains("spread")) {
-        extra += fmt(", spread (p90-p10)/median up to %.1f%%", 100 * c["spread"].get<double>());
-      }
-      o << "  " << op << ": " << c["source"].get<std::string>() << extra << "\n";
     }
   }
   o << summary["answer"].get<std::string>() << "\n";

@@ -7,15 +7,13 @@
 // mapper (--mapper); with a model name, seeded random weights of its shape,
 // and the table says so.
 #include <CLI/CLI.hpp>
-#include <Eigen/Core>
-#include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "apps/kvshift/command.hpp"
+#include "apps/kvshift/support_cost_table.hpp"
 #include "backend/calibrate/profile_inputs.hpp"
 #include "backend/profiler.hpp"
 #include "backend/proxy_mapper.hpp"
@@ -68,27 +66,6 @@ std::vector<std::int64_t> parse_list(const std::string& text, const std::string&
   }
   if (out.empty()) throw InputError(field + ": must list at least one value");
   return out;
-}
-
-std::string cpu_name() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    const auto colon = line.find(':');
-    if (line.rfind("model name", 0) == 0 && colon != std::string::npos &&
-        colon + 2 <= line.size()) {
-      return line.substr(colon + 2);
-    }
-  }
-  return "unknown";
-}
-
-std::string utc_now() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 std::unique_ptr<backend::Profiler> make_profiler(const std::string& name) {
@@ -199,46 +176,20 @@ backend::ProfileRequest make_request(const ProfileOptions& o) {
   return req;
 }
 
-/// The table's "inputs": what each op ran with.
-void record_inputs(const backend::ProfileInputs& in, scenarios::CostTable& table) {
-  table.weights = in.target ? "real" : "seeded random";
-  for (const auto& [key, origin] : {std::pair{"model", &in.target_origin},
-                                    {"proxy", &in.proxy_origin},
-                                    {"predictors", &in.predictors_origin},
-                                    {"mapper", &in.mapper_origin}}) {
-    if (origin->real()) table.inputs[key] = {origin->path, origin->digest};
-  }
-}
-
 int run_profile(const ProfileOptions& o) {
   const backend::ProfileRequest req = make_request(o);
   auto profiler = make_profiler(o.backend);
-  scenarios::CostTable table;
-  table.backend = profiler->backend_name();
-  table.model = req.model.name;
-  table.topology = req.topology.describe();
-  if (req.proxy) table.proxy = req.proxy->name;
-  table.retention = req.retention;
-  table.machine.cpu = o.backend == "cpu" ? profiler->device_description() : cpu_name();
-  table.machine.gpu = o.backend == "cpu" ? "none" : profiler->device_description();
-  table.machine.versions = {
-      {"kvshift", "0.1.0"},
-      {"compiler", __VERSION__},
-      {"eigen", std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) +
-                    "." + std::to_string(EIGEN_MINOR_VERSION)}};
-  table.machine.date = utc_now();
-  record_inputs(req.inputs, table);
-  table.notes = profiler->notes();
-  std::printf("weights: %s\n", table.weights.c_str());
+  const bool real = static_cast<bool>(req.inputs.target);
+  std::printf("weights: %s\n", real ? "real" : "seeded random");
   std::printf("%-15s %8s %8s %6s %12s %12s %12s\n", "op", "tokens", "sharing", "batch",
               "median ms", "p10 ms", "p90 ms");
-  for (const auto& t : profiler->run(req)) {
-    table.entries.push_back(
-        {t.op, t.tokens, t.sharing, t.batch, t.median_s, t.p10_s, t.p90_s, t.repeats});
+  const std::vector<backend::OpTiming> rows = profiler->run(req);
+  for (const auto& t : rows) {
     std::printf("%-15s %8lld %8lld %6lld %12.3f %12.3f %12.3f\n", t.op.c_str(),
                 (long long)t.tokens, (long long)t.sharing, (long long)t.batch, t.median_s * 1e3,
                 t.p10_s * 1e3, t.p90_s * 1e3);
   }
+  const scenarios::CostTable table = measured_table(*profiler, req, rows);
   for (const auto& [op, note] : table.notes) std::printf("%s on %s: %s\n", op.c_str(),
                                                         table.backend.c_str(), note.c_str());
   // Round-trip through the strict reader so we never write a table we could not read.

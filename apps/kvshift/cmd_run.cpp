@@ -84,6 +84,9 @@ int run(const RunCliOptions& o) {
   std::vector<fs::path> written;
   try {
     reports::write_run_outputs(tmp, spec, runs, sources);
+    if (const auto table = live_cost_table(*compute)) {
+      reports::write_file_atomic(tmp / "live-costs.json", *table);
+    }
     reports::write_html_report(tmp);  // a failure here (disk full) is a failed run: exit 1
     reports::publish_folder(tmp, out);
   } catch (...) {

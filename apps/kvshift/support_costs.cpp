@@ -10,6 +10,7 @@
 #include "cost_model/table_costs.hpp"
 #include "scenarios/cost_table.hpp"
 #if KVSHIFT_WITH_BACKEND
+#include "apps/kvshift/support_cost_table.hpp"
 #include "backend/calibrate/profile_inputs.hpp"
 #include "backend/live_costs.hpp"
 #include "backend/weights.hpp"
@@ -99,6 +100,19 @@ std::unique_ptr<cost_model::ComputeCosts> live_costs(const sim::ScenarioSpec& sp
 #endif
 
 }  // namespace
+
+std::optional<std::string> live_cost_table(const cost_model::ComputeCosts& costs) {
+#if KVSHIFT_WITH_BACKEND
+  if (const auto* live = dynamic_cast<const backend::LiveCosts*>(&costs)) {
+    const scenarios::CostTable t =
+        measured_table(live->profiler(), live->request(), live->measured_rows());
+    if (!t.entries.empty()) return scenarios::cost_table_json(t).dump(2) + "\n";
+  }
+#else
+  (void)costs;
+#endif
+  return std::nullopt;
+}
 
 std::unique_ptr<cost_model::ComputeCosts> make_compute_costs(const sim::ScenarioSpec& spec) {
   switch (spec.cost_source.kind) {

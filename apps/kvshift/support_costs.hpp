@@ -3,6 +3,8 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "cost_model/compute_costs.hpp"
 #include "sim/spec.hpp"
@@ -11,5 +13,8 @@ namespace kvshift::app {
 
 /// The scenario's cost source; throws InputError when it cannot be provided.
 std::unique_ptr<cost_model::ComputeCosts> make_compute_costs(const sim::ScenarioSpec& spec);
+
+/// For a live source: the cost table of every shape it measured (live-costs.json), else nothing.
+std::optional<std::string> live_cost_table(const cost_model::ComputeCosts& costs);
 
 }  // namespace kvshift::app

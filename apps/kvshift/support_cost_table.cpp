@@ -1,0 +1,71 @@
+// Cost tables of measurements; see support_cost_table.hpp.
+#include "apps/kvshift/support_cost_table.hpp"
+
+#if KVSHIFT_WITH_BACKEND
+#include <Eigen/Core>
+#include <chrono>
+#include <ctime>
+#include <fstream>
+
+namespace kvshift::app {
+namespace {
+
+std::string cpu_name() {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    const auto colon = line.find(':');
+    if (line.rfind("model name", 0) == 0 && colon != std::string::npos &&
+        colon + 2 <= line.size()) {
+      return line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
+std::string utc_now() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+}  // namespace
+
+scenarios::CostTable measured_table(const backend::Profiler& profiler,
+                                    const backend::ProfileRequest& req,
+                                    const std::vector<backend::OpTiming>& rows) {
+  scenarios::CostTable table;
+  table.backend = profiler.backend_name();
+  table.model = req.model.name;
+  table.topology = req.topology.describe();
+  if (req.proxy) table.proxy = req.proxy->name;
+  table.retention = req.retention;
+  const bool cpu = table.backend == "cpu";
+  table.machine.cpu = cpu ? profiler.device_description() : cpu_name();
+  table.machine.gpu = cpu ? "none" : profiler.device_description();
+  table.machine.versions = {
+      {"kvshift", "0.1.0"},
+      {"compiler", __VERSION__},
+      {"eigen", std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) +
+                    "." + std::to_string(EIGEN_MINOR_VERSION)}};
+  table.machine.date = utc_now();
+  const backend::ProfileInputs& in = req.inputs;
+  table.weights = in.target ? "real" : "seeded random";
+  for (const auto& [key, origin] : {std::pair{"model", &in.target_origin},
+                                    {"proxy", &in.proxy_origin},
+                                    {"predictors", &in.predictors_origin},
+                                    {"mapper", &in.mapper_origin}}) {
+    if (origin->real()) table.inputs[key] = {origin->path, origin->digest};
+  }
+  table.notes = profiler.notes();
+  for (const auto& t : rows) {
+    table.entries.push_back(
+        {t.op, t.tokens, t.sharing, t.batch, t.median_s, t.p10_s, t.p90_s, t.repeats});
+  }
+  return table;
+}
+
+}  // namespace kvshift::app
+#endif
