@@ -86,6 +86,22 @@ TEST(LiveCostsCli, EveryOpRunsTheRealWeightsAndTheSummarySaysWhereEachTimeCameFr
   EXPECT_NE(c["proxy_score"]["source"].get<std::string>().find("mapper"), std::string::npos);
   EXPECT_EQ(c["reconstruct"].value("live_measurements", 0), 0);  // no RISK-KV here
   EXPECT_GT(summary["strategies"]["proxy_kv"]["gpu_time_s"]["proxy_scoring"].get<double>(), 0.0);
+  // Every shape measured, as a cost table: the same run again from it is deterministic.
+  const json table = json::parse(std::ifstream(out / "live-costs.json"));
+  EXPECT_EQ(table["inputs"]["weights"], "real");
+  EXPECT_EQ(table["inputs"]["mapper"]["path"],
+            (fs::path(KVSHIFT_SOURCE_DIR) / "tests/fixtures/mapper_parity/mapper.safetensors").string());
+  int measured = 0;
+  for (const char* op : {"prefill", "decode", "proxy_score", "prune"}) {
+    measured += c[op]["live_measurements"].get<int>();
+  }
+  EXPECT_EQ(table["entries"].size(), static_cast<std::size_t>(measured));
+  json replay = s.scenario;
+  replay.erase("live");
+  replay["cost_source"] = "profile:" + (out / "live-costs.json").string();
+  const auto again = run_kvshift("run " + s.write(replay) + " --quiet --no-trace --out " +
+                                 (s.dir / "replay").string());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
 }
 
 TEST(LiveCostsCli, MissingOrWrongInputsAndCudaWithoutAGpuAreInputErrors) {
