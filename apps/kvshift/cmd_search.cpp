@@ -64,7 +64,7 @@ int run(const SearchCliOptions& o) {
   csv += "\n";
   int n = 0;
   const sweep::SearchResult r =
-      sweep::capacity_search(plan, s, make_compute_costs, [&](const sweep::Probe& p) {
+      sweep::capacity_search(plan, s, shared_cost_factory(), [&](const sweep::Probe& p) {
         ++n;
         std::printf("  probe %2d: %-14s %-8s %s\n", n,
                     sweep::knob_value_display(s.knob, p.value).c_str(), p.met ? "met" : "not met",

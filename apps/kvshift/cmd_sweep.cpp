@@ -181,7 +181,7 @@ int run(const SweepCliOptions& o) {
   options.warn = [](const std::string& w) { std::cerr << "kvshift: warning: " << w << "\n"; };
   const bool quiet = o.quiet || sweep::rank_from_environment() != 0;
   options.progress = progress_printer(quiet);
-  const sweep::SweepOutcome r = sweep::run_sweep(plan, dir, make_compute_costs, options);
+  const sweep::SweepOutcome r = sweep::run_sweep(plan, dir, shared_cost_factory(), options);
   std::signal(SIGINT, SIG_DFL);
   if (!r.is_root) return r.interrupted ? 130 : 0;
   if (r.interrupted) {

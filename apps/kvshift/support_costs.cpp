@@ -6,6 +6,9 @@
 //             section, on the backend it names (backend/live_costs.hpp).
 #include "apps/kvshift/support_costs.hpp"
 
+#include <map>
+#include <mutex>
+
 #include "cost_model/input_error.hpp"
 #include "cost_model/table_costs.hpp"
 #include "scenarios/cost_table.hpp"
@@ -100,6 +103,66 @@ std::unique_ptr<cost_model::ComputeCosts> live_costs(const sim::ScenarioSpec& sp
 #endif
 
 }  // namespace
+
+namespace {
+
+/// A view of a cost source shared by several points.
+class SharedCosts final : public cost_model::ComputeCosts {
+ public:
+  explicit SharedCosts(std::shared_ptr<const cost_model::ComputeCosts> c) : c_(std::move(c)) {}
+  Seconds prefill(const cost_model::ModelSpec& m, std::int64_t t) const override {
+    return c_->prefill(m, t);
+  }
+  Seconds decode_step(const cost_model::ModelSpec& m, std::int64_t b, std::int64_t n) const override {
+    return c_->decode_step(m, b, n);
+  }
+  Seconds reconstruct(const cost_model::ModelSpec& m, const cost_model::Topology& t,
+                      std::int64_t tokens, std::int64_t n, cost_model::DType d) const override {
+    return c_->reconstruct(m, t, tokens, n, d);
+  }
+  Seconds proxy_score(const cost_model::ModelSpec& p, const cost_model::ModelSpec& m,
+                      std::int64_t t) const override {
+    return c_->proxy_score(p, m, t);
+  }
+  Seconds prune(const cost_model::ModelSpec& m, std::int64_t t, double rho) const override {
+    return c_->prune(m, t, rho);
+  }
+  std::vector<cost_model::OpSource> sources() const override { return c_->sources(); }
+
+ private:
+  std::shared_ptr<const cost_model::ComputeCosts> c_;
+};
+
+/// What a live source's measurements depend on.
+std::string live_key(const sim::ScenarioSpec& s) {
+  const sim::LiveSpec& l = s.cost_source.live;
+  std::string k = l.backend + "|" + l.model + "|" + l.proxy + "|" + std::to_string(l.proxy_layers) +
+                  "|" + l.predictors + "|" + l.mapper + "|" + std::to_string(l.warmup) + "|" +
+                  std::to_string(l.repeats) + "|" + s.model.name;
+  if (s.risk_kv) {
+    k += "|" + s.risk_kv->topology.describe() + "|" +
+         std::string(cost_model::dtype_name(s.risk_kv->predictor_dtype));
+  }
+  if (s.proxy_kv) k += "|" + s.proxy_kv->proxy_model.name + "|" + std::to_string(s.proxy_kv->retention);
+  return k;
+}
+
+}  // namespace
+
+sweep::CostFactory shared_cost_factory() {
+  struct Cache {
+    std::mutex mutex;
+    std::map<std::string, std::shared_ptr<const cost_model::ComputeCosts>> live;
+  };
+  auto cache = std::make_shared<Cache>();
+  return [cache](const sim::ScenarioSpec& spec) -> std::unique_ptr<cost_model::ComputeCosts> {
+    if (spec.cost_source.kind != sim::CostSourceKind::kLive) return make_compute_costs(spec);
+    const std::lock_guard lock(cache->mutex);  // the first point measures; the others wait
+    auto& slot = cache->live[live_key(spec)];
+    if (!slot) slot = make_compute_costs(spec);
+    return std::make_unique<SharedCosts>(slot);
+  };
+}
 
 std::optional<std::string> live_cost_table(const cost_model::ComputeCosts& costs) {
 #if KVSHIFT_WITH_BACKEND

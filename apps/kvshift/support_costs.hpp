@@ -8,11 +8,17 @@
 
 #include "cost_model/compute_costs.hpp"
 #include "sim/spec.hpp"
+#include "sweep/sweep_plan.hpp"
 
 namespace kvshift::app {
 
 /// The scenario's cost source; throws InputError when it cannot be provided.
 std::unique_ptr<cost_model::ComputeCosts> make_compute_costs(const sim::ScenarioSpec& spec);
+
+/// make_compute_costs for the points of a sweep or a search: points whose live sections, models,
+/// topologies and ProxyKV settings agree share one live source, so each shape is measured once
+/// per process (its sources() then count the shapes measured so far by every point).
+sweep::CostFactory shared_cost_factory();
 
 /// For a live source: the cost table of every shape it measured (live-costs.json), else nothing.
 std::optional<std::string> live_cost_table(const cost_model::ComputeCosts& costs);

@@ -104,6 +104,34 @@ TEST(LiveCostsCli, EveryOpRunsTheRealWeightsAndTheSummarySaysWhereEachTimeCameFr
   ASSERT_EQ(again.exit_code, 0) << again.err;
 }
 
+/// Shapes measured, over every op, by the run whose summary.json is at `path`.
+int measured_shapes(const fs::path& path) {
+  const json summary = json::parse(std::ifstream(path));
+  int n = 0;
+  for (const auto& [op, c] : summary["cost_sources"].items()) n += c.value("live_measurements", 0);
+  return n;
+}
+
+TEST(LiveCostsCli, TheMeasurementsOfASweepAreSharedByItsPoints) {
+  // Point 1's prompts are shorter than point 0's: alone it measures fewer shapes, but in the
+  // sweep it reuses point 0's live source, whose count it reports (nothing is measured twice).
+  const LiveScenario s;
+  const fs::path out = s.dir / "sweep";
+  const auto r = run_kvshift("sweep " + s.write(s.scenario) +
+                             " --set /workload/prompt_tokens/max=100,30 --jobs 1 --quiet --out " +
+                             out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const int first = measured_shapes(out / "points/0/summary.json");
+  EXPECT_GT(first, 0);
+  EXPECT_EQ(measured_shapes(out / "points/1/summary.json"), first);
+  json alone = s.scenario;
+  alone["workload"]["prompt_tokens"]["max"] = 30;
+  const auto single = run_kvshift("run " + s.write(alone) + " --quiet --no-trace --out " +
+                                  (s.dir / "alone").string());
+  ASSERT_EQ(single.exit_code, 0) << single.err;
+  EXPECT_LT(measured_shapes(s.dir / "alone/summary.json"), first);
+}
+
 TEST(LiveCostsCli, MissingOrWrongInputsAndCudaWithoutAGpuAreInputErrors) {
   const LiveScenario s;
   const fs::path out = s.dir / "bad";
