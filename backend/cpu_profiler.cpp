@@ -88,8 +88,8 @@ struct Weights {
 Weights weights_for(const ProfileRequest& req) {
   const ProfileInputs& in = req.inputs;
   Weights w;
-  w.target = std::make_shared<const Model>(in.target ? *in.target
-                                                     : random_weights(req.model, req.seed));
+  w.target =
+      std::make_shared<const Model>(in.target ? *in.target : random_weights(req.model, req.seed));
   for (std::size_t i = 0; i < req.topology.groups().size(); ++i) {
     const cost_model::GroupPlan& g = req.topology.groups()[i];
     w.predictors.push_back(in.predictors ? in.predictors->at(i)
@@ -174,7 +174,8 @@ class CpuProfiler final : public Profiler {
                                std::mt19937_64& rng, std::vector<OpTiming>& rows) {
     for (const std::int64_t N : req.sharing) {
       std::vector<KvCache> caches;
-      for (std::int64_t i = 0; i < N; ++i) caches.push_back(pattern_cache(req.model, w.anchor_layers, T, rng));
+      for (std::int64_t i = 0; i < N; ++i)
+        caches.push_back(pattern_cache(req.model, w.anchor_layers, T, rng));
       std::vector<KvCache*> ptrs;
       for (auto& c : caches) ptrs.push_back(&c);
       rows.push_back(time_op("reconstruct", T, N, req.warmup, req.repeats,
@@ -205,8 +206,8 @@ class CpuProfiler final : public Profiler {
     std::vector<KvCache*> ptrs;
     for (auto& c : caches) ptrs.push_back(&c);
     const auto tokens = random_tokens(B, req.model.vocab, rng);
-    OpTiming row = time_op("decode", C, 1, req.warmup, req.repeats,
-                           [&] { target.decode_step(tokens, ptrs); });
+    OpTiming row =
+        time_op("decode", C, 1, req.warmup, req.repeats, [&] { target.decode_step(tokens, ptrs); });
     row.batch = B;
     rows.push_back(row);
   }

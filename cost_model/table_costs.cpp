@@ -58,7 +58,8 @@ double TableCosts::interpolate(const std::string& op, std::int64_t tokens,
   if (tokens <= 0 || second <= 0) throw InputError("cost table: tokens and sharing must be > 0");
   std::map<std::int64_t, std::vector<std::pair<double, double>>> by_second;
   for (const auto& e : entries_) {
-    if (e.op == op) by_second[op == "decode" ? e.batch : e.sharing].push_back({double(e.tokens), e.median_s});
+    if (e.op == op)
+      by_second[op == "decode" ? e.batch : e.sharing].push_back({double(e.tokens), e.median_s});
   }
   if (by_second.empty()) throw InputError("cost table has no \"" + op + "\" entries");
   std::vector<std::pair<double, double>> along;
@@ -75,14 +76,15 @@ double TableCosts::interpolate(const std::string& op, std::int64_t tokens,
 
 void TableCosts::check_model(const ModelSpec& m) const {
   if (!same_name(m.name, info_.model)) {
-    throw InputError("cost table was measured for model \"" + info_.model + "\", not \"" +
-                     m.name + "\"");
+    throw InputError("cost table was measured for model \"" + info_.model + "\", not \"" + m.name +
+                     "\"");
   }
 }
 
 const ComputeCosts& TableCosts::fallback(const std::string& op) const {
   if (!fallback_) {
-    throw InputError("cost table has no \"" + op + "\" entries and no fallback cost model was given");
+    throw InputError("cost table has no \"" + op +
+                     "\" entries and no fallback cost model was given");
   }
   return *fallback_;
 }
@@ -97,7 +99,8 @@ Seconds TableCosts::decode_step(const ModelSpec& m, std::int64_t batch,
                                 std::int64_t context_tokens) const {
   check_model(m);
   if (!has("decode")) return fallback("decode").decode_step(m, batch, context_tokens);
-  const std::int64_t per_request = std::max<std::int64_t>(1, context_tokens / std::max<std::int64_t>(batch, 1));
+  const std::int64_t per_request =
+      std::max<std::int64_t>(1, context_tokens / std::max<std::int64_t>(batch, 1));
   return Seconds{interpolate("decode", per_request, std::max<std::int64_t>(batch, 1))};
 }
 
@@ -143,15 +146,15 @@ std::vector<OpSource> TableCosts::sources() const {
     }
     if (!rows.empty()) {
       auto note = info_.notes.find(op);
-      out.push_back({op,
-                     "table " + info_.origin + (note != info_.notes.end() ? "; " + note->second : ""),
-                     0, worst_spread(rows)});
+      out.push_back(
+          {op, "table " + info_.origin + (note != info_.notes.end() ? "; " + note->second : ""), 0,
+           worst_spread(rows)});
       continue;
     }
     auto it = std::find_if(behind.begin(), behind.end(), [&](const auto& s) { return s.op == op; });
     out.push_back({op,
-                   (it != behind.end() ? it->source : std::string("none")) +
-                       " (the table has no " + op + " rows)",
+                   (it != behind.end() ? it->source : std::string("none")) + " (the table has no " +
+                       op + " rows)",
                    it != behind.end() ? it->measurements : 0, it != behind.end() ? it->spread : 0});
   }
   return out;

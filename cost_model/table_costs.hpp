@@ -37,10 +37,10 @@ struct CostTableEntry {
 /// What a table was measured for, beside its rows.
 struct TableInfo {
   std::string model;
-  int measured_groups = 0;            ///< groups the measured reconstruction rebuilt
-  std::optional<std::string> proxy;   ///< the proxy proxy_score was measured with
-  std::optional<double> retention;    ///< ρ prune was measured at
-  std::string origin;                 ///< how sources() names the table ("costs.json (cpu: ...)")
+  int measured_groups = 0;           ///< groups the measured reconstruction rebuilt
+  std::optional<std::string> proxy;  ///< the proxy proxy_score was measured with
+  std::optional<double> retention;   ///< ρ prune was measured at
+  std::string origin;                ///< how sources() names the table ("costs.json (cpu: ...)")
   std::map<std::string, std::string> notes;  ///< per op: what its timing leaves out
 };
 

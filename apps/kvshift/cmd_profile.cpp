@@ -129,8 +129,9 @@ backend::ProfileRequest make_request(const ProfileOptions& o) {
     // Real weights are never mixed with random ones: an op whose real inputs are missing is
     // left out of the table (and said so).
     if (!req.inputs.predictors && !req.topology.empty()) {
-      std::printf("reconstruct, predictor_load: not timed (give --predictors: the calibrated "
-                  "predictors.safetensors)\n");
+      std::printf(
+          "reconstruct, predictor_load: not timed (give --predictors: the calibrated "
+          "predictors.safetensors)\n");
       req.topology = cost_model::Topology{};
     }
     if (!req.inputs.mapper && (req.inputs.proxy || !o.proxy.empty())) {
@@ -142,11 +143,12 @@ backend::ProfileRequest make_request(const ProfileOptions& o) {
       // mapper's proxy, which must have its shape.
       const cost_model::ModelSpec named = scenarios::resolve_model(o.proxy);
       if (!req.proxy) {
-        throw InputError("--proxy: " + o.proxy + " holds no weights; with a real --model give "
+        throw InputError("--proxy: " + o.proxy +
+                         " holds no weights; with a real --model give "
                          "--mapper (its proxy has them), --proxy-layers, or a proxy folder");
       }
-      if ( (req.proxy->layers != named.layers || req.proxy->hidden != named.hidden ||
-                        req.proxy->q_heads != named.q_heads)) {
+      if ((req.proxy->layers != named.layers || req.proxy->hidden != named.hidden ||
+           req.proxy->q_heads != named.q_heads)) {
         throw InputError("--proxy: " + o.proxy + " has " + std::to_string(named.layers) +
                          " layers; the proxy the mapper was trained with, " + req.proxy->name +
                          ", has " + std::to_string(req.proxy->layers));
@@ -156,8 +158,8 @@ backend::ProfileRequest make_request(const ProfileOptions& o) {
   } else {
     if (!o.proxy.empty()) req.proxy = scenarios::resolve_model(o.proxy);
     if (!o.mapper.empty()) {
-      req.inputs.mapper = std::make_shared<const backend::HybridAxialMapper>(
-          backend::load_mapper(o.mapper));
+      req.inputs.mapper =
+          std::make_shared<const backend::HybridAxialMapper>(backend::load_mapper(o.mapper));
       req.inputs.mapper_origin = {o.mapper, backend::calibrate::digest_path(o.mapper)};
     }
   }
@@ -181,17 +183,17 @@ int run_profile(const ProfileOptions& o) {
   auto profiler = make_profiler(o.backend);
   const bool real = static_cast<bool>(req.inputs.target);
   std::printf("weights: %s\n", real ? "real" : "seeded random");
-  std::printf("%-15s %8s %8s %6s %12s %12s %12s\n", "op", "tokens", "sharing", "batch",
-              "median ms", "p10 ms", "p90 ms");
+  std::printf("%-15s %8s %8s %6s %12s %12s %12s\n", "op", "tokens", "sharing", "batch", "median ms",
+              "p10 ms", "p90 ms");
   const std::vector<backend::OpTiming> rows = profiler->run(req);
   for (const auto& t : rows) {
-    std::printf("%-15s %8lld %8lld %6lld %12.3f %12.3f %12.3f\n", t.op.c_str(),
-                (long long)t.tokens, (long long)t.sharing, (long long)t.batch, t.median_s * 1e3,
-                t.p10_s * 1e3, t.p90_s * 1e3);
+    std::printf("%-15s %8lld %8lld %6lld %12.3f %12.3f %12.3f\n", t.op.c_str(), (long long)t.tokens,
+                (long long)t.sharing, (long long)t.batch, t.median_s * 1e3, t.p10_s * 1e3,
+                t.p90_s * 1e3);
   }
   const scenarios::CostTable table = measured_table(*profiler, req, rows);
-  for (const auto& [op, note] : table.notes) std::printf("%s on %s: %s\n", op.c_str(),
-                                                        table.backend.c_str(), note.c_str());
+  for (const auto& [op, note] : table.notes)
+    std::printf("%s on %s: %s\n", op.c_str(), table.backend.c_str(), note.c_str());
   // Round-trip through the strict reader so we never write a table we could not read.
   const scenarios::Json json = scenarios::cost_table_json(table);
   scenarios::parse_cost_table(json, "profile result");
@@ -243,8 +245,9 @@ Action setup(CLI::App& sub) {
 }
 
 const RegisterCommand kRegister{
-    {"profile", "Measure prefill, decode, reconstruction, proxy scoring and pruning; write a cost table",
-     60, setup}};
+    {"profile",
+     "Measure prefill, decode, reconstruction, proxy scoring and pruning; write a cost table", 60,
+     setup}};
 
 }  // namespace
 }  // namespace kvshift::app

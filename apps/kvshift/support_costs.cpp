@@ -31,7 +31,8 @@ class ProfiledCosts final : public cost_model::ComputeCosts {
   Seconds prefill(const cost_model::ModelSpec& m, std::int64_t t) const override {
     return table_.prefill(m, t);
   }
-  Seconds decode_step(const cost_model::ModelSpec& m, std::int64_t b, std::int64_t c) const override {
+  Seconds decode_step(const cost_model::ModelSpec& m, std::int64_t b,
+                      std::int64_t c) const override {
     return table_.decode_step(m, b, c);
   }
   Seconds reconstruct(const cost_model::ModelSpec& m, const cost_model::Topology& t,
@@ -82,8 +83,9 @@ std::unique_ptr<cost_model::ComputeCosts> live_costs(const sim::ScenarioSpec& sp
   req.inputs = backend::calibrate::load_profile_inputs(paths, req.topology);
   if (spec.proxy_kv) {
     if (!req.inputs.proxy) {
-      throw InputError("/live: the scenario uses ProxyKV but names no proxy weights (give "
-                       "\"mapper\", whose mapper.json names its proxy, or \"proxy\")");
+      throw InputError(
+          "/live: the scenario uses ProxyKV but names no proxy weights (give "
+          "\"mapper\", whose mapper.json names its proxy, or \"proxy\")");
     }
     req.proxy = spec.proxy_kv->proxy_model;
     req.retention = spec.proxy_kv->retention;
@@ -113,7 +115,8 @@ class SharedCosts final : public cost_model::ComputeCosts {
   Seconds prefill(const cost_model::ModelSpec& m, std::int64_t t) const override {
     return c_->prefill(m, t);
   }
-  Seconds decode_step(const cost_model::ModelSpec& m, std::int64_t b, std::int64_t n) const override {
+  Seconds decode_step(const cost_model::ModelSpec& m, std::int64_t b,
+                      std::int64_t n) const override {
     return c_->decode_step(m, b, n);
   }
   Seconds reconstruct(const cost_model::ModelSpec& m, const cost_model::Topology& t,
@@ -143,7 +146,8 @@ std::string live_key(const sim::ScenarioSpec& s) {
     k += "|" + s.risk_kv->topology.describe() + "|" +
          std::string(cost_model::dtype_name(s.risk_kv->predictor_dtype));
   }
-  if (s.proxy_kv) k += "|" + s.proxy_kv->proxy_model.name + "|" + std::to_string(s.proxy_kv->retention);
+  if (s.proxy_kv)
+    k += "|" + s.proxy_kv->proxy_model.name + "|" + std::to_string(s.proxy_kv->retention);
   return k;
 }
 
@@ -193,7 +197,8 @@ std::unique_ptr<cost_model::ComputeCosts> make_compute_costs(const sim::Scenario
 #if KVSHIFT_WITH_BACKEND
       return live_costs(spec);
 #else
-      throw InputError("/cost_source: \"live\" needs the execution backend, which this build leaves out");
+      throw InputError(
+          "/cost_source: \"live\" needs the execution backend, which this build leaves out");
 #endif
   }
   return nullptr;

@@ -144,11 +144,11 @@ ProfileInputs load_profile_inputs(const ProfilePaths& paths, const cost_model::T
     in.proxy = std::make_shared<const ModelWeights>(std::move(w));
     in.proxy_origin = {proxy.folder, digest_path(proxy.folder)};
   } else if (in.target && proxy.truncated_layers > 0) {
-    in.proxy = std::make_shared<const ModelWeights>(
-        truncate_layers(*in.target, proxy.truncated_layers));
-    in.proxy_origin = {paths.model + " (first " + std::to_string(proxy.truncated_layers) +
-                           " layers)",
-                       in.target_origin.digest};
+    in.proxy =
+        std::make_shared<const ModelWeights>(truncate_layers(*in.target, proxy.truncated_layers));
+    in.proxy_origin = {
+        paths.model + " (first " + std::to_string(proxy.truncated_layers) + " layers)",
+        in.target_origin.digest};
   }
   if (in.mapper && in.proxy) {
     const auto& p = in.proxy->spec;

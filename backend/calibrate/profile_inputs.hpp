@@ -19,11 +19,11 @@ namespace kvshift::backend::calibrate {
 /// Where the inputs are. Every path is optional; `what` names the option or JSON field in
 /// every message ("--model", "/live/model").
 struct ProfilePaths {
-  std::string model;        ///< Hugging Face folder with weights
-  std::string proxy;        ///< the proxy's own folder; empty: the mapper's (or none)
-  int proxy_layers = 0;     ///< the target's first k layers as the proxy; 0: the mapper's
-  std::string predictors;   ///< predictors.safetensors
-  std::string mapper;       ///< mapper.safetensors (its mapper.json beside it)
+  std::string model;       ///< Hugging Face folder with weights
+  std::string proxy;       ///< the proxy's own folder; empty: the mapper's (or none)
+  int proxy_layers = 0;    ///< the target's first k layers as the proxy; 0: the mapper's
+  std::string predictors;  ///< predictors.safetensors
+  std::string mapper;      ///< mapper.safetensors (its mapper.json beside it)
   struct Names {
     std::string model = "--model", proxy = "--proxy", proxy_layers = "--proxy-layers",
                 predictors = "--predictors", mapper = "--mapper";

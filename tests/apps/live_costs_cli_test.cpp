@@ -77,8 +77,9 @@ TEST(LiveCostsCli, EveryOpRunsTheRealWeightsAndTheSummarySaysWhereEachTimeCameFr
   for (const char* op : {"prefill", "decode", "proxy_score", "prune"}) {
     ASSERT_TRUE(c.contains(op)) << op;
     EXPECT_NE(c[op]["source"].get<std::string>().find("live (cpu: "), std::string::npos) << op;
-    EXPECT_NE(c[op]["source"].get<std::string>().find("real weights of " + (s.dir / "model").string()),
-              std::string::npos)
+    EXPECT_NE(
+        c[op]["source"].get<std::string>().find("real weights of " + (s.dir / "model").string()),
+        std::string::npos)
         << op;
     EXPECT_GT(c[op].value("live_measurements", 0), 0) << op << ": " << c[op].dump();
     EXPECT_GE(c[op]["spread"].get<double>(), 0.0) << op;
@@ -89,8 +90,9 @@ TEST(LiveCostsCli, EveryOpRunsTheRealWeightsAndTheSummarySaysWhereEachTimeCameFr
   // Every shape measured, as a cost table: the same run again from it is deterministic.
   const json table = json::parse(std::ifstream(out / "live-costs.json"));
   EXPECT_EQ(table["inputs"]["weights"], "real");
-  EXPECT_EQ(table["inputs"]["mapper"]["path"],
-            (fs::path(KVSHIFT_SOURCE_DIR) / "tests/fixtures/mapper_parity/mapper.safetensors").string());
+  EXPECT_EQ(
+      table["inputs"]["mapper"]["path"],
+      (fs::path(KVSHIFT_SOURCE_DIR) / "tests/fixtures/mapper_parity/mapper.safetensors").string());
   int measured = 0;
   for (const char* op : {"prefill", "decode", "proxy_score", "prune"}) {
     measured += c[op]["live_measurements"].get<int>();

@@ -32,9 +32,13 @@ struct Folder {
   explicit Folder(const std::string& tag, int hidden = 64) {
     dir = fs::temp_directory_path() / ("kvshift-live-" + tag + "-" + std::to_string(::getpid()));
     fs::remove_all(dir);
-    testing::write_llama_folder(dir / "model", {.hidden = hidden, .layers = 8, .heads = 4,
-                                                .kv_heads = 2, .head_dim = hidden / 4,
-                                                .intermediate = 2 * hidden, .vocab = 256});
+    testing::write_llama_folder(dir / "model", {.hidden = hidden,
+                                                .layers = 8,
+                                                .heads = 4,
+                                                .kv_heads = 2,
+                                                .head_dim = hidden / 4,
+                                                .intermediate = 2 * hidden,
+                                                .vocab = 256});
     spec = scenarios::resolve_model((dir / "model").string());
   }
   ~Folder() { fs::remove_all(dir); }
@@ -65,9 +69,8 @@ std::string message(const std::function<void()>& f) {
 TEST(ProfileInputs, LoadsTheCalibratedPredictorsOfTheTopologyInItsOrder) {
   const Folder f("order");
   const auto topology = cost_model::Topology::parse("G2,G3", f.spec);
-  const ProfileInputs in =
-      load_profile_inputs({.model = f.model(), .predictors = f.predictors("G3,G2", "p.st")},
-                          topology);
+  const ProfileInputs in = load_profile_inputs(
+      {.model = f.model(), .predictors = f.predictors("G3,G2", "p.st")}, topology);
   ASSERT_TRUE(in.target && in.predictors);
   ASSERT_EQ(in.predictors->size(), 2u);
   EXPECT_EQ(in.predictors->at(0).target_layers, topology.groups()[0].target_layers);
@@ -83,16 +86,16 @@ TEST(ProfileInputs, RefusesPredictorsOfAnotherTopologyOrModelByName) {
   const Folder f("wrong");
   const auto topology = cost_model::Topology::parse("G3", f.spec);
   const std::string other_groups = f.predictors("G2", "g2.st");
-  std::string m = message([&] {
-    load_profile_inputs({.model = f.model(), .predictors = other_groups}, topology);
-  });
+  std::string m = message(
+      [&] { load_profile_inputs({.model = f.model(), .predictors = other_groups}, topology); });
   EXPECT_NE(m.find("--predictors"), std::string::npos) << m;
   EXPECT_NE(m.find("no predictor for G3"), std::string::npos) << m;
   EXPECT_NE(m.find("it holds G2"), std::string::npos) << m;
   // Predictors calibrated on a model of another width.
   const Folder narrow("narrow", 32);
   const std::string narrow_file = narrow.predictors("G3", "n.st");
-  m = message([&] { load_profile_inputs({.model = f.model(), .predictors = narrow_file}, topology); });
+  m = message(
+      [&] { load_profile_inputs({.model = f.model(), .predictors = narrow_file}, topology); });
   EXPECT_NE(m.find("--predictors"), std::string::npos) << m;
   m = message([&] { load_profile_inputs({.predictors = other_groups}, topology); });
   EXPECT_NE(m.find("needs --model"), std::string::npos) << m;
@@ -101,9 +104,11 @@ TEST(ProfileInputs, RefusesPredictorsOfAnotherTopologyOrModelByName) {
 TEST(ProfileInputs, TakesTheMappersProxyAndRefusesAMapperForAnotherTarget) {
   // The committed parity mapper reads 6 proxy channels and writes 5 targets: a 5-layer target
   // with one KV head, whose first 3 layers of 2 heads are the proxy.
-  const fs::path dir = fs::temp_directory_path() / ("kvshift-live-map-" + std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("kvshift-live-map-" + std::to_string(::getpid()));
   fs::remove_all(dir);
-  testing::write_llama_folder(dir / "model", {.hidden = 16, .layers = 5, .heads = 2, .kv_heads = 1});
+  testing::write_llama_folder(dir / "model",
+                              {.hidden = 16, .layers = 5, .heads = 2, .kv_heads = 1});
   const std::string model = (dir / "model").string();
   const fs::path fixture = fs::path(KVSHIFT_SOURCE_DIR) / "tests/fixtures/mapper_parity";
   auto write_mapper = [&](const std::string& target) {
@@ -119,9 +124,8 @@ TEST(ProfileInputs, TakesTheMappersProxyAndRefusesAMapperForAnotherTarget) {
   ASSERT_TRUE(in.proxy && in.mapper);
   EXPECT_EQ(in.proxy->spec.layers, 3);
   EXPECT_NE(in.proxy_origin.path.find("first 3 layers"), std::string::npos);
-  const std::string m = message([&] {
-    load_profile_inputs({.model = model, .mapper = write_mapper("another-model")}, {});
-  });
+  const std::string m = message(
+      [&] { load_profile_inputs({.model = model, .mapper = write_mapper("another-model")}, {}); });
   EXPECT_NE(m.find("trained for another-model"), std::string::npos) << m;
   const std::string two = message([&] {
     load_profile_inputs({.model = model, .proxy_layers = 2, .mapper = write_mapper(name)}, {});
@@ -173,10 +177,16 @@ TEST(LiveCosts, PricesProxyScoringWithTheProxysOwnWeights) {
   auto with_proxy = [&](int layers) {
     ProfileInputs in = target_only;
     in.proxy = std::make_shared<const ModelWeights>(truncate_layers(*in.target, layers));
-    in.mapper = std::make_shared<const HybridAxialMapper>(HybridAxialMapper::random(
-        {.in_channels = layers * f.spec.q_heads, .targets = f.spec.layers * f.spec.kv_heads,
-         .width = 8, .layers = 1, .heads = 2, .ffn = 16, .kernel = 3, .window = 16},
-        3));
+    in.mapper = std::make_shared<const HybridAxialMapper>(
+        HybridAxialMapper::random({.in_channels = layers * f.spec.q_heads,
+                                   .targets = f.spec.layers * f.spec.kv_heads,
+                                   .width = 8,
+                                   .layers = 1,
+                                   .heads = 2,
+                                   .ffn = 16,
+                                   .kernel = 3,
+                                   .window = 16},
+                                  3));
     ProfileRequest req = request_for(f, in, 5);
     req.proxy = in.proxy->spec;
     return LiveCosts(make_cpu_profiler(), req);
