@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -54,6 +55,9 @@ struct ProfileInputs {
   /// The calibrated predictors, one per group of ProfileRequest::topology, in its order.
   std::shared_ptr<const std::vector<GroupPredictor>> predictors;
   std::shared_ptr<const HybridAxialMapper> mapper;
+  /// `mapper` on the host, for a backend that has not ported it (CUDA): the proxy's attention
+  /// mass [rows = proxy layers·q_heads, T] (row-major) to the mapper's scores. Set with it.
+  std::function<void(const float* mass, std::int64_t rows, std::int64_t tokens)> host_mapper;
   InputOrigin target_origin, proxy_origin, predictors_origin, mapper_origin;
 };
 

@@ -17,6 +17,7 @@
 #include "backend/calibrate/profile_inputs.hpp"
 #include "backend/profiler.hpp"
 #include "backend/proxy_mapper.hpp"
+#include "backend/proxy_scoring.hpp"
 #include "backend/weights.hpp"
 #include "cost_model/input_error.hpp"
 #include "reports/atomic_file.hpp"
@@ -161,6 +162,7 @@ backend::ProfileRequest make_request(const ProfileOptions& o) {
       req.inputs.mapper =
           std::make_shared<const backend::HybridAxialMapper>(backend::load_mapper(o.mapper));
       req.inputs.mapper_origin = {o.mapper, backend::calibrate::digest_path(o.mapper)};
+      req.inputs.host_mapper = backend::host_mapper(req.inputs.mapper);
     }
   }
   req.tokens = parse_list(o.tokens, "--tokens");

@@ -10,6 +10,7 @@
 #include "backend/calibrate/predictor_file.hpp"
 #include "backend/proxy_dataset.hpp"
 #include "backend/proxy_mapper.hpp"
+#include "backend/proxy_scoring.hpp"
 #include "backend/reconstruct.hpp"
 #include "backend/weights.hpp"
 #include "cost_model/input_error.hpp"
@@ -136,6 +137,7 @@ ProfileInputs load_profile_inputs(const ProfilePaths& paths, const cost_model::T
       proxy = mapper_proxy(manifest, paths.mapper);
     }
     in.mapper = std::make_shared<const HybridAxialMapper>(load_mapper(paths.mapper));
+    in.host_mapper = host_mapper(in.mapper);
     in.mapper_origin = {paths.mapper, digest_path(paths.mapper)};
   }
   if (in.target && !proxy.folder.empty()) {

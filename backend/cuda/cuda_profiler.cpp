@@ -5,14 +5,17 @@
 // predictors (the calibrated ones or seeded random; anchor gather -> cuBLAS GEMM
 // -> bias + RoPE + scatter, replayed from a CUDA Graph when launch-bound);
 // proxy scoring (the proxy's prefill plus attention-mass features, on the
-// proxy's own stream); pruning (top-K per KV head + compaction of every layer's
+// proxy's own stream, then the trained mapper on the host); pruning (top-K per KV head + compaction of every layer's
 // K and V); and predictor_load (the real predictors' host -> device copy). Only
 // the ops ProfileRequest::ops asks for run, and only their weights are built.
-// Left out: the HybridAxialMapper is not ported to CUDA, so proxy_score here
-// stops at the proxy's features (the CPU profiler's row also runs the mapper).
+// Left out: the HybridAxialMapper is not ported to CUDA. With a mapper,
+// proxy_score copies the features to the host and runs it there
+// (ProfileInputs::host_mapper), timed end to end by the wall clock; without one,
+// it stops at the features.
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <memory>
 
@@ -137,8 +140,8 @@ class CudaProfiler final : public Profiler {
   std::string backend_name() const override { return "cuda"; }
 
   std::map<std::string, std::string> notes() const override {
-    return {{"proxy_score", "the mapper is not ported to CUDA: the proxy's prefill and its "
-                            "attention features only"},
+    return {{"proxy_score", "the mapper is not ported to CUDA: it runs on the host CPU after the "
+                            "proxy's GPU prefill (without a mapper: the prefill and features only)"},
             {"decode", "attention is not split over the key axis: an upper bound at small "
                        "batches and long contexts"}};
   }
@@ -191,7 +194,9 @@ class CudaProfiler final : public Profiler {
                                              ctx_.stream(), [&] { setup->run->launch(); }));
         }
       }
-      if (proxy) {
+      if (proxy && req.inputs.host_mapper) {
+        rows.push_back(time_proxy_score_with_host_mapper(req, *proxy, t));
+      } else if (proxy) {
         rows.push_back(gpu::time_on_stream("proxy_score", t, 1, req.warmup, req.repeats,
                                            proxy_ctx_.stream(), [&] { proxy->prefill(t, true); }));
       }
@@ -209,6 +214,36 @@ class CudaProfiler final : public Profiler {
   }
 
  private:
+  /// The proxy's prefill and features on the GPU, their copy to the host, and the mapper there:
+  /// host work in the op, so the wall clock times it (the stream is drained before each run).
+  OpTiming time_proxy_score_with_host_mapper(const ProfileRequest& req, gpu::GpuModel& proxy,
+                                             std::int64_t t) {
+    const std::int64_t rows = static_cast<std::int64_t>(req.proxy->layers) * req.proxy->q_heads;
+    std::vector<float> mass(static_cast<std::size_t>(rows * t));
+    CUstream_st* s = proxy_ctx_.stream();
+    auto once = [&] {
+      proxy.prefill(t, true);
+      KVSHIFT_CUDA_CHECK(cudaMemcpyAsync(mass.data(), proxy.features(t).data,
+                                         mass.size() * sizeof(float), cudaMemcpyDeviceToHost, s));
+      KVSHIFT_CUDA_CHECK(cudaStreamSynchronize(s));
+      req.inputs.host_mapper(mass.data(), rows, t);
+    };
+    KVSHIFT_CUDA_CHECK(cudaStreamSynchronize(s));
+    for (int i = 0; i < req.warmup; ++i) once();
+    std::vector<double> seconds;
+    for (int i = 0; i < std::max(1, req.repeats); ++i) {
+      const auto t0 = std::chrono::steady_clock::now();
+      once();
+      seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    OpTiming row;
+    row.op = "proxy_score";
+    row.tokens = t;
+    gpu::summarise(seconds, row);
+    return row;
+  }
+
   /// Every timed step writes the same new slot, so each sees exactly c + 1 keys.
   OpTiming time_decode(const ProfileRequest& req, gpu::GpuModel& model, std::int64_t b,
                        std::int64_t c) {
