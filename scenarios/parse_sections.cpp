@@ -255,7 +255,9 @@ void check_cost_table(const Reader& top, const sim::ScenarioSpec& spec) {
 
 void check_live(const Reader& top, const sim::ScenarioSpec& spec) {
   const sim::LiveSpec& l = spec.cost_source.live;
-  if (l.model.empty() || !top.node()["live"].is_object()) return;  // reported when parsed
+  if (l.model.empty() || !top.node().contains("live") || !top.node()["live"].is_object()) {
+    return;  // reported when parsed
+  }
   const auto live = top.object("live", false);
   const std::filesystem::path config = std::filesystem::path(l.model) / "config.json";
   if (!std::filesystem::is_regular_file(config)) {
