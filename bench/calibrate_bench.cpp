@@ -1,15 +1,19 @@
 // The calibration's inner loop on a SmolLM2-135M-shaped model (random weights):
 // one quality probe re-run from a resume layer (512 history + 512 eval tokens),
-// split into its parts, next to Eigen's SGEMM of the same shape as the LM head.
+// split into its parts, next to Eigen's SGEMM of the same shape as the LM head and
+// the head with the NLL over it (whole, or in vocabulary blocks: head_nll); and four prefix passes (G4, +G11, +G8, +G6, random
+// predictors) run straight (each from its first rebuilt layer) or as a PassChain.
 // Counter GFLOP/s counts useful FLOPs. Run:
 //   build/bench/calibrate_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
+#include <map>
 #include <random>
 
 #include "backend/calibrate/probe.hpp"
 #include "backend/model.hpp"
 #include "cost_model/model_spec.hpp"
+#include "cost_model/topology.hpp"
 
 namespace kvshift::backend::calibrate {
 namespace {
@@ -85,9 +89,66 @@ void BM_HeadSgemm(benchmark::State& state) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
+void BM_HeadNll(benchmark::State& state) {
+  const bool blocked = state.range(0) == 1;
+  const auto& m = smollm2().spec();
+  const ModelWeights& w = smollm2().weights();
+  std::mt19937 rng(9);
+  const Matrix x = Matrix::Random(kEval, m.hidden);
+  std::vector<std::int32_t> targets(kEval);
+  for (auto& t : targets) t = static_cast<std::int32_t>(rng() % m.vocab);
+  for (auto _ : state) {
+    const Matrix h = rms_norm(x, w.final_norm, w.spec.rms_eps);
+    auto nll = blocked ? head_nll(h, w.output(), targets)
+                       : next_token_nll(h * w.output().transpose(), targets);
+    benchmark::DoNotOptimize(nll.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * kEval * m.hidden * m.vocab / 1e9,
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+
+/// The predictors of the prefixes of G4, G11, G8, G6 (one per distinct group and anchors).
+const std::vector<std::vector<const GroupPredictor*>>& prefixes() {
+  static std::map<std::pair<int, std::vector<int>>, GroupPredictor> fitted;
+  static const std::vector<std::vector<const GroupPredictor*>> out = [] {
+    const auto& m = smollm2().spec();
+    const std::vector<int> order = {4, 11, 8, 6};
+    std::vector<std::vector<const GroupPredictor*>> o;
+    for (std::size_t k = 1; k <= order.size(); ++k) {
+      std::vector<const GroupPredictor*> ps;
+      const std::vector<int> groups(order.begin(), order.begin() + static_cast<long>(k));
+      const auto topo = cost_model::Topology::from_groups(m.layers, groups);
+      for (const auto& plan : topo.groups()) {
+        const auto key = std::make_pair(plan.group, plan.anchor_layers);
+        if (!fitted.contains(key)) fitted.emplace(key, random_predictor(m, plan, plan.group));
+        ps.push_back(&fitted.at(key));
+      }
+      o.push_back(ps);
+    }
+    return o;
+  }();
+  return out;
+}
+
+void BM_Prefixes(benchmark::State& state) {
+  const bool chained = state.range(0) == 1;
+  const RequestProbe& p = probe();
+  std::vector<int> starts;
+  for (int l = 2; l < smollm2().spec().layers - 2; l += 2) starts.push_back(l);
+  for (auto _ : state) {
+    PassChain chain(p, starts);
+    for (const auto& ps : prefixes()) {
+      auto nll = chained ? chain.nll(ps) : rebuilt_nll(p, ps);
+      benchmark::DoNotOptimize(nll.data());
+    }
+  }
+}
+
 BENCHMARK(BM_ProbeEval)->ArgName("resume")->Arg(2)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_LayerStep)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_HeadSgemm)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_HeadNll)->ArgName("blocked")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Prefixes)->ArgName("chained")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace kvshift::backend::calibrate

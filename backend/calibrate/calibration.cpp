@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <utility>
 
 #include "backend/parallel.hpp"
@@ -108,17 +109,18 @@ Probes make_probes(Context& c, const std::vector<Window>& windows, const std::ve
   return probes;
 }
 
-/// ΔNLL of one request with the given predictors' target layers reconstructed.
-double delta_nll(const Model& model, const RequestProbe& probe,
+/// The predictors of a topology's groups, in PassChain's form.
+std::vector<const GroupPredictor*> predictors_of(const std::vector<const FittedGroup*>& topo) {
+  std::vector<const GroupPredictor*> p;
+  for (const FittedGroup* g : topo) p.push_back(&g->predictor);
+  return p;
+}
+
+/// ΔNLL of one request with the given predictors' target layers reconstructed, as the next
+/// pass of `chain` (the request's previous pass, or a fresh chain).
+double delta_nll(PassChain& chain, const RequestProbe& probe,
                  const std::vector<const FittedGroup*>& topo) {
-  KvCache cache = probe.exact_cache();
-  KvCache* ptr = &cache;
-  int first = model.spec().layers;
-  for (const FittedGroup* g : topo) {
-    reconstruct_group(g->predictor, std::span<KvCache* const>(&ptr, 1), model.spec());
-    first = std::min(first, g->predictor.target_layers.front());
-  }
-  return mean_of(probe.nll_with(std::move(cache), first)) - probe.exact_mean();
+  return mean_of(chain.nll(predictors_of(topo))) - probe.exact_mean();
 }
 
 /// Layers a probe may be resumed from: the first target layer of every candidate group.
@@ -142,7 +144,9 @@ double seconds_since(Clock::time_point t0) {
 /// (request, topology) pair of a call spread over the threads.
 class ProbeOracle final : public SelectionOracle {
  public:
-  ProbeOracle(Context& c, const Probes& pool) : c_(c), pool_(pool) {}
+  ProbeOracle(Context& c, const Probes& pool, const std::vector<int>& keep) : c_(c), pool_(pool) {
+    for (const auto& p : pool) chains_.emplace_back(*p, keep);
+  }
 
   std::vector<std::vector<double>> measure(const std::vector<std::vector<int>>& topologies,
                                            const std::vector<std::size_t>& requests) override {
@@ -153,9 +157,14 @@ class ProbeOracle final : public SelectionOracle {
     const auto t1 = Clock::now();
     std::vector<std::vector<double>> d(topos.size(), std::vector<double>(requests.size()));
     const std::size_t T = topos.size();
-    parallel_for(requests.size() * T, c_.o.threads, [&](std::size_t j) {
-      d[j % T][j / T] = delta_nll(c_.model, *pool_.at(requests[j / T]), topos[j % T]);
-      c_.progress.add();
+    // One task per request: its topologies run in order, each pass starting where its cache
+    // first differs from the request's previous pass (a prefix from the group it adds).
+    parallel_for(requests.size(), c_.o.threads, [&](std::size_t i) {
+      const std::size_t r = requests[i];
+      for (std::size_t t = 0; t < T; ++t) {
+        d[t][i] = delta_nll(chains_.at(r), *pool_.at(r), topos[t]);
+        c_.progress.add();
+      }
     });
     (calls++ == 0 ? singles_seconds : prefixes_seconds) += seconds_since(t1);
     return d;
@@ -174,11 +183,15 @@ class ProbeOracle final : public SelectionOracle {
     return b;
   }
 
+  /// Frees the requests' kept residuals (the pool is about to go).
+  void forget() { chains_.clear(); }
+
   double fit_seconds = 0.0, singles_seconds = 0.0, prefixes_seconds = 0.0;
 
  private:
   Context& c_;
   const Probes& pool_;
+  std::vector<PassChain> chains_;  // per request of the pool: its last pass
   int calls = 0;
 };
 
@@ -341,7 +354,7 @@ CalibrationResult run_calibration(const Model& model, std::span<const std::int32
   in.eps_max = eps_grid.back();
   in.resamples = options.resamples;
   in.seed = options.seed;
-  ProbeOracle oracle(c, pool);
+  ProbeOracle oracle(c, pool, resume_layers(c, candidates));
   SelectionOutcome sel = select_prefixes(oracle, in);
   res.stage_seconds.emplace_back("select: fits", oracle.fit_seconds);
   res.stage_seconds.emplace_back("select: singles", oracle.singles_seconds);
@@ -355,6 +368,7 @@ CalibrationResult run_calibration(const Model& model, std::span<const std::int32
   double exact = 0.0;
   for (std::size_t id : in.gate_requests) exact += pool[id]->exact_mean();
   res.exact_nll_select = exact / static_cast<double>(in.gate_requests.size());
+  oracle.forget();
   pool.clear();
 
   // The frontier: the requested row first, then every rule at every ε.
@@ -378,9 +392,18 @@ CalibrationResult run_calibration(const Model& model, std::span<const std::int32
       topos.push_back(ensure_fits(c, plans_for(c, res.prefixes[k].groups)));
     const std::size_t T = topos.size();
     std::vector<std::vector<double>> d(T, std::vector<double>(test.size()));
-    parallel_for(test.size() * T, options.threads, [&](std::size_t j) {
-      d[j % T][j / T] = delta_nll(model, *test[j / T], topos[j % T]);
-      progress.add();
+    // Per request, the distinct prefixes shortest first: each pass starts at the group it adds.
+    std::vector<std::size_t> by_length(T);
+    std::iota(by_length.begin(), by_length.end(), 0);
+    std::sort(by_length.begin(), by_length.end(),
+              [&](std::size_t a, std::size_t b) { return distinct[a] < distinct[b]; });
+    const std::vector<int> keep = resume_layers(c, candidates);
+    parallel_for(test.size(), options.threads, [&](std::size_t r) {
+      PassChain chain(*test[r], keep);
+      for (std::size_t t : by_length) {
+        d[t][r] = delta_nll(chain, *test[r], topos[t]);
+        progress.add();
+      }
     });
     const TestQuality none = test_quality(c, test, {}, std::vector<double>(test.size(), 0.0));
     for (GateChoice& gc : res.gates) {

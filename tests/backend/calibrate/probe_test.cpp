@@ -1,8 +1,11 @@
 // Probes are the backend's forward: the exact NLL equals Model::teacher_forced_nll,
 // resuming at a layer with the exact cache reproduces it, and resuming with a
-// reconstructed cache equals a full forward over that cache.
+// reconstructed cache equals a full forward over that cache, and a chain of passes
+// that starts each one where its cache first differs from the previous gives the
+// same NLL as passes from the first rebuilt layer.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <numeric>
 #include <random>
 
@@ -65,6 +68,69 @@ TEST(Probe, ResumingWithAReconstructedCacheEqualsAFullForward) {
                std::accumulate(probe.exact_nll().begin(), probe.exact_nll().end(), 0.0));
   EXPECT_GT(diff, 1e-3) << "a random predictor should change the NLL";
   EXPECT_THROW(probe.nll_with(rebuilt, 2), std::invalid_argument);  // layer 2 was not kept
+}
+
+TEST(Probe, BlockedHeadNllEqualsTheNllOverTheWholeLogits) {
+  // A vocabulary that is not a multiple of the block, rows not a multiple of any tile.
+  std::mt19937 rng(8);
+  std::normal_distribution<float> nd;
+  const Matrix h = Matrix::NullaryExpr(37, 24, [&] { return nd(rng); });
+  const Matrix w = Matrix::NullaryExpr(5000, 24, [&] { return nd(rng); });
+  std::vector<std::int32_t> targets(37);
+  for (auto& t : targets) t = static_cast<std::int32_t>(rng() % 5000);
+  targets[0] = 0, targets[1] = 4999, targets[2] = 2048;  // first, last, a block's first column
+  const Matrix logits = h * w.transpose();
+  const std::vector<double> whole = next_token_nll(logits, targets), blocked = head_nll(h, w, targets);
+  ASSERT_EQ(whole.size(), blocked.size());
+  double norm = 0.0;
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    norm += std::abs(whole[i]);
+    EXPECT_NEAR(blocked[i], whole[i], 1e-12 * std::max(1.0, std::abs(whole[i]))) << "row " << i;
+  }
+  EXPECT_GT(norm, 0.0);
+  EXPECT_THROW(head_nll(h, w, std::span(targets).first(36)), std::invalid_argument);
+}
+
+TEST(Probe, AChainOfPassesGivesTheSameNllAsPassesFromTheFirstRebuiltLayer) {
+  // 12 layers in 2-layer groups 1..6; every group start is a resume layer.
+  const cost_model::ModelSpec m = testing::tiny_spec("tiny12", {.layers = 12});
+  const Model model(random_weights(m, 5));
+  const auto t = tokens(60, 3);
+  const std::vector<int> starts = {2, 4, 6, 8};
+  const RequestProbe probe(model, std::span(t).first(40), std::span(t).last(20), starts);
+  // A prefix chain as the selection measures it, a repeat, other sets and exact. Adding G4
+  // between G3 and G5 changes both neighbours' anchors, so their predictors change too.
+  const std::vector<std::vector<int>> topologies = {{3}, {3, 5}, {3, 5, 4}, {3, 5, 4},
+                                                    {2, 3, 5}, {5}, {}, {4}};
+  std::map<std::pair<int, std::vector<int>>, GroupPredictor> fitted;
+  PassChain chain(probe, starts);
+  std::vector<int> chain_starts;
+  for (const auto& groups : topologies) {
+    std::vector<const GroupPredictor*> ps;
+    if (!groups.empty()) {
+      const auto topo = cost_model::Topology::from_groups(12, groups);
+      for (const auto& plan : topo.groups()) {
+        const auto key = std::make_pair(plan.group, plan.anchor_layers);
+        if (!fitted.contains(key)) fitted.emplace(key, random_predictor(m, plan, 11 + plan.group));
+        ps.push_back(&fitted.at(key));
+      }
+    }
+    const std::vector<double> chained = chain.nll(ps);
+    const std::vector<double> straight = rebuilt_nll(probe, ps);
+    ASSERT_EQ(chained.size(), straight.size());
+    const double exact = std::accumulate(probe.exact_nll().begin(), probe.exact_nll().end(), 0.0);
+    const double d_chained = std::accumulate(chained.begin(), chained.end(), 0.0) - exact;
+    const double d_straight = std::accumulate(straight.begin(), straight.end(), 0.0) - exact;
+    EXPECT_NEAR(d_chained, d_straight, 1e-6 * std::abs(d_straight)) << "groups " << groups.size();
+    for (std::size_t i = 0; i < chained.size(); ++i) {
+      EXPECT_EQ(chained[i], straight[i]) << "token " << i << ", topology " << chain_starts.size();
+    }
+    chain_starts.push_back(chain.last_start());
+  }
+  // {3,5} starts at G5 (layer 8); {3,5,4} at G3 (its anchors changed); the repeat runs
+  // nothing; {2,3,5} and {5} differ from their predecessors at layer 2, so each starts at its
+  // own first rebuilt layer; exact runs nothing and forgets; {4} starts at its own layer.
+  EXPECT_EQ(chain_starts, (std::vector<int>{4, 8, 4, 12, 2, 8, 12, 6}));
 }
 
 }  // namespace
