@@ -33,6 +33,10 @@ TEST(HtmlReport, RunFolderGivesOneChartPerViewWithCompleteCdfs) {
   EXPECT_EQ(charts[0]["data"]["datasets"].size(), runs.size());  // every strategy recovered
   // The tiny scenario has no migrations: the report says so in words instead of a blank chart.
   EXPECT_EQ(data["run"]["notes"], json({"No migrations in this run: no migration-latency CDF."}));
+  // Where each op's GPU durations came from travels with the summary into the page.
+  const json& costs = data["run"]["summary"]["cost_sources"];
+  ASSERT_EQ(costs.size(), 5u);
+  EXPECT_EQ(costs["decode"]["source"], "analytic (roofline of " + spec.gpu.name + ")");
   for (const json& set : charts[0]["data"]["datasets"]) {
     const json& pts = set["data"];
     ASSERT_FALSE(pts.empty());
@@ -45,6 +49,7 @@ TEST(HtmlReport, RunFolderGivesOneChartPerViewWithCompleteCdfs) {
   const std::string page = render_html_report(data, "/* chart.js */");
   EXPECT_NE(page.find("/* chart.js */"), std::string::npos);
   EXPECT_NE(page.find("id=\"kvshift-status\""), std::string::npos);
+  EXPECT_NE(page.find("Where the GPU durations came from"), std::string::npos);
 }
 
 TEST(HtmlReport, SweepTableGivesLinesPerStrategyAndAWinnerHeatMap) {
