@@ -66,14 +66,14 @@ FitData gather_fit_data(const Model& model,
 
 FittedGroup fit_group(const FitData& data, const ModelWeights& weights, int group,
                       const std::vector<int>& target_layers, const std::vector<int>& anchor_layers,
-                      const std::vector<double>& alphas) {
+                      const std::vector<double>& alphas, int threads) {
   if (target_layers.empty() || anchor_layers.empty()) {
     throw std::invalid_argument("fit_group: needs targets and anchors");
   }
   const Matrix x = concat_columns(data.features, anchor_layers);
   const Matrix y = concat_columns(data.labels, target_layers);
   const std::string what = describe(group, anchor_layers);
-  const RidgeFit fit = fit_ridge(x, y, data.train_rows, alphas, what);
+  const RidgeFit fit = fit_ridge(x, y, data.train_rows, alphas, what, threads);
   FittedGroup g;
   g.group = group;
   g.alpha = fit.alpha;

@@ -42,9 +42,10 @@ struct FittedGroup {
 };
 
 /// Fits, folds and checks one (group, anchors) pair. Throws InputError on a bad fit
-/// and std::runtime_error if folding changes the output beyond fp32 rounding.
+/// and std::runtime_error if folding changes the output beyond fp32 rounding. `threads`: the
+/// ridge fit's (fit_ridge).
 FittedGroup fit_group(const FitData& data, const ModelWeights& weights, int group,
                       const std::vector<int>& target_layers, const std::vector<int>& anchor_layers,
-                      const std::vector<double>& alphas);
+                      const std::vector<double>& alphas, int threads = 1);
 
 }  // namespace kvshift::backend::calibrate

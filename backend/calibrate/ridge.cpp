@@ -3,8 +3,10 @@
 
 #include <Eigen/Cholesky>
 #include <cmath>
+#include <exception>
 #include <limits>
 
+#include "backend/parallel.hpp"
 #include "cost_model/input_error.hpp"
 
 namespace kvshift::backend::calibrate {
@@ -68,6 +70,11 @@ RidgeFit finish(const Normal& n, const MatrixD& w, double alpha, double lambda) 
   return f;
 }
 
+RidgeFit fit_fixed(const Normal& n, double alpha, const std::string& what) {
+  const double lambda = alpha * n.scale;
+  return finish(n, solve(n, lambda, what), alpha, lambda);
+}
+
 }  // namespace
 
 std::vector<double> default_alpha_grid() { return {1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0}; }
@@ -76,53 +83,70 @@ RidgeFit fit_ridge_fixed(const Matrix& x, const Matrix& y, double alpha, const s
   if (x.rows() != y.rows() || x.rows() < 2) {
     throw std::invalid_argument("fit_ridge: X and Y need the same number (>= 2) of rows");
   }
-  const Normal n = normal_equations(x, y, what);
-  const double lambda = alpha * n.scale;
-  return finish(n, solve(n, lambda, what), alpha, lambda);
+  return fit_fixed(normal_equations(x, y, what), alpha, what);
 }
 
 RidgeFit fit_ridge(const Matrix& x, const Matrix& y, Eigen::Index train_rows,
-                   const std::vector<double>& alphas, const std::string& what) {
+                   const std::vector<double>& alphas, const std::string& what, int threads) {
   if (x.rows() != y.rows() || train_rows < 2 || train_rows >= x.rows() || alphas.empty()) {
     throw std::invalid_argument("fit_ridge: need 2 <= train_rows < rows and a non-empty grid");
   }
-  const Normal train = normal_equations(x.topRows(train_rows), y.topRows(train_rows), what);
+  // The train rows' normal equations pick α, all rows' refit with it: both formed at once.
+  // A failure of the second only counts where the refit needs it.
+  Normal train, all;
+  std::exception_ptr all_failed;
+  parallel_for(2, threads, [&](std::size_t i) {
+    if (i == 0) {
+      train = normal_equations(x.topRows(train_rows), y.topRows(train_rows), what);
+      return;
+    }
+    try {
+      all = normal_equations(x, y, what);
+    } catch (const InputError&) {
+      all_failed = std::current_exception();
+    }
+  });
   const Eigen::Index val_rows = x.rows() - train_rows;
   const Matrix xv = x.bottomRows(val_rows).rowwise() - train.mean_x;
   const Matrix yv = y.bottomRows(val_rows).rowwise() - train.mean_y;
   const Matrix yv_dev = y.bottomRows(val_rows).rowwise() - y.bottomRows(val_rows).colwise().mean();
   const double denom =
       std::max(static_cast<double>(yv_dev.squaredNorm()), std::numeric_limits<double>::min());
-  double best_alpha = alphas.front();
-  double best_err = std::numeric_limits<double>::infinity();
-  for (double alpha : alphas) {
+  // Each α's held-out error on its own (NaN: too small a λ for this system, skipped).
+  std::vector<double> errors(alphas.size(), std::numeric_limits<double>::quiet_NaN());
+  parallel_for(alphas.size(), threads, [&](std::size_t i) {
     Matrix w;
     try {
-      w = solve(train, alpha * train.scale, what).cast<float>();
+      w = solve(train, alphas[i] * train.scale, what).cast<float>();
     } catch (const InputError&) {
-      continue;  // too small a λ for this system; larger ones may still be fine
+      return;  // larger λs may still be fine
     }
-    const double err = static_cast<double>((yv - xv * w).squaredNorm()) / denom;
-    if (err < best_err) {
-      best_err = err;
-      best_alpha = alpha;
+    errors[i] = static_cast<double>((yv - xv * w).squaredNorm()) / denom;
+  });
+  double best_alpha = alphas.front();
+  double best_err = std::numeric_limits<double>::infinity();
+  for (std::size_t i = 0; i < alphas.size(); ++i) {
+    if (errors[i] < best_err) {
+      best_err = errors[i];
+      best_alpha = alphas[i];
     }
   }
   if (!std::isfinite(best_err)) {
     throw InputError(what + ": ridge fit is singular or not finite at every lambda of the grid");
   }
+  if (all_failed) std::rethrow_exception(all_failed);
   // Refit on all rows; should the chosen α fail there, the next larger one is used.
   for (double alpha : alphas) {
     if (alpha < best_alpha) continue;
     try {
-      RidgeFit f = fit_ridge_fixed(x, y, alpha, what);
+      RidgeFit f = fit_fixed(all, alpha, what);
       f.validation_rel_error = best_err;
       return f;
     } catch (const InputError&) {
       if (alpha == alphas.back()) throw;
     }
   }
-  RidgeFit f = fit_ridge_fixed(x, y, best_alpha, what);
+  RidgeFit f = fit_fixed(all, best_alpha, what);
   f.validation_rel_error = best_err;
   return f;
 }

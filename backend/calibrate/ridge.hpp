@@ -34,8 +34,9 @@ RidgeFit fit_ridge_fixed(const Matrix& x, const Matrix& y, double alpha, const s
 
 /// Picks α on held-out rows [train_rows, rows) after fitting on [0, train_rows), then refits
 /// on all rows. Needs 1 <= train_rows < rows. Throws InputError (naming `what`) on a
-/// non-finite or singular fit.
+/// non-finite or singular fit. `threads` form the two normal equations and try the grid's α
+/// side by side (the same arithmetic as one thread).
 RidgeFit fit_ridge(const Matrix& x, const Matrix& y, Eigen::Index train_rows,
-                   const std::vector<double>& alphas, const std::string& what);
+                   const std::vector<double>& alphas, const std::string& what, int threads = 1);
 
 }  // namespace kvshift::backend::calibrate

@@ -36,6 +36,21 @@ TEST(Ridge, RecoversAKnownAffineMap) {
   EXPECT_GT(f.lambda, 0.0);
 }
 
+TEST(Ridge, TwoThreadsGiveTheSameFitAsOne) {
+  std::mt19937_64 rng(11);
+  const Matrix x = random_matrix(700, 37, rng);
+  Matrix y = x * random_matrix(37, 13, rng);
+  y += random_matrix(700, 13, rng, 0.3);
+  const RidgeFit one = fit_ridge(x, y, 550, default_alpha_grid(), "one", 1);
+  const RidgeFit two = fit_ridge(x, y, 550, default_alpha_grid(), "two", 2);
+  EXPECT_EQ(one.alpha, two.alpha);
+  EXPECT_EQ(one.lambda, two.lambda);
+  EXPECT_EQ(one.validation_rel_error, two.validation_rel_error);
+  EXPECT_TRUE(one.weight == two.weight);
+  EXPECT_TRUE(one.bias == two.bias);
+  EXPECT_GT(one.weight.norm(), 0.0f);
+}
+
 TEST(Ridge, FixedLambdaShrinksTowardsTheMean) {
   std::mt19937_64 rng(3);
   const Matrix x = random_matrix(200, 4, rng);
