@@ -1,8 +1,9 @@
 // The calibration's inner loop on a SmolLM2-135M-shaped model (random weights):
 // one quality probe re-run from a resume layer (512 history + 512 eval tokens),
 // split into its parts, next to Eigen's SGEMM of the same shape as the LM head and
-// the head with the NLL over it (whole, or in vocabulary blocks: head_nll); and four prefix passes (G4, +G11, +G8, +G6, random
-// predictors) run straight (each from its first rebuilt layer) or as a PassChain.
+// the head with the NLL over it (whole, or in vocabulary blocks: head_nll); and four
+// prefix passes (G4, +G11, +G8, +G6, random predictors) run straight (each from its
+// first rebuilt layer) or as a PassChain.
 // Counter GFLOP/s counts useful FLOPs. Run:
 //   build/bench/calibrate_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
@@ -147,8 +148,16 @@ void BM_Prefixes(benchmark::State& state) {
 BENCHMARK(BM_ProbeEval)->ArgName("resume")->Arg(2)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_LayerStep)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_HeadSgemm)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_HeadNll)->ArgName("blocked")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_Prefixes)->ArgName("chained")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_HeadNll)->ArgName("blocked")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_Prefixes)->ArgName("chained")
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace kvshift::backend::calibrate

@@ -86,7 +86,8 @@ std::vector<const FittedGroup*> ensure_fits(Context& c, const std::vector<GroupP
   }
   std::vector<FittedGroup> fitted(missing.size());
   // Threads left over when fewer fits than threads are missing go inside the fits.
-  const int inner = std::max<int>(1, c.o.threads / static_cast<int>(std::max<std::size_t>(1, missing.size())));
+  const int pending = static_cast<int>(std::max<std::size_t>(1, missing.size()));
+  const int inner = std::max(1, c.o.threads / pending);
   parallel_for(missing.size(), c.o.threads, [&](std::size_t i) {
     fitted[i] = fit_group(c.fit_data, c.model.weights(), missing[i]->group,
                           missing[i]->target_layers, missing[i]->anchor_layers, c.o.alphas, inner);

@@ -118,7 +118,8 @@ std::vector<double> RequestProbe::nll_with(KvCache cache, int first_layer) const
 std::vector<double> RequestProbe::nll_from(Matrix x, KvCache cache, int first_layer,
                                            const std::vector<int>& keep, Residuals* kept) const {
   const int layers = model_->spec().layers;
-  if (first_layer < 0 || first_layer >= layers || x.rows() != static_cast<Eigen::Index>(input_.size())) {
+  if (first_layer < 0 || first_layer >= layers ||
+      x.rows() != static_cast<Eigen::Index>(input_.size())) {
     throw std::invalid_argument("RequestProbe::nll_from: bad resume layer or residual");
   }
   // Layer by layer is the same arithmetic as one run_layers call over the range.

@@ -80,7 +80,8 @@ TEST(Probe, BlockedHeadNllEqualsTheNllOverTheWholeLogits) {
   for (auto& t : targets) t = static_cast<std::int32_t>(rng() % 5000);
   targets[0] = 0, targets[1] = 4999, targets[2] = 2048;  // first, last, a block's first column
   const Matrix logits = h * w.transpose();
-  const std::vector<double> whole = next_token_nll(logits, targets), blocked = head_nll(h, w, targets);
+  const std::vector<double> whole = next_token_nll(logits, targets);
+  const std::vector<double> blocked = head_nll(h, w, targets);
   ASSERT_EQ(whole.size(), blocked.size());
   double norm = 0.0;
   for (std::size_t i = 0; i < whole.size(); ++i) {
