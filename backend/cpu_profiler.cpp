@@ -27,18 +27,6 @@
 namespace kvshift::backend {
 namespace {
 
-std::string cpu_model_name() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
-    }
-  }
-  return "unknown CPU";
-}
-
 std::vector<std::int32_t> random_tokens(std::int64_t n, int vocab, std::mt19937_64& rng) {
   std::uniform_int_distribution<std::int32_t> d(0, vocab - 1);
   std::vector<std::int32_t> t(n);
@@ -218,6 +206,18 @@ class CpuProfiler final : public Profiler {
 };
 
 }  // namespace
+
+std::string cpu_model_name() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(' ', colon + 1));
+    }
+  }
+  return "unknown CPU";
+}
 
 std::unique_ptr<Profiler> make_cpu_profiler() { return std::make_unique<CpuProfiler>(); }
 

@@ -103,6 +103,9 @@ class NotCompiled : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// The host CPU's model name (/proc/cpuinfo), or "unknown CPU".
+std::string cpu_model_name();
+
 /// Eigen reference backend; always available.
 std::unique_ptr<Profiler> make_cpu_profiler();
 /// CUDA backend; throws NotCompiled when built without CUDA, std::runtime_error without a device.

@@ -5,22 +5,9 @@
 #include <Eigen/Core>
 #include <chrono>
 #include <ctime>
-#include <fstream>
 
 namespace kvshift::app {
 namespace {
-
-std::string cpu_name() {
-  std::ifstream in("/proc/cpuinfo");
-  for (std::string line; std::getline(in, line);) {
-    const auto colon = line.find(':');
-    if (line.rfind("model name", 0) == 0 && colon != std::string::npos &&
-        colon + 2 <= line.size()) {
-      return line.substr(colon + 2);
-    }
-  }
-  return "unknown";
-}
 
 std::string utc_now() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
@@ -43,7 +30,7 @@ scenarios::CostTable measured_table(const backend::Profiler& profiler,
   if (req.proxy) table.proxy = req.proxy->name;
   table.retention = req.retention;
   const bool cpu = table.backend == "cpu";
-  table.machine.cpu = cpu ? profiler.device_description() : cpu_name();
+  table.machine.cpu = cpu ? profiler.device_description() : backend::cpu_model_name();
   table.machine.gpu = cpu ? "none" : profiler.device_description();
   table.machine.versions = {
       {"kvshift", "0.1.0"},

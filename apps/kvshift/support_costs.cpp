@@ -1,7 +1,8 @@
 // Cost sources for the simulator (DESIGN.md, CostProvider):
 //   analytic  the roofline estimate of the scenario's GPU spec;
-//   profile   a cost table measured by `kvshift profile` (the scenario loader
-//             has checked it has rows for every op the scenario uses);
+//   profile   a cost table measured by `kvshift profile`, the roofline behind
+//             it for what it lacks (the scenario loader has checked it has
+//             rows for every op the scenario uses);
 //   live      the real kernels with the real weights of the scenario's "live"
 //             section, on the backend it names (backend/live_costs.hpp).
 #include "apps/kvshift/support_costs.hpp"
@@ -22,35 +23,36 @@
 namespace kvshift::app {
 namespace {
 
-/// A cost table with the roofline behind it for what the table lacks (sources() says so).
-class ProfiledCosts final : public cost_model::ComputeCosts {
+/// A view of a cost source owned elsewhere: a live source shared by sweep points, or a table
+/// with the roofline behind it (`keep_alive`: what the source points into).
+class SharedCosts final : public cost_model::ComputeCosts {
  public:
-  ProfiledCosts(const sim::ScenarioSpec& spec, const scenarios::CostTable& table)
-      : roofline_(spec.gpu),
-        table_(scenarios::make_table_costs(table, spec.cost_source.profile_path, &roofline_)) {}
+  explicit SharedCosts(std::shared_ptr<const cost_model::ComputeCosts> c,
+                       std::shared_ptr<const void> keep_alive = {})
+      : c_(std::move(c)), keep_alive_(std::move(keep_alive)) {}
   Seconds prefill(const cost_model::ModelSpec& m, std::int64_t t) const override {
-    return table_.prefill(m, t);
+    return c_->prefill(m, t);
   }
   Seconds decode_step(const cost_model::ModelSpec& m, std::int64_t b,
-                      std::int64_t c) const override {
-    return table_.decode_step(m, b, c);
+                      std::int64_t n) const override {
+    return c_->decode_step(m, b, n);
   }
   Seconds reconstruct(const cost_model::ModelSpec& m, const cost_model::Topology& t,
                       std::int64_t tokens, std::int64_t n, cost_model::DType d) const override {
-    return table_.reconstruct(m, t, tokens, n, d);
+    return c_->reconstruct(m, t, tokens, n, d);
   }
   Seconds proxy_score(const cost_model::ModelSpec& p, const cost_model::ModelSpec& m,
                       std::int64_t t) const override {
-    return table_.proxy_score(p, m, t);
+    return c_->proxy_score(p, m, t);
   }
   Seconds prune(const cost_model::ModelSpec& m, std::int64_t t, double rho) const override {
-    return table_.prune(m, t, rho);
+    return c_->prune(m, t, rho);
   }
-  std::vector<cost_model::OpSource> sources() const override { return table_.sources(); }
+  std::vector<cost_model::OpSource> sources() const override { return c_->sources(); }
 
  private:
-  cost_model::RooflineCosts roofline_;
-  cost_model::TableCosts table_;
+  std::shared_ptr<const cost_model::ComputeCosts> c_;
+  std::shared_ptr<const void> keep_alive_;
 };
 
 #if KVSHIFT_WITH_BACKEND
@@ -108,34 +110,6 @@ std::unique_ptr<cost_model::ComputeCosts> live_costs(const sim::ScenarioSpec& sp
 
 namespace {
 
-/// A view of a cost source shared by several points.
-class SharedCosts final : public cost_model::ComputeCosts {
- public:
-  explicit SharedCosts(std::shared_ptr<const cost_model::ComputeCosts> c) : c_(std::move(c)) {}
-  Seconds prefill(const cost_model::ModelSpec& m, std::int64_t t) const override {
-    return c_->prefill(m, t);
-  }
-  Seconds decode_step(const cost_model::ModelSpec& m, std::int64_t b,
-                      std::int64_t n) const override {
-    return c_->decode_step(m, b, n);
-  }
-  Seconds reconstruct(const cost_model::ModelSpec& m, const cost_model::Topology& t,
-                      std::int64_t tokens, std::int64_t n, cost_model::DType d) const override {
-    return c_->reconstruct(m, t, tokens, n, d);
-  }
-  Seconds proxy_score(const cost_model::ModelSpec& p, const cost_model::ModelSpec& m,
-                      std::int64_t t) const override {
-    return c_->proxy_score(p, m, t);
-  }
-  Seconds prune(const cost_model::ModelSpec& m, std::int64_t t, double rho) const override {
-    return c_->prune(m, t, rho);
-  }
-  std::vector<cost_model::OpSource> sources() const override { return c_->sources(); }
-
- private:
-  std::shared_ptr<const cost_model::ComputeCosts> c_;
-};
-
 /// What a live source's measurements depend on.
 std::string live_key(const sim::ScenarioSpec& s) {
   const sim::LiveSpec& l = s.cost_source.live;
@@ -191,7 +165,10 @@ std::unique_ptr<cost_model::ComputeCosts> make_compute_costs(const sim::Scenario
         throw InputError("/cost_source: " + spec.cost_source.profile_path + " was measured for " +
                          table.model + ", not " + spec.model.name);
       }
-      return std::make_unique<ProfiledCosts>(spec, table);
+      auto roofline = std::make_shared<const cost_model::RooflineCosts>(spec.gpu);
+      auto costs = std::make_shared<const cost_model::TableCosts>(
+          scenarios::make_table_costs(table, spec.cost_source.profile_path, roofline.get()));
+      return std::make_unique<SharedCosts>(std::move(costs), std::move(roofline));
     }
     case sim::CostSourceKind::kLive:
 #if KVSHIFT_WITH_BACKEND
