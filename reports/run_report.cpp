@@ -8,6 +8,7 @@
 
 #include "reports/atomic_file.hpp"
 #include "reports/csv.hpp"
+#include "reports/record_csv.hpp"
 
 namespace kvshift::reports {
 namespace {
@@ -55,77 +56,42 @@ json move_latency(std::vector<double> v, std::int64_t unfinished) {
 }
 
 json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) {
-  std::int64_t completed = 0, failed = 0, unfinished = 0, output_tokens = 0;
+  const sim::RunTally& t = run.tally;
   std::int64_t ttft_violations = 0, e2e_violations = 0;
-  std::vector<double> ttft, e2e;
-  for (const sim::RequestRecord& r : run.requests) {
-    if (r.first_token_ns >= 0) ttft.push_back(s_of(r.first_token_ns - r.arrival_ns));
-    switch (r.outcome) {
-      case sim::RequestOutcome::kCompleted: {
-        ++completed;
-        output_tokens += r.output_tokens;
-        const double t = s_of(r.finish_ns - r.arrival_ns);
-        e2e.push_back(t);
-        if (spec.slo.e2e && t > spec.slo.e2e->value) ++e2e_violations;
-        break;
-      }
-      case sim::RequestOutcome::kFailed: ++failed; break;
-      case sim::RequestOutcome::kUnfinished: ++unfinished; break;
-    }
-    if (spec.slo.ttft && r.first_token_ns >= 0 &&
-        s_of(r.first_token_ns - r.arrival_ns) > spec.slo.ttft->value) {
-      ++ttft_violations;
-    }
+  if (spec.slo.ttft) {
+    for (double v : t.ttft_s) ttft_violations += v > spec.slo.ttft->value;
   }
-  std::vector<double> recovery, recovery_stall, migration;
-  std::int64_t recoveries = 0, migrations = 0, failed_moves = 0, cancelled = 0, fallbacks = 0;
-  std::int64_t open_recoveries = 0, open_migrations = 0, lossy = 0;
-  double nll_sum = 0;
-  std::map<std::string, std::int64_t> used;
-  for (const sim::MoveRecord& m : run.moves) {
-    const bool is_recovery = m.trigger == sim::MoveTrigger::kFailure;
-    switch (m.outcome) {
-      case sim::MoveOutcome::kFailed: ++failed_moves; continue;
-      case sim::MoveOutcome::kCancelled: ++cancelled; continue;
-      case sim::MoveOutcome::kUnfinished: ++(is_recovery ? open_recoveries : open_migrations); break;
-      case sim::MoveOutcome::kDone:
-        ++used[m.strategy];
-        ++(is_recovery ? recoveries : migrations);
-        if (!m.fallback.empty()) ++fallbacks;
-        if (m.delta_nll != 0) ++lossy;
-        nll_sum += m.delta_nll;
-        break;
-    }
-    if (is_recovery) {
-      recovery.push_back(s_of(m.end_ns - m.start_ns));
-      recovery_stall.push_back(s_of(m.stall_ns));
-    } else {
-      migration.push_back(s_of(m.end_ns - m.start_ns));
-    }
+  if (spec.slo.e2e) {
+    for (double v : t.e2e_s) e2e_violations += v > spec.slo.e2e->value;
   }
+  const std::int64_t recoveries = t.recoveries, migrations = t.migrations;
+  const std::int64_t open_recoveries = t.open_recoveries, open_migrations = t.open_migrations;
+  const std::int64_t lossy = t.lossy;
+  const double nll_sum = t.delta_nll_sum;
+  std::map<std::string, std::int64_t> used = t.by_strategy;
   const std::int64_t ok_moves = recoveries + migrations;
   std::int64_t uses = 0;
   for (const auto& [node, n] : run.predictor_uses) uses += n;
   json j = {
       {"requests",
-       {{"arrived", run.requests.size()},
-        {"completed", completed},
-        {"failed", failed},
-        {"unfinished", unfinished}}},
-      {"goodput_tokens_per_s", r9(static_cast<double>(output_tokens) / s_of(run.duration_ns))},
-      {"ttft", distribution(ttft)},
-      {"e2e", distribution(e2e)},
+       {{"arrived", t.arrived},
+        {"completed", t.completed},
+        {"failed", t.failed},
+        {"unfinished", t.unfinished}}},
+      {"goodput_tokens_per_s", r9(static_cast<double>(t.output_tokens) / s_of(run.duration_ns))},
+      {"ttft", distribution(t.ttft_s)},
+      {"e2e", distribution(t.e2e_s)},
       {"moves",
        {{"recoveries", recoveries},
         {"migrations", migrations},
-        {"failed", failed_moves},
-        {"cancelled", cancelled},
+        {"failed", t.failed_moves},
+        {"cancelled", t.cancelled_moves},
         {"unfinished", open_recoveries + open_migrations},
-        {"fallbacks", fallbacks},
+        {"fallbacks", t.fallbacks},
         {"by_strategy", used}}},
-      {"recovery", move_latency(recovery, open_recoveries)},
-      {"recovery_stall", move_latency(recovery_stall, open_recoveries)},
-      {"migration", move_latency(migration, open_migrations)},
+      {"recovery", move_latency(t.recovery_s, open_recoveries)},
+      {"recovery_stall", move_latency(t.recovery_stall_s, open_recoveries)},
+      {"migration", move_latency(t.migration_s, open_migrations)},
       {"bytes",
        {{"kv", run.bytes.kv},
         {"replica_stream", run.bytes.replica_stream},
@@ -174,45 +140,19 @@ json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) 
 
 
 std::string requests_csv(const std::vector<sim::RunResult>& runs) {
-  std::ostringstream o;
-  o << "strategy,id,arrival_s,prompt_tokens,output_tokens,first_token_s,finish_s,outcome,"
-       "first_node,final_node,moves,reason\n";
+  std::string o = requests_csv_header();
   for (const sim::RunResult& run : runs) {
-    for (const sim::RequestRecord& r : run.requests) {
-      const char* outcome = sim::request_outcome_name(r.outcome);
-      o << run.strategy << ',' << r.id << ',' << fmt("%.9f", s_of(r.arrival_ns)) << ','
-        << r.prompt_tokens << ',' << r.output_tokens << ','
-        << (r.first_token_ns >= 0 ? fmt("%.9f", s_of(r.first_token_ns)) : "") << ','
-        << (r.finish_ns >= 0 ? fmt("%.9f", s_of(r.finish_ns)) : "") << ',' << outcome << ','
-        << csv_escape(r.first_node) << ',' << csv_escape(r.final_node) << ',' << r.moves << ','
-        << csv_escape(r.reason) << '\n';
-    }
+    for (const sim::RequestRecord& r : run.requests) append_request_row(o, run.strategy, r);
   }
-  return o.str();
+  return o;
 }
 
 std::string recoveries_csv(const std::vector<sim::RunResult>& runs) {
-  std::ostringstream o;
-  // latency_s of an unfinished move is a lower bound (end of run − start).
-  o << "strategy_run,request,trigger,from,to,requested,strategy,outcome,context_tokens,start_s,"
-       "end_s,latency_s,estimated_s,stall_s,kv_bytes,predictor_bytes,token_bytes,transfer_s,"
-       "compute_s,queue_s,delta_nll,fallback,note\n";
+  std::string o = recoveries_csv_header();
   for (const sim::RunResult& run : runs) {
-    for (const sim::MoveRecord& m : run.moves) {
-      o << run.strategy << ',' << m.request << ',' << sim::move_trigger_name(m.trigger) << ','
-        << csv_escape(m.from) << ',' << csv_escape(m.to) << ',' << m.requested << ','
-        << m.strategy << ',' << sim::move_outcome_name(m.outcome) << ',' << m.context_tokens
-        << ',' << fmt("%.9f", s_of(m.start_ns)) << ',' << fmt("%.9f", s_of(m.end_ns)) << ','
-        << fmt("%.9f", s_of(m.end_ns - m.start_ns)) << ','
-        << (m.strategy.empty() ? "" : fmt("%.9f", s_of(m.estimated_ns))) << ','
-        << fmt("%.9f", s_of(m.stall_ns)) << ',' << m.kv_bytes << ',' << m.predictor_bytes << ','
-        << m.token_bytes << ',' << fmt("%.9f", s_of(m.transfer_ns)) << ','
-        << fmt("%.9f", s_of(m.compute_ns)) << ',' << fmt("%.9f", s_of(m.queue_ns)) << ','
-        << fmt("%.6f", m.delta_nll) << ',' << csv_escape(m.fallback) << ','
-        << csv_escape(m.note) << '\n';
-    }
+    for (const sim::MoveRecord& m : run.moves) append_move_row(o, run.strategy, m);
   }
-  return o.str();
+  return o;
 }
 
 std::string links_csv(const std::vector<sim::RunResult>& runs) {
@@ -368,12 +308,17 @@ json run_summary(const sim::ScenarioSpec& spec, const std::vector<sim::RunResult
 std::vector<std::filesystem::path> write_run_outputs(const std::filesystem::path& dir,
                                                      const sim::ScenarioSpec& spec,
                                                      const std::vector<sim::RunResult>& runs,
-                                                     const std::vector<cost_model::OpSource>& costs) {
+                                                     const std::vector<cost_model::OpSource>& costs,
+                                                     const std::vector<std::string>& streamed) {
   std::vector<std::filesystem::path> written;
   // Each file is built only when the scenario asks for it (a year's trace is large).
   auto emit = [&](const char* key, const char* file, const auto& make_text) {
     const auto& files = spec.outputs.files;
     if (std::find(files.begin(), files.end(), key) == files.end()) return;
+    if (std::find(streamed.begin(), streamed.end(), key) != streamed.end()) {
+      written.push_back(dir / file);  // written as the run went
+      return;
+    }
     write_file_atomic(dir / file, make_text());
     written.push_back(dir / file);
   };
@@ -440,15 +385,15 @@ std::string run_table(const json& summary) {
     } else {
       o << "GPU durations" << (common.empty() ? ":" : " from " + common + ":") << "\n";
       for (const auto& [op, v] : c.items()) {
-        std::string line = common.empty() ? v["source"].get<std::string>() : "";
-        auto add = [&](const std::string& part) { line += (line.empty() ? "" : ", ") + part; };
+        std::string text = common.empty() ? v["source"].get<std::string>() : "";
+        auto add = [&](const std::string& part) { text += (text.empty() ? "" : ", ") + part; };
         if (v.contains("live_measurements")) {
           add(std::to_string(v["live_measurements"].get<long long>()) + " shapes measured");
         }
         if (v.contains("spread")) {
           add(fmt("spread (p90-p10)/median up to %.1f%%", 100 * v["spread"].get<double>()));
         }
-        o << "  " << op << (line.empty() ? "" : ": " + line) << "\n";
+        o << "  " << op << (text.empty() ? "" : ": " + text) << "\n";
       }
     }
   }

@@ -21,12 +21,14 @@ namespace kvshift::reports {
 nlohmann::json run_summary(const sim::ScenarioSpec& spec, const std::vector<sim::RunResult>& runs,
                            const std::vector<cost_model::OpSource>& costs);
 
-/// Writes every file of spec.outputs.files into `dir` (atomically, file by file).
-/// Returns the paths written.
+/// Writes every file of spec.outputs.files into `dir` (atomically, file by file), from the
+/// runs' kept records, except those whose keys are in `streamed` ("requests", "recoveries":
+/// a RecordCsvWriter wrote them during the run). Returns the paths of all of them.
 std::vector<std::filesystem::path> write_run_outputs(const std::filesystem::path& dir,
                                                      const sim::ScenarioSpec& spec,
                                                      const std::vector<sim::RunResult>& runs,
-                                                     const std::vector<cost_model::OpSource>& costs);
+                                                     const std::vector<cost_model::OpSource>& costs,
+                                                     const std::vector<std::string>& streamed = {});
 
 /// A short comparison table for the console, with where each op's durations came from.
 std::string run_table(const nlohmann::json& summary);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 
 #include "cost_model/input_error.hpp"
 
@@ -60,8 +61,17 @@ TransferId Network::submit(TransferRequest r) {
       throw InputError("transfer: route uses a link twice");
     }
   }
-  const auto id = static_cast<TransferId>(flows_.size());
-  Flow& f = flows_.emplace_back();
+  const TransferId id = next_id_++;
+  FlowRecord fr = static_cast<FlowRecord>(flows_.size());
+  if (!options_.keep_ended && !free_flows_.empty()) {
+    fr = free_flows_.back();
+    free_flows_.pop_back();
+    flows_[fr] = Flow{};
+  } else {
+    flows_.emplace_back();
+  }
+  if (!options_.keep_ended) records_.emplace(id, fr);
+  Flow& f = flows_[fr];
   f.explicit_route = std::move(explicit_route);
   f.info.id = id;
   f.info.src = r.src;
@@ -71,12 +81,25 @@ TransferId Network::submit(TransferRequest r) {
   f.on_done = std::move(r.on_done);
   if (r.rate_cap) f.cap_bps = r.rate_cap->value;
   ++active_;
-  f.start_event = sim_.schedule_at(r.start, [this, id] { start(id); });
+  f.start_event = sim_.schedule_at(r.start, [this, fr] { start(fr); });
   return id;
 }
 
+Network::FlowRecord Network::record_of(TransferId id) const {
+  if (options_.keep_ended) {
+    if (id >= flows_.size()) throw std::out_of_range("transfer " + std::to_string(id) + ": unknown");
+    return id;
+  }
+  const auto it = records_.find(id);
+  if (it == records_.end()) {
+    throw std::out_of_range("transfer " + std::to_string(id) + ": unknown or ended (not kept)");
+  }
+  return it->second;
+}
+
 const Route* Network::route_of(TransferId id) const {
-  const Flow& f = flows_.at(id);
+  if (!options_.keep_ended && !records_.count(id)) return nullptr;
+  const Flow& f = flows_[record_of(id)];
   const bool routed =
       f.info.state == TransferState::kRunning &&
       (f.info.phase == TransferPhase::kLatency || f.info.phase == TransferPhase::kSharing);
@@ -87,14 +110,16 @@ void Network::notify(void (NetworkObserver::*fn)(const TransferInfo&), const Flo
   for (NetworkObserver* o : observers_) (o->*fn)(f.info);
 }
 
-void Network::start(TransferId id) {
-  Flow& f = flows_[id];
+void Network::start(FlowRecord fr) {
+  Flow& f = flows_[fr];
   f.start_event = {};
   if (free_hot_.empty()) {
     f.slot = static_cast<std::uint32_t>(hot_.size());
     hot_.emplace_back();
     rates_.push_back(0);
     marks_.push_back(0);
+    region_begin_.push_back(0);
+    region_size_.push_back(0);
   } else {
     f.slot = free_hot_.back();
     free_hot_.pop_back();
@@ -102,12 +127,13 @@ void Network::start(TransferId id) {
     rates_[f.slot] = 0;
   }
   Hot& h = hot_[f.slot];
-  h.id = id;
+  h.id = f.info.id;
+  h.flow = fr;
   h.cap_bps = f.cap_bps;
   h.remaining_bits = f.info.size.bits();
   f.info.state = TransferState::kRunning;
   f.running_index = static_cast<std::uint32_t>(running_.size());
-  running_.push_back(id);
+  running_.push_back(fr);
   notify(&NetworkObserver::on_started, f);
   for (const NodeId end_node : {f.info.src, f.info.dst}) {
     if (!topo_.node_up(end_node)) {
@@ -115,11 +141,11 @@ void Network::start(TransferId id) {
       return;
     }
   }
-  try_route(id, false);
+  try_route(fr, false);
 }
 
-void Network::try_route(TransferId id, bool rerouting) {
-  Flow& f = flows_[id];
+void Network::try_route(FlowRecord fr, bool rerouting) {
+  Flow& f = flows_[fr];
   const Route* r = nullptr;
   std::optional<Route> hashed;
   std::string why;
@@ -134,7 +160,7 @@ void Network::try_route(TransferId id, bool rerouting) {
     if (options_.ecmp) {
       // splitmix64 in ecmp_route mixes this further; the odd multiplier keeps seeds apart.
       hashed = topo_.ecmp_route(f.info.src, f.info.dst,
-                                (options_.ecmp_seed * 0x9e3779b97f4a7c15ULL) ^ id);
+                                (options_.ecmp_seed * 0x9e3779b97f4a7c15ULL) ^ f.info.id);
       if (hashed) r = &*hashed;
     } else {
       r = topo_.route(f.info.src, f.info.dst);
@@ -146,33 +172,38 @@ void Network::try_route(TransferId id, bool rerouting) {
     stall(f, std::move(why));
     return;
   }
-  begin_route(id, *r);
+  begin_route(fr, *r);
   if (rerouting) {
     ++f.info.reroutes;
     notify(&NetworkObserver::on_rerouted, f);
   }
 }
 
-void Network::begin_route(TransferId id, const Route& r) {
-  Flow& f = flows_[id];
+void Network::begin_route(FlowRecord fr, const Route& r) {
+  Flow& f = flows_[fr];
   f.route = r;
   f.info.reason.clear();
-  hot_[f.slot].hop_begin = static_cast<std::uint32_t>(hop_arena_.size());
-  hot_[f.slot].hop_count = static_cast<std::uint16_t>(r.hops.size());
-  for (const Hop& h : r.hops) {
-    hop_arena_.push_back(topo_.channel(h));
-    pos_arena_.push_back(0);
+  const std::uint32_t hops = static_cast<std::uint32_t>(r.hops.size());
+  if (region_size_[f.slot] < hops) {  // a longer route than this record had: a new region
+    region_begin_[f.slot] = static_cast<std::uint32_t>(hop_arena_.size());
+    region_size_[f.slot] = hops;
+    hop_arena_.resize(hop_arena_.size() + hops);
+    pos_arena_.resize(pos_arena_.size() + hops);
   }
+  Hot& h = hot_[f.slot];
+  h.hop_begin = region_begin_[f.slot];
+  h.hop_count = static_cast<std::uint16_t>(hops);
+  for (std::uint32_t k = 0; k < hops; ++k) hop_arena_[h.hop_begin + k] = topo_.channel(r.hops[k]);
   f.info.phase = TransferPhase::kLatency;
-  hot_[f.slot].event = sim_.schedule_after(r.latency, [this, id] { enter_sharing(id); });
+  h.event = sim_.schedule_after(r.latency, [this, fr] { enter_sharing(fr); });
 }
 
-void Network::enter_sharing(TransferId id) {
-  Flow& f = flows_[id];
+void Network::enter_sharing(FlowRecord fr) {
+  Flow& f = flows_[fr];
   Hot& h = hot_[f.slot];
   h.event = {};
   if (h.hop_count == 0 || h.remaining_bits <= 0) {
-    complete(id);
+    complete(fr);
     return;
   }
   f.info.phase = TransferPhase::kSharing;
@@ -196,7 +227,7 @@ void Network::settle(std::uint32_t slot) {
   if (!h.sharing || now == h.last_settle) return;
   const double bits = rates_[slot] * static_cast<double>(now - h.last_settle) * 1e-9;
   h.remaining_bits -= bits;
-  flows_[h.id].info.delivered_bytes += bits / 8;
+  flows_[h.flow].info.delivered_bytes += bits / 8;
   h.last_settle = now;
 }
 
@@ -229,8 +260,8 @@ void Network::leave_sharing(Flow& f) {
   request_reshare();
 }
 
-void Network::complete(TransferId id) {
-  Flow& f = flows_[id];
+void Network::complete(FlowRecord fr) {
+  Flow& f = flows_[fr];
   Hot& h = hot_[f.slot];
   h.event = {};
   settle(f.slot);
@@ -246,7 +277,7 @@ void Network::end(Flow& f, TransferState s, std::string reason) {
   if (f.info.state == TransferState::kRunning) {
     settle(f.slot);
     leave_sharing(f);
-    const TransferId last = running_.back();
+    const FlowRecord last = running_.back();
     running_[f.running_index] = last;
     flows_[last].running_index = f.running_index;
     running_.pop_back();
@@ -269,6 +300,11 @@ void Network::end(Flow& f, TransferState s, std::string reason) {
   f.explicit_route.reset();
   if (done) done(f.info);
   notify(&NetworkObserver::on_done, f);
+  if (!options_.keep_ended) {  // only now: the callbacks above may have read `f`
+    const auto it = records_.find(f.info.id);
+    free_flows_.push_back(it->second);
+    records_.erase(it);
+  }
 }
 
 void Network::stall(Flow& f, std::string reason) {
@@ -278,7 +314,8 @@ void Network::stall(Flow& f, std::string reason) {
 }
 
 bool Network::cancel(TransferId id, std::string reason) {
-  Flow& f = flows_.at(id);
+  if (!options_.keep_ended && !records_.count(id)) return false;  // ended and forgotten
+  Flow& f = flows_[record_of(id)];
   if (f.info.state != TransferState::kPending && f.info.state != TransferState::kRunning) {
     return false;
   }

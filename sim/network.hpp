@@ -59,6 +59,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "cost_model/units.hpp"
@@ -126,6 +127,10 @@ struct NetworkOptions {
   /// hash of (ecmp_seed, transfer id) (Topology::ecmp_route); off: the lowest-id path.
   bool ecmp = false;
   std::uint64_t ecmp_seed = 0;
+  /// Keep every ended transfer's TransferInfo, so info(id) answers after the end. Off, an
+  /// ended transfer's record is reused (memory follows the transfers in flight, not all
+  /// the run has had) and info(id) of it throws; cancel(id) of it returns false.
+  bool keep_ended = true;
 };
 
 /// One point of a channel's utilisation timeline: from `time` on, `rate_bps` is allocated.
@@ -158,8 +163,14 @@ class Network {
   /// Cancels a pending or running transfer; false if it had already ended.
   bool cancel(TransferId id, std::string reason = "cancelled");
 
-  const TransferInfo& info(TransferId id) const { return flows_.at(id).info; }
-  std::size_t transfer_count() const { return flows_.size(); }
+  /// Throws std::out_of_range for an unknown id, or an ended one when !keep_ended.
+  const TransferInfo& info(TransferId id) const { return flows_[record_of(id)].info; }
+  /// Transfers submitted so far.
+  std::size_t transfer_count() const { return next_id_; }
+  /// Transfer records allocated (with !keep_ended: at most the most ever in flight at once).
+  std::size_t records_held() const { return flows_.size(); }
+  /// Route hops stored for the solver (bounded by the records ever running at once).
+  std::size_t hops_held() const { return hop_arena_.size(); }
   /// Transfers that are pending or running.
   std::size_t active_count() const { return active_; }
   /// The route a running transfer follows (nullptr when none: pending, stalled, ended).
@@ -203,6 +214,8 @@ class Network {
     std::uint32_t slot = kNoSlot;  ///< its Hot record while running
     std::uint32_t running_index = 0;
   };
+  /// Index of a Flow in flows_ (== its id while keep_ended; recycled otherwise).
+  using FlowRecord = std::uint32_t;
   static constexpr std::uint32_t kNoSlot = ~std::uint32_t{0};
   /// The solver's view of a running transfer (88 bytes). Records are recycled, so
   /// the running transfers stay in a small, cache-resident array however many
@@ -212,6 +225,7 @@ class Network {
   struct Hot {
     EventId event;  ///< end of the latency phase
     TransferId id = 0;
+    FlowRecord flow = 0;
     double cap_bps = std::numeric_limits<double>::infinity();
     double remaining_bits = 0;
     double route_bits = 0;             ///< remaining_bits when it joined the sharing on this route
@@ -246,15 +260,17 @@ class Network {
     std::uint32_t version;
   };
 
-  void start(TransferId id);
-  void begin_route(TransferId id, const Route& r);
-  void enter_sharing(TransferId id);
-  void complete(TransferId id);
+  /// The record of a transfer that has not been forgotten; std::out_of_range otherwise.
+  FlowRecord record_of(TransferId id) const;
+  void start(FlowRecord fr);
+  void begin_route(FlowRecord fr, const Route& r);
+  void enter_sharing(FlowRecord fr);
+  void complete(FlowRecord fr);
   void leave_sharing(Flow& f);
   void settle(std::uint32_t slot);
   void end(Flow& f, TransferState s, std::string reason);
   void stall(Flow& f, std::string reason);
-  void try_route(TransferId id, bool rerouting);
+  void try_route(FlowRecord fr, bool rerouting);
   void mark_dirty(std::uint32_t channel);
   void request_reshare();
   void reshare();
@@ -278,6 +294,9 @@ class Network {
   Topology& topo_;
   NetworkOptions options_;
   std::deque<Flow> flows_;  // stable addresses: callbacks may submit more transfers
+  TransferId next_id_ = 0;
+  std::vector<FlowRecord> free_flows_;                  ///< ended records (!keep_ended)
+  std::unordered_map<TransferId, FlowRecord> records_;  ///< id -> record (!keep_ended)
   std::vector<Hot> hot_;
   std::vector<double> rates_;         ///< per Hot record: current rate (0 outside the sharing)
   std::vector<std::uint64_t> marks_;  ///< per Hot record: epoch_ refilled, epoch_ + 1 fixed
@@ -286,13 +305,16 @@ class Network {
   std::vector<std::vector<std::uint32_t>> channel_flows_;  ///< Hot records in the sharing
   std::vector<ChannelLog> logs_;
   std::vector<NetworkObserver*> observers_;
-  std::vector<std::uint32_t> hop_arena_;  ///< channels of every route, appended
+  /// Channels of each Hot record's route, in a region of the arena that the record keeps
+  /// when it is recycled (grown only for a longer route), so the arena stays bounded.
+  std::vector<std::uint32_t> hop_arena_;
   std::vector<std::uint32_t> pos_arena_;  ///< each hop's index in its channel's flow list
+  std::vector<std::uint32_t> region_begin_, region_size_;  ///< per Hot record
   std::vector<std::uint32_t> dirty_;      ///< channels touched since the last reshare
   std::vector<std::uint32_t> joined_;     ///< Hot records that joined since then
   /// Lowest rate a change since the last reshare can move (0: recompute all of it).
   double change_level_ = std::numeric_limits<double>::infinity();
-  std::vector<TransferId> running_;  ///< running transfers (any phase), unordered
+  std::vector<FlowRecord> running_;  ///< running transfers (any phase), unordered
   // solver scratch, kept between calls so a reshare allocates nothing once warm
   std::vector<std::uint32_t> comp_channels_;
   std::vector<std::uint32_t> comp_flows_;  ///< Hot records to refill

@@ -106,7 +106,7 @@ void Network::tick() {
   while (!due_heap_.empty() && hot_[due_heap_.front()].due <= now) {
     const std::uint32_t slot = due_heap_.front();
     heap_remove(slot);
-    complete(hot_[slot].id);
+    complete(hot_[slot].flow);
   }
   arm_tick();
 }

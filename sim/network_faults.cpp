@@ -42,16 +42,18 @@ void Network::repair_node(NodeId node) {
 }
 
 void Network::on_route_change(std::optional<LinkId> link, std::optional<NodeId> node) {
-  const std::vector<TransferId> affected = running_;  // ends and re-routes edit running_
-  for (const TransferId id : affected) {
-    Flow& f = flows_[id];
+  // Ends and re-routes edit running_; a record an end frees is reused only by a transfer
+  // that has not started yet, which the state check below skips.
+  const std::vector<FlowRecord> affected = running_;
+  for (const FlowRecord fr : affected) {
+    Flow& f = flows_[fr];
     if (f.info.state != TransferState::kRunning) continue;
     if (node && (f.info.src == *node || f.info.dst == *node)) {
       end(f, TransferState::kFailed, "node " + topo_.node(*node).name + " failed");
       continue;
     }
     if (f.info.phase == TransferPhase::kStalled) {
-      try_route(id, false);
+      try_route(fr, false);
       continue;
     }
     if (topo_.usable(f.route)) continue;
@@ -59,7 +61,7 @@ void Network::on_route_change(std::optional<LinkId> link, std::optional<NodeId> 
     leave_sharing(f);
     sim_.cancel(hot_[f.slot].event);
     hot_[f.slot].event = {};
-    try_route(id, true);
+    try_route(fr, true);
     if (f.info.phase == TransferPhase::kStalled && link) {
       f.info.reason = "link " + topo_.link(*link).name + " failed; " + f.info.reason;
     }

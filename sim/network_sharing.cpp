@@ -212,7 +212,7 @@ void Network::apply_rates() {
     if (std::abs(h.new_rate - rate) > 1e-12 * rate || h.heap_pos == kNoSlot) {
       settle(slot);  // at the old rate, up to now
       rate = h.new_rate;
-      Flow& f = flows_[h.id];
+      Flow& f = flows_[h.flow];
       f.info.rate_bps = rate;
       schedule_completion(f);
     }

@@ -10,12 +10,14 @@
 #include <ctime>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 
 #include "apps/kvshift/command.hpp"
 #include "apps/kvshift/support_costs.hpp"
 #include "cost_model/input_error.hpp"
 #include "reports/atomic_file.hpp"
 #include "reports/html_report.hpp"
+#include "reports/record_csv.hpp"
 #include "reports/run_report.hpp"
 #include "scenarios/scenario_loader.hpp"
 #include "sim/serving/scenario_run.hpp"
@@ -76,14 +78,37 @@ int run(const RunCliOptions& o) {
     }
     last_tenth = done >= total ? -1 : tenth;
   };
-  const std::vector<sim::RunResult> runs = sim::run_scenario(spec, *compute, options);
+  // requests.csv and recoveries.csv are written as the records become final, so memory
+  // follows what is in flight; trace.json draws the moves, so it keeps them.
+  auto wants = [&](const char* key) {
+    return std::find(spec.outputs.files.begin(), spec.outputs.files.end(), key) !=
+           spec.outputs.files.end();
+  };
+  std::vector<std::string> streamed;
+  for (const char* key : {"requests", "recoveries"}) {
+    if (wants(key)) streamed.emplace_back(key);
+  }
+  std::optional<reports::RecordCsvWriter> records;
+  std::vector<sim::RunResult> runs;
+  try {
+    records.emplace(tmp, wants("requests"), wants("recoveries"));
+    options.sink = &*records;
+    options.keep_records = wants("trace");
+    runs = sim::run_scenario(spec, *compute, options);
+    records->close();
+  } catch (...) {
+    records.reset();
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   const std::vector<cost_model::OpSource> sources = compute->sources();
   const auto summary = reports::run_summary(spec, runs, sources);
   std::vector<fs::path> written;
   try {
-    reports::write_run_outputs(tmp, spec, runs, sources);
+    reports::write_run_outputs(tmp, spec, runs, sources, streamed);
     if (const auto table = live_cost_table(*compute)) {
       reports::write_file_atomic(tmp / "live-costs.json", *table);
     }

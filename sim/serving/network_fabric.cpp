@@ -39,7 +39,10 @@ NetworkFabric::NetworkFabric(Simulator& sim, const ClusterSpec& cluster,
     declared_bandwidth_.push_back(l.bandwidth.value);
     declared_latency_.push_back(from_seconds(l.latency));
   }
-  network_ = std::make_unique<Network>(sim, topology_, NetworkOptions{false});
+  NetworkOptions options;
+  options.record_utilisation = false;
+  options.keep_ended = false;  // a serving run ends millions of transfers
+  network_ = std::make_unique<Network>(sim, topology_, options);
 }
 
 std::uint64_t NetworkFabric::send(int src, int dst, std::int64_t bytes, Done done) {

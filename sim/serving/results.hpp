@@ -60,6 +60,7 @@ struct RequestRecord {
   int moves = 0;
   RequestOutcome outcome = RequestOutcome::kUnfinished;
   std::string reason;                ///< failed: why; unfinished: what it was doing at the end
+  bool operator==(const RequestRecord&) const = default;
 };
 
 /// One migration or recovery of one request.
@@ -89,6 +90,7 @@ struct MoveRecord {
   MoveOutcome outcome = MoveOutcome::kDone;
   std::string fallback;           ///< why `strategy` differs from `requested` (empty: it does not)
   std::string note;               ///< failed / cancelled / unfinished: why
+  bool operator==(const MoveRecord&) const = default;
 };
 
 /// One link direction at one sampling instant.
@@ -125,12 +127,57 @@ struct TraceSpan {
   std::int64_t duration_ns = 0;
 };
 
+/// What the summary needs of a run's requests and moves, gathered record by record as
+/// they become final: counts, and the latency samples its percentiles are taken from
+/// (16 bytes a request instead of its whole record). Samples keep record order, so the
+/// means add up in the same order whether the records were kept or streamed.
+struct RunTally {
+  std::int64_t arrived = 0, completed = 0, failed = 0, unfinished = 0;
+  std::int64_t output_tokens = 0;  ///< of completed requests
+  std::vector<double> ttft_s;      ///< requests that produced a first token
+  std::vector<double> e2e_s;       ///< completed requests
+  std::int64_t recoveries = 0, migrations = 0;  ///< done moves by kind
+  std::int64_t failed_moves = 0, cancelled_moves = 0;
+  std::int64_t open_recoveries = 0, open_migrations = 0;  ///< unfinished at the end
+  std::int64_t fallbacks = 0, lossy = 0;                  ///< of done moves
+  double delta_nll_sum = 0;                               ///< of done moves
+  std::map<std::string, std::int64_t> by_strategy;        ///< done moves by executed strategy
+  /// Done and unfinished moves (the latter at their lower bound end − start).
+  std::vector<double> recovery_s, recovery_stall_s, migration_s;
+
+  void add(const RequestRecord& r);
+  void add(const MoveRecord& m);
+  bool operator==(const RunTally&) const = default;
+};
+
+/// Receives each request and move record once, when it is final: requests in id order,
+/// moves in the order they end (those open at the end of the run last) — the order of
+/// requests.csv and recoveries.csv. Lets a run write its records as it goes instead of
+/// holding them (a fleet-scale hour finishes millions).
+class RecordSink {
+ public:
+  virtual ~RecordSink() = default;
+  /// Before the first record of each strategy's run.
+  virtual void begin_run(const std::string& strategy) = 0;
+  virtual void request(const RequestRecord& r) = 0;
+  virtual void move(const MoveRecord& m) = 0;
+};
+
+/// Where a run's records go: always into the tally; also to `sink`, and kept in
+/// RunResult::requests / moves when `keep` (tests, kvshift check, trace.json).
+struct RecordOptions {
+  bool trace = true;  ///< collect trace spans
+  bool keep = true;
+  RecordSink* sink = nullptr;
+};
+
 /// Everything one strategy's run produced.
 struct RunResult {
   std::string strategy;
   std::int64_t duration_ns = 0;
-  std::vector<RequestRecord> requests;
-  std::vector<MoveRecord> moves;
+  RunTally tally;
+  std::vector<RequestRecord> requests;  ///< empty unless RecordOptions::keep
+  std::vector<MoveRecord> moves;        ///< empty unless RecordOptions::keep
   std::vector<LinkSample> link_samples;
   std::vector<TraceSpan> trace;
   BytesByKind bytes;

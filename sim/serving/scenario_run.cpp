@@ -21,7 +21,8 @@ std::vector<RunResult> run_scenario(const ScenarioSpec& spec,
   for (Strategy strategy : spec.policies.strategies) {
     Simulator sim;
     NetworkFabric fabric(sim, spec.cluster, spec.gpu.name);
-    ServingModel model(sim, fabric, spec, costs, strategy, options.record_trace);
+    ServingModel model(sim, fabric, spec, costs, strategy,
+                       {options.record_trace, options.keep_records, options.sink});
     model.start();
     const SimTime end = from_seconds(spec.duration);
     const std::int64_t slice = std::max<std::int64_t>(end.ns / 100, 1);

@@ -17,6 +17,10 @@ struct RunOptions {
   bool record_trace = true;
   /// Called about every 1 % of simulated time: (strategy, simulated seconds done, total).
   std::function<void(const std::string&, double, double)> progress;
+  /// Keep every request and move record in RunResult (the tally is always there).
+  bool keep_records = true;
+  /// Receives the records as they become final (e.g. to write them as they come).
+  RecordSink* sink = nullptr;
 };
 
 /// Runs every strategy of `spec.policies.strategies`, with durations from `compute`.

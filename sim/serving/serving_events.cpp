@@ -101,7 +101,7 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
   }
   fabric_.fail_node(node);
   for (std::uint64_t id : lost) {
-    Request& r = *requests_[id];
+    Request& r = request(id);
     if (r.phase == Phase::kDone || moves_.count(id) ||
         std::find(broken.begin(), broken.end(), id) != broken.end()) {
       continue;
@@ -114,9 +114,10 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
       continue;
     }
     r.phase = Phase::kMoving;
-    sim_.schedule_after(detection_delay, [this, &r, node, now, epoch = r.epoch] {
-      if (r.epoch == epoch && r.phase == Phase::kMoving) {
-        start_move(r, MoveTrigger::kFailure, node, now);
+    sim_.schedule_after(detection_delay, [this, id, node, now, epoch = r.epoch] {
+      Request* q = find_request(id);
+      if (q && q->epoch == epoch && q->phase == Phase::kMoving) {
+        start_move(*q, MoveTrigger::kFailure, node, now);
       }
     });
   }
@@ -164,7 +165,7 @@ void ServingModel::drain(int node) {
   for (int g : node_gpus_[node]) {
     const std::vector<std::uint64_t> members(router_.members(g).begin(), router_.members(g).end());
     for (std::uint64_t id : members) {
-      Request& r = *requests_[id];
+      Request& r = request(id);
       if (r.phase == Phase::kDecoding) start_move(r, MoveTrigger::kDrain, node, now);
     }
   }
@@ -180,7 +181,7 @@ void ServingModel::rebalance_check() {
     }
     Request* biggest = nullptr;
     for (std::uint64_t id : router_.members(g)) {
-      Request& r = *requests_[id];
+      Request& r = request(id);
       if (r.phase == Phase::kDecoding && (!biggest || r.context > biggest->context)) biggest = &r;
     }
     if (biggest) start_move(*biggest, MoveTrigger::kRebalance, gpu.node, sim_.now().ns);

@@ -11,12 +11,13 @@ namespace kvshift::sim {
 using namespace serving_detail;
 
 ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& spec,
-                           const ServingCosts& costs, Strategy strategy, bool record_trace)
+                           const ServingCosts& costs, Strategy strategy, RecordOptions records)
     : sim_(sim),
       fabric_(fabric),
       spec_(spec),
       costs_(costs),
       strategy_(strategy),
+      records_(records),
       workload_(spec.workload, derive_seed(spec.seed, 1), spec.duration),
       router_(spec.policies.router, derive_seed(spec.seed, 2)) {
   result_.strategy = strategy_name(strategy);
@@ -70,13 +71,13 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
       gpu->worker = std::make_unique<GpuWorker>(
           sim_, *this, costs_, index, "gpu:" + node.name + "/" + std::to_string(g),
           spec.serving.max_batch, epoch_cap, result_.gpu_time,
-          record_trace ? &result_.trace : nullptr);
+          records_.trace ? &result_.trace : nullptr);
       gpu->worker->set_batch_reconstructions(spec.predictors.batch_reconstruction);
       node_gpus_[i].push_back(index);
       if (g == 0 && spec.proxy_kv && spec.proxy_kv->placement == ProxyPlacement::kProxyGpu) {
         proxy_gpus_[i] = std::make_unique<GpuWorker>(
             sim_, *this, costs_, -1, "proxy:" + node.name, 1, 1, result_.gpu_time,
-            record_trace ? &result_.trace : nullptr);
+            records_.trace ? &result_.trace : nullptr);
       }
       gpus_.push_back(std::move(gpu));
     }
@@ -94,6 +95,7 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
   }
   result_.gpus = static_cast<std::int64_t>(gpus_.size());
   for (auto& g : gpus_) g->worker->set_horizon(SimTime{end_ns_});
+  if (records_.sink) records_.sink->begin_run(result_.strategy);
 }
 
 ServingModel::~ServingModel() = default;
@@ -158,13 +160,41 @@ RunResult ServingModel::finish() {
       if (r->gpu >= 0) r->rec.final_node = spec_.cluster.nodes[node_of(r->gpu)].name;
       if (r->rec.reason.empty()) r->rec.reason = unfinished_reason(*r);
     }
-    result_.requests.push_back(r->rec);
+    record(r->rec);
   }
+  requests_.clear();
   result_.predictor_copies = predictors_->copies();
   result_.predictor_bytes_resident = result_.predictor_copies * predictor_bytes_;
   return std::move(result_);
 }
 
+
+// ------------------------------------------------------------ records
+
+ServingModel::Request* ServingModel::find_request(std::uint64_t id) {
+  if (id < first_live_ || id - first_live_ >= requests_.size()) return nullptr;
+  return requests_[id - first_live_].get();
+}
+
+void ServingModel::retire_done() {
+  while (!requests_.empty() && requests_.front()->phase == Phase::kDone) {
+    record(requests_.front()->rec);
+    requests_.pop_front();
+    ++first_live_;
+  }
+}
+
+void ServingModel::record(const RequestRecord& r) {
+  result_.tally.add(r);
+  if (records_.sink) records_.sink->request(r);
+  if (records_.keep) result_.requests.push_back(r);
+}
+
+void ServingModel::record(const MoveRecord& m) {
+  result_.tally.add(m);
+  if (records_.sink) records_.sink->move(m);
+  if (records_.keep) result_.moves.push_back(m);
+}
 
 // ------------------------------------------------------------ workload and admission
 
@@ -178,6 +208,7 @@ void ServingModel::schedule_next_arrival() {
 }
 
 void ServingModel::on_arrival(const RequestArrival& a) {
+  retire_done();
   auto r = std::make_unique<Request>();
   r->rec.id = a.id;
   r->rec.prompt_tokens = a.prompt_tokens;
@@ -187,7 +218,7 @@ void ServingModel::on_arrival(const RequestArrival& a) {
   const std::int64_t tokens = a.prompt_tokens + a.output_tokens;
   r->reserved = kv_bytes((tokens + block - 1) / block * block);
   Request& req = *r;
-  if (requests_.size() != a.id) throw std::logic_error("request ids must be dense");
+  if (first_live_ + requests_.size() != a.id) throw std::logic_error("request ids must be dense");
   requests_.push_back(std::move(r));
   const int gpu = pending_.empty() ? router_.route(req.reserved, -1) : -1;
   if (gpu < 0) {
@@ -202,10 +233,10 @@ void ServingModel::admit_pending() {
   for (std::size_t n = pending_recoveries_.size(); n > 0; --n) {
     const PendingRecovery p = pending_recoveries_.front();
     pending_recoveries_.pop_front();
-    start_move(*requests_[p.request], MoveTrigger::kFailure, p.from_node, p.stall_since);
+    start_move(request(p.request), MoveTrigger::kFailure, p.from_node, p.stall_since);
   }
   while (!pending_.empty()) {
-    Request& r = *requests_[pending_.front()];
+    Request& r = request(pending_.front());
     const int gpu = router_.route(r.reserved, -1);
     if (gpu < 0) return;
     pending_.pop_front();
@@ -226,10 +257,11 @@ void ServingModel::start_prefill(Request& r, int gpu) {
     r.replica = pick_replica(g.node);
   }
   const std::uint32_t epoch = r.epoch;
-  Request* rp = &r;
-  g.worker->submit({JobKind::kPrefill, r.rec.id, r.rec.prompt_tokens,
-                    [this, rp, epoch, gpu](SimTime, SimTime end) {
-                      if (rp->epoch != epoch) return;
+  const std::uint64_t id = r.rec.id;
+  g.worker->submit({JobKind::kPrefill, id, r.rec.prompt_tokens,
+                    [this, id, epoch, gpu](SimTime, SimTime end) {
+                      Request* rp = find_request(id);
+                      if (!rp || rp->epoch != epoch) return;
                       if (rp->rec.first_token_ns < 0) rp->rec.first_token_ns = end.ns;
                       rp->context = rp->rec.prompt_tokens;
                       rp->remaining = rp->rec.output_tokens - 1;
@@ -253,9 +285,10 @@ void ServingModel::start_prefill(Request& r, int gpu) {
     GpuWorker& scorer = spec_.proxy_kv->placement == ProxyPlacement::kProxyGpu
                             ? *proxy_gpus_[static_cast<std::size_t>(g.node)]
                             : *g.worker;
-    scorer.submit({JobKind::kProxyScore, r.rec.id, r.rec.prompt_tokens,
-                   [rp, epoch](SimTime, SimTime) {
-                     if (rp->epoch == epoch) rp->scored = true;
+    scorer.submit({JobKind::kProxyScore, id, r.rec.prompt_tokens,
+                   [this, id, epoch](SimTime, SimTime) {
+                     Request* rp = find_request(id);
+                     if (rp && rp->epoch == epoch) rp->scored = true;
                    }});
   }
 }

@@ -55,12 +55,13 @@ class ServingModel final : public GpuListener {
  public:
   /// `strategy` is the one this run uses for every move. `fabric` carries all bytes.
   ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& spec, const ServingCosts& costs,
-               Strategy strategy, bool record_trace);
+               Strategy strategy, RecordOptions records = {});
   ~ServingModel() override;
 
   /// Schedules arrivals, events and sampling; run the simulator afterwards, then call finish().
   void start();
-  /// Closes the books at the end of the run and returns the records.
+  /// Closes the books at the end of the run (open moves and requests become unfinished
+  /// records) and returns the result.
   RunResult finish();
 
   // GpuListener
@@ -123,6 +124,15 @@ class ServingModel final : public GpuListener {
   void sample_links();
 
   void fail_request(Request& r, const std::string& reason);
+  /// nullptr once the request is retired (done, and every earlier request too).
+  Request* find_request(std::uint64_t id);
+  /// A request that cannot have been retired (it runs, waits or moves).
+  Request& request(std::uint64_t id) { return *requests_[id - first_live_]; }
+  /// Records and frees the done requests at the front of requests_ (id order). Called only
+  /// from top-level events (arrivals), never while a caller holds a Request&.
+  void retire_done();
+  void record(const RequestRecord& r);
+  void record(const MoveRecord& m);
   /// What a request still running at the end was doing.
   std::string unfinished_reason(const Request& r) const;
   std::int64_t kv_bytes(std::int64_t tokens) const;
@@ -138,6 +148,7 @@ class ServingModel final : public GpuListener {
   const ScenarioSpec& spec_;
   const ServingCosts& costs_;
   Strategy strategy_;
+  RecordOptions records_;
   RunResult result_;
   Workload workload_;
   RequestRouter router_;  ///< HBM bookings and the routing policy
@@ -149,7 +160,9 @@ class ServingModel final : public GpuListener {
   std::unique_ptr<ReplicaStore> replicas_;         ///< where protected KV is kept, and how much
   std::unique_ptr<PredictorCache> predictors_;     ///< which nodes hold the RISK-KV predictors
   cost_model::MoveMethods methods_;                ///< the scenario's methods, for move plans
-  std::vector<std::unique_ptr<Request>> requests_;  ///< by id
+  /// Requests from first_live_ on, by id: every live one, and done ones not yet retired.
+  std::deque<std::unique_ptr<Request>> requests_;
+  std::uint64_t first_live_ = 0;
   std::deque<std::uint64_t> pending_;              ///< waiting for a GPU with room
   std::deque<PendingRecovery> pending_recoveries_;
   std::map<std::uint64_t, std::unique_ptr<Move>> moves_;  ///< in flight, by request

@@ -321,7 +321,7 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
   m.rec.stall_ns = m.rec.end_ns - m.stall_since;
   m.rec.note = why;
   if (outcome != MoveOutcome::kDone) m.rec.delta_nll = 0;  // no rebuild, no quality paid
-  result_.moves.push_back(m.rec);
+  record(m.rec);
   Request& r = *m.r;
   const int src_gpu = m.src_gpu, dst_gpu = m.dst_gpu, from_node = m.from_node;
   const MoveTrigger trigger = m.rec.trigger;
@@ -338,17 +338,21 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
     gpus_[src_gpu]->worker->add_decoding({r.rec.id, r.context, r.remaining});
     if (outcome == MoveOutcome::kCancelled && node_draining_[gpus_[src_gpu]->node]) {
       const int node = gpus_[src_gpu]->node;
-      sim_.schedule_after(SimTime{}, [this, &r, node, stall, epoch = r.epoch] {
-        if (r.epoch == epoch && r.phase == Phase::kDecoding)
-          start_move(r, MoveTrigger::kDrain, node, stall);
+      sim_.schedule_after(SimTime{}, [this, id = r.rec.id, node, stall, epoch = r.epoch] {
+        Request* q = find_request(id);
+        if (q && q->epoch == epoch && q->phase == Phase::kDecoding)
+          start_move(*q, MoveTrigger::kDrain, node, stall);
       });
     }
     return;
   }
   if (outcome == MoveOutcome::kCancelled) {  // a recovery re-planned elsewhere
     r.phase = Phase::kMoving;
-    sim_.schedule_after(SimTime{}, [this, &r, trigger, from_node, stall, epoch = r.epoch] {
-      if (r.epoch == epoch && r.phase == Phase::kMoving) start_move(r, trigger, from_node, stall);
+    sim_.schedule_after(SimTime{}, [this, id = r.rec.id, trigger, from_node, stall,
+                                    epoch = r.epoch] {
+      Request* q = find_request(id);
+      if (q && q->epoch == epoch && q->phase == Phase::kMoving)
+        start_move(*q, trigger, from_node, stall);
     });
     return;
   }
@@ -360,9 +364,10 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
   }
   // The KV that was on its way is gone; recover from the replica (or by replay).
   r.phase = Phase::kMoving;
-  sim_.schedule_after(SimTime{}, [this, &r, stall, epoch = r.epoch] {
-    if (r.epoch == epoch && r.phase == Phase::kMoving)
-      start_move(r, MoveTrigger::kFailure, -1, stall);
+  sim_.schedule_after(SimTime{}, [this, id = r.rec.id, stall, epoch = r.epoch] {
+    Request* q = find_request(id);
+    if (q && q->epoch == epoch && q->phase == Phase::kMoving)
+      start_move(*q, MoveTrigger::kFailure, -1, stall);
   });
 }
 
@@ -408,12 +413,13 @@ void ServingModel::close_moves() {
     m.rec.stall_ns = end_ns_ - m.stall_since;
     m.rec.note = std::string("still ") + what + " at the end of the run";
     m.rec.delta_nll = 0;
-    result_.moves.push_back(m.rec);
+    record(m.rec);
     m.r->rec.reason = std::string("moving: ") + what;
   }
   for (const PendingRecovery& p : pending_recoveries_) {
-    Request& r = *requests_[p.request];
-    if (r.phase == Phase::kDone) continue;
+    Request* found = find_request(p.request);
+    if (!found || found->phase == Phase::kDone) continue;
+    Request& r = *found;
     MoveRecord rec;
     rec.request = p.request;
     rec.trigger = MoveTrigger::kFailure;
@@ -425,7 +431,7 @@ void ServingModel::close_moves() {
     rec.stall_ns = end_ns_ - p.stall_since;
     rec.outcome = MoveOutcome::kUnfinished;
     rec.note = "no GPU with room to recover on";
-    result_.moves.push_back(rec);
+    record(rec);
     r.rec.reason = "waiting to recover: no GPU with room";
   }
 }

@@ -13,7 +13,7 @@ using namespace serving_detail;
 void ServingModel::on_decoded(int gpu, const std::vector<DecodeState>& batch, std::int64_t steps) {
   std::vector<std::pair<Request*, std::int64_t>> flush;
   for (const DecodeState& s : batch) {
-    Request& r = *requests_[s.request];
+    Request& r = request(s.request);
     r.context = s.context;
     r.remaining = s.remaining;
     if (r.replica < 0 || s.remaining <= 0) continue;
@@ -27,7 +27,7 @@ void ServingModel::on_decoded(int gpu, const std::vector<DecodeState>& batch, st
 }
 
 void ServingModel::on_finished(int gpu, std::uint64_t id) {
-  Request& r = *requests_[id];
+  Request& r = request(id);
   (void)gpu;
   r.phase = Phase::kDone;
   r.remaining = 0;
@@ -61,18 +61,20 @@ void ServingModel::stream(int gpu, const std::vector<std::pair<Request*, std::in
   const int src = node_of(gpu);
   for (auto& [replica, group] : by_replica) {
     std::int64_t bytes = 0;
-    std::vector<std::tuple<Request*, std::int64_t, std::uint32_t>> parts;
+    std::vector<std::tuple<std::uint64_t, std::int64_t, std::uint32_t>> parts;
     for (auto [r, tokens] : group) {
       bytes += tokens * per_token;
-      parts.emplace_back(r, tokens, r->epoch);
+      parts.emplace_back(r->rec.id, tokens, r->epoch);
     }
     fabric_.send(src, replica, bytes,
                  [this, replica = replica, per_token, parts = std::move(parts)](
                      bool delivered, const std::string&) {
                    if (!delivered) return;  // the request re-streams if it still needs to
-                   for (auto [r, tokens, epoch] : parts) {
+                   for (auto [id, tokens, epoch] : parts) {
                      result_.bytes.replica_stream += tokens * per_token;
-                     if (r->epoch != epoch || r->phase == Phase::kDone || r->replica != replica) {
+                     Request* r = find_request(id);
+                     if (!r || r->epoch != epoch || r->phase == Phase::kDone ||
+                         r->replica != replica) {
                        continue;
                      }
                      r->replicated += tokens;
