@@ -42,8 +42,11 @@ void Agent::send(TransferRequest request, TransferDone done) {
 
 void Agent::post(std::function<void()> fn) { asio::post(io_, std::move(fn)); }
 
+void Agent::compute(std::function<void()> fn) { asio::post(compute_, std::move(fn)); }
+
 void Agent::stop() {
   if (!thread_.joinable()) return;
+  compute_.join();  // finish the work already handed over
   work_.reset();
   io_.stop();
   thread_.join();

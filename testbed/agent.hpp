@@ -1,5 +1,6 @@
 // A node agent: one cluster node brought up for real. Each agent owns a
-// boost::asio::io_context run by its own thread, a TCP acceptor on
+// boost::asio::io_context run by its own thread (plus one compute thread for
+// the receiver's kernels), a TCP acceptor on
 // 127.0.0.1 (port 0: the kernel picks a free port), an Inbox for what it
 // receives, and the Senders of what it sends. Threads rather than processes:
 // agents share the link shapers (a link is crossed by flows from several
@@ -12,6 +13,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -37,6 +39,10 @@ class Agent {
   void send(TransferRequest request, TransferDone done);
   /// Runs `fn` on this agent's thread.
   void post(std::function<void()> fn);
+  /// Runs `fn` on this agent's compute thread (the receiver's work: reconstruction, prefill),
+  /// so that long work never holds up its sockets (an ACK waiting behind a prefill would make
+  /// the sender retransmit).
+  void compute(std::function<void()> fn);
   /// Stops accepting, ends the thread (pending work is abandoned). Idempotent.
   void stop();
 
@@ -49,6 +55,7 @@ class Agent {
   boost::asio::ip::tcp::acceptor acceptor_;
   Inbox inbox_;
   std::uint16_t port_ = 0;
+  boost::asio::thread_pool compute_{1};
   std::thread thread_;
 };
 

@@ -64,6 +64,7 @@ void Sender::on_connected() {
   connected_ = true;
   resumed_ = false;
   last_progress_ = Clock::now();
+  last_left_ = last_progress_;  // a new connection has saved no tokens from before it existed
   dice_.emplace(req_.options.faults, req_.id, static_cast<std::uint64_t>(result_.connections));
   FrameHeader h;
   h.kind = FrameKind::kHello;

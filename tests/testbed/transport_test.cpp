@@ -195,3 +195,35 @@ TEST(Transport, TenThousandTransfersUnderFaultsLoseNothing) {
 
 }  // namespace
 }  // namespace kvshift::testbed
+
+namespace kvshift::testbed {
+namespace {
+
+TEST(Transport, AOneFrameTransferOverALongPathIsSentOnceAndWaitsOutTheLatency) {
+  Collector c;
+  Agent a("a", [&](Delivery&& d) { c.on_delivery(std::move(d)); });
+  Agent b("b", [&](Delivery&& d) { c.on_delivery(std::move(d)); });
+  LinkShaper l1("a->s", BitsPerSecond{10e9}, std::chrono::microseconds(1000));
+  LinkShaper l2("s->b", BitsPerSecond{1e9}, std::chrono::microseconds(1000));
+  TransferRequest r;
+  r.id = 3;
+  r.payload = random_payload(916, 4);
+  r.port = b.port();
+  r.path.links = {&l1, &l2};
+  r.path.latency = std::chrono::microseconds(20100);
+  a.send(r, [&](const TransferResult& res) { c.on_done(res); });
+  ASSERT_TRUE(c.wait_for(1, std::chrono::seconds(10)));
+  std::lock_guard lock(c.mu_);
+  const TransferResult& res = c.results_.at(3);
+  ASSERT_EQ(res.state, TransferState::kCompleted);
+  EXPECT_EQ(res.frames_sent, 1u);
+  EXPECT_EQ(res.bytes_resent, 0u);
+  EXPECT_EQ(res.timeouts, 0u);
+  EXPECT_EQ(res.nacks, 0u);
+  const double t =
+      std::chrono::duration<double>(c.deliveries_.at(3).completed - res.started).count();
+  EXPECT_GE(t, 0.0201);
+}
+
+}  // namespace
+}  // namespace kvshift::testbed

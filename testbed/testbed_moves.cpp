@@ -1,0 +1,121 @@
+// Move selection and context draws.
+#include "testbed/testbed_moves.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "cost_model/input_error.hpp"
+
+namespace kvshift::testbed {
+namespace {
+
+using cost_model::Strategy;
+
+std::int64_t draw_tokens(const sim::WorkloadSpec& w, std::mt19937_64& rng) {
+  if (w.arrival == sim::ArrivalKind::kTrace && !w.trace.empty()) {
+    return w.trace[std::uniform_int_distribution<std::size_t>(0, w.trace.size() - 1)(rng)]
+        .prompt_tokens;
+  }
+  const sim::TokenDist& d = w.prompt_tokens;
+  switch (d.kind) {
+    case sim::TokenDistKind::kFixed:
+      return d.value;
+    case sim::TokenDistKind::kUniform:
+      return std::uniform_int_distribution<std::int64_t>(d.min, d.max)(rng);
+    case sim::TokenDistKind::kLognormal: {
+      const double s2 = std::log1p(d.cv * d.cv);
+      std::lognormal_distribution<double> ln(std::log(d.mean) - s2 / 2, std::sqrt(s2));
+      return std::clamp<std::int64_t>(std::llround(ln(rng)), d.min, d.max);
+    }
+  }
+  return d.value;
+}
+
+std::vector<std::string> gpu_nodes(const sim::ScenarioSpec& spec) {
+  std::vector<std::string> names;
+  for (const auto& n : spec.cluster.nodes) {
+    if (n.kind == sim::NodeKind::kGpu) names.push_back(n.name);
+  }
+  return names;
+}
+
+/// The other GPU node reached with the least latency (ties: the first listed).
+std::string nearest(const std::string& src, const std::vector<std::string>& gpus,
+                    const ClusterLinks& links) {
+  std::string best;
+  auto best_latency = std::chrono::nanoseconds::max();
+  for (const auto& g : gpus) {
+    if (g == src) continue;
+    const auto l = links.path(src, g).latency;
+    if (l < best_latency) best_latency = l, best = g;
+  }
+  return best;
+}
+
+}  // namespace
+
+std::vector<Strategy> testbed_strategies(const sim::ScenarioSpec& spec) {
+  std::vector<Strategy> out;
+  auto add = [&](Strategy s) {
+    if (s == Strategy::kRiskKv && !(spec.risk_kv && !spec.risk_kv->topology.empty())) return;
+    if (s == Strategy::kProxyKv && !spec.proxy_kv) return;
+    if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
+  };
+  for (Strategy s : spec.policies.strategies) {
+    if (s == Strategy::kAdaptive) {
+      for (Strategy c : cost_model::kConcreteStrategies) add(c);
+    } else {
+      add(s);
+    }
+  }
+  return out;
+}
+
+std::vector<PlannedMove> choose_moves(const sim::ScenarioSpec& spec, const ClusterLinks& links,
+                                      std::int64_t synthetic, std::int64_t max_tokens,
+                                      std::uint64_t seed) {
+  const std::vector<std::string> gpus = gpu_nodes(spec);
+  const std::vector<Strategy> strategies = testbed_strategies(spec);
+  std::mt19937_64 rng(seed);
+  std::vector<PlannedMove> moves;
+  auto context = [&](PlannedMove& m) {
+    const std::int64_t t = std::max<std::int64_t>(1, draw_tokens(spec.workload, rng));
+    m.clipped = t > max_tokens;
+    m.tokens = std::min(t, max_tokens);
+  };
+  if (synthetic > 0) {
+    for (std::int64_t i = 0; i < synthetic; ++i) {
+      PlannedMove m;
+      m.strategy = strategies[static_cast<std::size_t>(i) % strategies.size()];
+      const std::size_t a = std::uniform_int_distribution<std::size_t>(0, gpus.size() - 1)(rng);
+      std::size_t b = std::uniform_int_distribution<std::size_t>(0, gpus.size() - 2)(rng);
+      if (b >= a) ++b;
+      m.src = gpus[a];
+      m.dst = gpus[b];
+      context(m);
+      moves.push_back(m);
+    }
+    return moves;
+  }
+  for (const sim::EventSpec& e : spec.events) {
+    // A drain live-migrates the node's requests: the node itself is the KV source. (A failure's
+    // recovery reads a replica held elsewhere; the testbed does not replay those.)
+    if (e.kind != sim::EventKind::kDrain || std::find(gpus.begin(), gpus.end(), e.node) == gpus.end()) continue;
+    for (Strategy s : strategies) {
+      PlannedMove m;
+      m.strategy = s;
+      m.src = e.node;
+      m.dst = nearest(e.node, gpus, links);
+      context(m);
+      moves.push_back(m);
+    }
+  }
+  if (moves.empty()) {
+    throw InputError("--moves: the scenario has no drain of a GPU node to replay;"
+                     " ask for synthetic moves with --moves N");
+  }
+  return moves;
+}
+
+}  // namespace kvshift::testbed

@@ -1,0 +1,325 @@
+// The testbed run: agents up, moves replayed one at a time, each measured and priced.
+#include "testbed/testbed_run.hpp"
+
+#include <condition_variable>
+#include <future>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "backend/calibrate/predictor_file.hpp"
+#include "backend/pruning.hpp"
+#include "backend/weights.hpp"
+#include "cost_model/input_error.hpp"
+#include "testbed/agent.hpp"
+#include "testbed/cluster_links.hpp"
+#include "testbed/kv_payload.hpp"
+#include "testbed/receiver_work.hpp"
+#include "testbed/testbed_moves.hpp"
+
+namespace kvshift::testbed {
+namespace {
+
+using cost_model::Strategy;
+
+/// Weights above this (fp32) are refused: the CPU backend would take minutes per prefill.
+constexpr double kMaxWeightBytes = 4.0 * (1ull << 30);
+/// Payloads above this are refused (a move's payload is held in memory twice).
+constexpr std::uint64_t kMaxPayload = 1ull << 30;
+
+struct Setup {
+  std::unique_ptr<backend::Model> model;
+  std::vector<backend::GroupPredictor> predictors;
+  std::string weights_source, predictors_source;
+};
+
+std::vector<std::string> gpu_names(const sim::ScenarioSpec& spec) {
+  std::vector<std::string> names;
+  for (const auto& n : spec.cluster.nodes) {
+    if (n.kind == sim::NodeKind::kGpu) names.push_back(n.name);
+  }
+  return names;
+}
+
+void check_size(const sim::ScenarioSpec& spec) {
+  const auto gpus = gpu_names(spec).size();
+  if (gpus > static_cast<std::size_t>(kMaxAgents)) {
+    throw InputError(spec.source + ": /cluster: " + std::to_string(gpus) +
+                     " GPU nodes is too big to run as agents on one machine (the testbed runs at "
+                     "most " + std::to_string(kMaxAgents) + ")");
+  }
+  if (gpus < 2) throw InputError(spec.source + ": /cluster: the testbed needs two GPU nodes");
+}
+
+Setup load_setup(const sim::ScenarioSpec& spec, const TestbedOptions& o) {
+  Setup s;
+  const std::string dir = !o.model_dir.empty() ? o.model_dir : spec.cost_source.live.model;
+  if (!dir.empty()) {
+    s.model = std::make_unique<backend::Model>(backend::load_hf_model(dir));
+    if (s.model->spec().layers != spec.model.layers ||
+        s.model->spec().kv_width() != spec.model.kv_width()) {
+      throw InputError("--model-dir: " + dir + " is not the scenario's model " + spec.model.name);
+    }
+    s.weights_source = dir;
+  } else {
+    if (4.0 * static_cast<double>(spec.model.parameter_count()) > kMaxWeightBytes) {
+      throw InputError(spec.source + ": /model: " + spec.model.name +
+                       " is too big for seeded random weights on the CPU backend (over 4 GiB)");
+    }
+    s.model = std::make_unique<backend::Model>(backend::random_weights(spec.model, o.seed));
+    s.weights_source = "seeded random weights of " + spec.model.name + "'s shape (no model folder)";
+  }
+  if (!spec.risk_kv || spec.risk_kv->topology.empty()) return s;
+  const cost_model::Topology& topo = spec.risk_kv->topology;
+  const std::string file = !o.predictors.empty() ? o.predictors : spec.cost_source.live.predictors;
+  if (file.empty()) {
+    for (const auto& g : topo.groups()) {
+      s.predictors.push_back(backend::random_predictor(s.model->spec(), g, o.seed + 7));
+    }
+    s.predictors_source = "seeded random predictors (no --predictors)";
+    return s;
+  }
+  const auto stored = backend::calibrate::read_predictors(file, s.model->spec());
+  for (const auto& g : topo.groups()) {
+    auto it = std::find_if(stored.begin(), stored.end(),
+                           [&](const auto& p) { return p.group == g.group; });
+    if (it == stored.end()) {
+      throw InputError("--predictors: " + file + " has no predictor for G" +
+                       std::to_string(g.group) + " of the topology " + topo.describe());
+    }
+    s.predictors.push_back(it->predictor);
+  }
+  s.predictors_source = file;
+  return s;
+}
+
+WireDType wire_dtype(const cost_model::ModelSpec& m) {
+  return m.kv_dtype == cost_model::DType::kF32 ? WireDType::kF32 : WireDType::kF16;
+}
+
+/// The source's KV for a move: a prefill of seeded token ids, and the payload to send.
+KvPayload make_payload(const PlannedMove& mv, const Setup& s, const sim::ScenarioSpec& spec,
+                       std::uint64_t seed) {
+  const backend::Model& model = *s.model;
+  const cost_model::ModelSpec& m = model.spec();
+  std::mt19937_64 rng(seed);
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(mv.tokens));
+  for (auto& t : ids) t = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(m.vocab));
+  if (mv.strategy == Strategy::kTokenReplay) return token_ids_payload(ids);
+  backend::KvCache cache = model.new_cache();
+  backend::ForwardOptions fo;
+  fo.logits = backend::LogitsMode::kNone;
+  fo.attention_stats = mv.strategy == Strategy::kProxyKv;
+  const backend::ForwardResult r = model.forward(ids, cache, fo);
+  if (mv.strategy == Strategy::kProxyKv) {
+    backend::KeepPolicy keep;
+    keep.retention = spec.proxy_kv->retention;
+    const auto kept = backend::top_k_per_head(backend::h2o_scores(r.stats, m), keep);
+    return kept_tokens_payload(cache, kept, m.kv_heads, m.head_dim, wire_dtype(m));
+  }
+  std::vector<int> layers;
+  for (int l = 0; l < m.layers; ++l) {
+    bool omitted = false;
+    if (mv.strategy == Strategy::kRiskKv) {
+      for (const auto& g : spec.risk_kv->topology.groups()) {
+        omitted |= std::find(g.target_layers.begin(), g.target_layers.end(), l) !=
+                   g.target_layers.end();
+      }
+    }
+    if (!omitted) layers.push_back(l);
+  }
+  return layers_payload(cache, layers, wire_dtype(m));
+}
+
+cost_model::MoveMethods methods_of(const sim::ScenarioSpec& spec) {
+  cost_model::MoveMethods mm;
+  mm.model = &spec.model;
+  if (spec.risk_kv) {
+    mm.topology = &spec.risk_kv->topology;
+    mm.predictor_dtype = spec.risk_kv->predictor_dtype;
+    mm.risk_delta_nll = spec.risk_kv->delta_nll;
+  }
+  if (spec.proxy_kv) {
+    mm.retention = spec.proxy_kv->retention;
+    mm.proxy_delta_nll = spec.proxy_kv->delta_nll;
+  }
+  return mm;
+}
+
+/// The cost model's plan and estimate for the same move on the same path (idle GPU queue).
+void predict(MoveRow& row, const PlannedMove& mv, const ShapedPath& path,
+             const sim::ScenarioSpec& spec, const cost_model::ComputeCosts& costs) {
+  const cost_model::MoveMethods mm = methods_of(spec);
+  cost_model::MoveState st;
+  st.context = st.available = mv.tokens;
+  st.predictor_at_dst = true;  // the testbed preloads predictors
+  const cost_model::MovePlan plan = cost_model::plan_move(mv.strategy, mm, st);
+  cost_model::MoveRoute route;
+  route.data = cost_model::MoveRoute::Leg::kNetwork;
+  route.data_path = {path.bottleneck(), Seconds{std::chrono::duration<double>(path.latency).count()}};
+  const cost_model::MoveEstimate e = cost_model::estimate_move(plan, mm, route, 0, costs);
+  row.planned_bytes = static_cast<std::uint64_t>((plan.kv + plan.tokens).count);
+  row.predicted_transfer_s = static_cast<double>(e.transfer_ns) * 1e-9;
+  row.predicted_compute_s = static_cast<double>(e.compute_ns) * 1e-9;
+  row.predicted_total_s = static_cast<double>(e.total_ns()) * 1e-9;
+}
+
+SendOptions send_options(const ShapedPath& path, const FaultSpec& faults) {
+  SendOptions o;
+  // A frame of about 250 us at the bottleneck: fine-grained sharing, few timer wake-ups.
+  const double bytes = path.bottleneck().value / 8.0 * 250e-6;
+  o.frame_payload = static_cast<std::uint32_t>(std::clamp(bytes, 8192.0, 1048576.0));
+  o.window = std::max<std::uint64_t>(16u << 20, static_cast<std::uint64_t>(
+      path.bottleneck().value / 8.0 * std::chrono::duration<double>(path.latency).count() * 2));
+  o.deadline = std::chrono::milliseconds(600'000);
+  o.faults = faults;
+  return o;
+}
+
+}  // namespace
+
+TestbedRun run_testbed(const sim::ScenarioSpec& spec, const cost_model::ComputeCosts& costs,
+                       const TestbedOptions& o,
+                       const std::function<void(const std::string&)>& progress) {
+  check_size(spec);
+  if (o.moves < 0 || o.moves > 10000) throw InputError("--moves: must be in [1, 10000]");
+  if (o.max_tokens < 1) throw InputError("--max-tokens: must be >= 1");
+  const ClusterLinks links(spec.cluster);
+  const std::vector<PlannedMove> moves = choose_moves(spec, links, o.moves, o.max_tokens, o.seed);
+  const Setup setup = load_setup(spec, o);
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::uint64_t, Rebuilt> rebuilt;
+  std::map<std::uint64_t, Delivery> delivered;
+  std::map<std::string, std::unique_ptr<Agent>> agents;
+  std::map<std::uint64_t, RebuildContext> contexts;
+  // The receiver's work runs on the receiving agent's compute thread, off its socket thread.
+  auto on_delivery = [&](Agent& at, Delivery&& delivered_now) {
+    auto d = std::make_shared<Delivery>(std::move(delivered_now));
+    at.compute([&, d] {
+      RebuildContext ctx;
+      {
+        std::lock_guard lock(mu);
+        ctx = contexts.at(d->id);
+      }
+      Rebuilt r;
+      try {
+        r = rebuild(moves[d->id].strategy, *d, ctx);
+      } catch (const std::exception& e) {
+        r.work = std::string("error: ") + e.what();  // reported as the move's failure
+      }
+      std::lock_guard lock(mu);
+      rebuilt[d->id] = std::move(r);
+      delivered[d->id] = std::move(*d);
+      cv.notify_all();
+    });
+  };
+  for (const std::string& name : gpu_names(spec)) {
+    auto self = std::make_shared<Agent*>(nullptr);  // set before any transfer can arrive
+    auto agent = std::make_unique<Agent>(
+        name, [&on_delivery, self](Delivery&& d) { on_delivery(**self, std::move(d)); });
+    *self = agent.get();
+    agents[name] = std::move(agent);
+  }
+  TestbedRun run;
+  int clipped = 0;
+  for (std::size_t i = 0; i < moves.size(); ++i) {
+    const PlannedMove& mv = moves[i];
+    clipped += mv.clipped;
+    MoveRow row;
+    row.move = static_cast<int>(i);
+    row.strategy = cost_model::strategy_name(mv.strategy);
+    row.src = mv.src;
+    row.dst = mv.dst;
+    row.tokens = mv.tokens;
+    for (const auto& n : links.path_names(mv.src, mv.dst)) row.path += (row.path.empty() ? "" : " ") + n;
+    const KvPayload payload = make_payload(mv, setup, spec, o.seed * 1000003 + i);
+    if (payload.bytes.size() > kMaxPayload) {
+      throw InputError("--max-tokens: a move of " + std::to_string(mv.tokens) +
+                       " tokens ships over 1 GiB; lower --max-tokens");
+    }
+    row.bytes = payload.bytes.size();
+    const ShapedPath path = links.path(mv.src, mv.dst);
+    predict(row, mv, path, spec, costs);
+    {
+      std::lock_guard lock(mu);
+      contexts[i] = {setup.model.get(), setup.predictors, mv.tokens};
+    }
+    TransferRequest req;
+    req.id = i;
+    req.payload = std::make_shared<std::vector<std::uint8_t>>(payload.bytes);
+    req.segments = payload.segments;
+    req.port = agents.at(mv.dst)->port();
+    req.path = path;
+    req.options = send_options(path, o.faults);
+    std::promise<TransferResult> done;
+    auto result_future = done.get_future();
+    agents.at(mv.src)->send(req, [&done](const TransferResult& r) { done.set_value(r); });
+    const TransferResult res = result_future.get();
+    row.state = res.state == TransferState::kCompleted ? "completed" : "failed";
+    row.reason = res.reason;
+    row.frames = res.frames_sent;
+    row.bytes_resent = res.bytes_resent;
+    row.faults = res.drops + res.corruptions + res.disconnects + res.stalls + res.delays;
+    row.connections = res.connections;
+    if (res.state == TransferState::kCompleted) {
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return rebuilt.count(i) > 0; });
+      const Delivery& d = delivered.at(i);
+      const Rebuilt& r = rebuilt.at(i);
+      row.transfer_s = std::chrono::duration<double>(d.completed - res.started).count();
+      row.decode_s = r.decode_s;
+      row.compute_s = r.compute_s;
+      row.work = r.work;
+      if (r.work.starts_with("error: ")) row.state = "failed", row.reason = r.work;
+      row.total_s = row.transfer_s + row.decode_s + row.compute_s;
+      if (d.bytes != *req.payload) throw std::logic_error("testbed: delivered bytes differ");
+      delivered.erase(i);
+      rebuilt.erase(i);
+    }
+    if (progress) {
+      progress("move " + std::to_string(i + 1) + "/" + std::to_string(moves.size()) + " " +
+               row.strategy + " " + row.src + "->" + row.dst + " " + std::to_string(row.tokens) +
+               " tokens: " + row.state);
+    }
+    run.rows.push_back(std::move(row));
+  }
+  for (auto& [name, agent] : agents) agent->stop();
+
+  nlohmann::json& s = run.summary;
+  s["scenario"] = spec.name;
+  s["agents"] = agents.size();
+  s["address"] = "127.0.0.1";
+  s["moves"] = run.rows.size();
+  s["clipped_contexts"] = clipped;
+  s["max_tokens"] = o.max_tokens;
+  s["faults"] = describe(o.faults);
+  s["weights"] = setup.weights_source;
+  if (!setup.predictors_source.empty()) s["predictors"] = setup.predictors_source;
+  s["compute_source"] = nlohmann::json::array();
+  for (const auto& src : costs.sources()) s["compute_source"].push_back(src.op + ": " + src.source);
+  std::map<std::string, std::vector<double>> transfer_err, compute_err, total_err;
+  int completed = 0;
+  for (const MoveRow& r : run.rows) {
+    if (r.state != "completed") continue;
+    ++completed;
+    transfer_err[r.strategy].push_back(relative_error(r.transfer_s, r.predicted_transfer_s));
+    compute_err[r.strategy].push_back(relative_error(r.compute_s, r.predicted_compute_s));
+    total_err[r.strategy].push_back(relative_error(r.total_s, r.predicted_total_s));
+  }
+  s["completed"] = completed;
+  s["failed"] = static_cast<int>(run.rows.size()) - completed;
+  for (const auto& [strategy, errs] : total_err) {
+    auto stats = [](const std::vector<double>& e) {
+      const ErrorStats st = abs_error_stats(e);
+      return nlohmann::json{{"n", st.n}, {"median_abs", st.median}, {"p95_abs", st.p95}};
+    };
+    s["error"][strategy] = {{"transfer", stats(transfer_err[strategy])},
+                            {"compute", stats(compute_err[strategy])},
+                            {"total", stats(errs)}};
+  }
+  return run;
+}
+
+}  // namespace kvshift::testbed

@@ -1,0 +1,76 @@
+// `kvshift testbed SCENARIO`: a small scenario's cluster brought up as real
+// agents (one per GPU node, agent.hpp) joined by its shaped links
+// (cluster_links.hpp); its moves replayed one at a time with each strategy's
+// real payload (kv_payload.hpp) and the receiver's real work (receiver_work.hpp);
+// every move set beside the cost model's plan and estimate for the same move
+// (cost_model/move_plan.hpp: plan_move + estimate_move, the estimator the
+// simulator and `kvshift cost` use). The source's KV comes from a real prefill
+// of seeded random token ids on the model's weights (a model folder) or on
+// seeded random weights of its shape (said in the summary). ProxyKV's kept tokens
+// are chosen by H2O scores of that prefill (the proxy and mapper score off the
+// move's critical path and are not run here). Leaves out: the simulator's
+// queueing (each move runs alone on an idle cluster), predictor shipping
+// (predictors are preloaded), the CUDA backend.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cost_model/compute_costs.hpp"
+#include "sim/spec.hpp"
+#include "testbed/faults.hpp"
+
+namespace kvshift::testbed {
+
+/// The most agents (GPU nodes) a scenario may bring up on one machine.
+inline constexpr int kMaxAgents = 16;
+
+struct TestbedOptions {
+  std::int64_t moves = 0;     ///< synthetic moves; 0: the scenario's own (drains, node failures)
+  FaultSpec faults;
+  std::uint64_t seed = 1;
+  std::string model_dir;      ///< weights; empty: the scenario's live model, else random weights
+  std::string predictors;     ///< predictors.safetensors; empty: the live section's, else random
+  std::int64_t max_tokens = 2048;  ///< contexts drawn longer are clipped (a CPU prefill per move)
+};
+
+/// One move as measured and as predicted. Times in seconds.
+struct MoveRow {
+  int move = 0;
+  std::string strategy, src, dst, path, work, state, reason;
+  std::int64_t tokens = 0;
+  std::uint64_t bytes = 0;          ///< on the wire (payload, without frame headers)
+  std::uint64_t planned_bytes = 0;  ///< the plan's kv + token bytes
+  double transfer_s = 0, decode_s = 0, compute_s = 0, total_s = 0;
+  double predicted_transfer_s = 0, predicted_compute_s = 0, predicted_total_s = 0;
+  std::uint64_t frames = 0, bytes_resent = 0, faults = 0;
+  int connections = 0;
+};
+
+struct TestbedRun {
+  std::vector<MoveRow> rows;
+  nlohmann::json summary;
+};
+
+/// Runs the moves; InputError (naming the flag or JSON field) for what cannot run here.
+TestbedRun run_testbed(const sim::ScenarioSpec& spec, const cost_model::ComputeCosts& costs,
+                       const TestbedOptions& options,
+                       const std::function<void(const std::string&)>& progress = {});
+
+/// testbed.csv: one row per move, with the relative errors.
+std::string testbed_csv(const std::vector<MoveRow>& rows);
+
+/// (measured − predicted) / predicted; 0 when both are 0, NaN when only the prediction is.
+double relative_error(double measured, double predicted);
+
+/// Median and 95th percentile (nearest rank) of |values|; NaNs are skipped.
+struct ErrorStats {
+  std::size_t n = 0;
+  double median = 0, p95 = 0;
+};
+ErrorStats abs_error_stats(const std::vector<double>& errors);
+
+}  // namespace kvshift::testbed
