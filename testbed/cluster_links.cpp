@@ -7,13 +7,6 @@
 #include <tuple>
 
 namespace kvshift::testbed {
-namespace {
-
-/// One token-bucket depth for every link: a millisecond of tokens saved while idle at most.
-constexpr auto kBurst = std::chrono::microseconds(1000);
-
-}  // namespace
-
 ClusterLinks::ClusterLinks(const sim::ClusterSpec& cluster) : cluster_(cluster) {
   for (std::size_t i = 0; i < cluster.nodes.size(); ++i) {
     index_[cluster.nodes[i].name] = static_cast<int>(i);

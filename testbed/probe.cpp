@@ -110,7 +110,7 @@ std::vector<ProbeRow> run_probe(const std::vector<ProbeCase>& cases, int repeats
     const std::vector<double> sim = simulated(c);
     const double closed = cost_model::transfer_time(c.bytes, {c.bandwidth, c.latency}).value;
     for (int r = 0; r < repeats; ++r) {
-      LinkShaper link("src->dst", c.bandwidth, std::chrono::microseconds(1000));
+      LinkShaper link("src->dst", c.bandwidth, kBurst);
       ShapedPath path;
       path.links = {&link};
       path.latency = std::chrono::nanoseconds(static_cast<std::int64_t>(c.latency.value * 1e9));

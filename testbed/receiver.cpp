@@ -3,7 +3,6 @@
 
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
-#include <cstring>
 
 #include "testbed/crc32c.hpp"
 
@@ -38,7 +37,9 @@ Inbox::Reply Inbox::hello(const FrameHeader& h) {
   Inbound& in = it->second;
   if (fresh) {
     in.total = h.total;
-    in.bytes.resize(h.total);
+    // Reserve, do not resize: zero-filling a 256 MB buffer here held the HELLO's answer
+    // (and so the whole transfer) back by ~0.1 s; bytes are appended as they are verified.
+    in.bytes.reserve(h.total);
     in.stats.id = h.transfer;
   }
   in.nacked_at = ~0ull;  // a new connection starts from `verified`: allow a fresh NACK
@@ -78,7 +79,7 @@ Inbox::Reply Inbox::data(const FrameHeader& h, std::span<const std::uint8_t> pay
     return nack(h, in, kNackGap);
   }
   if (in.verified == 0) in.stats.first_byte = Clock::now();
-  std::memcpy(in.bytes.data() + h.offset, payload.data(), payload.size());
+  in.bytes.insert(in.bytes.end(), payload.begin(), payload.end());  // offset == size: in order
   in.verified += h.length;
   note_segment(in, h);
   if (in.verified == in.total) complete(in);

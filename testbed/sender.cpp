@@ -147,7 +147,7 @@ void Sender::pump() {
     return lose_connection("injected disconnect");
   }
   const auto now = Clock::now();
-  auto ready = std::max(last_left_, now - std::chrono::milliseconds(1));
+  auto ready = std::max(last_left_, now - kBurst);
   if (fate.stall_s > 0) {
     ++result_.stalls;
     ready = std::max(ready, now + std::chrono::nanoseconds(std::int64_t(fate.stall_s * 1e9)));

@@ -24,6 +24,11 @@ namespace kvshift::testbed {
 
 using Clock = std::chrono::steady_clock;
 
+/// Token-bucket depth of every link and flow: how far a sender woken late may catch up.
+/// Deeper than the worst scheduling delay of a busy 2-core machine, so a late wake-up loses
+/// no tokens; a new flow starts with an empty bucket, so it never bursts ahead of the model.
+inline constexpr std::chrono::microseconds kBurst{5000};
+
 class LinkShaper {
  public:
   /// `burst`: how far behind real time the bucket may be (tokens saved while idle).
