@@ -66,7 +66,9 @@ TransferId Network::submit(TransferRequest r) {
   if (!options_.keep_ended && !free_flows_.empty()) {
     fr = free_flows_.back();
     free_flows_.pop_back();
+    Route keep = std::move(flows_[fr].route);  // its capacity, so routing allocates nothing
     flows_[fr] = Flow{};
+    flows_[fr].route = std::move(keep);
   } else {
     flows_.emplace_back();
   }
@@ -296,7 +298,7 @@ void Network::end(Flow& f, TransferState s, std::string reason) {
   // An ended transfer keeps only its TransferInfo: long runs end millions of them.
   TransferCallback done = std::move(f.on_done);
   f.on_done = nullptr;
-  f.route = Route{};
+  if (options_.keep_ended) f.route = Route{};  // else the record's reuse keeps its capacity
   f.explicit_route.reset();
   if (done) done(f.info);
   notify(&NetworkObserver::on_done, f);

@@ -115,6 +115,7 @@ nlohmann::json simulate_point(const sim::ScenarioSpec& spec, const CostFactory& 
   const auto compute = costs(spec);
   sim::RunOptions options;
   options.record_trace = false;
+  options.keep_records = false;  // a point needs only its summary
   const std::vector<sim::RunResult> runs = sim::run_scenario(spec, *compute, options);
   return reports::run_summary(spec, runs, compute->sources());
 }

@@ -209,16 +209,18 @@ void GpuWorker::end_epoch() {
   const std::int64_t k = epoch_steps_;
   gpu_time_.decode += busy_ns(epoch_start_, SimTime{step_.ns * k});
   record("decode", epoch_start_, SimTime{step_.ns * k});
-  std::vector<std::uint64_t> finished;
+  // The listener may add work to this GPU: it reads copies, kept in scratch members so an
+  // epoch allocates nothing (no listener call runs another end_epoch of this worker).
+  finished_.clear();
   for (DecodeState& s : batch_) {
     s.context += k;
     s.remaining -= k;
-    if (s.remaining <= 0) finished.push_back(s.request);
+    if (s.remaining <= 0) finished_.push_back(s.request);
   }
-  const std::vector<DecodeState> progressed = batch_;
+  progressed_ = batch_;
   std::erase_if(batch_, [](const DecodeState& s) { return s.remaining <= 0; });
-  listener_.on_decoded(index_, progressed, k);
-  for (std::uint64_t r : finished) listener_.on_finished(index_, r);
+  listener_.on_decoded(index_, progressed_, k);
+  for (std::uint64_t r : finished_) listener_.on_finished(index_, r);
   next_iteration();
 }
 

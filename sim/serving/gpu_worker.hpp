@@ -122,6 +122,8 @@ class GpuWorker {
   bool busy_ = false;
   std::deque<GpuJob> jobs_;
   std::vector<DecodeState> batch_;    ///< decoding now
+  std::vector<DecodeState> progressed_;  ///< end_epoch's scratch: the batch it reports
+  std::vector<std::uint64_t> finished_;  ///< end_epoch's scratch: who finished
   std::deque<DecodeState> waiting_;   ///< admitted, waiting for a batch slot
   // The epoch in flight.
   EventId epoch_event_{};

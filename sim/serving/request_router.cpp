@@ -17,12 +17,12 @@ int RequestRouter::add_gpu(int node, std::int64_t capacity) {
 
 void RequestRouter::reindex(int gpu, std::int64_t reserved) {
   Gpu& g = at(gpu);
-  const auto key = [&](std::int64_t r) {
-    return std::pair{static_cast<double>(r) / static_cast<double>(g.capacity), gpu};
-  };
-  by_load_.erase(key(g.reserved));
   g.reserved = reserved;
-  if (g.open) by_load_.insert(key(g.reserved));
+  if (g.open) {
+    by_load_.set(gpu, static_cast<double>(g.reserved) / static_cast<double>(g.capacity));
+  } else {
+    by_load_.erase(gpu);
+  }
 }
 
 void RequestRouter::set_open(int gpu, bool open) {
@@ -65,10 +65,12 @@ bool RequestRouter::fits(int gpu, std::int64_t bytes, int exclude_node) const {
 int RequestRouter::route(std::int64_t bytes, int exclude_node) {
   if (policy_ == Router::kLeastLoaded) {
     // Smallest reserved share first (ties by index); usually the first one fits.
-    for (const auto& [share, index] : by_load_) {
-      if (fits(index, bytes, exclude_node)) return index;
-    }
-    return -1;
+    int pick = -1;
+    by_load_.visit_in_order([&](int index) {
+      if (fits(index, bytes, exclude_node)) pick = index;
+      return pick >= 0;
+    });
+    return pick;
   }
   std::vector<int> candidates;
   for (std::size_t i = 0; i < gpus_.size(); ++i) {
@@ -98,10 +100,11 @@ std::vector<int> RequestRouter::destinations(std::int64_t bytes, int exclude_nod
     out.push_back(index);
   };
   if (policy_ == Router::kLeastLoaded) {
-    for (const auto& [share, index] : by_load_) {
-      if (out.size() >= k) break;
+    by_load_.visit_in_order([&](int index) {
+      if (out.size() >= k) return true;
       if (fits(index, bytes, exclude_node)) take(index);
-    }
+      return false;
+    });
     return out;
   }
   // The policy's own pick first (the same draws as for an arrival), then the rest by index.

@@ -2,7 +2,7 @@
 // (capacity, and the reservation of every request placed there), knows which
 // GPUs take new work (up, on a node that is not draining), and picks a GPU by
 // the scenario's policy: least loaded (an index ordered by reserved share, so
-// the usual pick is O(log n)), round robin, or random (seeded). A reservation
+// the usual pick is O(1) and an update O(log n)), round robin, or random (seeded). A reservation
 // over capacity, or a request reserved twice, is a bug in the caller: it
 // throws std::logic_error, loudly, instead of letting HBM overflow silently.
 #pragma once
@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "sim/serving/load_index.hpp"
 #include "sim/spec.hpp"
 #include "sim/workload.hpp"
 
@@ -63,7 +64,7 @@ class RequestRouter {
   Router policy_;
   Rng rng_;
   std::vector<Gpu> gpus_;
-  std::set<std::pair<double, int>> by_load_;  ///< open GPUs by (reserved share, index)
+  LoadIndex by_load_;  ///< open GPUs by (reserved share, index)
   std::size_t round_robin_ = 0;
 };
 

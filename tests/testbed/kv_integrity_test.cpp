@@ -9,10 +9,10 @@
 #include "backend/pruning.hpp"
 #include "backend/reconstruct.hpp"
 #include "backend/weights.hpp"
-#include "tests/backend/tiny_spec.hpp"
-#include "tests/testbed/transport_fixture.hpp"
 #include "testbed/kv_payload.hpp"
 #include "testbed/receiver_work.hpp"
+#include "tests/backend/tiny_spec.hpp"
+#include "tests/testbed/transport_fixture.hpp"
 
 namespace kvshift::testbed {
 namespace {
@@ -126,8 +126,8 @@ TEST_F(KvIntegrity, KeptTokensArriveAsTheBackendsCompactCache) {
   keep.sink_tokens = 2;
   keep.recent_window = 4;
   const auto kept = backend::top_k_per_head(scores, keep);
-  const Delivery d = send(
-      kept_tokens_payload(cache_, kept, spec_.kv_heads, spec_.head_dim, WireDType::kF32));
+  const Delivery d =
+      send(kept_tokens_payload(cache_, kept, spec_.kv_heads, spec_.head_dim, WireDType::kF32));
   expect_same_cache(rebuild(cost_model::Strategy::kProxyKv, d, context()).cache,
                     backend::compact(cache_, kept, spec_.kv_heads, spec_.head_dim));
 }

@@ -16,8 +16,8 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("kvshift-testbed-" + name + "-" +
-                                                    std::to_string(::getpid()));
+  const fs::path dir =
+      fs::temp_directory_path() / ("kvshift-testbed-" + name + "-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -28,12 +28,13 @@ std::string scenario(const std::string& model, const std::string& strategies, in
                      const std::string& extra, bool drain = true) {
   std::ostringstream s;
   s << R"({"name": "tb", "model": ")" << model << R"(", "gpu": "h200",
-    "cluster": {"node": {"gpus": 1}, "star": {"nodes": )" << nodes
-    << R"(, "bandwidth": "200Mbps", "latency": "1ms"}},
+    "cluster": {"node": {"gpus": 1}, "star": {"nodes": )"
+    << nodes << R"(, "bandwidth": "200Mbps", "latency": "1ms"}},
     "workload": {"arrival": "poisson", "rate": 1, "max_requests": 1,
                  "prompt_tokens": {"distribution": "uniform", "min": 40, "max": 90},
                  "output_tokens": {"distribution": "fixed", "value": 10}},
-    "policies": {"strategies": [)" << strategies << "]}," << extra;
+    "policies": {"strategies": [)"
+    << strategies << "]}," << extra;
   if (drain) s << R"("events": [{"type": "drain", "at": "1s", "node": "gpu0"}],)";
   s << R"("duration": "10s"})";
   return s.str();
@@ -67,9 +68,9 @@ TEST(TestbedCli, ReplaysTheDrainWithEveryStrategyOnTheTinyFixture) {
       fixture + "/config.json", R"("full_kv", "token_replay", "proxy_kv")", 3,
       R"("proxy_kv": {"proxy_model": ")" + (dir / "proxy.json").string() +
           R"(", "retention": 0.5, "delta_nll": 0.01},)");
-  const auto r = run_kvshift("testbed " + (dir / "s.json").string() + " --model-dir " + fixture +
-                             " --faults drop=0.01,corrupt=0.01,seed=2 --out " +
-                             (dir / "out").string());
+  const auto r =
+      run_kvshift("testbed " + (dir / "s.json").string() + " --model-dir " + fixture +
+                  " --faults drop=0.01,corrupt=0.01,seed=2 --out " + (dir / "out").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto rows = read_csv(dir / "out" / "testbed.csv");
   ASSERT_EQ(rows.size(), 4u);  // header + one move per strategy
@@ -100,10 +101,9 @@ TEST(TestbedCli, SyntheticRiskKvMovesReconstructWithSeededPredictors) {
     "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 8,
     "vocab_size": 64, "max_position_embeddings": 256, "rms_norm_eps": 1e-5,
     "rope_theta": 10000.0, "architectures": ["LlamaForCausalLM"], "model_type": "llama"})";
-  std::ofstream(dir / "s.json") << scenario((dir / "config.json").string(),
-                                            R"("risk_kv", "full_kv")", 4,
-                                            R"("risk_kv": {"topology": "G2", "delta_nll": 0.01},)",
-                                            false);
+  std::ofstream(dir / "s.json") << scenario(
+      (dir / "config.json").string(), R"("risk_kv", "full_kv")", 4,
+      R"("risk_kv": {"topology": "G2", "delta_nll": 0.01},)", false);
   const auto r = run_kvshift("testbed " + (dir / "s.json").string() + " --moves 6 --out " +
                              (dir / "out").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -157,9 +157,10 @@ TEST(TestbedCli, BadInputNamesTheFlagOrFieldAndExitsTwo) {
 
 TEST(TestbedCli, ProbeMeasuresTheCeilingAndContendingFlows) {
   const fs::path dir = scratch("probe");
-  const auto r = run_kvshift("testbed --probe --bytes 250KB --bandwidth 50Mbps --flows 1,3"
-                             " --latency 2ms --repeats 1 --ceiling-bytes 8MB --out " +
-                             (dir / "out").string());
+  const auto r = run_kvshift(
+      "testbed --probe --bytes 250KB --bandwidth 50Mbps --flows 1,3"
+      " --latency 2ms --repeats 1 --ceiling-bytes 8MB --out " +
+      (dir / "out").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto summary = nlohmann::json::parse(std::ifstream(dir / "out" / "summary.json"));
   EXPECT_GT(summary["loopback_ceiling_bps"].get<double>(), 50e6);

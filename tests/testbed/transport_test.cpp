@@ -87,7 +87,8 @@ TEST(Transport, ShapedTransferTakesLatencyPlusSerialisation) {
   std::lock_guard lock(c.mu_);
   ASSERT_EQ(c.results_.at(1).state, TransferState::kCompleted);
   const Delivery& d = c.deliveries_.at(1);
-  const double measured = std::chrono::duration<double>(d.completed - c.results_.at(1).started).count();
+  const double measured =
+      std::chrono::duration<double>(d.completed - c.results_.at(1).started).count();
   const double predicted = 0.020 + 8.0 * 2'500'000 / 200e6;
   // Headers add 0.09 %; a loaded 2-core machine adds scheduling delay: allow 15 %.
   EXPECT_GT(measured, predicted * 0.99);
@@ -186,11 +187,12 @@ TEST(Transport, TenThousandTransfersUnderFaultsLoseNothing) {
   EXPECT_GT(corruptions, 100u);
   EXPECT_GT(disconnects, 50u);
   EXPECT_GT(crc_failures, 0u);
-  std::printf("transfers %llu completed %llu; faults: drops %llu corruptions %llu disconnects %llu;"
-              " receiver CRC failures %llu\n",
-              (unsigned long long)kTransfers, (unsigned long long)completed,
-              (unsigned long long)drops, (unsigned long long)corruptions,
-              (unsigned long long)disconnects, (unsigned long long)crc_failures);
+  std::printf(
+      "transfers %llu completed %llu; faults: drops %llu corruptions %llu disconnects %llu;"
+      " receiver CRC failures %llu\n",
+      (unsigned long long)kTransfers, (unsigned long long)completed, (unsigned long long)drops,
+      (unsigned long long)corruptions, (unsigned long long)disconnects,
+      (unsigned long long)crc_failures);
 }
 
 }  // namespace
