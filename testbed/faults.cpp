@@ -15,7 +15,8 @@ double probability(const std::string& flag, const std::string& key, const std::s
   const char* end = value.data() + value.size();
   auto [ptr, ec] = std::from_chars(value.data(), end, p);
   if (ec != std::errc() || ptr != end || !(p >= 0 && p <= 1)) {
-    throw InputError(flag + ": " + key + " must be a probability in [0, 1] (got \"" + value + "\")");
+    throw InputError(flag + ": " + key + " must be a probability in [0, 1] (got \"" + value +
+                     "\")");
   }
   return p;
 }
@@ -44,13 +45,20 @@ FaultSpec parse_faults(const std::string& text, const std::string& flag) {
       throw InputError(flag + ": expected key=value (got \"" + item + "\")");
     }
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    if (key == "drop") f.drop = probability(flag, key, value);
-    else if (key == "corrupt") f.corrupt = probability(flag, key, value);
-    else if (key == "disconnect") f.disconnect = probability(flag, key, value);
-    else if (key == "delay") f.delay_s = duration_s(flag, key, value);
-    else if (key == "delay_p") f.delay_p = probability(flag, key, value);
-    else if (key == "stall") f.stall_s = duration_s(flag, key, value);
-    else if (key == "stall_p") f.stall_p = probability(flag, key, value);
+    if (key == "drop")
+      f.drop = probability(flag, key, value);
+    else if (key == "corrupt")
+      f.corrupt = probability(flag, key, value);
+    else if (key == "disconnect")
+      f.disconnect = probability(flag, key, value);
+    else if (key == "delay")
+      f.delay_s = duration_s(flag, key, value);
+    else if (key == "delay_p")
+      f.delay_p = probability(flag, key, value);
+    else if (key == "stall")
+      f.stall_s = duration_s(flag, key, value);
+    else if (key == "stall_p")
+      f.stall_p = probability(flag, key, value);
     else if (key == "seed") {
       std::uint64_t s = 0;
       auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), s);
@@ -59,8 +67,9 @@ FaultSpec parse_faults(const std::string& text, const std::string& flag) {
       }
       f.seed = s;
     } else {
-      throw InputError(flag + ": unknown fault \"" + key +
-                       "\" (known: drop, corrupt, delay, delay_p, disconnect, stall, stall_p, seed)");
+      throw InputError(
+          flag + ": unknown fault \"" + key +
+          "\" (known: drop, corrupt, delay, delay_p, disconnect, stall, stall_p, seed)");
     }
   }
   if (f.delay_s > 10 || f.stall_s > 10) throw InputError(flag + ": delay and stall must be <= 10s");
@@ -85,9 +94,7 @@ std::string describe(const FaultSpec& f) {
 FaultDice::FaultDice(const FaultSpec& spec, std::uint64_t transfer, std::uint64_t attempt)
     : spec_(spec), rng_(splitmix(splitmix(spec.seed ^ splitmix(transfer)) + attempt)) {}
 
-bool FaultDice::chance(double p) {
-  return std::uniform_real_distribution<double>(0, 1)(rng_) < p;
-}
+bool FaultDice::chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
 
 FrameFate FaultDice::next() {
   FrameFate f;

@@ -22,7 +22,9 @@ struct FaultSpec {
   double delay_s = 0, delay_p = 0.01;
   double stall_s = 0, stall_p = 0.001;
   std::uint64_t seed = 1;
-  bool any() const { return drop > 0 || corrupt > 0 || disconnect > 0 || delay_s > 0 || stall_s > 0; }
+  bool any() const {
+    return drop > 0 || corrupt > 0 || disconnect > 0 || delay_s > 0 || stall_s > 0;
+  }
 };
 
 /// Parses "key=value,..." (keys above plus seed=N); InputError names `flag` and the key.

@@ -53,8 +53,13 @@ void put_head_rows(std::vector<std::uint8_t>& out, const backend::Matrix& m,
 }
 
 Segment segment(std::size_t begin, std::size_t end, int layer, std::int64_t tokens, WireDType d) {
-  return {begin, end - begin, static_cast<std::uint16_t>(layer),
-          static_cast<std::uint16_t>(layer + 1), 0, static_cast<std::uint32_t>(tokens), d};
+  return {begin,
+          end - begin,
+          static_cast<std::uint16_t>(layer),
+          static_cast<std::uint16_t>(layer + 1),
+          0,
+          static_cast<std::uint32_t>(tokens),
+          d};
 }
 
 }  // namespace
@@ -95,7 +100,8 @@ KvPayload kept_tokens_payload(const backend::KvCache& cache,
       put_head_rows(p.bytes, cache.k[l], rows, h, head_dim, dtype);
       put_head_rows(p.bytes, cache.v[l], rows, h, head_dim, dtype);
     }
-    p.segments.push_back(segment(begin, p.bytes.size(), static_cast<int>(l), cache.tokens(), dtype));
+    p.segments.push_back(
+        segment(begin, p.bytes.size(), static_cast<int>(l), cache.tokens(), dtype));
   }
   return p;
 }
@@ -104,8 +110,8 @@ KvPayload token_ids_payload(std::span<const std::int32_t> tokens) {
   KvPayload p;
   p.bytes.resize(tokens.size() * 4);
   if (!tokens.empty()) std::memcpy(p.bytes.data(), tokens.data(), p.bytes.size());
-  p.segments.push_back({0, p.bytes.size(), 0, 0, 0, static_cast<std::uint32_t>(tokens.size()),
-                        WireDType::kI32});
+  p.segments.push_back(
+      {0, p.bytes.size(), 0, 0, 0, static_cast<std::uint32_t>(tokens.size()), WireDType::kI32});
   return p;
 }
 

@@ -33,7 +33,8 @@ std::vector<double> transfer_together(int flows, std::uint64_t bytes, const Shap
     f.at[d.id] = d.completed;
   });
   auto payload = std::make_shared<std::vector<std::uint8_t>>(bytes);
-  for (std::size_t i = 0; i < payload->size(); ++i) (*payload)[i] = static_cast<std::uint8_t>(i * 131);
+  for (std::size_t i = 0; i < payload->size(); ++i)
+    (*payload)[i] = static_cast<std::uint8_t>(i * 131);
   for (int i = 0; i < flows; ++i) {
     TransferRequest r;
     r.id = static_cast<std::uint64_t>(i);
@@ -54,8 +55,8 @@ std::vector<double> transfer_together(int flows, std::uint64_t bytes, const Shap
   for (int i = 0; i < flows; ++i) {
     const TransferResult& r = f.results[static_cast<std::size_t>(i)];
     if (r.state != TransferState::kCompleted) throw std::runtime_error("probe: " + r.reason);
-    seconds.push_back(std::chrono::duration<double>(f.at[static_cast<std::size_t>(i)] - r.started)
-                          .count());
+    seconds.push_back(
+        std::chrono::duration<double>(f.at[static_cast<std::size_t>(i)] - r.started).count());
   }
   return seconds;
 }
@@ -71,8 +72,10 @@ std::vector<double> simulated(const ProbeCase& c) {
                    {"latency", std::to_string(c.latency.value * 1e9) + "ns"}}};
   doc["transfers"] = nlohmann::json::array();
   for (int i = 0; i < c.flows; ++i) {
-    doc["transfers"].push_back(
-        {{"id", "t" + std::to_string(i)}, {"src", "src"}, {"dst", "dst"}, {"bytes", c.bytes.count}});
+    doc["transfers"].push_back({{"id", "t" + std::to_string(i)},
+                                {"src", "src"},
+                                {"dst", "dst"},
+                                {"bytes", c.bytes.count}});
   }
   scenarios::FlowsFile flows = scenarios::parse_flows(doc, "<probe>");
   std::vector<double> out;
@@ -84,8 +87,8 @@ SendOptions probe_options(BitsPerSecond rate, Seconds latency, const FaultSpec& 
   SendOptions o;
   const double frame = rate.value > 0 ? rate.value / 8.0 * 250e-6 : 1048576.0;
   o.frame_payload = static_cast<std::uint32_t>(std::clamp(frame, 8192.0, 1048576.0));
-  o.window = std::max<std::uint64_t>(16u << 20,
-                                     static_cast<std::uint64_t>(rate.value / 8.0 * latency.value * 2));
+  o.window = std::max<std::uint64_t>(
+      16u << 20, static_cast<std::uint64_t>(rate.value / 8.0 * latency.value * 2));
   o.deadline = std::chrono::milliseconds(600'000);
   o.faults = faults;
   return o;

@@ -131,8 +131,10 @@ void RecvSession::read_payload(const FrameHeader& h) {
 
 void RecvSession::handle(const FrameHeader& h) {
   Inbox::Reply r;
-  if (h.kind == FrameKind::kHello) r = inbox_.hello(h);
-  else if (h.kind == FrameKind::kData) r = inbox_.data(h, payload_);
+  if (h.kind == FrameKind::kHello)
+    r = inbox_.hello(h);
+  else if (h.kind == FrameKind::kData)
+    r = inbox_.data(h, payload_);
   if (r.send) send(r.header);
 }
 

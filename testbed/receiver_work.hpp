@@ -19,9 +19,9 @@
 namespace kvshift::testbed {
 
 struct RebuildContext {
-  const backend::Model* model = nullptr;                  ///< replay's prefill, the shapes
-  std::span<const backend::GroupPredictor> predictors;    ///< RISK-KV: one per omitted group
-  std::int64_t context_tokens = 0;                        ///< T of the request
+  const backend::Model* model = nullptr;                ///< replay's prefill, the shapes
+  std::span<const backend::GroupPredictor> predictors;  ///< RISK-KV: one per omitted group
+  std::int64_t context_tokens = 0;                      ///< T of the request
 };
 
 struct Rebuilt {

@@ -35,11 +35,10 @@ void Sender::start() {
   deadline_timer_.expires_after(req_.options.deadline);
   deadline_timer_.async_wait([self = shared_from_this()](error_code ec) {
     if (ec || self->ended_) return;
-    self->finish(TransferState::kFailed, "deadline of " +
-                                             std::to_string(self->req_.options.deadline.count()) +
-                                             " ms exceeded with " + std::to_string(self->acked_) +
-                                             " of " + std::to_string(self->total_) +
-                                             " bytes acknowledged");
+    self->finish(TransferState::kFailed,
+                 "deadline of " + std::to_string(self->req_.options.deadline.count()) +
+                     " ms exceeded with " + std::to_string(self->acked_) + " of " +
+                     std::to_string(self->total_) + " bytes acknowledged");
   });
   watch_progress();
   connect();
@@ -230,13 +229,14 @@ void Sender::flush() {
   writing_ = true;
   auto bytes = line_.front().bytes;
   line_.pop_front();
-  asio::async_write(socket_, asio::buffer(*bytes),
-                    [self = shared_from_this(), g = generation_, bytes](error_code ec, std::size_t) {
-                      if (self->ended_ || g != self->generation_) return;
-                      self->writing_ = false;
-                      if (ec) return self->lose_connection("write: " + ec.message());
-                      self->flush();
-                    });
+  asio::async_write(
+      socket_, asio::buffer(*bytes),
+      [self = shared_from_this(), g = generation_, bytes](error_code ec, std::size_t) {
+        if (self->ended_ || g != self->generation_) return;
+        self->writing_ = false;
+        if (ec) return self->lose_connection("write: " + ec.message());
+        self->flush();
+      });
 }
 
 void Sender::go_back(std::uint64_t offset) {

@@ -58,7 +58,7 @@ class Sender : public std::enable_shared_from_this<Sender> {
       retry_timer_;
   std::optional<FaultDice> dice_;
   HeaderBytes control_{};
-  std::deque<Outgoing> line_;  // frames waiting out the path latency, then written in order
+  std::deque<Outgoing> line_;     // frames waiting out the path latency, then written in order
   std::uint64_t generation_ = 0;  // one per connection: stale handlers see it changed
   std::uint64_t epoch_ = 0;       // one per go-back: a frame booked before it is discarded
   std::uint64_t acked_ = 0, next_ = 0, written_ = 0, high_water_ = 0;

@@ -101,7 +101,9 @@ std::vector<PlannedMove> choose_moves(const sim::ScenarioSpec& spec, const Clust
   for (const sim::EventSpec& e : spec.events) {
     // A drain live-migrates the node's requests: the node itself is the KV source. (A failure's
     // recovery reads a replica held elsewhere; the testbed does not replay those.)
-    if (e.kind != sim::EventKind::kDrain || std::find(gpus.begin(), gpus.end(), e.node) == gpus.end()) continue;
+    if (e.kind != sim::EventKind::kDrain ||
+        std::find(gpus.begin(), gpus.end(), e.node) == gpus.end())
+      continue;
     for (Strategy s : strategies) {
       PlannedMove m;
       m.strategy = s;
@@ -112,8 +114,9 @@ std::vector<PlannedMove> choose_moves(const sim::ScenarioSpec& spec, const Clust
     }
   }
   if (moves.empty()) {
-    throw InputError("--moves: the scenario has no drain of a GPU node to replay;"
-                     " ask for synthetic moves with --moves N");
+    throw InputError(
+        "--moves: the scenario has no drain of a GPU node to replay;"
+        " ask for synthetic moves with --moves N");
   }
   return moves;
 }

@@ -46,7 +46,8 @@ void check_size(const sim::ScenarioSpec& spec) {
   if (gpus > static_cast<std::size_t>(kMaxAgents)) {
     throw InputError(spec.source + ": /cluster: " + std::to_string(gpus) +
                      " GPU nodes is too big to run as agents on one machine (the testbed runs at "
-                     "most " + std::to_string(kMaxAgents) + ")");
+                     "most " +
+                     std::to_string(kMaxAgents) + ")");
   }
   if (gpus < 2) throw InputError(spec.source + ": /cluster: the testbed needs two GPU nodes");
 }
@@ -122,8 +123,8 @@ KvPayload make_payload(const PlannedMove& mv, const Setup& s, const sim::Scenari
     bool omitted = false;
     if (mv.strategy == Strategy::kRiskKv) {
       for (const auto& g : spec.risk_kv->topology.groups()) {
-        omitted |= std::find(g.target_layers.begin(), g.target_layers.end(), l) !=
-                   g.target_layers.end();
+        omitted |=
+            std::find(g.target_layers.begin(), g.target_layers.end(), l) != g.target_layers.end();
       }
     }
     if (!omitted) layers.push_back(l);
@@ -156,7 +157,8 @@ void predict(MoveRow& row, const PlannedMove& mv, const ShapedPath& path,
   const cost_model::MovePlan plan = cost_model::plan_move(mv.strategy, mm, st);
   cost_model::MoveRoute route;
   route.data = cost_model::MoveRoute::Leg::kNetwork;
-  route.data_path = {path.bottleneck(), Seconds{std::chrono::duration<double>(path.latency).count()}};
+  route.data_path = {path.bottleneck(),
+                     Seconds{std::chrono::duration<double>(path.latency).count()}};
   const cost_model::MoveEstimate e = cost_model::estimate_move(plan, mm, route, 0, costs);
   row.planned_bytes = static_cast<std::uint64_t>((plan.kv + plan.tokens).count);
   row.predicted_transfer_s = static_cast<double>(e.transfer_ns) * 1e-9;
@@ -169,8 +171,10 @@ SendOptions send_options(const ShapedPath& path, const FaultSpec& faults) {
   // A frame of about 250 us at the bottleneck: fine-grained sharing, few timer wake-ups.
   const double bytes = path.bottleneck().value / 8.0 * 250e-6;
   o.frame_payload = static_cast<std::uint32_t>(std::clamp(bytes, 8192.0, 1048576.0));
-  o.window = std::max<std::uint64_t>(16u << 20, static_cast<std::uint64_t>(
-      path.bottleneck().value / 8.0 * std::chrono::duration<double>(path.latency).count() * 2));
+  o.window = std::max<std::uint64_t>(
+      16u << 20,
+      static_cast<std::uint64_t>(path.bottleneck().value / 8.0 *
+                                 std::chrono::duration<double>(path.latency).count() * 2));
   o.deadline = std::chrono::milliseconds(600'000);
   o.faults = faults;
   return o;
@@ -233,7 +237,8 @@ TestbedRun run_testbed(const sim::ScenarioSpec& spec, const cost_model::ComputeC
     row.src = mv.src;
     row.dst = mv.dst;
     row.tokens = mv.tokens;
-    for (const auto& n : links.path_names(mv.src, mv.dst)) row.path += (row.path.empty() ? "" : " ") + n;
+    for (const auto& n : links.path_names(mv.src, mv.dst))
+      row.path += (row.path.empty() ? "" : " ") + n;
     const KvPayload payload = make_payload(mv, setup, spec, o.seed * 1000003 + i);
     if (payload.bytes.size() > kMaxPayload) {
       throw InputError("--max-tokens: a move of " + std::to_string(mv.tokens) +

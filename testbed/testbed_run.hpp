@@ -29,11 +29,11 @@ namespace kvshift::testbed {
 inline constexpr int kMaxAgents = 16;
 
 struct TestbedOptions {
-  std::int64_t moves = 0;     ///< synthetic moves; 0: the scenario's own (drains, node failures)
+  std::int64_t moves = 0;  ///< synthetic moves; 0: the scenario's own (drains, node failures)
   FaultSpec faults;
   std::uint64_t seed = 1;
-  std::string model_dir;      ///< weights; empty: the scenario's live model, else random weights
-  std::string predictors;     ///< predictors.safetensors; empty: the live section's, else random
+  std::string model_dir;   ///< weights; empty: the scenario's live model, else random weights
+  std::string predictors;  ///< predictors.safetensors; empty: the live section's, else random
   std::int64_t max_tokens = 2048;  ///< contexts drawn longer are clipped (a CPU prefill per move)
 };
 

@@ -59,10 +59,9 @@ std::string testbed_csv(const std::vector<MoveRow>& rows) {
     out << r.move << ',' << r.strategy << ',' << quoted(r.src) << ',' << quoted(r.dst) << ','
         << quoted(r.path) << ',' << r.tokens << ',' << r.bytes << ',' << r.planned_bytes << ','
         << r.state << ',' << quoted(r.reason) << ',' << r.work << ',' << measured(r.transfer_s)
-        << ',' << measured(r.decode_s) << ',' << measured(r.compute_s) << ','
-        << measured(r.total_s) << ',' << num(r.predicted_transfer_s) << ','
-        << num(r.predicted_compute_s) << ',' << num(r.predicted_total_s) << ','
-        << err(r.transfer_s, r.predicted_transfer_s) << ','
+        << ',' << measured(r.decode_s) << ',' << measured(r.compute_s) << ',' << measured(r.total_s)
+        << ',' << num(r.predicted_transfer_s) << ',' << num(r.predicted_compute_s) << ','
+        << num(r.predicted_total_s) << ',' << err(r.transfer_s, r.predicted_transfer_s) << ','
         << err(r.compute_s, r.predicted_compute_s) << ',' << err(r.total_s, r.predicted_total_s)
         << ',' << r.frames << ',' << r.bytes_resent << ',' << r.faults << ',' << r.connections
         << '\n';

@@ -30,8 +30,8 @@ struct SendOptions {
   std::uint32_t frame_payload = 64 << 10;  ///< bytes per DATA frame (segments split frames too)
   std::uint64_t window = 16 << 20;         ///< unacknowledged bytes in flight at most
   std::chrono::milliseconds retransmit_after{50};  ///< no ACK progress this long: go back
-  int max_connections = 64;                ///< connection attempts before failing
-  std::chrono::milliseconds deadline{60000};  ///< the whole transfer
+  int max_connections = 64;                        ///< connection attempts before failing
+  std::chrono::milliseconds deadline{60000};       ///< the whole transfer
   FaultSpec faults;
 };
 

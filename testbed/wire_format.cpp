@@ -57,7 +57,8 @@ HeaderBytes encode_header(const FrameHeader& h) {
   w.put(h.total);
   w.put(h.payload_crc);
   const std::uint32_t crc = crc32c(std::span<const std::uint8_t>(b.data(), kHeaderCrcAt));
-  for (std::size_t i = 0; i < 4; ++i) b[kHeaderCrcAt + i] = static_cast<std::uint8_t>(crc >> (8 * i));
+  for (std::size_t i = 0; i < 4; ++i)
+    b[kHeaderCrcAt + i] = static_cast<std::uint8_t>(crc >> (8 * i));
   return b;
 }
 

@@ -37,7 +37,7 @@ struct FrameHeader {
   FrameKind kind = FrameKind::kData;
   WireDType dtype = WireDType::kBytes;
   std::uint8_t flags = 0;
-  std::uint64_t transfer = 0;  ///< request / transfer id
+  std::uint64_t transfer = 0;                    ///< request / transfer id
   std::uint16_t layer_begin = 0, layer_end = 0;  ///< layers the payload's segment covers
   std::uint32_t token_begin = 0, token_end = 0;  ///< tokens it covers
   std::uint64_t offset = 0;  ///< DATA: byte offset in the transfer; ACK/NACK: see kinds

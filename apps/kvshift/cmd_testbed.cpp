@@ -29,8 +29,8 @@ struct TestbedCliOptions {
   std::string scenario, out, faults, seed = "1", model_dir, predictors;
   std::int64_t moves = 0, max_tokens = 2048;
   bool force = false, probe = false;
-  std::string bytes = "1MB,16MB,64MB", bandwidth = "100Mbps,1Gbps", flows = "1",
-              latency = "1ms", ceiling_bytes = "256MB";
+  std::string bytes = "1MB,16MB,64MB", bandwidth = "100Mbps,1Gbps", flows = "1", latency = "1ms",
+              ceiling_bytes = "256MB";
   int repeats = 3;
 };
 
@@ -70,9 +70,11 @@ int run_scenario(const TestbedCliOptions& o) {
   reports::staging_folder(o.out, o.force);  // refuse an existing --out before the work
   const auto costs = make_compute_costs(spec);
   const testbed::TestbedRun run = testbed::run_testbed(
-      spec, *costs, t, [](const std::string& line) { std::fprintf(stderr, "testbed: %s\n", line.c_str()); });
+      spec, *costs, t,
+      [](const std::string& line) { std::fprintf(stderr, "testbed: %s\n", line.c_str()); });
   publish(o.out, o.force,
-          {{"testbed.csv", testbed::testbed_csv(run.rows)}, {"summary.json", run.summary.dump(2) + "\n"}});
+          {{"testbed.csv", testbed::testbed_csv(run.rows)},
+           {"summary.json", run.summary.dump(2) + "\n"}});
   std::printf("%s\n", run.summary.dump(2).c_str());
   return run.summary["failed"].get<int>() == 0 ? 0 : 1;
 }
@@ -83,7 +85,8 @@ int run_probe(const TestbedCliOptions& o) {
   if (o.repeats < 1 || o.repeats > 100) throw InputError("--repeats: must be in [1, 100]");
   for (const auto& b : split(o.bytes)) {
     const Bytes size = parse_bytes(b, "--bytes");
-    if (size.count <= 0 || size.count > (1ll << 30)) throw InputError("--bytes: must be in (0, 1GiB]");
+    if (size.count <= 0 || size.count > (1ll << 30))
+      throw InputError("--bytes: must be in (0, 1GiB]");
     for (const auto& r : split(o.bandwidth)) {
       const BitsPerSecond rate = parse_bandwidth(r, "--bandwidth");
       if (!(rate.value > 0)) throw InputError("--bandwidth: must be > 0 (got \"" + r + "\")");
@@ -112,7 +115,8 @@ int run_probe(const TestbedCliOptions& o) {
   s["address"] = "127.0.0.1";
   s["cases"] = cases.size();
   s["repeats"] = o.repeats;
-  publish(o.out, o.force, {{"probe.csv", testbed::probe_csv(rows)}, {"summary.json", s.dump(2) + "\n"}});
+  publish(o.out, o.force,
+          {{"probe.csv", testbed::probe_csv(rows)}, {"summary.json", s.dump(2) + "\n"}});
   std::printf("%s\n", s.dump(2).c_str());
   return 0;
 }
@@ -140,7 +144,8 @@ Action setup(CLI::App& sub) {
   sub.add_flag("--probe", o->probe, "Measure one shaped link instead of a scenario");
   sub.add_option("--bytes", o->bytes, "--probe: transfer sizes")->capture_default_str();
   sub.add_option("--bandwidth", o->bandwidth, "--probe: shaped rates")->capture_default_str();
-  sub.add_option("--flows", o->flows, "--probe: flows contending on the link")->capture_default_str();
+  sub.add_option("--flows", o->flows, "--probe: flows contending on the link")
+      ->capture_default_str();
   sub.add_option("--latency", o->latency, "--probe: one-way latency")->capture_default_str();
   sub.add_option("--repeats", o->repeats, "--probe: runs per case")->capture_default_str();
   sub.add_option("--ceiling-bytes", o->ceiling_bytes, "--probe: size of the unshaped ceiling run")
