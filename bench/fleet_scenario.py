@@ -2,7 +2,7 @@
 """Writes the fleet-hour scenario at SCALE times the 1,024-GPU hour: 32*SCALE leaves of
 32 single-GPU H100 nodes on 8 spines, 1M*SCALE requests over one simulated hour, 3*SCALE
 node failures (two of every three repaired after 300 s) and SCALE drains, RISK-KV
-protection. Scale 10 is bench/scenarios/leafspine-10240-hour.json.
+protection. Scale 10 is bench/scenarios/fleet-10240-hour.json.
 Usage: bench/fleet_scenario.py SCALE > scenario.json"""
 import json
 import sys
@@ -25,7 +25,7 @@ def scenario(scale: int) -> dict:
         events.append({"type": "drain", "at": f"{at}s", "node": f"gpu{(301 + i * 733) % nodes}"})
     events.sort(key=lambda e: float(e["at"][:-1]))
     return {
-        "name": f"leafspine-{nodes}-hour",
+        "name": f"fleet-{nodes}-hour",
         "description": (f"Benchmark: {nodes:,} single-GPU H100 nodes on a {32 * scale}-leaf, "
                         "8-spine leaf-spine serve Llama-3.1-8B for one simulated hour, "
                         f"{scale:,} million requests, {failures} node failures and {scale} "

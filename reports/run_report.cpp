@@ -265,7 +265,7 @@ std::string answer(const json& strategies, const json& order) {
 
 double percentile(std::vector<double>& values, double p) {
   if (values.empty()) return 0.0;
-  std::sort(values.begin(), values.end());
+  if (!std::is_sorted(values.begin(), values.end())) std::sort(values.begin(), values.end());
   const double rank = std::ceil(p / 100.0 * static_cast<double>(values.size()));
   const std::size_t i = static_cast<std::size_t>(std::max(rank, 1.0)) - 1;
   return values[std::min(i, values.size() - 1)];

@@ -18,7 +18,8 @@ const std::string kDir = std::string(KVSHIFT_SOURCE_DIR) + "/scenarios";
 
 std::vector<std::string> shipped_files() {
   std::vector<std::string> files;
-  for (const auto& folder : {kDir, kDir + "/regression"}) {
+  const std::string bench = std::string(KVSHIFT_SOURCE_DIR) + "/bench/scenarios";
+  for (const auto& folder : {kDir, kDir + "/regression", bench}) {
     for (const auto& e : fs::directory_iterator(folder)) {
       if (e.path().extension() == ".json" && e.path().filename() != "schema.json") {
         files.push_back(e.path().string());
