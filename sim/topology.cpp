@@ -173,7 +173,7 @@ void Topology::set_node_up(NodeId n, bool up) {
   // to and from it change: patch each cached tree instead of recomputing all of them
   // (a fleet of 10,000 hosts would redo 10,000 Dijkstras per failure and repair).
   ++routing_version_;
-  trees_.erase(n);
+  if (trees_.erase(n) > 0) std::erase(tree_order_, n);
   std::optional<std::pair<LinkId, NodeId>> uplink;
   for (auto [e, end] = boost::out_edges(n, graph_); e != end; ++e) {
     uplink.emplace(boost::get(boost::edge_index, graph_, *e),
@@ -196,6 +196,7 @@ void Topology::set_node_up(NodeId n, bool up) {
 void Topology::invalidate_routes() {
   ++routing_version_;
   trees_.clear();
+  tree_order_.clear();
   routes_.clear();
 }
 
@@ -233,6 +234,13 @@ const Topology::SourceTree& Topology::tree(NodeId src) const {
     t.latency[v] = reached ? dist[v].latency : -1;
     t.hops[v] = reached ? dist[v].hops : 0;
   }
+  // Trees are only needed to route a pair not seen yet (routes_ keeps those), so a bounded
+  // cache serves a fleet: 10,000 sources' trees over 10,000 nodes would be 1.2 GB.
+  if (trees_.size() >= kMaxTrees) {
+    trees_.erase(tree_order_.front());
+    tree_order_.pop_front();
+  }
+  tree_order_.push_back(src);
   return trees_.emplace(src, std::move(t)).first->second;
 }
 

@@ -21,6 +21,7 @@
 
 #include <boost/graph/adjacency_list.hpp>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -168,7 +169,9 @@ class Topology {
   std::uint64_t routing_version_ = 0;
 
   Graph graph_;
+  static constexpr std::size_t kMaxTrees = 256;
   mutable std::unordered_map<NodeId, SourceTree> trees_;
+  mutable std::deque<NodeId> tree_order_;  ///< trees_' sources, oldest first (evicted first)
   mutable std::unordered_map<std::uint64_t, std::optional<Route>> routes_;
 };
 

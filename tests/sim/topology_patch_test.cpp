@@ -47,5 +47,34 @@ TEST(TopologyPatch, HostFailuresAndRepairsGiveTheRoutesOfAFreshTopology) {
   }
 }
 
+// More sources than the tree cache holds: evicted trees are recomputed, routes unchanged.
+TEST(TopologyPatch, ManySourcesRouteAsAFreshTopology) {
+  LeafSpineParams p = fabric();
+  p.nodes_per_leaf = 90;  // 360 hosts
+  Topology cached;
+  const GeneratedNodes g = add_leaf_spine(cached, p);
+  std::mt19937_64 rng(9);
+  const std::size_t hosts = g.gpus.size();
+  for (int round = 0; round < 3; ++round) {
+    const NodeId down = g.gpus[rng() % hosts];
+    cached.set_node_up(down, false);
+    Topology fresh;
+    add_leaf_spine(fresh, p);
+    fresh.set_node_up(down, false);
+    for (std::size_t i = 0; i < hosts; ++i) {
+      for (const std::size_t step : {std::size_t{1}, std::size_t{97}}) {
+        const NodeId s = g.gpus[i], d = g.gpus[(i + step + round) % hosts];
+        const Route* a = cached.route(s, d);
+        const Route* b = fresh.route(s, d);
+        ASSERT_EQ(a == nullptr, b == nullptr) << s << " -> " << d;
+        if (a) {
+          ASSERT_EQ(a->hops, b->hops) << s << " -> " << d;
+        }
+      }
+    }
+    cached.set_node_up(down, true);
+  }
+}
+
 }  // namespace
 }  // namespace kvshift::sim
