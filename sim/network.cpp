@@ -89,7 +89,9 @@ TransferId Network::submit(TransferRequest r) {
 
 Network::FlowRecord Network::record_of(TransferId id) const {
   if (options_.keep_ended) {
-    if (id >= flows_.size()) throw std::out_of_range("transfer " + std::to_string(id) + ": unknown");
+    if (id >= flows_.size()) {
+      throw std::out_of_range("transfer " + std::to_string(id) + ": unknown");
+    }
     return id;
   }
   const auto it = records_.find(id);

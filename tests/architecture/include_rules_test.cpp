@@ -1,0 +1,118 @@
+// The architecture's dependency rules (DESIGN.md, "Three layers, one direction of
+// flow"), checked on every source file's #include lines: which project folders a
+// folder may include, and which outside headers. A new include that breaks a
+// rule fails here with the file, the line and the rule.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kRoot = KVSHIFT_SOURCE_DIR;
+
+// Project folders each folder may include (its own is always allowed). The executable
+// (apps/) is glue and may include everything; tests are not checked.
+const std::map<std::string, std::set<std::string>> kMayInclude = {
+    {"cost_model", {}},
+    {"sim", {"cost_model"}},
+    {"scenarios", {"cost_model", "sim"}},
+    {"kernels", {}},
+    {"backend", {"cost_model", "kernels", "scenarios"}},  // scenarios: its JSON reader only
+    {"reports", {"cost_model", "sim"}},
+    {"sweep", {"cost_model", "sim", "scenarios", "reports"}},
+    {"testbed", {"cost_model", "sim", "scenarios", "backend"}},
+};
+const std::set<std::string> kProjectFolders = {"cost_model", "sim",     "scenarios", "kernels",
+                                               "backend",    "reports", "sweep",     "testbed",
+                                               "apps",       "tests",   "bench"};
+
+struct Include {
+  fs::path file;
+  int line;
+  std::string header;
+  bool quoted;
+};
+
+std::vector<Include> includes_of(const std::string& folder) {
+  static const std::regex re(R"(^\s*#\s*include\s*([<"])([^>"]+)[>"])");
+  std::vector<Include> out;
+  if (!fs::exists(kRoot / folder)) return out;
+  for (const auto& e : fs::recursive_directory_iterator(kRoot / folder)) {
+    const std::string ext = e.path().extension().string();
+    if (ext != ".cpp" && ext != ".hpp" && ext != ".cu" && ext != ".cuh") continue;
+    std::ifstream in(e.path());
+    std::string text;
+    for (int n = 1; std::getline(in, text); ++n) {
+      std::smatch m;
+      if (std::regex_search(text, m, re)) out.push_back({e.path(), n, m[2], m[1] == "\""});
+    }
+  }
+  return out;
+}
+
+std::string where(const Include& i) {
+  return fs::relative(i.file, kRoot).string() + ":" + std::to_string(i.line) + " includes " +
+         (i.quoted ? "\"" + i.header + "\"" : "<" + i.header + ">");
+}
+
+// A standard library header: no folder and no extension (<vector>, <cstdint>).
+bool standard(const std::string& h) {
+  return h.find('/') == std::string::npos && h.find('.') == std::string::npos;
+}
+
+TEST(IncludeRules, EachFolderIncludesOnlyTheFoldersBelowIt) {
+  int checked = 0;
+  for (const auto& [folder, allowed] : kMayInclude) {
+    for (const Include& i : includes_of(folder)) {
+      if (!i.quoted) continue;
+      ++checked;
+      const std::string top = i.header.substr(0, i.header.find('/'));
+      ASSERT_TRUE(kProjectFolders.count(top)) << where(i) << ": not a path from the project root";
+      EXPECT_TRUE(top == folder || allowed.count(top))
+          << where(i) << ": " << folder << "/ may include only " << folder << "/"
+          << [&] {
+               std::string s;
+               for (const auto& a : allowed) s += ", " + a + "/";
+               return s;
+             }();
+    }
+  }
+  EXPECT_GT(checked, 300);  // the rules saw the code base, not an empty folder
+}
+
+TEST(IncludeRules, TheCostModelUsesTheStandardLibraryOnly) {
+  for (const Include& i : includes_of("cost_model")) {
+    if (!i.quoted) {
+      EXPECT_TRUE(standard(i.header)) << where(i) << ": cost_model/ is pure C++";
+    }
+  }
+}
+
+TEST(IncludeRules, TheSimulatorSeesNoCudaNoBackendNoJson) {
+  for (const Include& i : includes_of("sim")) {
+    if (i.quoted) continue;
+    EXPECT_TRUE(standard(i.header) || i.header.rfind("boost/", 0) == 0)
+        << where(i) << ": sim/ uses the standard library and Boost only";
+  }
+}
+
+TEST(IncludeRules, OnlyKernelsAndBackendCudaTouchCuda) {
+  for (const auto& [folder, allowed] : kMayInclude) {
+    for (const Include& i : includes_of(folder)) {
+      const bool cuda = !i.quoted && (i.header.rfind("cuda", 0) == 0 ||
+                                      i.header.rfind("cublas", 0) == 0 || i.header == "mma.h");
+      if (!cuda) continue;
+      const std::string rel = fs::relative(i.file, kRoot).string();
+      EXPECT_TRUE(rel.rfind("kernels/", 0) == 0 || rel.rfind("backend/cuda/", 0) == 0) << where(i);
+    }
+  }
+}
+
+}  // namespace
