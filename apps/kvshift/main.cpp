@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "kvshift: what does it cost to move or rebuild a request's KV cache, and which strategy\n"
       "wins on my cluster? (full transfer, token replay, RISK-KV, ProxyKV)"};
-  app.set_version_flag("--version", "kvshift 0.1.0");
+  app.set_version_flag("--version", "kvshift " KVSHIFT_VERSION);  // CMake's PROJECT_VERSION
   app.require_subcommand(1);
   std::vector<std::pair<CLI::App*, Action>> actions;
   for (const auto& cmd : kvshift::app::registered_commands()) {

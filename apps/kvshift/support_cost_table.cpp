@@ -33,7 +33,7 @@ scenarios::CostTable measured_table(const backend::Profiler& profiler,
   table.machine.cpu = cpu ? profiler.device_description() : backend::cpu_model_name();
   table.machine.gpu = cpu ? "none" : profiler.device_description();
   table.machine.versions = {
-      {"kvshift", "0.1.0"},
+      {"kvshift", KVSHIFT_VERSION},
       {"compiler", __VERSION__},
       {"eigen", std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) +
                     "." + std::to_string(EIGEN_MINOR_VERSION)}};
