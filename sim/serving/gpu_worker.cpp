@@ -209,17 +209,16 @@ void GpuWorker::end_epoch() {
   const std::int64_t k = epoch_steps_;
   gpu_time_.decode += busy_ns(epoch_start_, SimTime{step_.ns * k});
   record("decode", epoch_start_, SimTime{step_.ns * k});
-  // The listener may add work to this GPU: it reads copies, kept in scratch members so an
-  // epoch allocates nothing (no listener call runs another end_epoch of this worker).
+  // on_decoded reads the batch in place (it changes no work here); on_finished may add work,
+  // so it walks a scratch list, a member so that an epoch allocates nothing.
   finished_.clear();
   for (DecodeState& s : batch_) {
     s.context += k;
     s.remaining -= k;
     if (s.remaining <= 0) finished_.push_back(s.request);
   }
-  progressed_ = batch_;
+  listener_.on_decoded(index_, batch_, k);
   std::erase_if(batch_, [](const DecodeState& s) { return s.remaining <= 0; });
-  listener_.on_decoded(index_, progressed_, k);
   for (std::uint64_t r : finished_) listener_.on_finished(index_, r);
   next_iteration();
 }

@@ -54,7 +54,8 @@ struct DecodeState {
 class GpuListener {
  public:
   virtual ~GpuListener() = default;
-  /// `steps` tokens were produced for each request of `batch` (their states are already advanced).
+  /// `steps` tokens were produced for each request of `batch` (their states are already advanced;
+  /// those that finished are still in it). It must not add or remove work on this GPU.
   virtual void on_decoded(int gpu, const std::vector<DecodeState>& batch, std::int64_t steps) = 0;
   /// `request` produced its last token.
   virtual void on_finished(int gpu, std::uint64_t request) = 0;
@@ -122,7 +123,6 @@ class GpuWorker {
   bool busy_ = false;
   std::deque<GpuJob> jobs_;
   std::vector<DecodeState> batch_;    ///< decoding now
-  std::vector<DecodeState> progressed_;  ///< end_epoch's scratch: the batch it reports
   std::vector<std::uint64_t> finished_;  ///< end_epoch's scratch: who finished
   std::deque<DecodeState> waiting_;   ///< admitted, waiting for a batch slot
   // The epoch in flight.
