@@ -46,6 +46,8 @@ PY
 "$kvshift" testbed --probe --bytes 16MB --bandwidth 1Gbps --flows 2,4,8 --latency 1ms \
   --repeats 3 --ceiling-bytes 64MB --out "$work/flows1g" >/dev/null
 cp "$work/single/probe.csv" "$out/probe_single.csv"
+cp "$work/single/probe.svg" "$out/probe_single.svg"
+cp "$work/flows1g/probe.svg" "$out/probe_flows_1gbps.svg"
 python3 - "$work/flows100/probe.csv" "$work/flows1g/probe.csv" > "$out/probe_flows.csv" <<'PY'
 import sys
 lines = [open(p).read().splitlines() for p in sys.argv[1:]]
@@ -62,6 +64,7 @@ if [[ -f "$model/config.json" && -f "$pred" ]]; then
     --model-dir "$model" --predictors "$pred" --out "$work/scenario" >/dev/null 2>&1
   cp "$work/scenario/testbed.csv" "$out/scenario_testbed.csv"
   cp "$work/scenario/summary.json" "$out/scenario_summary.json"
+  cp "$work/scenario/testbed.svg" "$out/scenario_testbed.svg"
   for tokens in 128 512 2048; do
     # The shipped scenario with a fixed context and two strategies; its relative paths made
     # absolute so that the copy can live in $work.

@@ -2,10 +2,10 @@
 // `kvshift testbed SCENARIO --out DIR`: the scenario's moves (or --moves N
 // synthetic ones) executed for real between node agents on 127.0.0.1 through
 // its shaped links, with the receiver's work run on the CPU backend, each move
-// beside the cost model's prediction (testbed.csv, summary.json).
+// beside the cost model's prediction (testbed.csv, summary.json, testbed.svg).
 // `kvshift testbed --probe --out DIR`: the loopback ceiling, then single and
 // contending transfers through one shaped link against the closed form and the
-// simulator's network model (probe.csv, summary.json); bench/testbed_fidelity.sh
+// simulator's network model (probe.csv, summary.json, probe.svg); bench/testbed_fidelity.sh
 // runs it. Both take --faults. Bad input: InputError naming the flag (exit 2).
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -18,6 +18,7 @@
 #include "reports/atomic_file.hpp"
 #include "scenarios/scenario_loader.hpp"
 #include "testbed/probe.hpp"
+#include "testbed/testbed_chart.hpp"
 #include "testbed/testbed_run.hpp"
 
 namespace kvshift::app {
@@ -72,9 +73,15 @@ int run_scenario(const TestbedCliOptions& o) {
   const testbed::TestbedRun run = testbed::run_testbed(
       spec, *costs, t,
       [](const std::string& line) { std::fprintf(stderr, "testbed: %s\n", line.c_str()); });
+  std::vector<testbed::ChartPoint> points;
+  for (const auto& r : run.rows) {
+    if (r.state == "completed") points.push_back({r.predicted_total_s, r.total_s, r.strategy});
+  }
   publish(o.out, o.force,
           {{"testbed.csv", testbed::testbed_csv(run.rows)},
-           {"summary.json", run.summary.dump(2) + "\n"}});
+           {"summary.json", run.summary.dump(2) + "\n"},
+           {"testbed.svg", testbed::measured_vs_predicted_svg(
+                               points, spec.name + ": each move's total, measured vs predicted")}});
   std::printf("%s\n", run.summary.dump(2).c_str());
   return run.summary["failed"].get<int>() == 0 ? 0 : 1;
 }
@@ -115,8 +122,15 @@ int run_probe(const TestbedCliOptions& o) {
   s["address"] = "127.0.0.1";
   s["cases"] = cases.size();
   s["repeats"] = o.repeats;
+  std::vector<testbed::ChartPoint> points;
+  for (const auto& r : rows) {
+    points.push_back({r.simulator_s, r.measured_s, std::to_string(r.c.flows) + " flow(s)"});
+  }
   publish(o.out, o.force,
-          {{"probe.csv", testbed::probe_csv(rows)}, {"summary.json", s.dump(2) + "\n"}});
+          {{"probe.csv", testbed::probe_csv(rows)},
+           {"summary.json", s.dump(2) + "\n"},
+           {"probe.svg", testbed::measured_vs_predicted_svg(
+                             points, "shaped loopback transfers vs the network model")}});
   std::printf("%s\n", s.dump(2).c_str());
   return 0;
 }

@@ -91,6 +91,15 @@ TEST(TestbedCli, ReplaysTheDrainWithEveryStrategyOnTheTinyFixture) {
   }
   const auto summary = nlohmann::json::parse(std::ifstream(dir / "out" / "summary.json"));
   EXPECT_EQ(summary["address"], "127.0.0.1");
+  std::stringstream svg;
+  svg << std::ifstream(dir / "out" / "testbed.svg").rdbuf();
+  EXPECT_EQ(svg.str().rfind("<svg", 0), 0u);
+  std::size_t circles = 0;
+  for (auto at = svg.str().find("<circle"); at != std::string::npos;
+       at = svg.str().find("<circle", at + 1)) {
+    ++circles;
+  }
+  EXPECT_EQ(circles, 6u);  // one point per move, one legend mark per strategy
   EXPECT_EQ(summary["failed"], 0);
   fs::remove_all(dir);
 }
