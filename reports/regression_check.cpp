@@ -33,13 +33,7 @@ std::int64_t closed_form_move_ns(const sim::ScenarioSpec& spec, const sim::MoveR
   const sim::Topology topo = sim::build_topology(spec.cluster, spec.gpu.name);
   const int src = node_index(spec, m.source), dst = node_index(spec, m.to);
   const int pred = node_index(spec, m.predictor_source);
-  cost_model::MoveMethods methods;
-  methods.model = &spec.model;
-  if (spec.risk_kv) {
-    methods.topology = &spec.risk_kv->topology;
-    methods.predictor_dtype = spec.risk_kv->predictor_dtype;
-  }
-  if (spec.proxy_kv) methods.retention = spec.proxy_kv->retention;
+  const cost_model::MoveMethods methods = sim::move_methods(spec);
   const cost_model::Strategy strategy = m.strategy == "full_kv"    ? cost_model::Strategy::kFullKv
                                         : m.strategy == "risk_kv"  ? cost_model::Strategy::kRiskKv
                                         : m.strategy == "proxy_kv" ? cost_model::Strategy::kProxyKv

@@ -302,6 +302,23 @@ constexpr const char* event_kind_name(EventKind k) {
   return "?";
 }
 
+/// The scenario's methods as the move planner takes them (cost_model/move_plan.hpp). They
+/// point into `spec`, which must outlive them.
+inline cost_model::MoveMethods move_methods(const ScenarioSpec& spec) {
+  cost_model::MoveMethods m;
+  m.model = &spec.model;
+  if (spec.risk_kv) {
+    m.topology = &spec.risk_kv->topology;
+    m.predictor_dtype = spec.risk_kv->predictor_dtype;
+    m.risk_delta_nll = spec.risk_kv->delta_nll;
+  }
+  if (spec.proxy_kv) {
+    m.retention = spec.proxy_kv->retention;
+    m.proxy_delta_nll = spec.proxy_kv->delta_nll;
+  }
+  return m;
+}
+
 constexpr const char* protection_name(ProtectionMode m) {
   switch (m) {
     case ProtectionMode::kNone: return "none";

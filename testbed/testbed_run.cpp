@@ -132,25 +132,10 @@ KvPayload make_payload(const PlannedMove& mv, const Setup& s, const sim::Scenari
   return layers_payload(cache, layers, wire_dtype(m));
 }
 
-cost_model::MoveMethods methods_of(const sim::ScenarioSpec& spec) {
-  cost_model::MoveMethods mm;
-  mm.model = &spec.model;
-  if (spec.risk_kv) {
-    mm.topology = &spec.risk_kv->topology;
-    mm.predictor_dtype = spec.risk_kv->predictor_dtype;
-    mm.risk_delta_nll = spec.risk_kv->delta_nll;
-  }
-  if (spec.proxy_kv) {
-    mm.retention = spec.proxy_kv->retention;
-    mm.proxy_delta_nll = spec.proxy_kv->delta_nll;
-  }
-  return mm;
-}
-
 /// The cost model's plan and estimate for the same move on the same path (idle GPU queue).
 void predict(MoveRow& row, const PlannedMove& mv, const ShapedPath& path,
              const sim::ScenarioSpec& spec, const cost_model::ComputeCosts& costs) {
-  const cost_model::MoveMethods mm = methods_of(spec);
+  const cost_model::MoveMethods mm = sim::move_methods(spec);
   cost_model::MoveState st;
   st.context = st.available = mv.tokens;
   st.predictor_at_dst = true;  // the testbed preloads predictors

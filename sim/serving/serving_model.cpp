@@ -27,16 +27,7 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
   proxy_gpus_.resize(n);
   node_up_.assign(n, true);
   node_draining_.assign(n, false);
-  methods_.model = &spec.model;
-  if (spec.risk_kv) {
-    methods_.topology = &spec.risk_kv->topology;
-    methods_.predictor_dtype = spec.risk_kv->predictor_dtype;
-    methods_.risk_delta_nll = spec.risk_kv->delta_nll;
-  }
-  if (spec.proxy_kv) {
-    methods_.retention = spec.proxy_kv->retention;
-    methods_.proxy_delta_nll = spec.proxy_kv->delta_nll;
-  }
+  methods_ = move_methods(spec);
   predictor_bytes_ = cost_model::predictor_bytes(methods_).count;
   const auto budget = spec.predictors.hbm_budget;
   predictors_ = std::make_unique<PredictorCache>(n, !budget || budget->count >= predictor_bytes_);
