@@ -48,6 +48,7 @@ struct MoveRow {
   double predicted_transfer_s = 0, predicted_compute_s = 0, predicted_total_s = 0;
   std::uint64_t frames = 0, bytes_resent = 0, faults = 0;
   int connections = 0;
+  std::string note;  ///< why the measured time may not speak for the model (e.g. over the ceiling)
 };
 
 struct TestbedRun {

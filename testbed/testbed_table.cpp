@@ -51,7 +51,7 @@ std::string testbed_csv(const std::vector<MoveRow>& rows) {
   out << "move,strategy,src,dst,path,tokens,bytes,planned_bytes,state,reason,work,"
          "transfer_s,decode_s,compute_s,total_s,"
          "predicted_transfer_s,predicted_compute_s,predicted_total_s,"
-         "error_transfer,error_compute,error_total,frames,bytes_resent,faults,connections\n";
+         "error_transfer,error_compute,error_total,frames,bytes_resent,faults,connections,note\n";
   for (const MoveRow& r : rows) {
     const bool done = r.state == "completed";
     auto measured = [&](double v) { return done ? num(v) : std::string(); };
@@ -64,7 +64,7 @@ std::string testbed_csv(const std::vector<MoveRow>& rows) {
         << num(r.predicted_total_s) << ',' << err(r.transfer_s, r.predicted_transfer_s) << ','
         << err(r.compute_s, r.predicted_compute_s) << ',' << err(r.total_s, r.predicted_total_s)
         << ',' << r.frames << ',' << r.bytes_resent << ',' << r.faults << ',' << r.connections
-        << '\n';
+        << ',' << quoted(r.note) << '\n';
   }
   return out.str();
 }
