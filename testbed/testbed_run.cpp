@@ -154,7 +154,7 @@ void predict(MoveRow& row, const PlannedMove& mv, const ShapedPath& path,
 }
 
 /// Shaped rates above this share of the loopback ceiling are not reliable (fidelity.md).
-constexpr double kCeilingShare = 0.8;
+constexpr double kCeilingShare = 0.6;
 
 SendOptions send_options(const ShapedPath& path, const FaultSpec& faults) {
   SendOptions o;
@@ -181,7 +181,7 @@ TestbedRun run_testbed(const sim::ScenarioSpec& spec, const cost_model::ComputeC
   const ClusterLinks links(spec.cluster);
   const std::vector<PlannedMove> moves = choose_moves(spec, links, o.moves, o.max_tokens, o.seed);
   const Setup setup = load_setup(spec, o);
-  // Loopback cannot be shaped above what it carries: a move over a faster path runs at the
+  // Loopback cannot be shaped near what it carries: a move over a faster path runs at the
   // loopback's speed, so it is flagged and kept out of the error figures.
   const double ceiling_bps = loopback_ceiling(Bytes{64 << 20}, 2);
 
