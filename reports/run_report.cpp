@@ -64,12 +64,7 @@ json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) 
   if (spec.slo.e2e) {
     for (double v : t.e2e_s) e2e_violations += v > spec.slo.e2e->value;
   }
-  const std::int64_t recoveries = t.recoveries, migrations = t.migrations;
-  const std::int64_t open_recoveries = t.open_recoveries, open_migrations = t.open_migrations;
-  const std::int64_t lossy = t.lossy;
-  const double nll_sum = t.delta_nll_sum;
-  std::map<std::string, std::int64_t> used = t.by_strategy;
-  const std::int64_t ok_moves = recoveries + migrations;
+  const std::int64_t ok_moves = t.recoveries + t.migrations;
   std::int64_t uses = 0;
   for (const auto& [node, n] : run.predictor_uses) uses += n;
   json j = {
@@ -82,16 +77,16 @@ json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) 
       {"ttft", distribution(t.ttft_s)},
       {"e2e", distribution(t.e2e_s)},
       {"moves",
-       {{"recoveries", recoveries},
-        {"migrations", migrations},
+       {{"recoveries", t.recoveries},
+        {"migrations", t.migrations},
         {"failed", t.failed_moves},
         {"cancelled", t.cancelled_moves},
-        {"unfinished", open_recoveries + open_migrations},
+        {"unfinished", t.open_recoveries + t.open_migrations},
         {"fallbacks", t.fallbacks},
-        {"by_strategy", used}}},
-      {"recovery", move_latency(t.recovery_s, open_recoveries)},
-      {"recovery_stall", move_latency(t.recovery_stall_s, open_recoveries)},
-      {"migration", move_latency(t.migration_s, open_migrations)},
+        {"by_strategy", t.by_strategy}}},
+      {"recovery", move_latency(t.recovery_s, t.open_recoveries)},
+      {"recovery_stall", move_latency(t.recovery_stall_s, t.open_recoveries)},
+      {"migration", move_latency(t.migration_s, t.open_migrations)},
       {"bytes",
        {{"kv", run.bytes.kv},
         {"replica_stream", run.bytes.replica_stream},
@@ -115,8 +110,8 @@ json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) 
          run.predictor_copies ? r9(static_cast<double>(uses) / run.predictor_copies) : 0.0},
         {"batched_reconstructions", run.gpu_time.batched_reconstructions}}},
       {"quality",
-       {{"lossy_moves", lossy},
-        {"delta_nll_mean_per_move", ok_moves ? r9(nll_sum / ok_moves) : 0.0}}},
+       {{"lossy_moves", t.lossy},
+        {"delta_nll_mean_per_move", ok_moves ? r9(t.delta_nll_sum / ok_moves) : 0.0}}},
       {"events", run.events},
   };
   if (spec.slo.ttft || spec.slo.e2e) {
@@ -128,7 +123,8 @@ json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) 
   }
   if (spec.risk_kv && spec.risk_kv->violation_share) {
     // The calibration's held-out share of requests over its ε, applied to the rebuilds made.
-    const std::int64_t rebuilt = used.count("risk_kv") ? used["risk_kv"] : 0;
+    const auto risk = t.by_strategy.find("risk_kv");
+    const std::int64_t rebuilt = risk != t.by_strategy.end() ? risk->second : 0;
     j["quality"]["risk_kv_moves"] = rebuilt;
     j["quality"]["expected_requests_over_eps"] = r9(*spec.risk_kv->violation_share * rebuilt);
     j["quality"]["over_eps_source"] =

@@ -87,23 +87,24 @@ TransferId Network::submit(TransferRequest r) {
   return id;
 }
 
-Network::FlowRecord Network::record_of(TransferId id) const {
-  if (options_.keep_ended) {
-    if (id >= flows_.size()) {
-      throw std::out_of_range("transfer " + std::to_string(id) + ": unknown");
-    }
-    return id;
-  }
+std::optional<Network::FlowRecord> Network::find_record(TransferId id) const {
+  if (id >= next_id_) throw std::out_of_range("transfer " + std::to_string(id) + ": unknown");
+  if (options_.keep_ended) return id;
   const auto it = records_.find(id);
-  if (it == records_.end()) {
-    throw std::out_of_range("transfer " + std::to_string(id) + ": unknown or ended (not kept)");
-  }
+  if (it == records_.end()) return std::nullopt;
   return it->second;
 }
 
+Network::FlowRecord Network::record_of(TransferId id) const {
+  const std::optional<FlowRecord> fr = find_record(id);
+  if (!fr) throw std::out_of_range("transfer " + std::to_string(id) + ": ended (not kept)");
+  return *fr;
+}
+
 const Route* Network::route_of(TransferId id) const {
-  if (!options_.keep_ended && !records_.count(id)) return nullptr;
-  const Flow& f = flows_[record_of(id)];
+  const std::optional<FlowRecord> fr = find_record(id);
+  if (!fr) return nullptr;  // ended and forgotten
+  const Flow& f = flows_[*fr];
   const bool routed =
       f.info.state == TransferState::kRunning &&
       (f.info.phase == TransferPhase::kLatency || f.info.phase == TransferPhase::kSharing);
@@ -318,8 +319,9 @@ void Network::stall(Flow& f, std::string reason) {
 }
 
 bool Network::cancel(TransferId id, std::string reason) {
-  if (!options_.keep_ended && !records_.count(id)) return false;  // ended and forgotten
-  Flow& f = flows_[record_of(id)];
+  const std::optional<FlowRecord> fr = find_record(id);
+  if (!fr) return false;  // ended and forgotten
+  Flow& f = flows_[*fr];
   if (f.info.state != TransferState::kPending && f.info.state != TransferState::kRunning) {
     return false;
   }

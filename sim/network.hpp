@@ -260,7 +260,10 @@ class Network {
     std::uint32_t version;
   };
 
-  /// The record of a transfer that has not been forgotten; std::out_of_range otherwise.
+  /// The record of a transfer; nullopt when it ended and was forgotten (!keep_ended).
+  /// std::out_of_range for an id never submitted.
+  std::optional<FlowRecord> find_record(TransferId id) const;
+  /// The same, std::out_of_range for a forgotten one too.
   FlowRecord record_of(TransferId id) const;
   void start(FlowRecord fr);
   void begin_route(FlowRecord fr, const Route& r);

@@ -60,9 +60,12 @@ int run(const RunCliOptions& o) {
   const auto wall_start = std::chrono::steady_clock::now();
   const bool tty = ::isatty(STDERR_FILENO);
   int last_tenth = -1;
+  auto wants = [&](const char* key) {
+    return std::find(spec.outputs.files.begin(), spec.outputs.files.end(), key) !=
+           spec.outputs.files.end();
+  };
   sim::RunOptions options;
-  options.record_trace = std::find(spec.outputs.files.begin(), spec.outputs.files.end(), "trace") !=
-                         spec.outputs.files.end();
+  options.record_trace = wants("trace");
   options.progress = [&](const std::string& strategy, double done, double total) {
     const double wall =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
@@ -80,10 +83,6 @@ int run(const RunCliOptions& o) {
   };
   // requests.csv and recoveries.csv are written as the records become final, so memory
   // follows what is in flight; trace.json draws the moves, so it keeps them.
-  auto wants = [&](const char* key) {
-    return std::find(spec.outputs.files.begin(), spec.outputs.files.end(), key) !=
-           spec.outputs.files.end();
-  };
   std::vector<std::string> streamed;
   for (const char* key : {"requests", "recoveries"}) {
     if (wants(key)) streamed.emplace_back(key);
