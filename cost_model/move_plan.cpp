@@ -51,6 +51,18 @@ MovePlan replay_plan(const MoveState& st) {
 
 }  // namespace
 
+std::int64_t kv_descriptors(const TransferEngine& engine, std::int64_t tokens, int layers) {
+  if (tokens <= 0 || layers <= 0) return 0;
+  const std::int64_t blocks = (tokens + engine.block_tokens - 1) / engine.block_tokens;
+  return blocks * layers * 2;
+}
+
+std::int64_t engine_ns(const TransferEngine& engine, std::int64_t descriptors) {
+  if (descriptors <= 0) return 0;
+  return round_to_ns(engine.setup.value +
+                     static_cast<double>(descriptors) * engine.per_block.value);
+}
+
 Bytes predictor_bytes(const MoveMethods& m) {
   if (!has_risk_kv(m)) return {};
   return storage(*m.model, *m.topology, 1, {m.predictor_dtype, 1}).predictor_bytes_total;
@@ -89,20 +101,28 @@ MovePlan plan_move(Strategy s, const MoveMethods& methods, const MoveState& st) 
   const Bytes full = kv_bytes(*methods.model, available);
   p.kv_tokens = available;
   p.replay_tokens = st.context - available;  // the tail the source never held
+  const int layers = methods.model->layers;
   switch (s) {
     case Strategy::kFullKv:
       p.kv = full;
+      p.descriptors = kv_descriptors(methods.engine, available, layers);
       break;
     case Strategy::kRiskKv:
       p.kv = storage(*methods.model, *methods.topology, available, {}).kv_kept;
+      p.descriptors =
+          kv_descriptors(methods.engine, available, layers - methods.topology->omitted_layers());
       p.predictor = st.predictor_at_dst ? Bytes{} : predictor_bytes(methods);
       p.reconstruct_tokens = available;
       p.delta_nll = methods.risk_delta_nll;
       break;
-    case Strategy::kProxyKv:
+    case Strategy::kProxyKv: {
+      const double kept = *methods.retention * static_cast<double>(available);
       p.kv = Bytes{std::llround(*methods.retention * static_cast<double>(full.count))};
+      // The kept tokens are compacted into whole blocks before they are sent.
+      p.descriptors = kv_descriptors(methods.engine, std::llround(kept), layers);
       p.delta_nll = methods.proxy_delta_nll;
       break;
+    }
     case Strategy::kTokenReplay:
     case Strategy::kAdaptive:
       break;
@@ -136,8 +156,12 @@ MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods, con
       (with_data && plan.predictor.count > 0 && route.data == MoveRoute::Leg::kNone)) {
     e.reachable = false;
   }
+  const std::int64_t data_ns =
+      data.count > 0 ? leg_ns(route.data, route.data_path, route.host_link, data) +
+                           engine_ns(methods.engine, plan.descriptors)
+                     : 0;
   e.transfer_ns = std::max(
-      {leg_ns(route.data, route.data_path, route.host_link, data),
+      {data_ns,
        leg_ns(route.predictor, route.predictor_path, route.host_link, plan.predictor),
        plan.strategy == Strategy::kRiskKv ? route.predictor_ready_in_ns : std::int64_t{0}});
   if (!plan.needs_gpu()) return e;  // a pure transfer does not wait for the GPU

@@ -49,6 +49,22 @@ inline constexpr Strategy kConcreteStrategies[] = {Strategy::kFullKv, Strategy::
 /// What the KV source of a move holds: the live KV (a migration) or a replica of some kind.
 enum class SourceKv { kNone, kFull, kKeptLayers, kKeptTokens };
 
+/// What a KV transfer engine adds to a link (NIXL, Mooncake TE): a setup per transfer and
+/// a cost per block descriptor — one per paged block, layer and K/V tensor, so small
+/// blocks turn one pull into tens of thousands of descriptors. Zeros: an ideal link.
+struct TransferEngine {
+  Seconds setup{};               ///< per transfer (descriptor build, handshake)
+  Seconds per_block{};           ///< per descriptor posted
+  std::int64_t block_tokens = 16;  ///< paged KV block size (the serving block size)
+
+  bool ideal() const { return setup.value == 0 && per_block.value == 0; }
+};
+
+/// Descriptors of `tokens` tokens' KV over `layers` layers: blocks × layers × {K, V}.
+std::int64_t kv_descriptors(const TransferEngine& engine, std::int64_t tokens, int layers);
+/// The engine's time for one transfer of `descriptors` descriptors (0 for none).
+std::int64_t engine_ns(const TransferEngine& engine, std::int64_t descriptors);
+
 /// The scenario's methods, as far as a plan needs them.
 struct MoveMethods {
   const ModelSpec* model = nullptr;
@@ -57,6 +73,7 @@ struct MoveMethods {
   std::optional<double> retention;  ///< ProxyKV ρ; empty: no ProxyKV
   double risk_delta_nll = 0;        ///< quality cost of a RISK-KV rebuild (nats/token)
   double proxy_delta_nll = 0;       ///< quality cost of a ProxyKV pruning (nats/token)
+  TransferEngine engine;            ///< per-transfer and per-descriptor costs of KV legs
 };
 
 /// The request and what the two ends hold when the move is planned.
@@ -75,6 +92,7 @@ struct MovePlan {
   Bytes tokens;                                ///< token ids from the source (replay)
   Bytes predictor;                             ///< RISK-KV predictors from the predictor store
   std::int64_t kv_tokens = 0;                  ///< tokens whose (possibly pruned) KV arrives
+  std::int64_t descriptors = 0;                ///< transfer-engine descriptors of `kv`
   std::int64_t reconstruct_tokens = 0;         ///< RISK-KV rebuild on the receiver
   std::int64_t replay_tokens = 0;              ///< prefill on the receiver (all of T, or the tail)
   double delta_nll = 0;                        ///< quality paid (nats/token)
@@ -113,7 +131,8 @@ struct MoveEstimate {
   std::int64_t total_ns() const { return transfer_ns + queue_ns + compute_ns; }
 };
 
-/// Nanoseconds of one leg: latency, then 8·bytes/B (0 for no bytes or no leg).
+/// Nanoseconds of one leg: latency, then 8·bytes/B (0 for no bytes or no leg). The data
+/// leg of a plan that ships KV also pays engine_ns(plan.descriptors) before its bytes flow.
 std::int64_t leg_ns(MoveRoute::Leg leg, const Path& path, BitsPerSecond host_link, Bytes bytes);
 
 /// Prices `plan` on `route`: transfers, then GPU work behind `gpu_backlog_ns` of queued work.

@@ -55,6 +55,18 @@ json move_latency(std::vector<double> v, std::int64_t unfinished) {
   return d;
 }
 
+// TTFT of every request that got a first token, and of those still waiting for one at the
+// end as lower bounds (end − arrival), so a strategy whose requests never start cannot look fast.
+json ttft_distribution(const sim::RunTally& t, std::int64_t end_ns) {
+  if (t.ttft_open_arrival_s.empty()) return distribution(t.ttft_s);
+  std::vector<double> v = t.ttft_s;
+  for (double a : t.ttft_open_arrival_s) v.push_back(s_of(end_ns) - a);
+  json d = distribution(std::move(v));
+  d["without_first_token"] = t.ttft_open_arrival_s.size();
+  d["includes_lower_bounds"] = true;
+  return d;
+}
+
 json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) {
   const sim::RunTally& t = run.tally;
   std::int64_t ttft_violations = 0, e2e_violations = 0;
@@ -64,7 +76,7 @@ json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) 
   if (spec.slo.e2e) {
     for (double v : t.e2e_s) e2e_violations += v > spec.slo.e2e->value;
   }
-  const std::int64_t ok_moves = t.recoveries + t.migrations;
+  const std::int64_t ok_moves = t.recoveries + t.migrations + t.handoffs;
   std::int64_t uses = 0;
   for (const auto& [node, n] : run.predictor_uses) uses += n;
   json j = {
@@ -74,14 +86,15 @@ json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) 
         {"failed", t.failed},
         {"unfinished", t.unfinished}}},
       {"goodput_tokens_per_s", r9(static_cast<double>(t.output_tokens) / s_of(run.duration_ns))},
-      {"ttft", distribution(t.ttft_s)},
+      {"ttft", ttft_distribution(t, run.duration_ns)},
       {"e2e", distribution(t.e2e_s)},
+      {"tpot", distribution(t.tpot_s)},
       {"moves",
        {{"recoveries", t.recoveries},
         {"migrations", t.migrations},
         {"failed", t.failed_moves},
         {"cancelled", t.cancelled_moves},
-        {"unfinished", t.open_recoveries + t.open_migrations},
+        {"unfinished", t.open_recoveries + t.open_migrations + t.open_handoffs},
         {"fallbacks", t.fallbacks},
         {"by_strategy", t.by_strategy}}},
       {"recovery", move_latency(t.recovery_s, t.open_recoveries)},
@@ -114,6 +127,10 @@ json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) 
         {"delta_nll_mean_per_move", ok_moves ? r9(t.delta_nll_sum / ok_moves) : 0.0}}},
       {"events", run.events},
   };
+  if (sim::disaggregated(spec)) {
+    j["moves"]["handoffs"] = t.handoffs;
+    j["handoff"] = move_latency(t.handoff_s, t.open_handoffs);
+  }
   if (spec.slo.ttft || spec.slo.e2e) {
     j["slo"] = {{"ttft_violations", ttft_violations}, {"e2e_violations", e2e_violations}};
   }
@@ -211,11 +228,15 @@ std::string trace_json(const std::vector<sim::RunResult>& runs) {
 // then the lowest p99 of the moves that happened (recoveries, else migrations).
 std::string answer(const json& strategies, const json& order) {
   const char* kind = nullptr;
+  // Disaggregated, every request's KV moves once and the handoff lands in its TTFT.
+  for (const auto& n : order) {
+    if (strategies[n.get<std::string>()].contains("handoff")) kind = "ttft";
+  }
   for (const char* k : {"recovery", "migration"}) {
+    if (kind) break;
     for (const auto& n : order) {
       if (strategies[n.get<std::string>()][k]["count"].get<std::int64_t>() > 0) kind = k;
     }
-    if (kind) break;
   }
   if (!kind) return "No moves happened in this run: the strategies differ only in what they stream.";
   struct Entry {
@@ -234,11 +255,12 @@ std::string answer(const json& strategies, const json& order) {
     return a.failed != b.failed ? a.failed < b.failed : a.p99 < b.p99;
   });
   const Entry& w = ranked.front();
-  std::string out = w.name + " wins on " + kind + " p99: " + fmt_latency(w.p99);
+  const std::string what = kind == std::string("ttft") ? "TTFT (handoff included)" : kind;
+  std::string out = w.name + " wins on " + what + " p99: " + fmt_latency(w.p99);
   if (ranked.size() > 1) {
     const Entry& next = ranked[1];
     if (next.p99 - w.p99 <= 0.005 * next.p99) {
-      out = w.name + " and " + next.name + " tie on " + kind + " p99: " + fmt_latency(w.p99);
+      out = w.name + " and " + next.name + " tie on " + what + " p99: " + fmt_latency(w.p99);
     } else {
       out += " against " + fmt_latency(next.p99) + " for " + next.name + " (" +
              fmt("%.0f", 100.0 * (next.p99 - w.p99) / next.p99) + " % lower)";
@@ -246,7 +268,7 @@ std::string answer(const json& strategies, const json& order) {
     if (w.failed < next.failed) out += ", with fewer failed requests";
   }
   const json& ws = strategies[w.name];
-  if (ws[kind]["unfinished"].get<std::int64_t>() > 0) {
+  if (ws[kind].contains("unfinished") && ws[kind]["unfinished"].get<std::int64_t>() > 0) {
     out += "; " + std::to_string(ws[kind]["unfinished"].get<std::int64_t>()) + " of its " + kind +
            "s were unfinished at the end (counted at their lower bound)";
   }
@@ -289,16 +311,35 @@ json run_summary(const sim::ScenarioSpec& spec, const std::vector<sim::RunResult
     strategies[run.strategy] = strategy_summary(spec, run);
     order.push_back(run.strategy);
   }
-  return {{"scenario", spec.name},
-          {"answer", answer(strategies, order)},
-          {"model", spec.model.name},
-          {"gpu", spec.gpu.name},
-          {"seed", spec.seed},
-          {"duration_s", r9(spec.duration.value)},
-          {"protection", sim::protection_name(spec.protection.mode)},
-          {"cost_sources", cost_sources_json(costs)},
-          {"strategy_order", order},
-          {"strategies", strategies}};
+  json j = {{"scenario", spec.name},
+            {"answer", answer(strategies, order)},
+            {"model", spec.model.name},
+            {"gpu", spec.gpu.name},
+            {"seed", spec.seed},
+            {"duration_s", r9(spec.duration.value)},
+            {"protection", sim::protection_name(spec.protection.mode)},
+            {"cost_sources", cost_sources_json(costs)},
+            {"strategy_order", order},
+            {"strategies", strategies}};
+  if (!spec.pools.empty()) {
+    // A pool with its own GPU is priced by that GPU's roofline, not by cost_sources' GPU.
+    json pools = json::array();
+    for (std::size_t p = 0; p < spec.pools.size(); ++p) {
+      std::int64_t gpus = 0;
+      for (const sim::NodeSpec& n : spec.cluster.nodes) {
+        if (n.kind == sim::NodeKind::kGpu && n.pool == static_cast<int>(p)) gpus += n.gpus;
+      }
+      const sim::PoolSpec& pool = spec.pools[p];
+      pools.push_back({{"name", pool.name},
+                       {"role", sim::pool_role_name(pool.role)},
+                       {"gpus", gpus},
+                       {"gpu", pool.gpu ? pool.gpu->name : spec.gpu.name},
+                       {"costs", pool.gpu ? "analytic (roofline of " + pool.gpu->name + ")"
+                                          : "cost_sources"}});
+    }
+    j["pools"] = pools;
+  }
+  return j;
 }
 
 std::vector<std::filesystem::path> write_run_outputs(const std::filesystem::path& dir,
@@ -329,9 +370,17 @@ std::vector<std::filesystem::path> write_run_outputs(const std::filesystem::path
 std::string run_table(const json& summary) {
   std::ostringstream o;
   char line[320];
+  // Disaggregated runs lead with what the handoff changes: TTFT and the handoff itself.
+  bool pd = false;
+  for (const auto& n : summary["strategy_order"]) {
+    pd |= summary["strategies"][n.get<std::string>()].contains("handoff");
+  }
+  const char* g1 = pd ? "ttft" : "recovery";
+  const char* g2 = pd ? "handoff" : "migration";
   std::snprintf(line, sizeof line, "%-13s %9s %6s %6s %11s %11s %11s %11s %10s %10s %9s\n",
-                "strategy", "completed", "failed", "moves", "recov p50", "recov p99", "migr p50",
-                "migr p99", "KV moved", "GPU rebuild", "dNLL/move");
+                "strategy", "completed", "failed", "moves", pd ? "TTFT p50" : "recov p50",
+                pd ? "TTFT p99" : "recov p99", pd ? "handoff p50" : "migr p50",
+                pd ? "handoff p99" : "migr p99", "KV moved", "GPU rebuild", "dNLL/move");
   o << line;
   std::vector<std::string> flags;
   for (const auto& name_json : summary["strategy_order"]) {
@@ -352,9 +401,10 @@ std::string run_table(const json& summary) {
                   "%-13s %9lld %6lld %6lld %11s %11s %11s %11s %6.1f MiB %9.3f s %9.5f\n",
                   label.c_str(), s["requests"]["completed"].get<long long>(),
                   s["requests"]["failed"].get<long long>(),
-                  s["moves"]["recoveries"].get<long long>() + s["moves"]["migrations"].get<long long>(),
-                  p("recovery", "p50_s").c_str(), p("recovery", "p99_s").c_str(),
-                  p("migration", "p50_s").c_str(), p("migration", "p99_s").c_str(),
+                  s["moves"]["recoveries"].get<long long>() + s["moves"]["migrations"].get<long long>() +
+                      s["moves"].value("handoffs", 0LL),
+                  p(g1, "p50_s").c_str(), p(g1, "p99_s").c_str(), p(g2, "p50_s").c_str(),
+                  p(g2, "p99_s").c_str(),
                   static_cast<double>(s["bytes"]["kv"].get<long long>()) / 1048576.0, rebuild,
                   s["quality"]["delta_nll_mean_per_move"].get<double>());
     o << line;
@@ -365,8 +415,20 @@ std::string run_table(const json& summary) {
       flags.push_back(name + ": " + std::to_string(open) +
                       " move(s) unfinished at the end; '>' marks latencies that include them as lower bounds");
     }
+    if (s["ttft"].contains("without_first_token")) {
+      flags.push_back(name + ": " + std::to_string(s["ttft"]["without_first_token"].get<long long>()) +
+                      " request(s) had no first token at the end; TTFT counts them at their lower bound");
+    }
   }
   for (const std::string& f : flags) o << "  * " << f << "\n";
+  if (summary.contains("pools")) {
+    o << "pools:";
+    for (const json& p : summary["pools"]) {
+      o << " " << p["name"].get<std::string>() << " (" << p["role"].get<std::string>() << ", "
+        << p["gpus"].get<long long>() << " x " << p["gpu"].get<std::string>() << ")";
+    }
+    o << "; a pool with its own GPU is priced by that GPU's roofline\n";
+  }
   if (summary.contains("cost_sources")) {
     // A source shared by every op is printed once; measurement counts and spreads per op.
     const json& c = summary["cost_sources"];

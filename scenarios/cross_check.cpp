@@ -148,6 +148,15 @@ void check_events(const sim::ScenarioSpec& s, const Names& n, Diagnostics& d,
         d.add(p + "/node", "drain needs a GPU node (\"" + e.node + "\" is not one)");
       }
     }
+    for (const auto& [key, name] : {std::pair{"/from", &e.from}, std::pair{"/to", &e.to}}) {
+      if (name->empty()) continue;
+      const auto it = n.nodes.find(*name);
+      if (it == n.nodes.end()) {
+        d.add(p + key, "unknown node \"" + *name + "\"" + suggestion(*name, n.nodes));
+      } else if (it->second->kind == NodeKind::kSwitch) {
+        d.add(p + key, "a path ends at a gpu or storage node (\"" + *name + "\" is a switch)");
+      }
+    }
     if (!e.link.empty() && !n.links.count(e.link)) {
       d.add(p + "/link", "unknown link \"" + e.link + "\"" +
                              closest_name(e.link, {n.links.begin(), n.links.end()}));

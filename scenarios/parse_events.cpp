@@ -1,5 +1,6 @@
 // The "events" section: a timeline of node failures and repairs, link
-// degradation, failure and repair, and planned drains. Each type has its own
+// degradation, failure and repair, planned drains, and transfer-engine faults
+// on one source -> destination path (a stall, or a failure). Each type has its own
 // required and allowed fields; a field that does not apply is an error (it
 // would otherwise be silently ignored). Events are returned sorted by time
 // (stable: equal times keep file order); ctx.event_order maps them back.
@@ -26,6 +27,8 @@ const EventRule kRules[] = {
     {"link_failure", sim::EventKind::kLinkFailure, {"link"}, {"repair_after"}},
     {"link_repair", sim::EventKind::kLinkRepair, {"link"}, {}},
     {"drain", sim::EventKind::kDrain, {"node"}, {}},
+    {"path_stall", sim::EventKind::kPathStall, {"from", "to"}, {"repair_after"}},
+    {"path_failure", sim::EventKind::kPathFailure, {"from", "to"}, {"repair_after"}},
 };
 
 bool listed(std::initializer_list<std::string_view> l, std::string_view k) {
@@ -61,6 +64,11 @@ std::optional<sim::EventSpec> parse_event(const Reader& e) {
   ev.kind = rule->kind;
   if (listed(rule->required, "node")) ev.node = e.string("node").value_or("");
   if (listed(rule->required, "link")) ev.link = e.string("link").value_or("");
+  if (listed(rule->required, "from")) {
+    ev.from = e.string("from").value_or("");
+    ev.to = e.string("to").value_or("");
+    if (!ev.from.empty() && ev.from == ev.to) e.problem("to", "a path joins two different nodes");
+  }
   if (listed(rule->optional, "detection_delay")) {
     ev.detection_delay = duration_at_least0(e, "detection_delay", false, false).value_or(Seconds{0});
   }

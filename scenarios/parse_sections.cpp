@@ -174,12 +174,7 @@ sim::PolicySpec parse_policies(const Reader& r) {
   } else {
     p.strategies = {sim::Strategy::kFullKv, sim::Strategy::kTokenReplay};
   }
-  p.router = enum_field<sim::Router>(r, "router",
-                                     {{"least_loaded", sim::Router::kLeastLoaded},
-                                      {"round_robin", sim::Router::kRoundRobin},
-                                      {"random", sim::Router::kRandom}},
-                                     false)
-                 .value_or(sim::Router::kLeastLoaded);
+  p.router = parse_router(r, false).value_or(sim::Router::kLeastLoaded);
   p.quality_budget = number_in(r, "quality_budget", 0, 100, false, false);
   if (auto rb = r.object("rebalance", false)) {
     rb->allow_only(keys::kRebalance);

@@ -15,6 +15,7 @@ using List = std::initializer_list<std::string_view>;
 inline const List kTop = {"$schema",    "name",       "description", "model",    "gpu",
                               "cluster",    "workload",   "serving",     "protection", "events",
                               "policies",   "risk_kv",    "proxy_kv",    "predictors",
+                              "pools",      "transfer_engine",
                               "cost_source", "live",      "seed",        "duration", "slo",
                               "outputs"};
 inline const List kModel = {"base",     "name",     "layers",     "hidden",
@@ -44,7 +45,11 @@ inline const List kTokenDist = {"distribution", "value", "min", "max", "mean", "
 inline const List kServing = {"max_batch", "kv_block_tokens"};
 inline const List kProtection = {"mode", "placement", "store", "stream_every_tokens"};
 inline const List kEvent = {"type",           "at",           "node",      "link",
-                                "detection_delay", "repair_after", "bandwidth", "latency"};
+                                "detection_delay", "repair_after", "bandwidth", "latency",
+                                "from",            "to"};
+inline const List kPool = {"name", "role", "router", "nodes", "site", "gpu"};
+inline const List kTransferEngine = {"setup", "per_block", "max_inflight_per_destination",
+                                     "stall_timeout"};
 inline const List kPolicies = {"strategies", "router", "quality_budget", "rebalance"};
 inline const List kRebalance = {"threshold", "check_interval"};
 inline const List kRiskKv = {"topology", "delta_nll", "predictor_dtype"};
@@ -84,6 +89,8 @@ inline std::vector<Entry> all_entries() {
           {"/$defs/live", kLive},
           {"/$defs/protection", kProtection},
           {"/$defs/event", kEvent},
+          {"/$defs/pool", kPool},
+          {"/$defs/transfer_engine", kTransferEngine},
           {"/$defs/policies", kPolicies},
           {"/$defs/rebalance", kRebalance},
           {"/$defs/risk_kv", kRiskKv},

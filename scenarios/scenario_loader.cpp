@@ -37,6 +37,8 @@ void parse_all(const Reader& top, sim::ScenarioSpec& s, detail::LoadContext& ctx
   s.proxy_kv = parse_proxy_kv(top, ctx);
   if (auto r = top.object("predictors", false)) s.predictors = parse_predictors(*r);
   s.cost_source = parse_cost_source(top, ctx);
+  s.pools = parse_pools(top, s, ctx);
+  if (auto r = top.object("transfer_engine", false)) s.transfer_engine = parse_transfer_engine(*r);
   if (s.cost_source.kind == sim::CostSourceKind::kProfile && model_ok) check_cost_table(top, s);
   if (s.cost_source.kind == sim::CostSourceKind::kLive && model_ok) check_live(top, s);
   s.seed = static_cast<std::uint64_t>(

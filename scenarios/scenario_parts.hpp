@@ -89,6 +89,11 @@ std::optional<sim::RiskKvSpec> parse_risk_kv(const Reader& top, const cost_model
                                              bool model_ok, LoadContext& ctx);
 std::optional<sim::ProxyKvSpec> parse_proxy_kv(const Reader& top, LoadContext& ctx);
 sim::PredictorSpec parse_predictors(const Reader& r);
+/// A "router" field (policies, pools).
+std::optional<sim::Router> parse_router(const Reader& r, bool required);
+/// Pools (after the cluster, policies and cost source): also sets each gpu node's pool.
+std::vector<sim::PoolSpec> parse_pools(const Reader& top, sim::ScenarioSpec& s, LoadContext& ctx);
+sim::TransferEngineSpec parse_transfer_engine(const Reader& r);
 sim::CostSourceSpec parse_cost_source(const Reader& top, LoadContext& ctx);
 /// A profile cost table must exist, parse, match the model and hold the ops the scenario needs.
 void check_cost_table(const Reader& top, const sim::ScenarioSpec& spec);

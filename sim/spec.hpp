@@ -33,6 +33,7 @@ struct NodeSpec {
   Bytes hbm_per_gpu;     ///< HBM of each GPU (the GPU spec's capacity unless overridden)
   Bytes host_memory;     ///< host DRAM (gpu nodes) or capacity (storage nodes)
   std::string site;      ///< multi-site generator: the site's name; else empty
+  int pool = 0;          ///< gpu nodes: index into ScenarioSpec::pools (0 without pools)
 };
 
 /// Full duplex: each direction has the full bandwidth. Half: both directions share it.
@@ -148,6 +149,31 @@ struct ServingSpec {
   std::int64_t kv_block_tokens = 16; ///< paged KV block size in tokens
 };
 
+// ---------------------------------------------------------------- pools and the transfer engine
+
+/// How a pool (or the whole cluster) picks a GPU for a request.
+enum class Router { kLeastLoaded, kKvAware, kRoundRobin, kRandom };
+
+/// What a pool's GPUs do: prefill only, decode only, or both (no disaggregation).
+enum class PoolRole { kMixed, kPrefill, kDecode };
+
+/// A named set of gpu nodes with a role, a routing policy and (optionally) its own GPU.
+struct PoolSpec {
+  std::string name;
+  PoolRole role = PoolRole::kMixed;
+  Router router = Router::kLeastLoaded;
+  std::optional<cost_model::GpuSpec> gpu;  ///< empty: the scenario's GPU
+};
+
+/// Costs of the KV transfer engine on every KV move (handoffs, migrations, recoveries);
+/// the descriptor block size is serving.kv_block_tokens. Zeros: an ideal link.
+struct TransferEngineSpec {
+  Seconds setup;      ///< per transfer
+  Seconds per_block;  ///< per descriptor (block × layer × K/V)
+  int max_inflight_per_destination = 0;  ///< KV moves into one node at once; 0: no cap
+  std::optional<Seconds> stall_timeout;  ///< a stalled transfer fails after this; empty: never
+};
+
 // ---------------------------------------------------------------- KV protection
 
 /// What survives a failure: nothing, a full replica, RISK-KV's kept layers, or ProxyKV's kept tokens.
@@ -165,15 +191,25 @@ struct ProtectionSpec {
 
 // ---------------------------------------------------------------- events
 
-enum class EventKind { kNodeFailure, kNodeRepair, kLinkDegrade, kLinkFailure, kLinkRepair, kDrain };
+enum class EventKind {
+  kNodeFailure,
+  kNodeRepair,
+  kLinkDegrade,
+  kLinkFailure,
+  kLinkRepair,
+  kDrain,
+  kPathStall,    ///< KV transfers from one node to another hang (the transfer engine, not a link)
+  kPathFailure,  ///< KV transfers from one node to another fail at once
+};
 
 struct EventSpec {
   EventKind kind = EventKind::kNodeFailure;
   Seconds at;
   std::string node;                   ///< node events
   std::string link;                   ///< link events
+  std::string from, to;               ///< path events: source and destination node
   Seconds detection_delay;            ///< node_failure: until recovery starts
-  std::optional<Seconds> repair_after;  ///< node_failure, link_failure, link_degrade: auto repair
+  std::optional<Seconds> repair_after;  ///< node_failure, link_*, path_*: auto repair
   std::optional<BitsPerSecond> bandwidth;  ///< link_degrade: the degraded bandwidth
   std::optional<Seconds> latency;          ///< link_degrade: the degraded latency
 };
@@ -181,7 +217,6 @@ struct EventSpec {
 // ---------------------------------------------------------------- policies
 
 using cost_model::Strategy;  ///< defined with the move plans (cost_model/move_plan.hpp)
-enum class Router { kLeastLoaded, kRoundRobin, kRandom };
 
 /// Load-balancing migrations: a node whose KV use crosses `threshold` moves requests away.
 struct RebalanceSpec {
@@ -280,6 +315,9 @@ struct ScenarioSpec {
   std::optional<RiskKvSpec> risk_kv;
   std::optional<ProxyKvSpec> proxy_kv;
   PredictorSpec predictors;
+  /// Empty: one implicit mixed pool of every GPU, routed by policies.router.
+  std::vector<PoolSpec> pools;
+  TransferEngineSpec transfer_engine;
   CostSourceSpec cost_source;
   std::uint64_t seed = 1;
   Seconds duration;
@@ -298,6 +336,8 @@ constexpr const char* event_kind_name(EventKind k) {
     case EventKind::kLinkFailure: return "link_failure";
     case EventKind::kLinkRepair: return "link_repair";
     case EventKind::kDrain: return "drain";
+    case EventKind::kPathStall: return "path_stall";
+    case EventKind::kPathFailure: return "path_failure";
   }
   return "?";
 }
@@ -316,7 +356,26 @@ inline cost_model::MoveMethods move_methods(const ScenarioSpec& spec) {
     m.retention = spec.proxy_kv->retention;
     m.proxy_delta_nll = spec.proxy_kv->delta_nll;
   }
+  m.engine = {spec.transfer_engine.setup, spec.transfer_engine.per_block,
+              spec.serving.kv_block_tokens};
   return m;
+}
+
+constexpr const char* pool_role_name(PoolRole r) {
+  switch (r) {
+    case PoolRole::kMixed: return "mixed";
+    case PoolRole::kPrefill: return "prefill";
+    case PoolRole::kDecode: return "decode";
+  }
+  return "?";
+}
+
+/// Whether the scenario disaggregates prefill and decode (it has a prefill pool).
+inline bool disaggregated(const ScenarioSpec& spec) {
+  for (const PoolSpec& p : spec.pools) {
+    if (p.role == PoolRole::kPrefill) return true;
+  }
+  return false;
 }
 
 constexpr const char* protection_name(ProtectionMode m) {

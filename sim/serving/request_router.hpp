@@ -1,14 +1,18 @@
 // RequestRouter: where a request's KV may go. It books each GPU's HBM for KV
 // (capacity, and the reservation of every request placed there), knows which
 // GPUs take new work (up, on a node that is not draining), and picks a GPU by
-// the scenario's policy: least loaded (an index ordered by reserved share, so
-// the usual pick is O(1) and an update O(log n)), round robin, or random (seeded). A reservation
+// its pool's policy: least loaded (an index ordered by reserved share, so the
+// usual pick is O(1) and an update O(log n)), KV-aware (fewest KV bytes booked:
+// admission books a request's final KV, so these are the blocks it will use),
+// round robin, or random (seeded). Every GPU belongs to one pool (pool 0 unless
+// the scenario declares pools); a pick may be limited to a set of pools. A reservation
 // over capacity, or a request reserved twice, is a bug in the caller: it
 // throws std::logic_error, loudly, instead of letting HBM overflow silently.
 #pragma once
 
 #include <cstdint>
-#include <set>
+#include <functional>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -18,54 +22,79 @@
 
 namespace kvshift::sim {
 
+/// A set of pools, one bit per pool index (at most 64 pools).
+using PoolSet = std::uint64_t;
+inline constexpr PoolSet kAllPools = ~PoolSet{0};
+
 class RequestRouter {
  public:
+  /// Pool 0 routes by `policy`.
   RequestRouter(Router policy, std::uint64_t seed);
 
+  /// Adds a pool routed by `policy`; returns its index (1, 2, ...).
+  int add_pool(Router policy);
   /// Adds a GPU of node `node` with `capacity` bytes for KV; returns its index (0, 1, ...).
-  int add_gpu(int node, std::int64_t capacity);
+  int add_gpu(int node, std::int64_t capacity, int pool = 0);
   std::size_t size() const { return gpus_.size(); }
   int node(int gpu) const { return at(gpu).node; }
+  int pool(int gpu) const { return at(gpu).pool; }
   std::int64_t capacity(int gpu) const { return at(gpu).capacity; }
   std::int64_t reserved(int gpu) const { return at(gpu).reserved; }
-  /// Requests holding a reservation on `gpu`.
-  const std::set<std::uint64_t>& members(int gpu) const { return at(gpu).members; }
+  /// Requests holding a reservation on `gpu`, with their bytes.
+  const std::map<std::uint64_t, std::int64_t>& members(int gpu) const { return at(gpu).members; }
   bool holds(int gpu, std::uint64_t request) const { return at(gpu).members.count(request) > 0; }
+  /// The bytes `request` holds on `gpu` (0 when none).
+  std::int64_t held(int gpu, std::uint64_t request) const;
 
   /// Whether `gpu` takes new work (its GPU is up and its node is not draining).
   void set_open(int gpu, bool open);
   /// Books `bytes` of `gpu`'s HBM for `request`.
   void reserve(int gpu, std::uint64_t request, std::int64_t bytes);
-  /// Gives them back.
-  void release(int gpu, std::uint64_t request, std::int64_t bytes);
+  /// Gives them back (all `request` holds there).
+  void release(int gpu, std::uint64_t request);
   /// The GPU lost its HBM (a failure): every reservation is gone; returns who held one.
   std::vector<std::uint64_t> clear(int gpu);
 
-  /// The GPU the policy picks for `bytes`, not on `exclude_node`; -1 when none has room.
-  int route(std::int64_t bytes, int exclude_node);
-  /// Up to `k` GPUs with room, one per node: the policy's pick first, then (least loaded) in
-  /// load order or (the other policies) by index.
-  std::vector<int> destinations(std::int64_t bytes, int exclude_node, std::size_t k);
+  /// Whether a destination node may take a move now (e.g. under its in-flight cap).
+  using Accept = std::function<bool(int node)>;
+
+  /// The GPU the policy picks for `bytes`, not on `exclude_node`, in `pools`; -1 when none has
+  /// room. Over several pools: each pool's pick, the one with the lowest reserved share.
+  int route(std::int64_t bytes, int exclude_node, PoolSet pools = kAllPools);
+  /// Up to `k` GPUs with room, one per node, whose node `accept`s: the policy's pick first,
+  /// then (least loaded, KV-aware) in load order or (the other policies) by index; over
+  /// several pools, pool by pool, the pool of the lowest-share pick first.
+  std::vector<int> destinations(std::int64_t bytes, int exclude_node, std::size_t k,
+                                PoolSet pools = kAllPools, const Accept& accept = {});
 
  private:
   struct Gpu {
     int node = 0;
+    int pool = 0;
     std::int64_t capacity = 0;
     std::int64_t reserved = 0;
     bool open = true;
-    std::set<std::uint64_t> members;
+    std::map<std::uint64_t, std::int64_t> members;
+  };
+  struct Pool {
+    Router policy = Router::kLeastLoaded;
+    std::vector<int> gpus;
+    LoadIndex by_load;  ///< open GPUs by (share, or bytes for KV-aware; index)
+    std::size_t round_robin = 0;
   };
   const Gpu& at(int gpu) const { return gpus_[static_cast<std::size_t>(gpu)]; }
   Gpu& at(int gpu) { return gpus_[static_cast<std::size_t>(gpu)]; }
   bool fits(int gpu, std::int64_t bytes, int exclude_node) const;
-  /// Moves `gpu` in the load index to its new reservation (out of it when closed).
+  /// Moves `gpu` in its pool's load index to its new reservation (out of it when closed).
   void reindex(int gpu, std::int64_t reserved);
+  int route_in(Pool& p, std::int64_t bytes, int exclude_node, const Accept& accept);
+  void destinations_in(Pool& p, std::int64_t bytes, int exclude_node, std::size_t k,
+                       const Accept& accept, std::vector<int>& out);
+  double share(int gpu) const;
 
-  Router policy_;
   Rng rng_;
   std::vector<Gpu> gpus_;
-  LoadIndex by_load_;  ///< open GPUs by (reserved share, index)
-  std::size_t round_robin_ = 0;
+  std::vector<Pool> pools_;
 };
 
 }  // namespace kvshift::sim

@@ -11,14 +11,15 @@
 
 namespace kvshift::sim {
 
-/// Why a request's KV moved.
-enum class MoveTrigger { kFailure, kDrain, kRebalance };
+/// Why a request's KV moved. kHandoff: prefill pool -> decode pool (P/D disaggregation).
+enum class MoveTrigger { kFailure, kDrain, kRebalance, kHandoff };
 
 constexpr const char* move_trigger_name(MoveTrigger t) {
   switch (t) {
     case MoveTrigger::kFailure: return "failure";
     case MoveTrigger::kDrain: return "drain";
     case MoveTrigger::kRebalance: return "rebalance";
+    case MoveTrigger::kHandoff: return "handoff";
   }
   return "?";
 }
@@ -136,14 +137,18 @@ struct RunTally {
   std::int64_t output_tokens = 0;  ///< of completed requests
   std::vector<double> ttft_s;      ///< requests that produced a first token
   std::vector<double> e2e_s;       ///< completed requests
-  std::int64_t recoveries = 0, migrations = 0;  ///< done moves by kind
+  std::vector<double> tpot_s;      ///< completed requests with more than one output token
+  /// Arrival (s) of requests unfinished without a first token: their TTFT is at least
+  /// the run's end minus this (the report adds them as lower bounds).
+  std::vector<double> ttft_open_arrival_s;
+  std::int64_t recoveries = 0, migrations = 0, handoffs = 0;  ///< done moves by kind
   std::int64_t failed_moves = 0, cancelled_moves = 0;
-  std::int64_t open_recoveries = 0, open_migrations = 0;  ///< unfinished at the end
+  std::int64_t open_recoveries = 0, open_migrations = 0, open_handoffs = 0;  ///< unfinished
   std::int64_t fallbacks = 0, lossy = 0;                  ///< of done moves
   double delta_nll_sum = 0;                               ///< of done moves
   std::map<std::string, std::int64_t> by_strategy;        ///< done moves by executed strategy
   /// Done and unfinished moves (the latter at their lower bound end − start).
-  std::vector<double> recovery_s, recovery_stall_s, migration_s;
+  std::vector<double> recovery_s, recovery_stall_s, migration_s, handoff_s;
 
   void add(const RequestRecord& r);
   void add(const MoveRecord& m);

@@ -62,6 +62,16 @@ void ServingModel::schedule_events() {
       case EventKind::kLinkRepair:
         sim_.schedule_at(at, [this, link = e.link] { fabric_.repair_link(link); });
         break;
+      case EventKind::kPathStall:
+      case EventKind::kPathFailure: {
+        const int src = index_of(e.from), dst = index_of(e.to);
+        sim_.schedule_at(at, [this, src, dst, kind = e.kind] { path_fault(src, dst, kind); });
+        if (e.repair_after) {
+          sim_.schedule_at(at + from_seconds(*e.repair_after),
+                           [this, src, dst] { path_repair(src, dst); });
+        }
+        break;
+      }
     }
   }
 }
@@ -108,7 +118,7 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
     }
     r.gpu = -1;
     ++r.epoch;
-    if (r.phase == Phase::kPrefill || r.phase == Phase::kQueued) {
+    if (r.phase == Phase::kPrefill || r.phase == Phase::kQueued || r.phase == Phase::kHandingOff) {
       r.phase = Phase::kQueued;  // nothing computed yet worth saving: start over
       pending_.push_front(id);
       continue;
@@ -122,7 +132,7 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
     });
   }
   for (auto& r : requests_) {
-    if (r->phase != Phase::kDone && r->replica < 0 && r->gpu >= 0 &&
+    if (r->phase != Phase::kDone && r->replica < 0 && r->gpu >= 0 && !on_prefill_pool(r->gpu) &&
         spec_.protection.mode != ProtectionMode::kNone) {
       r->replica = pick_replica(node_of(r->gpu));
       r->unstreamed = r->context;
@@ -163,12 +173,41 @@ void ServingModel::drain(int node) {
              "destination " + spec_.cluster.nodes[node].name + " started draining");
   }
   for (int g : node_gpus_[node]) {
-    const std::vector<std::uint64_t> members(router_.members(g).begin(), router_.members(g).end());
+    std::vector<std::uint64_t> members;
+    for (const auto& [id, bytes] : router_.members(g)) members.push_back(id);
     for (std::uint64_t id : members) {
       Request& r = request(id);
       if (r.phase == Phase::kDecoding) start_move(r, MoveTrigger::kDrain, node, now);
     }
   }
+}
+
+void ServingModel::path_fault(int src, int dst, EventKind kind) {
+  path_faults_[{src, dst}] = kind;
+  if (kind != EventKind::kPathFailure) return;  // a stall catches transfers that start in it
+  std::vector<std::uint64_t> broken;
+  for (const auto& [id, m] : moves_) {
+    if (m->stage == Move::Stage::kTransferring && m->src == src && node_of(m->dst_gpu) == dst &&
+        (m->plan.kv.count > 0 || m->plan.tokens.count > 0)) {
+      broken.push_back(id);
+    }
+  }
+  for (std::uint64_t id : broken) {
+    const auto it = moves_.find(id);
+    if (it == moves_.end()) continue;
+    end_move(*it->second, MoveOutcome::kFailed,
+             "the path " + spec_.cluster.nodes[src].name + " -> " + spec_.cluster.nodes[dst].name +
+                 " failed");
+  }
+}
+
+void ServingModel::path_repair(int src, int dst) {
+  path_faults_.erase({src, dst});
+  const auto it = stalled_.find({src, dst});
+  if (it == stalled_.end()) return;
+  std::vector<std::function<void()>> resume = std::move(it->second);
+  stalled_.erase(it);
+  for (auto& f : resume) f();  // each checks that its move is still on
 }
 
 void ServingModel::rebalance_check() {
@@ -180,7 +219,7 @@ void ServingModel::rebalance_check() {
       continue;
     }
     Request* biggest = nullptr;
-    for (std::uint64_t id : router_.members(g)) {
+    for (const auto& [id, bytes] : router_.members(g)) {
       Request& r = request(id);
       if (r.phase == Phase::kDecoding && (!biggest || r.context > biggest->context)) biggest = &r;
     }

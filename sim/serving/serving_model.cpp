@@ -11,18 +11,33 @@ namespace kvshift::sim {
 using namespace serving_detail;
 
 ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& spec,
-                           const ServingCosts& costs, Strategy strategy, RecordOptions records)
+                           const ServingCosts& costs, Strategy strategy, RecordOptions records,
+                           std::vector<const ServingCosts*> pool_costs)
     : sim_(sim),
       fabric_(fabric),
       spec_(spec),
       costs_(costs),
+      pool_costs_(std::move(pool_costs)),
       strategy_(strategy),
       records_(records),
       workload_(spec.workload, derive_seed(spec.seed, 1), spec.duration),
-      router_(spec.policies.router, derive_seed(spec.seed, 2)) {
+      router_(spec.pools.empty() ? spec.policies.router : spec.pools.front().router,
+              derive_seed(spec.seed, 2)) {
   result_.strategy = strategy_name(strategy);
   end_ns_ = from_seconds(spec.duration).ns;
   const std::size_t n = spec.cluster.nodes.size();
+  inflight_.assign(n, 0);
+  // Pools: arrivals prefill in the prefill pools (in the decode pools under token replay,
+  // which is decode-side prefill: no disaggregation); requests decode in the others.
+  if (disaggregated(spec)) {
+    PoolSet prefill = 0, decode = 0;
+    for (std::size_t p = 0; p < spec.pools.size(); ++p) {
+      (spec.pools[p].role == PoolRole::kPrefill ? prefill : decode) |= PoolSet{1} << p;
+    }
+    decode_pools_ = decode;
+    arrival_pools_ = strategy == Strategy::kTokenReplay ? decode : prefill;
+  }
+  for (std::size_t p = 1; p < spec.pools.size(); ++p) router_.add_pool(spec.pools[p].router);
   node_gpus_.resize(n);
   proxy_gpus_.resize(n);
   node_up_.assign(n, true);
@@ -58,16 +73,16 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
       if (capacity <= 0) {
         throw std::runtime_error("node " + node.name + ": the model's weights do not fit in HBM");
       }
-      const int index = router_.add_gpu(static_cast<int>(i), capacity);
+      const int index = router_.add_gpu(static_cast<int>(i), capacity, node.pool);
       gpu->worker = std::make_unique<GpuWorker>(
-          sim_, *this, costs_, index, "gpu:" + node.name + "/" + std::to_string(g),
+          sim_, *this, costs_of(static_cast<int>(i)), index, "gpu:" + node.name + "/" + std::to_string(g),
           spec.serving.max_batch, epoch_cap, result_.gpu_time,
           records_.trace ? &result_.trace : nullptr);
       gpu->worker->set_batch_reconstructions(spec.predictors.batch_reconstruction);
       node_gpus_[i].push_back(index);
       if (g == 0 && spec.proxy_kv && spec.proxy_kv->placement == ProxyPlacement::kProxyGpu) {
         proxy_gpus_[i] = std::make_unique<GpuWorker>(
-            sim_, *this, costs_, -1, "proxy:" + node.name, 1, 1, result_.gpu_time,
+            sim_, *this, costs_of(static_cast<int>(i)), -1, "proxy:" + node.name, 1, 1, result_.gpu_time,
             records_.trace ? &result_.trace : nullptr);
       }
       gpus_.push_back(std::move(gpu));
@@ -93,10 +108,24 @@ ServingModel::~ServingModel() = default;
 
 int ServingModel::node_of(int gpu) const { return gpus_[gpu]->node; }
 
-// HBM bookings live in the router, which checks them.
-void ServingModel::reserve(int gpu, const Request& r) { router_.reserve(gpu, r.rec.id, r.reserved); }
+const ServingCosts& ServingModel::costs_of(int node) const {
+  const auto pool = static_cast<std::size_t>(spec_.cluster.nodes[node].pool);
+  return pool < pool_costs_.size() && pool_costs_[pool] ? *pool_costs_[pool] : costs_;
+}
 
-void ServingModel::unreserve(int gpu, const Request& r) { router_.release(gpu, r.rec.id, r.reserved); }
+bool ServingModel::on_prefill_pool(int gpu) const {
+  const int pool = spec_.cluster.nodes[node_of(gpu)].pool;
+  return !spec_.pools.empty() && spec_.pools[pool].role == PoolRole::kPrefill;
+}
+
+// HBM bookings live in the router, which checks them.
+void ServingModel::reserve(int gpu, const Request& r, std::int64_t bytes) {
+  router_.reserve(gpu, r.rec.id, bytes);
+}
+
+void ServingModel::reserve(int gpu, const Request& r) { reserve(gpu, r, r.reserved); }
+
+void ServingModel::unreserve(int gpu, const Request& r) { router_.release(gpu, r.rec.id); }
 
 void ServingModel::update_open(int gpu) {
   router_.set_open(gpu, gpus_[gpu]->worker->up() && !node_draining_[gpus_[gpu]->node]);
@@ -104,6 +133,11 @@ void ServingModel::update_open(int gpu) {
 
 std::int64_t ServingModel::kv_bytes(std::int64_t tokens) const {
   return cost_model::kv_bytes(spec_.model, tokens).count;
+}
+
+std::int64_t ServingModel::block_bytes(std::int64_t tokens) const {
+  const std::int64_t block = std::max<std::int64_t>(spec_.serving.kv_block_tokens, 1);
+  return kv_bytes((tokens + block - 1) / block * block);
 }
 
 std::int64_t ServingModel::protected_bytes_per_token() const {
@@ -205,13 +239,11 @@ void ServingModel::on_arrival(const RequestArrival& a) {
   r->rec.prompt_tokens = a.prompt_tokens;
   r->rec.output_tokens = a.output_tokens;
   r->rec.arrival_ns = a.arrival_ns;
-  const std::int64_t block = std::max<std::int64_t>(spec_.serving.kv_block_tokens, 1);
-  const std::int64_t tokens = a.prompt_tokens + a.output_tokens;
-  r->reserved = kv_bytes((tokens + block - 1) / block * block);
+  r->reserved = block_bytes(a.prompt_tokens + a.output_tokens);
   Request& req = *r;
   if (first_live_ + requests_.size() != a.id) throw std::logic_error("request ids must be dense");
   requests_.push_back(std::move(r));
-  const int gpu = pending_.empty() ? router_.route(req.reserved, -1) : -1;
+  const int gpu = pending_.empty() ? router_.route(req.reserved, -1, arrival_pools_) : -1;
   if (gpu < 0) {
     pending_.push_back(req.rec.id);
   } else {
@@ -220,15 +252,22 @@ void ServingModel::on_arrival(const RequestArrival& a) {
 }
 
 void ServingModel::admit_pending() {
-  // Recoveries first: their requests already waited through a failure.
+  // Recoveries first: their requests already waited through a failure. Then handoffs:
+  // they hold prefill HBM that new arrivals wait for.
   for (std::size_t n = pending_recoveries_.size(); n > 0; --n) {
     const PendingRecovery p = pending_recoveries_.front();
     pending_recoveries_.pop_front();
     start_move(request(p.request), MoveTrigger::kFailure, p.from_node, p.stall_since);
   }
+  for (std::size_t n = pending_handoffs_.size(); n > 0; --n) {
+    const auto [id, epoch] = pending_handoffs_.front();
+    pending_handoffs_.pop_front();
+    Request* r = find_request(id);
+    if (r && r->epoch == epoch && r->phase == Phase::kHandingOff) try_handoff(*r);
+  }
   while (!pending_.empty()) {
     Request& r = request(pending_.front());
-    const int gpu = router_.route(r.reserved, -1);
+    const int gpu = router_.route(r.reserved, -1, arrival_pools_);
     if (gpu < 0) return;
     pending_.pop_front();
     start_prefill(r, gpu);
@@ -237,28 +276,39 @@ void ServingModel::admit_pending() {
 
 void ServingModel::start_prefill(Request& r, int gpu) {
   Gpu& g = *gpus_[gpu];
-  reserve(gpu, r);
+  // A prefill-pool GPU holds only the prompt's KV, until the handoff lands.
+  const bool handoff = on_prefill_pool(gpu);
+  reserve(gpu, r, handoff ? block_bytes(r.rec.prompt_tokens) : r.reserved);
   r.gpu = gpu;
   r.phase = Phase::kPrefill;
   r.scored = false;
   const std::string& node = spec_.cluster.nodes[g.node].name;
   if (r.rec.first_node.empty()) r.rec.first_node = node;
   r.rec.final_node = node;
-  if (spec_.protection.mode != ProtectionMode::kNone && r.replica < 0) {
+  if (spec_.protection.mode != ProtectionMode::kNone && r.replica < 0 && !handoff) {
     r.replica = pick_replica(g.node);
   }
   const std::uint32_t epoch = r.epoch;
   const std::uint64_t id = r.rec.id;
   g.worker->submit({JobKind::kPrefill, id, r.rec.prompt_tokens,
-                    [this, id, epoch, gpu](SimTime, SimTime end) {
+                    [this, id, epoch, gpu, handoff](SimTime, SimTime end) {
                       Request* rp = find_request(id);
                       if (!rp || rp->epoch != epoch) return;
-                      if (rp->rec.first_token_ns < 0) rp->rec.first_token_ns = end.ns;
                       rp->context = rp->rec.prompt_tokens;
                       rp->remaining = rp->rec.output_tokens - 1;
+                      // Disaggregated, the first token reaches the user with the handoff.
+                      if (rp->rec.first_token_ns < 0 && (!handoff || rp->remaining <= 0)) {
+                        rp->rec.first_token_ns = end.ns;
+                      }
                       rp->phase = Phase::kDecoding;
                       if (rp->remaining <= 0) {
                         on_finished(gpu, rp->rec.id);
+                        return;
+                      }
+                      if (handoff) {
+                        rp->phase = Phase::kHandingOff;
+                        rp->handoff_since = end.ns;
+                        try_handoff(*rp);
                         return;
                       }
                       gpus_[gpu]->worker->add_decoding({rp->rec.id, rp->context, rp->remaining});
@@ -279,15 +329,24 @@ void ServingModel::start_prefill(Request& r, int gpu) {
     scorer.submit({JobKind::kProxyScore, id, r.rec.prompt_tokens,
                    [this, id, epoch](SimTime, SimTime) {
                      Request* rp = find_request(id);
-                     if (rp && rp->epoch == epoch) rp->scored = true;
+                     if (!rp || rp->epoch != epoch) return;
+                     rp->scored = true;
+                     if (rp->phase == Phase::kHandingOff) try_handoff(*rp);
                    }});
   }
+}
+
+void ServingModel::try_handoff(Request& r) {
+  // ProxyKV prunes by the proxy's scores: its handoff waits for them (adaptive does not).
+  if (strategy_ == Strategy::kProxyKv && spec_.proxy_kv && !r.scored) return;
+  start_move(r, MoveTrigger::kHandoff, r.gpu >= 0 ? node_of(r.gpu) : -1, r.handoff_since);
 }
 
 std::string ServingModel::unfinished_reason(const Request& r) const {
   switch (r.phase) {
     case Phase::kQueued: return "waiting for a GPU with room";
     case Phase::kPrefill: return "in prefill";
+    case Phase::kHandingOff: return "prefilled, waiting for a decode GPU with room";
     case Phase::kDecoding: return "decoding";
     case Phase::kMoving: return "waiting to recover (failure not yet detected)";
     case Phase::kDone: return "";

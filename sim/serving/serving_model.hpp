@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -54,8 +55,11 @@ namespace kvshift::sim {
 class ServingModel final : public GpuListener {
  public:
   /// `strategy` is the one this run uses for every move. `fabric` carries all bytes.
+  /// `pool_costs[p]`, when given, prices the GPUs of pool p (pools with their own GPU);
+  /// a missing or null entry uses `costs`.
   ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& spec, const ServingCosts& costs,
-               Strategy strategy, RecordOptions records = {});
+               Strategy strategy, RecordOptions records = {},
+               std::vector<const ServingCosts*> pool_costs = {});
   ~ServingModel() override;
 
   /// Schedules arrivals, events and sampling; run the simulator afterwards, then call finish().
@@ -69,7 +73,9 @@ class ServingModel final : public GpuListener {
   void on_finished(int gpu, std::uint64_t request) override;
 
  private:
-  enum class Phase { kQueued, kPrefill, kDecoding, kMoving, kDone };
+  /// kHandingOff: prefilled on a prefill-pool GPU, waiting for its handoff to start (its
+  /// ProxyKV scores, or a decode GPU with room and a free transfer slot).
+  enum class Phase { kQueued, kPrefill, kHandingOff, kDecoding, kMoving, kDone };
   struct Request;
   struct Gpu;
   struct Move;
@@ -81,6 +87,10 @@ class ServingModel final : public GpuListener {
   void admit_pending();
   void start_prefill(Request& r, int gpu);
   void release_gpu(Request& r);
+  /// P/D: hands a prefilled request to a decode pool once it may go (scores, room, a slot).
+  void try_handoff(Request& r);
+  bool on_prefill_pool(int gpu) const;
+  const ServingCosts& costs_of(int node) const;
 
   // Replica streaming.
   void stream(int gpu, const std::vector<std::pair<Request*, std::int64_t>>& items);
@@ -104,6 +114,12 @@ class ServingModel final : public GpuListener {
   Move* find_move(std::uint64_t request, std::uint64_t id);
   void launch(std::uint64_t request);
   void send_part(Move& m, int src, int dst, std::int64_t bytes, std::int64_t BytesByKind::*kind);
+  /// Starts a transfer's bytes after its engine setup, unless its path is stalled or failed.
+  void start_flow(std::uint64_t request, std::uint64_t id, int src, int dst, std::int64_t bytes,
+                  const Fabric::Done& done);
+  /// A move into a node holds one of its transfer slots while its bytes are in flight.
+  bool slot_free(int node) const;
+  void release_slot(Move& m);
   void begin_predictor_fetch(int node);
   /// Bytes that stay on one node cross its host link (the estimator's local leg).
   SimTime host_link_time(std::int64_t bytes) const;
@@ -111,7 +127,7 @@ class ServingModel final : public GpuListener {
   /// The one way a move ends: records it once, cancels what it still runs, then lands the
   /// request (done), retries it (failed) or re-plans it (cancelled).
   void end_move(Move& m, MoveOutcome outcome, const std::string& why);
-  void land(Request& r, int dst_gpu, int src_gpu);
+  void land(Request& r, int dst_gpu, int src_gpu, bool handoff);
   /// At the end of the run: moves in flight and waiting recoveries become unfinished records.
   void close_moves();
 
@@ -120,6 +136,8 @@ class ServingModel final : public GpuListener {
   void node_failure(int node, SimTime detection_delay);
   void node_repair(int node);
   void drain(int node);
+  void path_fault(int src, int dst, EventKind kind);
+  void path_repair(int src, int dst);
   void rebalance_check();
   void sample_links();
 
@@ -136,9 +154,12 @@ class ServingModel final : public GpuListener {
   /// What a request still running at the end was doing.
   std::string unfinished_reason(const Request& r) const;
   std::int64_t kv_bytes(std::int64_t tokens) const;
+  /// KV bytes of `tokens` rounded up to whole paged blocks (what admission books).
+  std::int64_t block_bytes(std::int64_t tokens) const;
   std::int64_t protected_bytes_per_token() const;
   int node_of(int gpu) const;
-  void reserve(int gpu, const Request& r);
+  void reserve(int gpu, const Request& r, std::int64_t bytes);
+  void reserve(int gpu, const Request& r);  ///< its final KV size
   void unreserve(int gpu, const Request& r);
   /// Tells the router whether `gpu` takes new work (up, node not draining).
   void update_open(int gpu);
@@ -147,6 +168,7 @@ class ServingModel final : public GpuListener {
   Fabric& fabric_;
   const ScenarioSpec& spec_;
   const ServingCosts& costs_;
+  std::vector<const ServingCosts*> pool_costs_;
   Strategy strategy_;
   RecordOptions records_;
   RunResult result_;
@@ -165,6 +187,15 @@ class ServingModel final : public GpuListener {
   std::uint64_t first_live_ = 0;
   std::deque<std::uint64_t> pending_;              ///< waiting for a GPU with room
   std::deque<PendingRecovery> pending_recoveries_;
+  /// P/D: prefilled requests waiting for a decode GPU with room (id, epoch).
+  std::deque<std::pair<std::uint64_t, std::uint32_t>> pending_handoffs_;
+  PoolSet arrival_pools_ = kAllPools;  ///< where arrivals prefill
+  PoolSet decode_pools_ = kAllPools;   ///< where requests decode (handoffs, moves)
+  bool admit_scheduled_ = false;       ///< an admit_pending() event is on its way
+  std::vector<int> inflight_;          ///< node -> KV moves into it with bytes in flight
+  /// Active path faults (src, dst) -> kind, and transfers hung on a stall without a timeout.
+  std::map<std::pair<int, int>, EventKind> path_faults_;
+  std::map<std::pair<int, int>, std::vector<std::function<void()>>> stalled_;
   std::map<std::uint64_t, std::unique_ptr<Move>> moves_;  ///< in flight, by request
   std::vector<std::int64_t> last_link_bytes_;  ///< per link direction, at the last sample
   int storage_node_ = -1;

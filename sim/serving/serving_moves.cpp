@@ -72,7 +72,8 @@ MoveCandidate ServingModel::candidate(Strategy s, const cost_model::MoveState& s
   MovePlan plan = cost_model::plan_move(s, methods_, here);
   const MoveRoute route = route_of(plan, src, node_of(gpu));
   const cost_model::MoveEstimate e = cost_model::estimate_move(
-      plan, methods_, route, gpus_[gpu]->worker->backlog().ns, costs_.compute());
+      plan, methods_, route, gpus_[gpu]->worker->backlog().ns,
+      costs_of(node_of(gpu)).compute());
   return {std::move(plan), e, gpu};
 }
 
@@ -138,18 +139,30 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
                               std::int64_t stall_since) {
   if (r.phase == Phase::kDone || moves_.count(r.rec.id)) return;
   const bool from_replica = trigger == MoveTrigger::kFailure;
+  const bool handoff = trigger == MoveTrigger::kHandoff;
   // A fixed strategy takes the router's first destination its source can reach; adaptive
-  // weighs them all.
-  const std::vector<int> dests = router_.destinations(r.reserved, from_node, kMoveDestinations);
+  // weighs them all. A node whose transfer slots are all taken is not a destination now.
+  RequestRouter::Accept accept;
+  if (spec_.transfer_engine.max_inflight_per_destination > 0) {
+    accept = [this](int node) { return slot_free(node); };
+  }
+  const std::vector<int> dests =
+      router_.destinations(r.reserved, from_node, kMoveDestinations, decode_pools_, accept);
   if (dests.empty()) {
-    if (from_replica)
+    if (from_replica) {
       pending_recoveries_.push_back({r.rec.id, from_node, stall_since, sim_.now().ns});
+    } else if (handoff) {
+      pending_handoffs_.emplace_back(r.rec.id, r.epoch);
+    }
     return;  // a migration with nowhere to go simply does not happen
   }
   int src = from_node;
   int src_gpu = -1;
   if (from_replica) {
     src = r.replica >= 0 && node_up_[r.replica] ? r.replica : -1;
+  } else if (handoff) {
+    src_gpu = r.gpu;  // the prefill GPU, reserved until the handoff ends; -1 after a failed one
+    if (src_gpu < 0) src = -1;
   } else {
     src_gpu = r.gpu;
     std::optional<DecodeState> st = gpus_[src_gpu]->worker->remove_decoding(r.rec.id);
@@ -159,6 +172,9 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
     r.remaining = st->remaining;
   }
   Choice c = choose_move(r, from_replica, src, dests);
+  if (handoff && src < 0) {
+    c.fallback = "decode-side prefill from the token ids: the handoff from the prefill GPU failed";
+  }
   Gpu& dst = *gpus_[c.option.destination];
   reserve(c.option.destination, r);
   r.phase = Phase::kMoving;
@@ -188,9 +204,33 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   rec.start_ns = sim_.now().ns;
   rec.estimated_ns = c.option.estimate.total_ns();
   rec.delta_nll = m->plan.delta_nll;
+  if (spec_.transfer_engine.max_inflight_per_destination > 0) {
+    m->in_slot = true;
+    if (++inflight_[dst.node] > spec_.transfer_engine.max_inflight_per_destination) {
+      throw std::logic_error("invariant: node " + rec.to + " over its transfer-slot cap");
+    }
+  }
   const std::uint64_t request = r.rec.id;
   moves_[request] = std::move(m);
   launch(request);
+}
+
+bool ServingModel::slot_free(int node) const {
+  const int cap = spec_.transfer_engine.max_inflight_per_destination;
+  return cap <= 0 || inflight_[static_cast<std::size_t>(node)] < cap;
+}
+
+void ServingModel::release_slot(Move& m) {
+  if (!m.in_slot) return;
+  m.in_slot = false;
+  --inflight_[static_cast<std::size_t>(node_of(m.dst_gpu))];
+  // Waiting handoffs and recoveries may take the slot: from a top-level event, once.
+  if (admit_scheduled_) return;
+  admit_scheduled_ = true;
+  sim_.schedule_after(SimTime{}, [this] {
+    admit_scheduled_ = false;
+    admit_pending();
+  });
 }
 
 ServingModel::Move* ServingModel::find_move(std::uint64_t request, std::uint64_t id) {
@@ -234,11 +274,50 @@ void ServingModel::send_part(Move& m, int src, int dst, std::int64_t bytes,
     if (--mv->transfers_left == 0 && !mv->awaiting_predictor) on_transfers_done(*mv);
   };
   ++m.transfers_left;
+  // The transfer engine builds and posts the KV's descriptors before any byte flows.
+  const std::int64_t setup =
+      kind == &BytesByKind::kv ? cost_model::engine_ns(methods_.engine, m.plan.descriptors) : 0;
+  if (setup > 0) {
+    sim_.schedule_after(SimTime{setup}, [this, request, id, src, dst, bytes, done] {
+      start_flow(request, id, src, dst, bytes, done);
+    });
+    return;
+  }
+  start_flow(request, id, src, dst, bytes, done);
+}
+
+void ServingModel::start_flow(std::uint64_t request, std::uint64_t id, int src, int dst,
+                              std::int64_t bytes, const Fabric::Done& done) {
+  Move* m = find_move(request, id);
+  if (!m) return;
+  const auto fault = path_faults_.find({src, dst});
+  if (fault != path_faults_.end() && fault->second == EventKind::kPathFailure) {
+    done(false, "the path " + spec_.cluster.nodes[src].name + " -> " +
+                    spec_.cluster.nodes[dst].name + " is failed");
+    return;
+  }
+  if (fault != path_faults_.end()) {  // a stall: the transfer hangs
+    const std::optional<Seconds> timeout = spec_.transfer_engine.stall_timeout;
+    if (timeout) {
+      sim_.schedule_after(from_seconds(*timeout), [this, request, id, src, dst, t = *timeout] {
+        if (Move* mv = find_move(request, id)) {
+          end_move(*mv, MoveOutcome::kFailed,
+                   "transfer stalled on " + spec_.cluster.nodes[src].name + " -> " +
+                       spec_.cluster.nodes[dst].name + ": timed out after " +
+                       format_ms(t) + "");
+        }
+      });
+    } else {  // hangs until the stall clears
+      stalled_[{src, dst}].push_back(
+          [this, request, id, src, dst, bytes, done] { start_flow(request, id, src, dst, bytes, done); });
+    }
+    return;
+  }
   if (src == dst) {  // same node: the bytes cross the host link, not the network
     sim_.schedule_after(host_link_time(bytes), [done] { done(true, ""); });
     return;
   }
-  m.transfers.push_back(fabric_.send(src, dst, bytes, done));
+  m->transfers.push_back(fabric_.send(src, dst, bytes, done));
 }
 
 void ServingModel::begin_predictor_fetch(int node) {
@@ -285,6 +364,7 @@ SimTime ServingModel::host_link_time(std::int64_t bytes) const {
 }
 
 void ServingModel::on_transfers_done(Move& m) {
+  release_slot(m);
   m.stage = Move::Stage::kRebuilding;
   m.gpu_ready_ns = sim_.now().ns;
   m.rec.transfer_ns = m.gpu_ready_ns - m.rec.start_ns;
@@ -313,6 +393,7 @@ void ServingModel::on_transfers_done(Move& m) {
 // ------------------------------------------------------------ endings
 
 void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why) {
+  release_slot(m);
   for (std::uint64_t t : m.transfers) fabric_.cancel(t);
   Gpu& dst = *gpus_[m.dst_gpu];
   if (outcome != MoveOutcome::kDone && dst.worker->up()) dst.worker->cancel_jobs(m.r->rec.id);
@@ -328,10 +409,32 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
   const std::int64_t stall = m.stall_since;
   moves_.erase(r.rec.id);  // m is gone from here on
   if (outcome == MoveOutcome::kDone) {
-    land(r, dst_gpu, src_gpu);
+    land(r, dst_gpu, src_gpu, trigger == MoveTrigger::kHandoff);
     return;
   }
   if (dst.worker->up() && router_.holds(dst_gpu, r.rec.id)) unreserve(dst_gpu, r);
+  if (trigger == MoveTrigger::kHandoff) {
+    const bool prefill_up = src_gpu >= 0 && gpus_[src_gpu]->worker->up();
+    if (outcome == MoveOutcome::kCancelled && prefill_up) {
+      r.phase = Phase::kHandingOff;  // the destination went away: hand off elsewhere
+    } else {
+      // The KV did not arrive: fall back to a decode-side prefill from the token ids.
+      if (prefill_up) unreserve(src_gpu, r);
+      r.gpu = -1;
+      ++r.epoch;
+      if (++r.attempts >= kMaxMoveAttempts) {
+        fail_request(r, "gave up after " + std::to_string(kMaxMoveAttempts) +
+                            " failed handoffs: " + why);
+        return;
+      }
+      r.phase = Phase::kHandingOff;
+    }
+    sim_.schedule_after(SimTime{}, [this, id = r.rec.id, epoch = r.epoch] {
+      Request* q = find_request(id);
+      if (q && q->epoch == epoch && q->phase == Phase::kHandingOff) try_handoff(*q);
+    });
+    return;
+  }
   if (src_gpu >= 0 && gpus_[src_gpu]->worker->up()) {
     // A migration that did not happen: the source still holds the KV; carry on there.
     r.phase = Phase::kDecoding;
@@ -371,7 +474,7 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
   });
 }
 
-void ServingModel::land(Request& r, int dst_gpu, int src_gpu) {
+void ServingModel::land(Request& r, int dst_gpu, int src_gpu, bool handoff) {
   if (src_gpu >= 0 && router_.holds(src_gpu, r.rec.id)) unreserve(src_gpu, r);
   const int dst_node = gpus_[dst_gpu]->node;
   r.gpu = dst_gpu;
@@ -379,9 +482,13 @@ void ServingModel::land(Request& r, int dst_gpu, int src_gpu) {
   r.attempts = 0;
   r.rec.moves += 1;
   r.rec.final_node = spec_.cluster.nodes[dst_node].name;
+  if (r.rec.first_token_ns < 0) r.rec.first_token_ns = sim_.now().ns;  // a handoff landed
   if (r.replica == dst_node) {  // a request cannot be its own replica
     drop_replica(r);
     r.replica = pick_replica(dst_node);
+  }
+  if (handoff && r.replica < 0 && spec_.protection.mode != ProtectionMode::kNone) {
+    r.replica = pick_replica(dst_node);  // protected from its decode GPU on
   }
   if (r.replica >= 0 && r.replicated < r.context) r.unstreamed = r.context - r.replicated;
   gpus_[dst_gpu]->worker->add_decoding({r.rec.id, r.context, r.remaining});

@@ -238,7 +238,8 @@ TEST(ScenarioRules, EventFieldsMustFitTheType) {
             (V{"/events/0/link: does not apply to event type \"drain\"",
                "/events/1: link_degrade needs \"bandwidth\" or \"latency\" (the degraded value)",
                "/events/2/type: expected one of \"node_failure\", \"node_repair\", \"link_degrade\", "
-               "\"link_failure\", \"link_repair\", \"drain\" (got \"node_failur\") (did you mean "
+               "\"link_failure\", \"link_repair\", \"drain\", \"path_stall\", \"path_failure\" "
+                 "(got \"node_failur\") (did you mean "
                "\"node_failure\"?)"}));
 }
 

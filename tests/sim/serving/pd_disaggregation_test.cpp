@@ -1,0 +1,260 @@
+// Prefill/decode disaggregation and the transfer engine: a single handoff per
+// strategy against the closed form written out here (to the nanosecond), the
+// engine's descriptor cost, the in-flight cap, path stalls and failures, and
+// the loader's answers to bad pools.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <string>
+
+#include "cost_model/storage.hpp"
+#include "scenarios/scenario_loader.hpp"
+#include "sim/serving/scenario_run.hpp"
+#include "sim/time.hpp"
+
+namespace kvshift::sim {
+namespace {
+
+struct Pd {
+  std::string strategy = "full_kv";
+  int requests = 1;
+  std::int64_t prompt = 2048;
+  std::string engine = "{}";
+  std::string events = "[]";
+  std::string serving = R"({"max_batch": 8})";
+  std::string prefill_gpu;  // empty: the scenario's GPU
+  int prefill_gpus = 1;
+};
+
+// One prefill node p0 and one decode node d0 over a 10 Gbps, 1 ms link.
+std::string pd_scenario(const Pd& c) {
+  const std::string gpu = c.prefill_gpu.empty() ? "" : R"(, "gpu": ")" + c.prefill_gpu + "\"";
+  return R"({
+    "name": "pd", "model": "qwen2.5-1.5b", "gpu": "rtx3060-laptop",
+    "cluster": {"nodes": [{"name": "p0", "gpus": )" + std::to_string(c.prefill_gpus) + R"(},
+                          {"name": "d0"}],
+                "links": [{"a": "p0", "b": "d0", "bandwidth": "10Gbps", "latency": "1ms"}]},
+    "pools": [{"name": "prefill", "role": "prefill", "nodes": ["p0"])" + gpu + R"(},
+              {"name": "decode", "role": "decode", "nodes": ["d0"]}],
+    "transfer_engine": )" + c.engine + R"(,
+    "workload": {"arrival": "poisson", "rate": 1000, "max_requests": )" +
+         std::to_string(c.requests) + R"(,
+                 "prompt_tokens": {"distribution": "fixed", "value": )" +
+         std::to_string(c.prompt) + R"(},
+                 "output_tokens": {"distribution": "fixed", "value": 50}},
+    "serving": )" + c.serving + R"(,
+    "events": )" + c.events + R"(,
+    "policies": {"strategies": [")" + c.strategy + R"("]},
+    "risk_kv": {"topology": "paper", "delta_nll": 0.002},
+    "proxy_kv": {"proxy_model": "qwen2.5-0.5b", "retention": 0.3, "delta_nll": 0.01},
+    "seed": 3, "duration": "120s"})";
+}
+
+RunResult run_one(const Pd& c) {
+  const ScenarioSpec spec = scenarios::load_scenario_text(pd_scenario(c), "t");
+  const cost_model::RooflineCosts compute(spec.gpu);
+  std::vector<RunResult> runs = run_scenario(spec, compute, {false, {}});
+  return std::move(runs.at(0));
+}
+
+std::vector<MoveRecord> handoffs(const RunResult& run) {
+  std::vector<MoveRecord> out;
+  for (const MoveRecord& m : run.moves) {
+    if (m.trigger == MoveTrigger::kHandoff) out.push_back(m);
+  }
+  return out;
+}
+
+TEST(PdDisaggregation, OneHandoffPerStrategyIsTheClosedFormAndLandsInTtft) {
+  const std::int64_t p = 2048;
+  const ScenarioSpec spec = scenarios::load_scenario_text(pd_scenario({}), "t");
+  const cost_model::RooflineCosts decode_gpu(spec.gpu);
+  const cost_model::RooflineCosts prefill_gpu(cost_model::find_gpu("h200"));
+  auto transfer = [](std::int64_t bytes) {
+    return 1'000'000 + from_seconds(8.0 * static_cast<double>(bytes) / 10e9).ns;
+  };
+  const std::int64_t full = cost_model::kv_bytes(spec.model, p).count;
+  const cost_model::Topology& topo = spec.risk_kv->topology;
+  const std::map<std::string, std::int64_t> expected = {
+      {"full_kv", transfer(full)},
+      {"risk_kv",
+       transfer(cost_model::storage(spec.model, topo, p, {}).kv_kept.count) +
+           from_seconds(decode_gpu.reconstruct(spec.model, topo, p, 1, cost_model::DType::kF32)).ns},
+      {"proxy_kv", transfer(std::llround(0.3 * static_cast<double>(full)))},
+  };
+  for (const auto& [strategy, handoff_ns] : expected) {
+    Pd c;
+    c.strategy = strategy;
+    c.prefill_gpu = "h200";  // heterogeneous: prefill on an H200, decode on the scenario's GPU
+    const RunResult run = run_one(c);
+    const std::vector<MoveRecord> h = handoffs(run);
+    ASSERT_EQ(h.size(), 1u) << strategy;
+    EXPECT_EQ(h[0].outcome, MoveOutcome::kDone) << strategy;
+    EXPECT_EQ(h[0].strategy, strategy) << h[0].fallback;
+    EXPECT_EQ(h[0].from, "p0");
+    EXPECT_EQ(h[0].to, "d0");
+    EXPECT_EQ(h[0].end_ns - h[0].start_ns, handoff_ns) << strategy;
+    EXPECT_EQ(h[0].estimated_ns, handoff_ns) << strategy << ": the plan's own estimate";
+    const RequestRecord& r = run.requests.at(0);
+    ASSERT_EQ(r.outcome, RequestOutcome::kCompleted);
+    EXPECT_EQ(r.first_node, "p0");
+    EXPECT_EQ(r.final_node, "d0");
+    const std::int64_t prefill = from_seconds(prefill_gpu.prefill(spec.model, p)).ns;
+    if (strategy != "proxy_kv") {  // ProxyKV's handoff waits for the proxy's scores
+      EXPECT_EQ(r.first_token_ns - r.arrival_ns, prefill + handoff_ns) << strategy;
+    } else {
+      EXPECT_GE(r.first_token_ns - r.arrival_ns, prefill + handoff_ns);
+    }
+  }
+}
+
+TEST(PdDisaggregation, TokenReplayIsDecodeSidePrefillWithNoHandoff) {
+  Pd c;
+  c.strategy = "token_replay";
+  const RunResult run = run_one(c);
+  EXPECT_TRUE(handoffs(run).empty());
+  const RequestRecord& r = run.requests.at(0);
+  EXPECT_EQ(r.first_node, "d0");
+  const ScenarioSpec spec = scenarios::load_scenario_text(pd_scenario(c), "t");
+  const cost_model::RooflineCosts compute(spec.gpu);
+  EXPECT_EQ(r.first_token_ns - r.arrival_ns, from_seconds(compute.prefill(spec.model, 2048)).ns);
+}
+
+TEST(PdDisaggregation, BlockSizeChangesTheHandoffByExactlyTheDescriptorCost) {
+  // A 5k-token pull at block size 16 vs 64: ceil(T/b) blocks x 28 layers x {K, V} descriptors.
+  const std::string engine = R"({"setup": "3ms", "per_block": "4us"})";
+  std::map<int, std::int64_t> took;
+  for (int block : {16, 64}) {
+    Pd c;
+    c.prompt = 5000;
+    c.engine = engine;
+    c.serving = R"({"max_batch": 8, "kv_block_tokens": )" + std::to_string(block) + "}";
+    const std::vector<MoveRecord> h = handoffs(run_one(c));
+    ASSERT_EQ(h.size(), 1u);
+    took[block] = h[0].end_ns - h[0].start_ns;
+  }
+  const std::int64_t d16 = (5000 + 15) / 16 * 28 * 2, d64 = (5000 + 63) / 64 * 28 * 2;
+  EXPECT_EQ(d16, 17528);
+  EXPECT_EQ(took[16] - took[64], (d16 - d64) * 4000);
+  Pd ideal;
+  ideal.prompt = 5000;
+  const std::vector<MoveRecord> h = handoffs(run_one(ideal));
+  EXPECT_EQ(took[64] - (h.at(0).end_ns - h.at(0).start_ns), 3'000'000 + d64 * 4000)
+      << "setup + descriptors over the ideal link";
+}
+
+TEST(PdDisaggregation, WithACapOfOneHandoffsToOneDecodeNodeSerialize) {
+  for (int cap : {0, 1, 2}) {
+    Pd c;
+    c.requests = 12;
+    c.prefill_gpus = 4;
+    c.engine = R"({"max_inflight_per_destination": )" + std::to_string(cap) + "}";
+    const RunResult run = run_one(c);
+    std::vector<MoveRecord> h = handoffs(run);
+    ASSERT_EQ(h.size(), 12u) << "every handoff ends exactly once";
+    std::map<std::uint64_t, int> per_request;
+    for (const MoveRecord& m : h) {
+      EXPECT_EQ(m.outcome, MoveOutcome::kDone);
+      ++per_request[m.request];
+    }
+    EXPECT_EQ(per_request.size(), 12u);
+    // Most transfers in flight at once into d0 (each spans start .. start + transfer_ns).
+    std::vector<std::pair<std::int64_t, int>> edges;
+    for (const MoveRecord& m : h) {
+      edges.emplace_back(m.start_ns, +1);
+      edges.emplace_back(m.start_ns + m.transfer_ns, -1);
+    }
+    std::sort(edges.begin(), edges.end());  // an end before a start at the same instant
+    int now = 0, most = 0;
+    for (const auto& [t, d] : edges) most = std::max(most, now += d);
+    if (cap > 0) {
+      EXPECT_LE(most, cap);
+    } else {
+      EXPECT_GT(most, 2) << "without a cap the four prefill GPUs hand off together";
+    }
+    for (const RequestRecord& r : run.requests) EXPECT_EQ(r.outcome, RequestOutcome::kCompleted);
+  }
+}
+
+TEST(PdDisaggregation, AStalledHandoffTimesOutAndFallsBackToDecodeSidePrefill) {
+  Pd c;
+  c.engine = R"({"stall_timeout": "2s"})";
+  c.events = R"([{"type": "path_stall", "at": "0s", "from": "p0", "to": "d0", "repair_after": "100s"}])";
+  const RunResult run = run_one(c);
+  const std::vector<MoveRecord> h = handoffs(run);
+  ASSERT_EQ(h.size(), 2u);
+  EXPECT_EQ(h[0].outcome, MoveOutcome::kFailed);
+  EXPECT_NE(h[0].note.find("timed out after 2000.000 ms"), std::string::npos) << h[0].note;
+  EXPECT_EQ(h[0].end_ns - h[0].start_ns, 2'000'000'000);
+  EXPECT_EQ(h[1].outcome, MoveOutcome::kDone);
+  EXPECT_EQ(h[1].strategy, "token_replay");
+  EXPECT_NE(h[1].fallback.find("handoff from the prefill GPU failed"), std::string::npos);
+  EXPECT_EQ(h[1].stall_ns, h[1].end_ns - h[0].start_ns) << "the timeout counts in its latency";
+  EXPECT_EQ(run.requests.at(0).outcome, RequestOutcome::kCompleted);
+  EXPECT_GT(run.requests.at(0).first_token_ns, 2'000'000'000);
+
+  Pd hang = c;  // no timeout: the transfer waits for the stall to clear
+  hang.engine = "{}";
+  hang.events = R"([{"type": "path_stall", "at": "0s", "from": "p0", "to": "d0", "repair_after": "5s"}])";
+  const std::vector<MoveRecord> waited = handoffs(run_one(hang));
+  ASSERT_EQ(waited.size(), 1u);
+  EXPECT_EQ(waited[0].outcome, MoveOutcome::kDone);
+  EXPECT_GE(waited[0].end_ns, 5'000'000'000);
+}
+
+TEST(PdDisaggregation, AFailedPathFailsTheHandoffAtOnce) {
+  Pd c;
+  c.events = R"([{"type": "path_failure", "at": "0s", "from": "p0", "to": "d0"}])";
+  const RunResult run = run_one(c);
+  const std::vector<MoveRecord> h = handoffs(run);
+  ASSERT_EQ(h.size(), 2u);
+  EXPECT_EQ(h[0].outcome, MoveOutcome::kFailed);
+  EXPECT_EQ(h[0].end_ns, h[0].start_ns);
+  EXPECT_EQ(h[1].strategy, "token_replay");
+  EXPECT_EQ(run.requests.at(0).outcome, RequestOutcome::kCompleted);
+}
+
+std::string problems(const std::string& text) {
+  const scenarios::ScenarioLoad load = scenarios::try_load_scenario_text(text, "t");
+  std::string all;
+  for (const std::string& p : load.problems) all += p + "\n";
+  return all;
+}
+
+std::string replaced(std::string s, const std::string& from, const std::string& to) {
+  const auto at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return s.replace(at, from.size(), to);
+}
+
+TEST(PdDisaggregation, BadPoolsAndEnginesNameTheField) {
+  const std::string good = pd_scenario({});
+  EXPECT_EQ(problems(good), "");
+  EXPECT_NE(problems(replaced(good, R"("nodes": ["d0"])", R"("nodes": ["d9"])"))
+                .find("/pools/1/nodes/0: unknown node \"d9\""),
+            std::string::npos);
+  EXPECT_NE(problems(replaced(good, R"("nodes": ["d0"])", R"("nodes": [])"))
+                .find("/pools/1: the pool has no GPU"),
+            std::string::npos);
+  EXPECT_NE(problems(replaced(good, R"("role": "decode")", R"("role": "prefill")"))
+                .find("a prefill pool needs a decode or mixed pool"),
+            std::string::npos);
+  EXPECT_NE(problems(replaced(good, R"(, "nodes": ["d0"])", R"(, "nodes": ["p0"])"))
+                .find("already in pool \"prefill\""),
+            std::string::npos);
+  Pd zero;
+  zero.serving = R"({"kv_block_tokens": 0})";
+  EXPECT_NE(problems(pd_scenario(zero)).find("/serving/kv_block_tokens"), std::string::npos);
+  Pd neg;
+  neg.engine = R"({"max_inflight_per_destination": -1})";
+  EXPECT_NE(problems(pd_scenario(neg)).find("/transfer_engine/max_inflight_per_destination"),
+            std::string::npos);
+  Pd path;
+  path.events = R"([{"type": "path_stall", "at": "1s", "from": "p0", "to": "x"}])";
+  EXPECT_NE(problems(pd_scenario(path)).find("/events/0/to: unknown node \"x\""),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvshift::sim
