@@ -36,7 +36,12 @@ CostRecord evaluate(const CostQuery& q) {
   r.storage = storage(*q.model, *q.topology, q.tokens, {q.predictor_dtype, q.sharing});
   if (q.path) {
     r.latency = latency(*q.model, *q.topology, q.tokens, r.storage, *q.path, *q.gpu, *q.compute,
-                        {q.retention, q.predictor_dtype});
+                        {q.retention, q.predictor_dtype, q.engine});
+    if (q.prefill_compute) {
+      const Seconds pre = q.prefill_compute->prefill(*q.model, q.tokens);
+      const LatencyReport& l = *r.latency;
+      r.pd = PdReport{pre, pre + l.full_kv, pre + l.risk_kv, pre + l.proxy_kv, l.prefill};
+    }
   }
   return r;
 }

@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "cost_model/latency.hpp"
+#include "cost_model/move_plan.hpp"
 #include "cost_model/storage.hpp"
 
 namespace kvshift::cost_model {
@@ -21,11 +23,23 @@ struct CostQuery {
   std::int64_t sharing = 1;
   double retention = 0.3;
   std::optional<Path> path;
+  TransferEngine engine;                     ///< what every KV leg pays besides its bytes
+  const ComputeCosts* prefill_compute = nullptr;  ///< P/D: the prefill GPU; nullptr: no P/D figures
+  std::string prefill_gpu;                   ///< its name, for the report
+};
+
+/// P/D disaggregation: TTFT of one request = prefill on the prefill GPU + its handoff
+/// (the move figures above), or a decode-side prefill (token replay: no handoff).
+struct PdReport {
+  Seconds prefill_on_prefill_gpu;
+  Seconds full_kv, risk_kv, proxy_kv;  ///< TTFT by handoff strategy
+  Seconds decode_side_prefill;
 };
 
 struct CostRecord {
   StorageReport storage;
   std::optional<LatencyReport> latency;
+  std::optional<PdReport> pd;
 };
 
 /// Validates the query's numbers (throws InputError naming the flag) and evaluates it.

@@ -13,7 +13,7 @@ LatencyReport latency(const ModelSpec& m, const Topology& t, std::int64_t tokens
                       const StorageReport& s, const Path& p, const GpuSpec& gpu,
                       const ComputeCosts& compute, const LatencyOptions& options) {
   // Every figure is a move plan priced by the one estimator the simulator uses.
-  MoveMethods methods{&m, &t, options.predictor_dtype, options.retention, 0, 0, {}};
+  MoveMethods methods{&m, &t, options.predictor_dtype, options.retention, 0, 0, options.engine};
   MoveRoute network;
   network.data = MoveRoute::Leg::kNetwork;
   network.data_path = p;

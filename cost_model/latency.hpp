@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "cost_model/compute_costs.hpp"
+#include "cost_model/transfer_engine.hpp"
 #include "cost_model/storage.hpp"
 #include "cost_model/units.hpp"
 
@@ -29,6 +30,7 @@ constexpr Bytes token_id_bytes(std::int64_t tokens) { return Bytes{4 * tokens}; 
 struct LatencyOptions {
   double retention = 0.3;  ///< ProxyKV: share of tokens kept
   DType predictor_dtype = DType::kF32;
+  TransferEngine engine;   ///< setup and per-descriptor costs of the KV legs (ideal: zeros)
 };
 
 struct LatencyReport {
@@ -42,6 +44,8 @@ struct LatencyReport {
   Seconds local_replay;             ///< local recovery: prefill(T)
   Seconds local_risk_kv;            ///< local recovery: load kept KV from host + reconstruct
   /// B where RISK-KV (resident predictors) and full transfer tie; RISK-KV wins below it.
+  /// Both crossovers are for an ideal link: engine costs favour the strategy with fewer
+  /// descriptors further (the figures above include them).
   std::optional<BitsPerSecond> crossover_full;
   /// B where RISK-KV and token replay tie; RISK-KV wins above it. Empty if it never does.
   std::optional<BitsPerSecond> crossover_replay;

@@ -51,18 +51,6 @@ MovePlan replay_plan(const MoveState& st) {
 
 }  // namespace
 
-std::int64_t kv_descriptors(const TransferEngine& engine, std::int64_t tokens, int layers) {
-  if (tokens <= 0 || layers <= 0) return 0;
-  const std::int64_t blocks = (tokens + engine.block_tokens - 1) / engine.block_tokens;
-  return blocks * layers * 2;
-}
-
-std::int64_t engine_ns(const TransferEngine& engine, std::int64_t descriptors) {
-  if (descriptors <= 0) return 0;
-  return round_to_ns(engine.setup.value +
-                     static_cast<double>(descriptors) * engine.per_block.value);
-}
-
 Bytes predictor_bytes(const MoveMethods& m) {
   if (!has_risk_kv(m)) return {};
   return storage(*m.model, *m.topology, 1, {m.predictor_dtype, 1}).predictor_bytes_total;

@@ -19,6 +19,7 @@
 #include "cost_model/latency.hpp"
 #include "cost_model/model_spec.hpp"
 #include "cost_model/topology.hpp"
+#include "cost_model/transfer_engine.hpp"
 #include "cost_model/units.hpp"
 
 namespace kvshift::cost_model {
@@ -48,22 +49,6 @@ inline constexpr Strategy kConcreteStrategies[] = {Strategy::kFullKv, Strategy::
 
 /// What the KV source of a move holds: the live KV (a migration) or a replica of some kind.
 enum class SourceKv { kNone, kFull, kKeptLayers, kKeptTokens };
-
-/// What a KV transfer engine adds to a link (NIXL, Mooncake TE): a setup per transfer and
-/// a cost per block descriptor — one per paged block, layer and K/V tensor, so small
-/// blocks turn one pull into tens of thousands of descriptors. Zeros: an ideal link.
-struct TransferEngine {
-  Seconds setup{};               ///< per transfer (descriptor build, handshake)
-  Seconds per_block{};           ///< per descriptor posted
-  std::int64_t block_tokens = 16;  ///< paged KV block size (the serving block size)
-
-  bool ideal() const { return setup.value == 0 && per_block.value == 0; }
-};
-
-/// Descriptors of `tokens` tokens' KV over `layers` layers: blocks × layers × {K, V}.
-std::int64_t kv_descriptors(const TransferEngine& engine, std::int64_t tokens, int layers);
-/// The engine's time for one transfer of `descriptors` descriptors (0 for none).
-std::int64_t engine_ns(const TransferEngine& engine, std::int64_t descriptors);
 
 /// The scenario's methods, as far as a plan needs them.
 struct MoveMethods {

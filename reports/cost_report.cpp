@@ -85,7 +85,18 @@ json cost_json(const cost_model::CostQuery& q, const cost_model::CostRecord& r) 
         {"local_risk_kv_s", l.local_risk_kv.value},
         {"crossover_full_bps", optional_bps(l.crossover_full)},
         {"crossover_replay_bps", optional_bps(l.crossover_replay)},
+        {"engine_setup_s", q.engine.setup.value},
+        {"engine_per_block_s", q.engine.per_block.value},
+        {"block_tokens", q.engine.block_tokens},
     };
+  }
+  if (r.pd) {
+    out["pd"] = {{"prefill_gpu", q.prefill_gpu},
+                 {"prefill_s", r.pd->prefill_on_prefill_gpu.value},
+                 {"ttft_full_kv_s", r.pd->full_kv.value},
+                 {"ttft_risk_kv_s", r.pd->risk_kv.value},
+                 {"ttft_proxy_kv_s", r.pd->proxy_kv.value},
+                 {"ttft_decode_side_prefill_s", r.pd->decode_side_prefill.value}};
   }
   return out;
 }
@@ -124,10 +135,24 @@ std::string cost_table(const cost_model::CostQuery& q, const cost_model::CostRec
     o << row(rho, format_ms(l.proxy_kv));
     o << row("local recovery: replay", format_ms(l.local_replay));
     o << row("local recovery: RISK-KV", format_ms(l.local_risk_kv));
-    o << row("RISK-KV beats full transfer below",
+    const char* ideal = q.engine.ideal() ? "" : " (ideal link)";
+    o << row((std::string("RISK-KV beats full transfer below") + ideal).c_str(),
              l.crossover_full ? format_bandwidth(*l.crossover_full) : "never");
-    o << row("RISK-KV beats token replay above",
+    o << row((std::string("RISK-KV beats token replay above") + ideal).c_str(),
              l.crossover_replay ? format_bandwidth(*l.crossover_replay) : "never");
+    if (!q.engine.ideal()) {
+      o << row("transfer engine", format_ms(q.engine.setup) + " per transfer + " +
+                                      format_ms(q.engine.per_block, 4) + " per descriptor, blocks of " +
+                                      std::to_string(q.engine.block_tokens) + " tokens");
+    }
+  }
+  if (r.pd) {
+    o << "P/D handoff: TTFT = prefill on " << q.prefill_gpu << " ("
+      << format_ms(r.pd->prefill_on_prefill_gpu) << ") + the move above\n";
+    o << row("TTFT, full KV handoff", format_ms(r.pd->full_kv));
+    o << row("TTFT, RISK-KV handoff", format_ms(r.pd->risk_kv));
+    o << row("TTFT, ProxyKV handoff", format_ms(r.pd->proxy_kv));
+    o << row("TTFT, decode-side prefill", format_ms(r.pd->decode_side_prefill) + "  (no handoff)");
   }
   return o.str();
 }

@@ -24,6 +24,8 @@ struct CostOptions {
   std::string bandwidth, latency, gpu = "h200";
   double retention = 0.3;
   int group_width = 2, anchor_width = 2;
+  std::string setup, per_block, prefill_gpu;
+  std::int64_t block_tokens = 16;
   bool json = false, paper = false;
   std::string out;
 };
@@ -56,6 +58,18 @@ nlohmann::json evaluate_one(const CostOptions& o, const std::string& model_name,
                               parse_duration(o.latency.empty() ? "0s" : o.latency, "--latency")};
   } else if (!o.latency.empty()) {
     throw InputError("--latency: needs --bandwidth too");
+  }
+  if (o.block_tokens < 1) throw InputError("--block-tokens: must be at least 1 (got " +
+                                           std::to_string(o.block_tokens) + ")");
+  q.engine = {parse_duration(o.setup.empty() ? "0s" : o.setup, "--setup"),
+              parse_duration(o.per_block.empty() ? "0s" : o.per_block, "--per-block"),
+              o.block_tokens};
+  std::optional<cost_model::RooflineCosts> prefill;
+  if (!o.prefill_gpu.empty()) {
+    if (!q.path) throw InputError("--prefill-gpu: needs --bandwidth (the handoff's path)");
+    prefill.emplace(scenarios::resolve_gpu(o.prefill_gpu));
+    q.prefill_compute = &*prefill;
+    q.prefill_gpu = o.prefill_gpu;
   }
   const cost_model::CostRecord record = cost_model::evaluate(q);
   table << reports::cost_table(q, record);
@@ -109,6 +123,14 @@ Action setup(CLI::App& sub) {
   sub.add_option("--group-width", o->group_width, "Layers per group")->capture_default_str();
   sub.add_option("--anchor-width", o->anchor_width, "Kept layers read on each side of a group")
       ->capture_default_str();
+  sub.add_option("--setup", o->setup,
+                 "Transfer engine: time per KV transfer before its bytes flow, e.g. 3ms (default 0s)");
+  sub.add_option("--per-block", o->per_block,
+                 "Transfer engine: time per descriptor (block x layer x K/V), e.g. 4us (default 0s)");
+  sub.add_option("--block-tokens", o->block_tokens, "Paged KV block size in tokens")
+      ->capture_default_str();
+  sub.add_option("--prefill-gpu", o->prefill_gpu,
+                 "P/D: the prefill GPU (a preset or spec JSON); adds TTFT = prefill there + handoff");
   sub.add_flag("--paper", o->paper, "Evaluate the paper's three configurations (Table I)");
   sub.add_flag("--json", o->json, "Print JSON instead of a table");
   sub.add_option("--out", o->out, "Also write the JSON to this file");

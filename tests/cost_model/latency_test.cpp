@@ -39,6 +39,34 @@ TEST(Latency, ClosedFormsFollowDesign) {
   EXPECT_NEAR(l.proxy_kv.value, 0.01 + 0.3 * 8.0 * 14 * 1048576 / 100e6, 1e-7);  // whole bytes
 }
 
+TEST(Latency, TheTransferEngineAddsSetupAndDescriptorsToEachKvLegAndPdAddsThePrefill) {
+  const Fixture f;
+  CostQuery q;
+  q.model = &f.model;
+  q.topology = &f.topology;
+  q.gpu = &f.gpu;
+  q.compute = &f.compute;
+  q.tokens = 5000;
+  q.path = Path{{10e9}, {0.001}};
+  const CostRecord ideal = evaluate(q);
+  q.engine = {Seconds{0.003}, Seconds{4e-6}, 16};
+  const RooflineCosts h200(find_gpu("h200"));
+  q.prefill_compute = &h200;
+  const CostRecord real = evaluate(q);
+  const std::int64_t blocks = (5000 + 15) / 16;
+  const int kept = f.model.layers - f.topology.omitted_layers();
+  auto ns = [](Seconds s) { return round_to_ns(s.value); };
+  EXPECT_EQ(ns(real.latency->full_kv) - ns(ideal.latency->full_kv),
+            3'000'000 + blocks * f.model.layers * 2 * 4000);
+  EXPECT_EQ(ns(real.latency->risk_kv) - ns(ideal.latency->risk_kv), 3'000'000 + blocks * kept * 2 * 4000);
+  EXPECT_EQ(ns(real.latency->token_replay), ns(ideal.latency->token_replay)) << "ids are not KV blocks";
+  ASSERT_TRUE(real.pd);
+  EXPECT_DOUBLE_EQ(real.pd->full_kv.value,
+                   h200.prefill(f.model, 5000).value + real.latency->full_kv.value);
+  EXPECT_DOUBLE_EQ(real.pd->decode_side_prefill.value, real.latency->prefill.value);
+  EXPECT_FALSE(ideal.pd) << "no prefill GPU, no P/D figures";
+}
+
 TEST(Latency, CrossoverBandwidthsMakeBothSidesEqual) {
   const Fixture f;
   const CostRecord base = f.at(1e9);

@@ -12,7 +12,7 @@ namespace {
 struct Fixture {
   ModelSpec model = find_model("qwen2.5-0.5b");
   Topology topology = Topology::parse("paper", model);
-  MoveMethods methods{&model, &topology, DType::kF32, 0.25, 0.002, 0.03};
+  MoveMethods methods{&model, &topology, DType::kF32, 0.25, 0.002, 0.03, {}};
 };
 
 TEST(MovePlan, EachStrategyShipsItsBytesAndRebuildsItsTokens) {

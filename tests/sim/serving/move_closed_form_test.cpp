@@ -105,7 +105,7 @@ TEST(MoveClosedForm, EveryStrategyMatchesTheHandWrittenClosedFormToTheNanosecond
       const cost_model::StorageReport st = cost_model::storage(spec.model, topo, t, {});
       const cost_model::LatencyReport lr = cost_model::latency(
           spec.model, topo, t, st, {BitsPerSecond{c.bps}, Seconds{c.latency_ns * 1e-9}}, spec.gpu,
-          compute, {0.3, cost_model::DType::kF32});
+          compute, {0.3, cost_model::DType::kF32, {}});
       EXPECT_EQ(round_to_ns(lr.full_kv.value), expected["full_kv"]) << label;
       EXPECT_EQ(round_to_ns(lr.token_replay.value), expected["token_replay"]) << label;
       EXPECT_EQ(round_to_ns(lr.risk_kv.value), expected["risk_kv"]) << label;
