@@ -51,6 +51,24 @@ TEST(ShippedScenarios, EveryFileLoadsWithoutProblems) {
   }
 }
 
+TEST(ShippedScenarios, PdDisaggregatedHasItsPoolsAndEngine) {
+  const sim::ScenarioSpec s = load_scenario_file(kDir + "/pd-disaggregated.json");
+  ASSERT_EQ(s.pools.size(), 2u);
+  EXPECT_TRUE(sim::disaggregated(s));
+  int prefill = 0, decode = 0;
+  for (const sim::NodeSpec& n : s.cluster.nodes) {
+    if (n.kind != sim::NodeKind::kGpu) continue;
+    (s.pools[n.pool].role == sim::PoolRole::kPrefill ? prefill : decode) += n.gpus;
+    if (s.pools[n.pool].role == sim::PoolRole::kPrefill) {
+      EXPECT_EQ(n.hbm_per_gpu, s.pools[n.pool].gpu->hbm_capacity) << "the pool's GPU brings its HBM";
+    }
+  }
+  EXPECT_EQ(prefill, 8);
+  EXPECT_EQ(decode, 24);
+  EXPECT_EQ(s.transfer_engine.max_inflight_per_destination, 4);
+  EXPECT_EQ(s.workload.trace.size(), 720u);
+}
+
 TEST(ShippedScenarios, TheIssueNamesAreAllThere) {
   for (const char* name : {"quickstart", "paper-local-recovery", "wan-migration",
                            "leafspine-failover", "predictor-sharing"}) {
