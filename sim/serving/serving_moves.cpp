@@ -415,8 +415,10 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
   if (dst.worker->up() && router_.holds(dst_gpu, r.rec.id)) unreserve(dst_gpu, r);
   if (trigger == MoveTrigger::kHandoff) {
     const bool prefill_up = src_gpu >= 0 && gpus_[src_gpu]->worker->up();
-    if (outcome == MoveOutcome::kCancelled && prefill_up) {
-      r.phase = Phase::kHandingOff;  // the destination went away: hand off elsewhere
+    // The destination went away (drain or failure) while the prefill GPU still holds the KV:
+    // hand off elsewhere. Otherwise the transfer itself failed (path, stall, source).
+    if (prefill_up && (outcome == MoveOutcome::kCancelled || !dst.worker->up())) {
+      r.phase = Phase::kHandingOff;
     } else {
       // The KV did not arrive: fall back to a decode-side prefill from the token ids.
       if (prefill_up) unreserve(src_gpu, r);

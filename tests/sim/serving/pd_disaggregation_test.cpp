@@ -215,17 +215,40 @@ TEST(PdDisaggregation, AFailedPathFailsTheHandoffAtOnce) {
   EXPECT_EQ(run.requests.at(0).outcome, RequestOutcome::kCompleted);
 }
 
+std::string replaced(std::string s, const std::string& from, const std::string& to) {
+  const auto at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return s.replace(at, from.size(), to);
+}
+
+TEST(PdDisaggregation, ADecodeNodeLostMidHandoffIsHandedElsewhereFromThePrefillGpu) {
+  std::string text = pd_scenario({});
+  text = replaced(text, R"({"name": "d0"}],)", R"({"name": "d0"}, {"name": "d1"}],)");
+  text = replaced(text, R"("bandwidth": "10Gbps", "latency": "1ms"}])",
+                  R"("bandwidth": "100Mbps", "latency": "1ms"},
+                     {"a": "p0", "b": "d1", "bandwidth": "100Mbps", "latency": "1ms"}])");
+  text = replaced(text, R"("nodes": ["d0"])", R"("nodes": ["d0", "d1"])");
+  text = replaced(text, R"("events": [])",
+                  R"("events": [{"type": "node_failure", "at": "3s", "node": "d0"}])");
+  const ScenarioSpec spec = scenarios::load_scenario_text(text, "t");
+  const cost_model::RooflineCosts compute(spec.gpu);
+  const RunResult run = run_scenario(spec, compute, {false, {}}).at(0);
+  const std::vector<MoveRecord> h = handoffs(run);
+  ASSERT_EQ(h.size(), 2u);
+  EXPECT_EQ(h[0].to, "d0");
+  EXPECT_EQ(h[0].outcome, MoveOutcome::kFailed);
+  EXPECT_EQ(h[1].to, "d1");
+  EXPECT_EQ(h[1].outcome, MoveOutcome::kDone);
+  EXPECT_EQ(h[1].strategy, "full_kv") << "the prefill GPU still held the KV";
+  EXPECT_EQ(h[1].source, "p0");
+  EXPECT_EQ(run.requests.at(0).outcome, RequestOutcome::kCompleted);
+}
+
 std::string problems(const std::string& text) {
   const scenarios::ScenarioLoad load = scenarios::try_load_scenario_text(text, "t");
   std::string all;
   for (const std::string& p : load.problems) all += p + "\n";
   return all;
-}
-
-std::string replaced(std::string s, const std::string& from, const std::string& to) {
-  const auto at = s.find(from);
-  EXPECT_NE(at, std::string::npos) << from;
-  return s.replace(at, from.size(), to);
 }
 
 TEST(PdDisaggregation, BadPoolsAndEnginesNameTheField) {
