@@ -9,7 +9,7 @@ namespace {
 
 bool indexed(Router policy) { return policy == Router::kLeastLoaded || policy == Router::kKvAware; }
 
-bool in(PoolSet pools, int pool) { return pool >= 64 || (pools >> pool) & 1U; }
+bool in(PoolSet pools, int pool) { return pool < 64 && ((pools >> pool) & 1U) != 0; }
 
 }  // namespace
 
