@@ -19,6 +19,7 @@
 #include "backend/safetensors.hpp"
 #include "backend/timing.hpp"
 #include "cost_model/input_error.hpp"
+#include "util/percentile.hpp"
 
 namespace kvshift::backend {
 namespace {
@@ -56,6 +57,7 @@ nlohmann::json manifest_json(const Model& proxy, const Model& target, const Data
     kz.push_back(w.seconds.kvzip_second_prefill);
     all.push_back(w.seconds.total);
   }
+  for (auto* v : {&pp, &tp, &kz, &all}) std::sort(v->begin(), v->end());
   nlohmann::json shards = nlohmann::json::array();
   for (std::size_t i = 0; i < windows.size(); i += kWindowsPerShard) {
     shards.push_back({{"file", shard_file_name(static_cast<int>(i / kWindowsPerShard))},
@@ -89,10 +91,10 @@ nlohmann::json manifest_json(const Model& proxy, const Model& target, const Data
           {"seed", info.seed},
           {"kvzip_prompt", {{"text", info.prompt.text}, {"ids", info.prompt.ids}}},
           {"timings_s",
-           {{"proxy_prefill", percentile(pp, 0.5)},
-            {"target_prefill", percentile(tp, 0.5)},
-            {"kvzip_second_prefill", percentile(kz, 0.5)},
-            {"per_window", percentile(all, 0.5)},
+           {{"proxy_prefill", util::percentile(pp, 0.5)},
+            {"target_prefill", util::percentile(tp, 0.5)},
+            {"kvzip_second_prefill", util::percentile(kz, 0.5)},
+            {"per_window", util::percentile(all, 0.5)},
             {"total", total_s}}},
           {"shards", shards}};
 }

@@ -2,19 +2,11 @@
 #include "backend/timing.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <stdexcept>
 
-namespace kvshift::backend {
+#include "util/percentile.hpp"
 
-double percentile(std::vector<double> samples, double q) {
-  if (samples.empty()) throw std::invalid_argument("percentile of no samples");
-  std::sort(samples.begin(), samples.end());
-  const double pos = q * static_cast<double>(samples.size() - 1);
-  const auto lo = static_cast<std::size_t>(std::floor(pos));
-  const std::size_t hi = std::min(lo + 1, samples.size() - 1);
-  return samples[lo] + (pos - static_cast<double>(lo)) * (samples[hi] - samples[lo]);
-}
+namespace kvshift::backend {
 
 OpTiming time_op(const std::string& op, std::int64_t tokens, std::int64_t sharing, int warmup,
                  int repeats, const std::function<void()>& run,
@@ -31,12 +23,13 @@ OpTiming time_op(const std::string& op, std::int64_t tokens, std::int64_t sharin
     run();
     s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
+  std::sort(s.begin(), s.end());
   return {.op = op,
           .tokens = tokens,
           .sharing = sharing,
-          .median_s = percentile(s, 0.5),
-          .p10_s = percentile(s, 0.1),
-          .p90_s = percentile(s, 0.9),
+          .median_s = util::percentile(s, 0.5),
+          .p10_s = util::percentile(s, 0.1),
+          .p90_s = util::percentile(s, 0.9),
           .repeats = repeats};
 }
 

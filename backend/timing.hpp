@@ -1,6 +1,7 @@
 // Wall-clock timing of one operation: warm-up runs, then `repeats` timed runs
-// summarised as median, 10th and 90th percentile (linear interpolation
-// between order statistics). Shared by the CPU profiler and the benchmarks.
+// summarised as median, 10th and 90th percentile (util::percentile: linear
+// interpolation between the closest ranks). Shared by the CPU profiler and the
+// benchmarks.
 #pragma once
 
 #include <chrono>
@@ -11,9 +12,6 @@
 #include "backend/profiler.hpp"
 
 namespace kvshift::backend {
-
-/// Percentile q in [0, 1] of `samples` (sorted copy, linear interpolation).
-double percentile(std::vector<double> samples, double q);
 
 /// Times `run` (`warmup` untimed calls, then `repeats` timed ones) into one cost-table row.
 /// `prepare`, if given, runs before every call and is not timed.

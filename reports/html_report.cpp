@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 #include <sstream>
@@ -14,7 +15,7 @@
 
 #include "cost_model/input_error.hpp"
 #include "reports/atomic_file.hpp"
-#include "reports/csv.hpp"
+#include "util/csv.hpp"
 
 namespace kvshift::reports {
 namespace {
@@ -33,12 +34,11 @@ struct Csv {
 Csv read_csv(const std::filesystem::path& path) {
   std::ifstream in(path);
   Csv csv;
-  std::string line;
-  while (std::getline(in, line) && line.rfind('#', 0) == 0) {
-  }  // leading '#' lines are notes
-  csv.header = csv_fields(line);
-  while (std::getline(in, line)) {
-    if (!line.empty()) csv.rows.push_back(csv_fields(line));
+  // Leading '#' lines are notes.
+  while (in.peek() == '#') in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  util::read_csv_record(in, csv.header);
+  for (std::vector<std::string> row; util::read_csv_record(in, row);) {
+    if (row.size() > 1 || !row[0].empty()) csv.rows.push_back(std::move(row));
   }
   return csv;
 }

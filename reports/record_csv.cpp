@@ -2,7 +2,7 @@
 
 #include <stdexcept>
 
-#include "reports/csv.hpp"
+#include "util/csv.hpp"
 
 namespace kvshift::reports {
 namespace {
@@ -49,13 +49,13 @@ void append_request_row(std::string& o, const std::string& strategy, const sim::
   o += ',';
   o += sim::request_outcome_name(r.outcome);
   o += ',';
-  o += csv_escape(r.first_node);
+  o += util::csv_escape(r.first_node);
   o += ',';
-  o += csv_escape(r.final_node);
+  o += util::csv_escape(r.final_node);
   o += ',';
   append_int(o, r.moves);
   o += ',';
-  o += csv_escape(r.reason);
+  o += util::csv_escape(r.reason);
   o += '\n';
 }
 
@@ -68,9 +68,9 @@ void append_move_row(std::string& o, const std::string& strategy, const sim::Mov
   o += ',';
   o += sim::move_trigger_name(m.trigger);
   o += ',';
-  o += csv_escape(m.from);
+  o += util::csv_escape(m.from);
   o += ',';
-  o += csv_escape(m.to);
+  o += util::csv_escape(m.to);
   o += ',';
   o += m.requested;
   o += ',';
@@ -98,9 +98,9 @@ void append_move_row(std::string& o, const std::string& strategy, const sim::Mov
   o += ',';
   o += nll;
   o += ',';
-  o += csv_escape(m.fallback);
+  o += util::csv_escape(m.fallback);
   o += ',';
-  o += csv_escape(m.note);
+  o += util::csv_escape(m.note);
   o += '\n';
 }
 

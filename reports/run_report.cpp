@@ -7,8 +7,9 @@
 #include <sstream>
 
 #include "reports/atomic_file.hpp"
-#include "reports/csv.hpp"
 #include "reports/record_csv.hpp"
+#include "util/csv.hpp"
+#include "util/percentile.hpp"
 
 namespace kvshift::reports {
 namespace {
@@ -26,9 +27,10 @@ json distribution(std::vector<double> v) {
   double sum = 0;
   for (double x : v) sum += x;
   d["mean_s"] = r9(sum / static_cast<double>(v.size()));
-  d["p50_s"] = r9(percentile(v, 50));
-  d["p90_s"] = r9(percentile(v, 90));
-  d["p99_s"] = r9(percentile(v, 99));
+  std::sort(v.begin(), v.end());
+  d["p50_s"] = r9(util::nearest_rank_percentile(v, 0.50));
+  d["p90_s"] = r9(util::nearest_rank_percentile(v, 0.90));
+  d["p99_s"] = r9(util::nearest_rank_percentile(v, 0.99));
   d["max_s"] = r9(v.back());
   return d;
 }
@@ -175,8 +177,8 @@ std::string links_csv(const std::vector<sim::RunResult>& runs) {
   o << "strategy,t_s,link,utilisation,bytes\n";
   for (const sim::RunResult& run : runs) {
     for (const sim::LinkSample& s : run.link_samples) {
-      o << run.strategy << ',' << fmt("%.9f", s_of(s.t_ns)) << ',' << csv_escape(s.link) << ','
-        << fmt("%.6f", s.utilisation) << ',' << s.bytes << '\n';
+      o << run.strategy << ',' << fmt("%.9f", s_of(s.t_ns)) << ',' << util::csv_escape(s.link)
+        << ',' << fmt("%.6f", s.utilisation) << ',' << s.bytes << '\n';
     }
   }
   return o.str();
@@ -280,14 +282,6 @@ std::string answer(const json& strategies, const json& order) {
 }
 
 }  // namespace
-
-double percentile(std::vector<double>& values, double p) {
-  if (values.empty()) return 0.0;
-  if (!std::is_sorted(values.begin(), values.end())) std::sort(values.begin(), values.end());
-  const double rank = std::ceil(p / 100.0 * static_cast<double>(values.size()));
-  const std::size_t i = static_cast<std::size_t>(std::max(rank, 1.0)) - 1;
-  return values[std::min(i, values.size() - 1)];
-}
 
 json cost_sources_json(const std::vector<cost_model::OpSource>& costs) {
   json out = json::object();

@@ -33,7 +33,4 @@ std::vector<std::filesystem::path> write_run_outputs(const std::filesystem::path
 /// A short comparison table for the console, with where each op's durations came from.
 std::string run_table(const nlohmann::json& summary);
 
-/// Nearest-rank percentile (p in [0, 100]) of `values` (sorted in place); 0 when empty.
-double percentile(std::vector<double>& values, double p);
-
 }  // namespace kvshift::reports

@@ -1,6 +1,6 @@
 #include "sweep/replicate_means.hpp"
 
-#include "reports/csv.hpp"
+#include "util/csv.hpp"
 
 #include <cmath>
 #include <cstdio>
@@ -32,9 +32,8 @@ double t95(int dof) {
 
 std::string replicate_means_csv(const std::string& sweep_csv) {
   std::istringstream in(sweep_csv);
-  std::string line;
-  std::getline(in, line);
-  const std::vector<std::string> header = reports::csv_fields(line);
+  std::vector<std::string> header;
+  util::read_csv_record(in, header);
   int seed_col = -1, first_metric = -1;
   for (std::size_t i = 0; i < header.size(); ++i) {
     if (header[i] == "/seed") seed_col = static_cast<int>(i);
@@ -47,9 +46,8 @@ std::string replicate_means_csv(const std::string& sweep_csv) {
   // Key: the values of every axis but /seed, in column order.
   std::map<std::vector<std::string>, std::vector<std::vector<std::string>>> groups;
   std::vector<std::vector<std::string>> order;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    const std::vector<std::string> row = reports::csv_fields(line);
+  for (std::vector<std::string> row; util::read_csv_record(in, row);) {
+    if (row.size() == 1 && row[0].empty()) continue;
     std::vector<std::string> key;
     for (int i = 2; i < first_metric; ++i) {
       if (i != seed_col) key.push_back(row[static_cast<std::size_t>(i)]);
@@ -59,7 +57,7 @@ std::string replicate_means_csv(const std::string& sweep_csv) {
   }
   std::string out;
   for (int i = 2; i < first_metric; ++i) {
-    if (i != seed_col) out += reports::csv_escape(header[static_cast<std::size_t>(i)]) + ",";
+    if (i != seed_col) out += util::csv_escape(header[static_cast<std::size_t>(i)]) + ",";
   }
   out += "replicates";
   for (std::size_t i = static_cast<std::size_t>(first_metric); i < header.size(); ++i) {
@@ -68,7 +66,7 @@ std::string replicate_means_csv(const std::string& sweep_csv) {
   out += "\n";
   for (const auto& key : order) {
     const auto& rows = groups[key];
-    for (const std::string& k : key) out += reports::csv_escape(k) + ",";
+    for (const std::string& k : key) out += util::csv_escape(k) + ",";
     out += std::to_string(rows.size());
     for (std::size_t c = static_cast<std::size_t>(first_metric); c < header.size(); ++c) {
       double sum = 0, sq = 0;

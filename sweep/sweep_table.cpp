@@ -1,7 +1,7 @@
 // sweep.csv rows from point summaries (see sweep_table.hpp).
 #include "sweep/sweep_table.hpp"
 
-#include "reports/csv.hpp"
+#include "util/csv.hpp"
 
 namespace kvshift::sweep {
 
@@ -35,7 +35,7 @@ const std::vector<MetricColumn>& metric_columns() {
 std::string sweep_header(const std::vector<Axis>& axes,
                          const std::vector<std::string>& strategies) {
   std::string h = "point,seed";
-  for (const Axis& a : axes) h += "," + reports::csv_escape(a.pointer);
+  for (const Axis& a : axes) h += "," + util::csv_escape(a.pointer);
   for (const std::string& s : strategies) {
     for (const MetricColumn& c : metric_columns()) h += "," + s + "." + c.name;
   }
@@ -46,7 +46,8 @@ std::string sweep_row(const std::vector<Axis>& axes, std::uint64_t k, std::uint6
                       const std::vector<std::string>& strategies, const nlohmann::json& summary) {
   std::string row = std::to_string(k) + "," + std::to_string(seed);
   const std::vector<std::size_t> idx = point_indices(axes, k);
-  for (std::size_t i = 0; i < axes.size(); ++i) row += "," + reports::csv_escape(axes[i].labels[idx[i]]);
+  for (std::size_t i = 0; i < axes.size(); ++i)
+    row += "," + util::csv_escape(axes[i].labels[idx[i]]);
   const nlohmann::json& all = summary.at("strategies");
   for (const std::string& s : strategies) {
     const nlohmann::json* strat = all.contains(s) ? &all[s] : nullptr;

@@ -6,6 +6,9 @@
 #include <limits>
 #include <sstream>
 
+#include "util/csv.hpp"
+#include "util/percentile.hpp"
+
 namespace kvshift::testbed {
 namespace {
 
@@ -15,13 +18,6 @@ std::string num(double v) {
   s.precision(9);
   s << v;
   return s.str();
-}
-
-std::string quoted(const std::string& v) {
-  if (v.find_first_of(",\"\n") == std::string::npos) return v;
-  std::string q = "\"";
-  for (char c : v) q += (c == '"') ? std::string("\"\"") : std::string(1, c);
-  return q + "\"";
 }
 
 }  // namespace
@@ -40,9 +36,8 @@ ErrorStats abs_error_stats(const std::vector<double>& errors) {
   s.n = a.size();
   if (a.empty()) return s;
   std::sort(a.begin(), a.end());
-  const std::size_t n = a.size();
-  s.median = n % 2 ? a[n / 2] : 0.5 * (a[n / 2 - 1] + a[n / 2]);
-  s.p95 = a[static_cast<std::size_t>(std::ceil(0.95 * static_cast<double>(n))) - 1];
+  s.median = util::percentile(a, 0.5);
+  s.p95 = util::nearest_rank_percentile(a, 0.95);
   return s;
 }
 
@@ -56,15 +51,16 @@ std::string testbed_csv(const std::vector<MoveRow>& rows) {
     const bool done = r.state == "completed";
     auto measured = [&](double v) { return done ? num(v) : std::string(); };
     auto err = [&](double m, double p) { return done ? num(relative_error(m, p)) : std::string(); };
-    out << r.move << ',' << r.strategy << ',' << quoted(r.src) << ',' << quoted(r.dst) << ','
-        << quoted(r.path) << ',' << r.tokens << ',' << r.bytes << ',' << r.planned_bytes << ','
-        << r.state << ',' << quoted(r.reason) << ',' << r.work << ',' << measured(r.transfer_s)
-        << ',' << measured(r.decode_s) << ',' << measured(r.compute_s) << ',' << measured(r.total_s)
-        << ',' << num(r.predicted_transfer_s) << ',' << num(r.predicted_compute_s) << ','
-        << num(r.predicted_total_s) << ',' << err(r.transfer_s, r.predicted_transfer_s) << ','
+    out << r.move << ',' << r.strategy << ',' << util::csv_escape(r.src) << ','
+        << util::csv_escape(r.dst) << ',' << util::csv_escape(r.path) << ',' << r.tokens << ','
+        << r.bytes << ',' << r.planned_bytes << ',' << r.state << ',' << util::csv_escape(r.reason)
+        << ',' << r.work << ',' << measured(r.transfer_s) << ',' << measured(r.decode_s) << ','
+        << measured(r.compute_s) << ',' << measured(r.total_s) << ',' << num(r.predicted_transfer_s)
+        << ',' << num(r.predicted_compute_s) << ',' << num(r.predicted_total_s) << ','
+        << err(r.transfer_s, r.predicted_transfer_s) << ','
         << err(r.compute_s, r.predicted_compute_s) << ',' << err(r.total_s, r.predicted_total_s)
         << ',' << r.frames << ',' << r.bytes_resent << ',' << r.faults << ',' << r.connections
-        << ',' << quoted(r.note) << '\n';
+        << ',' << util::csv_escape(r.note) << '\n';
   }
   return out.str();
 }

@@ -13,6 +13,7 @@
 #include "cost_model/input_error.hpp"
 #include "reports/atomic_file.hpp"
 #include "sweep/capacity_search.hpp"
+#include "util/csv.hpp"
 
 namespace kvshift::app {
 namespace {
@@ -59,9 +60,9 @@ int run(const SearchCliOptions& o) {
               sweep::knob_value_display(s.knob, s.knob.lo).c_str(),
               sweep::knob_value_display(s.knob, s.knob.hi).c_str(), s.objective.text.c_str(),
               s.strategy.c_str());
-  std::string csv = "probe,value," + std::string("met");
-  for (const auto& c : s.objective.clauses) csv += "," + c.metric;
-  csv += "\n";
+  std::vector<std::string> header = {"probe", "value", "met"};
+  for (const auto& c : s.objective.clauses) header.push_back(c.metric);
+  std::string csv = util::csv_row(header) + "\n";
   int n = 0;
   const sweep::SearchResult r =
       sweep::capacity_search(plan, s, shared_cost_factory(), [&](const sweep::Probe& p) {
@@ -70,11 +71,11 @@ int run(const SearchCliOptions& o) {
                     sweep::knob_value_display(s.knob, p.value).c_str(), p.met ? "met" : "not met",
                     clause_values(s.objective, p).c_str());
         std::fflush(stdout);
-        csv += std::to_string(n) + "," + sweep::knob_value_text(s.knob, p.value) + "," +
-               (p.met ? "true" : "false");
+        std::vector<std::string> row = {std::to_string(n), sweep::knob_value_text(s.knob, p.value),
+                                        p.met ? "true" : "false"};
         for (const auto& c : p.results)
-          csv += "," + (c.value ? nlohmann::json(*c.value).dump() : "");
-        csv += "\n";
+          row.push_back(c.value ? nlohmann::json(*c.value).dump() : "");
+        csv += util::csv_row(row) + "\n";
       });
   if (!o.out.empty()) reports::write_file_atomic(std::filesystem::path(o.out) / "search.csv", csv);
   if (!r.answer) {

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "cost_model/input_error.hpp"
+#include "util/percentile.hpp"
 
 namespace kvshift::backend::calibrate {
 
@@ -116,16 +117,6 @@ double mean_of(std::span<const double> values) {
   return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
 }
 
-double nearest_rank_quantile(std::span<const double> sorted, double q) {
-  if (sorted.empty() || !(q > 0.0) || q > 1.0) {
-    throw std::invalid_argument("nearest_rank_quantile: needs values and q in (0, 1]");
-  }
-  const auto n = static_cast<double>(sorted.size());
-  auto rank = static_cast<std::size_t>(std::ceil(q * n - 1e-9));
-  rank = std::clamp<std::size_t>(rank, 1, sorted.size());
-  return sorted[rank - 1];
-}
-
 std::vector<double> bootstrap_means(std::span<const double> values, int resamples,
                                     std::uint64_t seed) {
   if (values.empty() || resamples < 1) {
@@ -147,14 +138,15 @@ std::vector<double> bootstrap_means(std::span<const double> values, int resample
 double bootstrap_upper(std::span<const double> values, double level, int resamples,
                        std::uint64_t seed) {
   const std::vector<double> means = bootstrap_means(values, resamples, seed);
-  return nearest_rank_quantile(means, level);
+  return util::nearest_rank_percentile(means, level);
 }
 
 std::pair<double, double> bootstrap_interval(std::span<const double> values, double level,
                                              int resamples, std::uint64_t seed) {
   const std::vector<double> means = bootstrap_means(values, resamples, seed);
   const double tail = (1.0 - level) / 2.0;
-  return {nearest_rank_quantile(means, tail), nearest_rank_quantile(means, 1.0 - tail)};
+  return {util::nearest_rank_percentile(means, tail),
+          util::nearest_rank_percentile(means, 1.0 - tail)};
 }
 
 }  // namespace kvshift::backend::calibrate

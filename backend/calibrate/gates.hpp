@@ -6,8 +6,9 @@
 // of the mean and the Clopper–Pearson interval of a share the test report gives. The bootstrap
 // resamples requests with replacement; ΔNLL values are already paired (reconstructed − exact on the
 // same request), and with one seed every candidate is resampled with the same index draws.
-// Quantiles use the nearest-rank rule: q-quantile of sorted m[0..B) is
-// m[ceil(q·B) − 1]. Leaves out: BCa or studentised intervals.
+// Quantiles use the nearest-rank rule (util::nearest_rank_percentile): the
+// q-quantile of sorted m[0..B) is m[ceil(q·B) − 1], a resampled mean itself.
+// Leaves out: BCa or studentised intervals.
 #pragma once
 
 #include <cstdint>
@@ -50,9 +51,6 @@ int count_over(std::span<const double> values, double eps);
 
 /// Arithmetic mean (0 for an empty span).
 double mean_of(std::span<const double> values);
-
-/// Nearest-rank quantile of ascending `sorted` (non-empty), q in (0, 1].
-double nearest_rank_quantile(std::span<const double> sorted, double q);
 
 /// The sorted means of `resamples` bootstrap resamples of `values` (seeded, deterministic).
 std::vector<double> bootstrap_means(std::span<const double> values, int resamples,

@@ -14,8 +14,8 @@
 #include "backend/parallel.hpp"
 #include "backend/proxy_scoring.hpp"
 #include "backend/reconstruct.hpp"
-#include "backend/timing.hpp"
 #include "cost_model/input_error.hpp"
+#include "util/percentile.hpp"
 
 namespace kvshift::backend::calibrate {
 namespace {
@@ -125,7 +125,8 @@ std::pair<double, double> recovered_share_interval(const std::vector<double>& ra
     shares.push_back(r - k > 0 ? (r - p) / (r - k) : 0.0);
   }
   std::sort(shares.begin(), shares.end());
-  return {nearest_rank_quantile(shares, 0.025), nearest_rank_quantile(shares, 0.975)};
+  return {util::nearest_rank_percentile(shares, 0.025),
+          util::nearest_rank_percentile(shares, 0.975)};
 }
 
 void check_quality_options(const QualityOptions& o, std::int64_t corpus_tokens) {
@@ -292,7 +293,10 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
       eval_seconds.push_back(seconds_since(t0));
       out.delta[r] = mean_of(nll) - out.exact_mean;
     }
-    if (!eval_seconds.empty()) out.seconds["policy_eval"] = percentile(eval_seconds, 0.5);
+    if (!eval_seconds.empty()) {
+      std::sort(eval_seconds.begin(), eval_seconds.end());
+      out.seconds["policy_eval"] = util::percentile(eval_seconds, 0.5);
+    }
     const std::lock_guard lock(progress_mutex);
     ++done;
     if (progress) progress("requests", done, o.windows);
@@ -309,7 +313,10 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
   for (const RequestOutcome& out : outcomes) {
     for (const auto& [step, s] : out.seconds) step_seconds[step].push_back(s);
   }
-  for (auto& [step, v] : step_seconds) result.timings_s[step] = percentile(v, 0.5);
+  for (auto& [step, v] : step_seconds) {
+    std::sort(v.begin(), v.end());
+    result.timings_s[step] = util::percentile(v, 0.5);
+  }
   for (std::size_t r = 0; r < plan.size(); ++r) {
     const KvPolicy& k = policies[plan[r].policy];
     QualityRow row;

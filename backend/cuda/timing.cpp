@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cuda/check.cuh"
+#include "util/percentile.hpp"
 
 namespace kvshift::backend::gpu {
 namespace {
@@ -27,22 +28,15 @@ struct EventPair {
   EventPair& operator=(const EventPair&) = delete;
 };
 
-double nearest_rank(const std::vector<double>& sorted, double q) {
-  const auto n = static_cast<double>(sorted.size());
-  const auto rank = static_cast<std::size_t>(std::max(1.0, std::ceil(q * n)));
-  return sorted[std::min(rank, sorted.size()) - 1];
-}
-
 }  // namespace
 
 void summarise(std::vector<double>& seconds, OpTiming& row) {
   std::sort(seconds.begin(), seconds.end());
   row.repeats = static_cast<int>(seconds.size());
   if (seconds.empty()) return;
-  const std::size_t n = seconds.size();
-  row.median_s = n % 2 ? seconds[n / 2] : 0.5 * (seconds[n / 2 - 1] + seconds[n / 2]);
-  row.p10_s = nearest_rank(seconds, 0.1);
-  row.p90_s = nearest_rank(seconds, 0.9);
+  row.median_s = util::percentile(seconds, 0.5);
+  row.p10_s = util::nearest_rank_percentile(seconds, 0.1);
+  row.p90_s = util::nearest_rank_percentile(seconds, 0.9);
 }
 
 OpTiming time_on_stream(const std::string& op, std::int64_t tokens, std::int64_t sharing,

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "reports/csv.hpp"
+#include "util/csv.hpp"
 
 namespace kvshift::sweep {
 namespace {
@@ -26,7 +26,7 @@ TEST(ReplicateMeans, MeanAndStudentTIntervalPerPointOfTheOtherAxes) {
   ASSERT_EQ(lines.size(), 3u) << out;
   EXPECT_EQ(lines[0],
             "/bw,replicates,a.p99_s,a.p99_s.ci95,a.p99_s.n,a.count,a.count.ci95,a.count.n");
-  const auto row = reports::csv_fields(lines[1]);
+  const auto row = util::csv_fields(lines[1]);
   EXPECT_EQ(row[0], "1Gbps");
   EXPECT_EQ(row[1], "3");
   EXPECT_DOUBLE_EQ(std::stod(row[2]), 2.0);
@@ -35,7 +35,7 @@ TEST(ReplicateMeans, MeanAndStudentTIntervalPerPointOfTheOtherAxes) {
   EXPECT_EQ(row[4], "3");
   EXPECT_DOUBLE_EQ(std::stod(row[5]), 11.0) << "an empty cell is left out of the mean";
   EXPECT_EQ(row[7], "2");
-  const auto tens = reports::csv_fields(lines[2]);
+  const auto tens = util::csv_fields(lines[2]);
   EXPECT_EQ(tens[0], "10,Gbps") << "labels with commas survive the round trip";
   EXPECT_DOUBLE_EQ(std::stod(tens[3]), 0.0) << "identical replicates: a zero-width interval";
 }

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "tests/testing/run_command.hpp"
+#include "util/csv.hpp"
 
 namespace kvshift::testing {
 namespace {
@@ -43,12 +44,7 @@ std::string scenario(const std::string& model, const std::string& strategies, in
 std::vector<std::vector<std::string>> read_csv(const fs::path& p) {
   std::ifstream in(p);
   std::vector<std::vector<std::string>> rows;
-  for (std::string line; std::getline(in, line);) {
-    std::vector<std::string> cells;
-    std::stringstream ls(line);
-    for (std::string c; std::getline(ls, c, ',');) cells.push_back(c);
-    rows.push_back(cells);
-  }
+  for (std::vector<std::string> cells; util::read_csv_record(in, cells);) rows.push_back(cells);
   return rows;
 }
 

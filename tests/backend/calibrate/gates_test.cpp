@@ -1,5 +1,6 @@
-// Gate math against hand-computed cases: nearest-rank quantiles, bootstrap
-// distributions small enough to work out exactly, determinism by seed.
+// Gate math against hand-computed cases: bootstrap distributions small enough
+// to work out exactly, determinism by seed (the nearest-rank rule itself is
+// tested in tests/util/percentile_test.cpp).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,15 +11,6 @@
 
 namespace kvshift::backend::calibrate {
 namespace {
-
-TEST(Gates, NearestRankQuantileByHand) {
-  const std::vector<double> v{1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
-  EXPECT_EQ(nearest_rank_quantile(v, 0.9), 9.0);    // ceil(9) = 9th
-  EXPECT_EQ(nearest_rank_quantile(v, 0.91), 10.0);  // ceil(9.1) = 10th
-  EXPECT_EQ(nearest_rank_quantile(v, 0.05), 1.0);
-  EXPECT_EQ(nearest_rank_quantile(v, 1.0), 10.0);
-  EXPECT_THROW(nearest_rank_quantile(v, 0.0), std::invalid_argument);
-}
 
 TEST(Gates, ConstantDeltasHaveNoSpread) {
   const std::vector<double> v(24, 0.0015);
