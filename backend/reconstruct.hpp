@@ -1,4 +1,4 @@
-// RISK-KV online reconstruction (DESIGN.md, "RISK-KV in detail"): for an
+// RISK-KV online reconstruction (ARCHITECTURE.md, "RISK-KV"): for an
 // omitted group g with anchor layers A_g and target layers T_g, take each
 // anchor layer's cached keys, undo RoPE, concatenate [K_pre, V] of every
 // anchor into X [T, |A_g|·w], compute Z = X·B_g + 1·d_gᵀ (one GEMM with a bias

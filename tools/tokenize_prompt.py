@@ -9,8 +9,8 @@ to a temporary name and renamed); backend/kvzip_prompt.cpp reads it (`kvshift pr
 The wording is the first chunk's prompt of the official KVZip code (snu-mllab/KVzip,
 model/wrapper.py, ModelKVzip.self_task): "\\n\\nRepeat the previous context exactly." There KVZip
 appends the chat template's assistant prefix before the repeated context; our contexts are raw text
-(no chat template), so a single "\\n" stands in for it. ../shared/reference/papers.md paraphrases the
-same prompt as "Repeat the previous context:". Ids are encoded without special tokens.
+(no chat template), so a single "\\n" stands in for it. The KVZip paper paraphrases the same
+prompt as "Repeat the previous context:". Ids are encoded without special tokens.
 
 Usage: tokenize_prompt.py --model models/smollm2-135m [--text "..."]
 """

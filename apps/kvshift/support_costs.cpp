@@ -1,4 +1,4 @@
-// Cost sources for the simulator (DESIGN.md, CostProvider):
+// Cost sources for the simulator (ARCHITECTURE.md, "Cost sources"):
 //   analytic  the roofline estimate of the scenario's GPU spec;
 //   profile   a cost table measured by `kvshift profile`, the roofline behind
 //             it for what it lacks (the scenario loader has checked it has

@@ -1,5 +1,5 @@
-// The RISK-KV calibration procedure on one model (DESIGN.md, "RISK-KV in
-// detail"; issues 6 and 13): requests from a corpus → ridge predictors fitted
+// The RISK-KV calibration procedure on one model (ARCHITECTURE.md,
+// "RISK-KV"; issues 6 and 13): requests from a corpus → ridge predictors fitted
 // on the fit set (one per (group, anchors) pair the search needs, cached) →
 // cross-fitted selection (crossfit.hpp): each candidate group alone on the
 // order set gives the order π, the prefixes of π are measured and gated on the
