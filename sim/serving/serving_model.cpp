@@ -346,7 +346,7 @@ std::string ServingModel::unfinished_reason(const Request& r) const {
   switch (r.phase) {
     case Phase::kQueued: return "waiting for a GPU with room";
     case Phase::kPrefill: return "in prefill";
-    case Phase::kHandingOff: return "prefilled, waiting for a decode GPU with room";
+    case Phase::kHandingOff: return "prefilled, waiting for its handoff (scores, or a decode GPU with room)";
     case Phase::kDecoding: return "decoding";
     case Phase::kMoving: return "waiting to recover (failure not yet detected)";
     case Phase::kDone: return "";

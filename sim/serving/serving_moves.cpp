@@ -303,8 +303,7 @@ void ServingModel::start_flow(std::uint64_t request, std::uint64_t id, int src, 
         if (Move* mv = find_move(request, id)) {
           end_move(*mv, MoveOutcome::kFailed,
                    "transfer stalled on " + spec_.cluster.nodes[src].name + " -> " +
-                       spec_.cluster.nodes[dst].name + ": timed out after " +
-                       format_ms(t) + "");
+                       spec_.cluster.nodes[dst].name + ": timed out after " + format_ms(t));
         }
       });
     } else {  // hangs until the stall clears
