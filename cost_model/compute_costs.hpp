@@ -35,6 +35,12 @@ class ComputeCosts {
   virtual ~ComputeCosts() = default;
   /// Prefill of `tokens` tokens for one request (token replay = this).
   virtual Seconds prefill(const ModelSpec& m, std::int64_t tokens) const = 0;
+  /// Prefill of `tokens` new tokens after `prefix` tokens whose KV is already in place (a
+  /// tail recompute): the new tokens attend to the prefix too. The default derives it from
+  /// prefill(): the increment from `prefix` to `prefix + tokens` tokens plus one pass's fixed
+  /// cost (a one-token prefill), never below prefill(tokens) — exact to one token's marginal
+  /// cost for any cost quadratic in the tokens.
+  virtual Seconds extend(const ModelSpec& m, std::int64_t prefix, std::int64_t tokens) const;
   /// One decode step for `batch` requests holding `context_tokens` KV tokens in total.
   virtual Seconds decode_step(const ModelSpec& m, std::int64_t batch,
                               std::int64_t context_tokens) const = 0;
@@ -62,6 +68,9 @@ class RooflineCosts final : public ComputeCosts {
   const GpuSpec& gpu() const { return gpu_; }
 
   Seconds prefill(const ModelSpec& m, std::int64_t tokens) const override;
+  /// Exact: the new tokens' linear layers, their attention over prefix + causal part (at
+  /// least the prefix's KV read once), their activations and KV write, one pass's launches.
+  Seconds extend(const ModelSpec& m, std::int64_t prefix, std::int64_t tokens) const override;
   Seconds decode_step(const ModelSpec& m, std::int64_t batch,
                       std::int64_t context_tokens) const override;
   Seconds reconstruct(const ModelSpec& m, const Topology& t, std::int64_t tokens,

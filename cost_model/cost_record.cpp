@@ -18,6 +18,11 @@ void check(const CostQuery& q) {
   if (!(q.retention > 0 && q.retention <= 1)) {
     throw InputError("--retention: must be in (0, 1] (got " + std::to_string(q.retention) + ")");
   }
+  if (q.held_tokens && !(*q.held_tokens >= 0 && *q.held_tokens < q.tokens)) {
+    throw InputError("--held: must be in [0, --tokens) = [0, " + std::to_string(q.tokens) +
+                     ") (got " + std::to_string(*q.held_tokens) + ")");
+  }
+  if (q.held_tokens && !q.path) throw InputError("--held: needs --bandwidth (the path it ships on)");
   if (q.path) {
     if (!(q.path->bandwidth.value > 0) || !std::isfinite(q.path->bandwidth.value)) {
       throw InputError("--bandwidth: must be > 0");
@@ -36,11 +41,12 @@ CostRecord evaluate(const CostQuery& q) {
   r.storage = storage(*q.model, *q.topology, q.tokens, {q.predictor_dtype, q.sharing});
   if (q.path) {
     r.latency = latency(*q.model, *q.topology, q.tokens, r.storage, *q.path, *q.gpu, *q.compute,
-                        {q.retention, q.predictor_dtype, q.engine});
+                        {q.retention, q.predictor_dtype, q.engine, q.held_tokens});
     if (q.prefill_compute) {
       const Seconds pre = q.prefill_compute->prefill(*q.model, q.tokens);
       const LatencyReport& l = *r.latency;
-      r.pd = PdReport{pre, pre + l.full_kv, pre + l.risk_kv, pre + l.proxy_kv, l.prefill};
+      r.pd = PdReport{pre, pre + l.full_kv, pre + l.risk_kv, pre + l.proxy_kv, pre + l.hybrid,
+                      l.prefill};
     }
   }
   return r;

@@ -26,13 +26,14 @@ struct CostQuery {
   TransferEngine engine;                     ///< what every KV leg pays besides its bytes
   const ComputeCosts* prefill_compute = nullptr;  ///< P/D: the prefill GPU; nullptr: no P/D figures
   std::string prefill_gpu;                   ///< its name, for the report
+  std::optional<std::int64_t> held_tokens;   ///< prefix_recompute: KV tokens a stale replica holds
 };
 
 /// P/D disaggregation: TTFT of one request = prefill on the prefill GPU + its handoff
 /// (the move figures above), or a decode-side prefill (token replay: no handoff).
 struct PdReport {
   Seconds prefill_on_prefill_gpu;
-  Seconds full_kv, risk_kv, proxy_kv;  ///< TTFT by handoff strategy
+  Seconds full_kv, risk_kv, proxy_kv, hybrid;  ///< TTFT by handoff strategy
   Seconds decode_side_prefill;
 };
 

@@ -25,8 +25,8 @@ LatencyReport latency(const ModelSpec& m, const Topology& t, std::int64_t tokens
   MoveState shipped = resident;
   shipped.predictor_at_dst = false;
   auto time = [&](Strategy st, const MoveState& state, const MoveRoute& route) {
-    return seconds_of(
-        estimate_move(plan_move(st, methods, state), methods, route, 0, compute).total_ns());
+    const MovePlan plan = balance_hybrid(plan_move(st, methods, state), methods, route, 0, compute);
+    return seconds_of(estimate_move(plan, methods, route, 0, compute).total_ns());
   };
 
   LatencyReport r;
@@ -44,6 +44,17 @@ LatencyReport latency(const ModelSpec& m, const Topology& t, std::int64_t tokens
     r.local_risk_kv = time(Strategy::kFullKv, resident, local);
   }
   r.proxy_kv = time(Strategy::kProxyKv, resident, network);
+  if (options.hybrid) {
+    const MovePlan hybrid =
+        balance_hybrid(plan_move(Strategy::kHybrid, methods, resident), methods, network, 0, compute);
+    r.hybrid = seconds_of(estimate_move(hybrid, methods, network, 0, compute).total_ns());
+    r.hybrid_front_tokens = hybrid.front_tokens;
+  }
+  if (options.held_tokens) {
+    MoveState stale = resident;
+    stale.available = *options.held_tokens;
+    r.prefix_recompute = time(Strategy::kPrefixRecompute, stale, network);
+  }
   r.local_replay = r.prefill;
 
   // RISK-KV vs full: 8·kept/B + recon = 8·full/B  ⇔  B = 8·saved/recon.

@@ -31,6 +31,9 @@ struct LatencyOptions {
   double retention = 0.3;  ///< ProxyKV: share of tokens kept
   DType predictor_dtype = DType::kF32;
   TransferEngine engine;   ///< setup and per-descriptor costs of the KV legs (ideal: zeros)
+  /// prefix_recompute: tokens whose KV a stale replica holds (< tokens); empty: not priced.
+  std::optional<std::int64_t> held_tokens;
+  bool hybrid = true;  ///< price the hybrid split (a bisection: a dozen estimates)
 };
 
 struct LatencyReport {
@@ -41,6 +44,9 @@ struct LatencyReport {
   Seconds risk_kv;                  ///< predictors already resident
   Seconds risk_kv_with_predictor;   ///< predictors shipped too
   Seconds proxy_kv;                 ///< pruned KV, scoring off the critical path
+  Seconds hybrid;                   ///< the back of the KV shipped while the front is recomputed
+  std::int64_t hybrid_front_tokens = 0;  ///< its split: the first tokens recomputed
+  std::optional<Seconds> prefix_recompute;  ///< the held prefix shipped, the tail recomputed
   Seconds local_replay;             ///< local recovery: prefill(T)
   Seconds local_risk_kv;            ///< local recovery: load kept KV from host + reconstruct
   /// B where RISK-KV (resident predictors) and full transfer tie; RISK-KV wins below it.

@@ -51,6 +51,14 @@ MovePlan replay_plan(const MoveState& st) {
 
 }  // namespace
 
+std::optional<Strategy> strategy_named(std::string_view name) {
+  for (Strategy s : kConcreteStrategies) {
+    if (name == strategy_name(s)) return s;
+  }
+  if (name == strategy_name(Strategy::kAdaptive)) return Strategy::kAdaptive;
+  return std::nullopt;
+}
+
 Bytes predictor_bytes(const MoveMethods& m) {
   if (!has_risk_kv(m)) return {};
   return storage(*m.model, *m.topology, 1, {m.predictor_dtype, 1}).predictor_bytes_total;
@@ -86,12 +94,28 @@ MovePlan plan_move(Strategy s, const MoveMethods& methods, const MoveState& st) 
     p.infeasible = std::string("the source holds ") + source_name(st.source);
     return p;
   }
+  // Whether the source holds every token decides between shipping all and recomputing a tail.
+  const std::string held = std::to_string(available) + " of " + std::to_string(st.context);
+  if (s == Strategy::kFullKv && available < st.context) {
+    MovePlan r = plan_move(Strategy::kPrefixRecompute, methods, st);
+    r.note = "full_kv: the source holds the KV of " + held +
+             " tokens: prefix_recompute ships it and recomputes the tail";
+    return r;
+  }
+  if (s == Strategy::kPrefixRecompute && available == st.context) {
+    MovePlan r = plan_move(Strategy::kFullKv, methods, st);
+    r.note = "prefix_recompute: the source holds the KV of all " + held +
+             " tokens, there is no tail to recompute: full_kv";
+    return r;
+  }
   const Bytes full = kv_bytes(*methods.model, available);
   p.kv_tokens = available;
   p.replay_tokens = st.context - available;  // the tail the source never held
   const int layers = methods.model->layers;
   switch (s) {
     case Strategy::kFullKv:
+    case Strategy::kPrefixRecompute:
+    case Strategy::kHybrid:  // until balance_hybrid moves its front to the receiver
       p.kv = full;
       p.descriptors = kv_descriptors(methods.engine, available, layers);
       break;
@@ -153,8 +177,16 @@ MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods, con
        leg_ns(route.predictor, route.predictor_path, route.host_link, plan.predictor),
        plan.strategy == Strategy::kRiskKv ? route.predictor_ready_in_ns : std::int64_t{0}});
   if (!plan.needs_gpu()) return e;  // a pure transfer does not wait for the GPU
-  // GPU work is queued when the bytes are in; the queue drains meanwhile.
-  e.queue_ns = std::max<std::int64_t>(0, gpu_backlog_ns - e.transfer_ns);
+  if (plan.front_tokens > 0) {
+    // The front is queued when the move starts and runs while the rest of the KV arrives.
+    const std::int64_t front_ns = round_to_ns(compute.prefill(*methods.model, plan.front_tokens).value);
+    e.queue_ns = std::max<std::int64_t>(0, gpu_backlog_ns);
+    e.compute_ns = front_ns;
+    e.overlap_ns = std::min(e.transfer_ns, e.queue_ns + front_ns);
+  } else {
+    // GPU work is queued when the bytes are in; the queue drains meanwhile.
+    e.queue_ns = std::max<std::int64_t>(0, gpu_backlog_ns - e.transfer_ns);
+  }
   if (plan.reconstruct_tokens > 0) {
     e.compute_ns +=
         round_to_ns(compute
@@ -163,9 +195,61 @@ MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods, con
                         .value);
   }
   if (plan.replay_tokens > 0) {
-    e.compute_ns += round_to_ns(compute.prefill(*methods.model, plan.replay_tokens).value);
+    e.compute_ns += round_to_ns(
+        compute.extend(*methods.model, plan.replay_prefix(), plan.replay_tokens).value);
   }
   return e;
+}
+
+MovePlan balance_hybrid(MovePlan plan, const MoveMethods& methods, const MoveRoute& route,
+                        std::int64_t gpu_backlog_ns, const ComputeCosts& compute) {
+  if (plan.strategy != Strategy::kHybrid || !plan.feasible()) return plan;
+  const std::int64_t held = plan.front_tokens + plan.kv_tokens;
+  const std::int64_t block = std::max<std::int64_t>(methods.engine.block_tokens, 1);
+  const std::int64_t blocks = (held + block - 1) / block;
+  const int layers = methods.model->layers;
+  auto split = [&](std::int64_t k) {  // the first k blocks recomputed, the rest shipped
+    MovePlan p = plan;
+    p.front_tokens = std::min(k * block, held);
+    p.kv_tokens = held - p.front_tokens;
+    p.kv = kv_bytes(*methods.model, p.kv_tokens);
+    p.descriptors = kv_descriptors(methods.engine, p.kv_tokens, layers);
+    if (p.kv_tokens == 0) {  // nothing shipped: one prefill over the tail too, not two passes
+      p.front_tokens += p.replay_tokens;
+      p.replay_tokens = 0;
+    }
+    return p;
+  };
+  auto estimate = [&](const MovePlan& p) {
+    return estimate_move(p, methods, route, gpu_backlog_ns, compute);
+  };
+  // The front's end rises and the transfer's end falls with k: bisect for the first k
+  // where the front ends no earlier than the transfer.
+  std::int64_t lo = 0, hi = blocks;
+  while (lo < hi) {
+    const std::int64_t mid = lo + (hi - lo) / 2;
+    const MovePlan p = split(mid);
+    const std::int64_t front_end =
+        std::max<std::int64_t>(gpu_backlog_ns, 0) +
+        (p.front_tokens > 0 ? round_to_ns(compute.prefill(*methods.model, p.front_tokens).value)
+                            : 0);
+    if (front_end >= estimate(p).transfer_ns) {
+      hi = mid;
+    } else {
+      lo = mid + 1;
+    }
+  }
+  MovePlan best = split(0);
+  std::int64_t best_ns = estimate(best).total_ns();
+  // Between the ends the cost is max(rising, falling) + a fixed tail: least at the crossing.
+  // Recomputing everything is one pass over the tail too, so it is its own candidate.
+  for (std::int64_t k : {lo - 1, lo, blocks}) {
+    if (k <= 0 || k > blocks) continue;
+    MovePlan p = split(k);
+    const std::int64_t ns = estimate(p).total_ns();
+    if (ns < best_ns) best = std::move(p), best_ns = ns;
+  }
+  return best;
 }
 
 std::optional<std::size_t> pick_fastest(const std::vector<MoveCandidate>& candidates,

@@ -2,6 +2,7 @@
 // computes (DESIGN.md, "Moves: plan, estimate, execute"). Three pure functions
 // carry every strategy's arithmetic, once:
 //   plan_move      strategy + request state -> bytes by kind, GPU work, quality
+//   balance_hybrid a hybrid plan + path + queue -> the split where both halves end together
 //   estimate_move  plan + path(s) + the receiving GPU's queue -> nanoseconds
 //   pick_fastest   candidates (strategy x destination) -> the adaptive choice
 // The closed form (`kvshift cost`), the simulator's choice and execution and
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cost_model/compute_costs.hpp"
@@ -25,7 +27,17 @@
 namespace kvshift::cost_model {
 
 /// How a move rebuilds the request's KV at its destination.
-enum class Strategy { kFullKv, kTokenReplay, kRiskKv, kProxyKv, kAdaptive };
+/// prefix_recompute: ship the KV of the prefix the source holds (a stale replica), recompute
+/// the tail. hybrid (Cake): ship the back of the KV while the receiver recomputes the front.
+enum class Strategy {
+  kFullKv,
+  kTokenReplay,
+  kRiskKv,
+  kProxyKv,
+  kPrefixRecompute,
+  kHybrid,
+  kAdaptive
+};
 
 constexpr const char* strategy_name(Strategy s) {
   switch (s) {
@@ -37,6 +49,10 @@ constexpr const char* strategy_name(Strategy s) {
       return "risk_kv";
     case Strategy::kProxyKv:
       return "proxy_kv";
+    case Strategy::kPrefixRecompute:
+      return "prefix_recompute";
+    case Strategy::kHybrid:
+      return "hybrid";
     case Strategy::kAdaptive:
       return "adaptive";
   }
@@ -44,8 +60,12 @@ constexpr const char* strategy_name(Strategy s) {
 }
 
 /// The concrete strategies, in the order ties are broken.
-inline constexpr Strategy kConcreteStrategies[] = {Strategy::kFullKv, Strategy::kTokenReplay,
-                                                   Strategy::kRiskKv, Strategy::kProxyKv};
+inline constexpr Strategy kConcreteStrategies[] = {
+    Strategy::kFullKv,  Strategy::kTokenReplay,      Strategy::kRiskKv,
+    Strategy::kProxyKv, Strategy::kPrefixRecompute, Strategy::kHybrid};
+
+/// The strategy called `name` (adaptive included); empty for none.
+std::optional<Strategy> strategy_named(std::string_view name);
 
 /// What the KV source of a move holds: the live KV (a migration) or a replica of some kind.
 enum class SourceKv { kNone, kFull, kKeptLayers, kKeptTokens };
@@ -79,17 +99,26 @@ struct MovePlan {
   std::int64_t kv_tokens = 0;                  ///< tokens whose (possibly pruned) KV arrives
   std::int64_t descriptors = 0;                ///< transfer-engine descriptors of `kv`
   std::int64_t reconstruct_tokens = 0;         ///< RISK-KV rebuild on the receiver
-  std::int64_t replay_tokens = 0;              ///< prefill on the receiver (all of T, or the tail)
+  /// Hybrid: the first tokens, prefilled on the receiver while the KV of the rest arrives.
+  std::int64_t front_tokens = 0;
+  /// Prefill on the receiver after the KV is in (all of T, or the tail the source never held).
+  std::int64_t replay_tokens = 0;
   double delta_nll = 0;                        ///< quality paid (nats/token)
   std::string infeasible;                      ///< why this strategy cannot run here; empty: it can
   std::string note;  ///< why `strategy` differs from the one asked for; empty: it does not
 
   bool feasible() const { return infeasible.empty(); }
-  bool needs_gpu() const { return reconstruct_tokens > 0 || replay_tokens > 0; }
+  bool needs_gpu() const {
+    return reconstruct_tokens > 0 || front_tokens > 0 || replay_tokens > 0;
+  }
+  /// Tokens whose KV is in place when the replay runs (the replayed tail attends to them).
+  std::int64_t replay_prefix() const { return front_tokens + kv_tokens; }
 };
 
 /// The plan for moving a request with `state` by strategy `s` (not kAdaptive). A KV strategy
-/// whose source holds no KV of the request is a token replay (note says so).
+/// whose source holds no KV of the request is a token replay; full_kv from a source holding
+/// only a prefix is a prefix_recompute, and prefix_recompute from a complete source a full_kv
+/// (note says so). A hybrid plan ships all the source holds until balance_hybrid splits it.
 MovePlan plan_move(Strategy s, const MoveMethods& methods, const MoveState& state);
 
 /// The predictor bytes RISK-KV ships to a node that does not hold them (0 without RISK-KV).
@@ -113,7 +142,9 @@ struct MoveEstimate {
   std::int64_t transfer_ns = 0;  ///< until every byte has arrived (legs run in parallel)
   std::int64_t queue_ns = 0;     ///< waiting for the destination GPU (only with GPU work)
   std::int64_t compute_ns = 0;   ///< rebuild, then replay, on the destination GPU
-  std::int64_t total_ns() const { return transfer_ns + queue_ns + compute_ns; }
+  /// Hybrid: queue and compute that ran while the bytes were in flight (not in the total).
+  std::int64_t overlap_ns = 0;
+  std::int64_t total_ns() const { return transfer_ns + queue_ns + compute_ns - overlap_ns; }
 };
 
 /// Nanoseconds of one leg: latency, then 8·bytes/B (0 for no bytes or no leg). The data
@@ -121,8 +152,16 @@ struct MoveEstimate {
 std::int64_t leg_ns(MoveRoute::Leg leg, const Path& path, BitsPerSecond host_link, Bytes bytes);
 
 /// Prices `plan` on `route`: transfers, then GPU work behind `gpu_backlog_ns` of queued work.
+/// A hybrid's front is queued at once and runs while the KV arrives; its tail comes after both.
 MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods, const MoveRoute& route,
                            std::int64_t gpu_backlog_ns, const ComputeCosts& compute);
+
+/// Splits a hybrid plan at the KV block boundary where the receiver's prefill of the front
+/// (behind `gpu_backlog_ns`) and the transfer of the rest end together: the fastest of the
+/// block boundaries either side of the crossing, shipping everything and recomputing
+/// everything (then in one pass, the tail included). Any other plan is returned as it is.
+MovePlan balance_hybrid(MovePlan plan, const MoveMethods& methods, const MoveRoute& route,
+                        std::int64_t gpu_backlog_ns, const ComputeCosts& compute);
 
 /// One option of the adaptive choice.
 struct MoveCandidate {

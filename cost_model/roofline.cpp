@@ -42,15 +42,24 @@ double RooflineCosts::reconstruct_flops(const ModelSpec& m, const Topology& t, s
 }
 
 Seconds RooflineCosts::prefill(const ModelSpec& m, std::int64_t tokens) const {
+  return extend(m, 0, tokens);
+}
+
+Seconds RooflineCosts::extend(const ModelSpec& m, std::int64_t prefix, std::int64_t tokens) const {
   const double t = static_cast<double>(tokens);
+  const double p = static_cast<double>(std::max<std::int64_t>(prefix, 0));
   const double wbytes = dtype_bytes(m.weight_dtype);
   const double weights = (static_cast<double>(m.layer_parameter_count()) +
                           static_cast<double>(m.vocab) * m.hidden) * wbytes;
   const double linear_flops = 2.0 * static_cast<double>(m.layer_parameter_count()) * t +
                               2.0 * m.vocab * static_cast<double>(m.hidden);
   const double gemm = std::max(compute_s(linear_flops, gpu_.gemm_efficiency), memory_s(weights));
-  const double attn_flops = 2.0 * m.layers * m.q_heads * m.head_dim * t * (t + 1.0);
-  const double attention = compute_s(attn_flops, gpu_.attention_efficiency);
+  // Token i (1-based) attends to i positions; the new ones are p+1 .. p+t.
+  const double per_pair = 2.0 * m.layers * m.q_heads * m.head_dim;
+  const double attn_flops = per_pair * (p + t) * (p + t + 1.0) - per_pair * p * (p + 1.0);
+  const double prefix_read = static_cast<double>(kv_bytes(m, prefix).count);
+  const double attention =
+      std::max(compute_s(attn_flops, gpu_.attention_efficiency), memory_s(prefix_read));
   // Element-wise traffic (norms, RoPE, SwiGLU, residuals) and the KV write.
   const double act_bytes = m.layers * t * (6.0 * m.hidden + 3.0 * m.intermediate) * wbytes;
   const double kv_write = static_cast<double>(kv_bytes(m, tokens).count);

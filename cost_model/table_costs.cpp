@@ -95,6 +95,12 @@ Seconds TableCosts::prefill(const ModelSpec& m, std::int64_t tokens) const {
   return Seconds{interpolate("prefill", tokens, 1)};
 }
 
+Seconds TableCosts::extend(const ModelSpec& m, std::int64_t prefix, std::int64_t tokens) const {
+  check_model(m);
+  if (!has("prefill")) return fallback("prefill").extend(m, prefix, tokens);
+  return ComputeCosts::extend(m, prefix, tokens);
+}
+
 Seconds TableCosts::decode_step(const ModelSpec& m, std::int64_t batch,
                                 std::int64_t context_tokens) const {
   check_model(m);

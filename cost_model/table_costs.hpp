@@ -52,6 +52,8 @@ class TableCosts final : public ComputeCosts {
              const ComputeCosts* fallback = nullptr);
 
   Seconds prefill(const ModelSpec& m, std::int64_t tokens) const override;
+  /// Derived from the measured prefill rows (the default); the fallback's when there are none.
+  Seconds extend(const ModelSpec& m, std::int64_t prefix, std::int64_t tokens) const override;
   Seconds decode_step(const ModelSpec& m, std::int64_t batch,
                       std::int64_t context_tokens) const override;
   Seconds reconstruct(const ModelSpec& m, const Topology& t, std::int64_t tokens,

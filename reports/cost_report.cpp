@@ -81,6 +81,10 @@ json cost_json(const cost_model::CostQuery& q, const cost_model::CostRecord& r) 
         {"risk_kv_with_predictor_s", l.risk_kv_with_predictor.value},
         {"proxy_kv_s", l.proxy_kv.value},
         {"proxy_retention", q.retention},
+        {"hybrid_s", l.hybrid.value},
+        {"hybrid_front_tokens", l.hybrid_front_tokens},
+        {"prefix_recompute_s", l.prefix_recompute ? json(l.prefix_recompute->value) : json(nullptr)},
+        {"held_tokens", q.held_tokens ? json(*q.held_tokens) : json(nullptr)},
         {"local_replay_s", l.local_replay.value},
         {"local_risk_kv_s", l.local_risk_kv.value},
         {"crossover_full_bps", optional_bps(l.crossover_full)},
@@ -96,6 +100,7 @@ json cost_json(const cost_model::CostQuery& q, const cost_model::CostRecord& r) 
                  {"ttft_full_kv_s", r.pd->full_kv.value},
                  {"ttft_risk_kv_s", r.pd->risk_kv.value},
                  {"ttft_proxy_kv_s", r.pd->proxy_kv.value},
+                 {"ttft_hybrid_s", r.pd->hybrid.value},
                  {"ttft_decode_side_prefill_s", r.pd->decode_side_prefill.value}};
   }
   return out;
@@ -133,6 +138,15 @@ std::string cost_table(const cost_model::CostQuery& q, const cost_model::CostRec
     char rho[64];
     std::snprintf(rho, sizeof rho, "ProxyKV pruned (rho = %.2f)", q.retention);
     o << row(rho, format_ms(l.proxy_kv));
+    o << row("hybrid: ship the back, recompute", format_ms(l.hybrid) + "  (the first " +
+                                                     std::to_string(l.hybrid_front_tokens) +
+                                                     " tokens recomputed, the rest shipped)");
+    if (l.prefix_recompute) {
+      o << row("prefix recompute from a stale replica",
+               format_ms(*l.prefix_recompute) + "  (" + std::to_string(*q.held_tokens) +
+                   " tokens shipped, " + std::to_string(q.tokens - *q.held_tokens) +
+                   " recomputed)");
+    }
     o << row("local recovery: replay", format_ms(l.local_replay));
     o << row("local recovery: RISK-KV", format_ms(l.local_risk_kv));
     const char* ideal = q.engine.ideal() ? "" : " (ideal link)";
@@ -152,6 +166,7 @@ std::string cost_table(const cost_model::CostQuery& q, const cost_model::CostRec
     o << row("TTFT, full KV handoff", format_ms(r.pd->full_kv));
     o << row("TTFT, RISK-KV handoff", format_ms(r.pd->risk_kv));
     o << row("TTFT, ProxyKV handoff", format_ms(r.pd->proxy_kv));
+    o << row("TTFT, hybrid handoff", format_ms(r.pd->hybrid));
     o << row("TTFT, decode-side prefill", format_ms(r.pd->decode_side_prefill) + "  (no handoff)");
   }
   return o.str();

@@ -34,14 +34,12 @@ std::int64_t closed_form_move_ns(const sim::ScenarioSpec& spec, const sim::MoveR
   const int src = node_index(spec, m.source), dst = node_index(spec, m.to);
   const int pred = node_index(spec, m.predictor_source);
   const cost_model::MoveMethods methods = sim::move_methods(spec);
-  const cost_model::Strategy strategy = m.strategy == "full_kv"    ? cost_model::Strategy::kFullKv
-                                        : m.strategy == "risk_kv"  ? cost_model::Strategy::kRiskKv
-                                        : m.strategy == "proxy_kv" ? cost_model::Strategy::kProxyKv
-                                                                   : cost_model::Strategy::kTokenReplay;
-  const cost_model::MoveState state{m.context_tokens, m.available_tokens,
+  const cost_model::Strategy strategy =
+      cost_model::strategy_named(m.strategy).value_or(cost_model::Strategy::kTokenReplay);
+  const cost_model::MoveState state{m.context_tokens, m.available_tokens + m.front_tokens,
                                     src < 0 ? cost_model::SourceKv::kNone : cost_model::SourceKv::kFull,
                                     true, m.predictor_bytes == 0};
-  const cost_model::MovePlan plan = cost_model::plan_move(strategy, methods, state);
+  cost_model::MovePlan plan = cost_model::plan_move(strategy, methods, state);
   auto leg = [&](int from, cost_model::MoveRoute::Leg& kind, cost_model::Path& path) {
     using Leg = cost_model::MoveRoute::Leg;
     if (from < 0) {
@@ -66,6 +64,7 @@ std::int64_t closed_form_move_ns(const sim::ScenarioSpec& spec, const sim::MoveR
       leg(pred, route.predictor, route.predictor_path);
     }
   }
+  plan = cost_model::balance_hybrid(std::move(plan), methods, route, 0, compute);
   const cost_model::MoveEstimate e = cost_model::estimate_move(plan, methods, route, 0, compute);
   return e.reachable ? e.total_ns() : -1;
 }

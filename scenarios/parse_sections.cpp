@@ -156,6 +156,8 @@ sim::PolicySpec parse_policies(const Reader& r) {
                                           {"token_replay", sim::Strategy::kTokenReplay},
                                           {"risk_kv", sim::Strategy::kRiskKv},
                                           {"proxy_kv", sim::Strategy::kProxyKv},
+                                          {"prefix_recompute", sim::Strategy::kPrefixRecompute},
+                                          {"hybrid", sim::Strategy::kHybrid},
                                           {"adaptive", sim::Strategy::kAdaptive}},
                                          true);
       for (const std::string& item : local.items()) {

@@ -88,7 +88,9 @@ Row evaluate_row(const AnalyticSetup& s, const AnalyticGrid& grid, int k, std::i
   const cost_model::RooflineCosts compute(s.gpu);
   const cost_model::StorageReport storage =
       cost_model::storage(s.model, topo, tokens, {s.predictor_dtype, 1});
-  const cost_model::LatencyOptions lo{s.retention, s.predictor_dtype, {}};
+  // The sweep ranks full transfer, replay and RISK-KV; it does not price the hybrid split.
+  cost_model::LatencyOptions lo{s.retention, s.predictor_dtype, {}};
+  lo.hybrid = false;
   Row row;
   const std::string prefix = std::to_string(k) + "," + std::to_string(tokens) + ",";
   int current = -1;

@@ -53,6 +53,10 @@ Rebuilt rebuild(cost_model::Strategy strategy, const Delivery& d, const RebuildC
       r.work = "prefill";
       break;
     }
+    case Strategy::kPrefixRecompute:
+    case Strategy::kHybrid:
+      throw std::invalid_argument(std::string("rebuild: the testbed does not run ") +
+                                  cost_model::strategy_name(strategy));
     case Strategy::kAdaptive:
       throw std::invalid_argument("rebuild: adaptive is resolved before a move runs");
   }

@@ -62,9 +62,20 @@ std::vector<Strategy> testbed_strategies(const sim::ScenarioSpec& spec) {
     if (s == Strategy::kProxyKv && !spec.proxy_kv) return;
     if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
   };
+  // The testbed moves live KV between running receivers; it does not yet split a move
+  // between the wire and the receiver's prefill, and a live source has no stale prefix.
+  auto runs_here = [](Strategy s) {
+    return s != Strategy::kPrefixRecompute && s != Strategy::kHybrid;
+  };
   for (Strategy s : spec.policies.strategies) {
     if (s == Strategy::kAdaptive) {
-      for (Strategy c : cost_model::kConcreteStrategies) add(c);
+      for (Strategy c : cost_model::kConcreteStrategies) {
+        if (runs_here(c)) add(c);
+      }
+    } else if (!runs_here(s)) {
+      throw InputError(std::string("policies.strategies: the testbed does not run \"") +
+                                   cost_model::strategy_name(s) +
+                                   "\" (the simulator and `kvshift cost` do)");
     } else {
       add(s);
     }

@@ -26,6 +26,7 @@ struct CostOptions {
   int group_width = 2, anchor_width = 2;
   std::string setup, per_block, prefill_gpu;
   std::int64_t block_tokens = 16;
+  std::optional<std::int64_t> held;
   bool json = false, paper = false;
   std::string out;
 };
@@ -64,6 +65,7 @@ nlohmann::json evaluate_one(const CostOptions& o, const std::string& model_name,
   q.engine = {parse_duration(o.setup.empty() ? "0s" : o.setup, "--setup"),
               parse_duration(o.per_block.empty() ? "0s" : o.per_block, "--per-block"),
               o.block_tokens};
+  q.held_tokens = o.held;
   std::optional<cost_model::RooflineCosts> prefill;
   if (!o.prefill_gpu.empty()) {
     if (!q.path) throw InputError("--prefill-gpu: needs --bandwidth (the handoff's path)");
@@ -129,6 +131,9 @@ Action setup(CLI::App& sub) {
                  "Transfer engine: time per descriptor (block x layer x K/V), e.g. 4us (default 0s)");
   sub.add_option("--block-tokens", o->block_tokens, "Paged KV block size in tokens")
       ->capture_default_str();
+  sub.add_option("--held", o->held,
+                 "prefix_recompute: tokens whose KV a stale replica holds (< --tokens); the rest "
+                 "is recomputed on the receiver");
   sub.add_option("--prefill-gpu", o->prefill_gpu,
                  "P/D: the prefill GPU (a preset or spec JSON); adds TTFT = prefill there + handoff");
   sub.add_flag("--paper", o->paper, "Evaluate the paper's three configurations (Table I)");

@@ -33,6 +33,10 @@ class SharedCosts final : public cost_model::ComputeCosts {
   Seconds prefill(const cost_model::ModelSpec& m, std::int64_t t) const override {
     return c_->prefill(m, t);
   }
+  Seconds extend(const cost_model::ModelSpec& m, std::int64_t prefix,
+                 std::int64_t t) const override {
+    return c_->extend(m, prefix, t);
+  }
   Seconds decode_step(const cost_model::ModelSpec& m, std::int64_t b,
                       std::int64_t n) const override {
     return c_->decode_step(m, b, n);

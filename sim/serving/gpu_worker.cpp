@@ -124,8 +124,8 @@ void GpuWorker::next_iteration() {
 
 SimTime GpuWorker::job_duration(const GpuJob& job, std::int64_t* batch_requests) const {
   switch (job.kind) {
-    case JobKind::kPrefill:
-    case JobKind::kReplay: return costs_.prefill(job.tokens);
+    case JobKind::kPrefill: return costs_.prefill(job.tokens);
+    case JobKind::kReplay: return costs_.extend(job.prefix, job.tokens);
     case JobKind::kReconstruct: return costs_.reconstruct(job.tokens, *batch_requests);
     case JobKind::kProxyScore: return costs_.proxy_score(job.tokens);
   }
@@ -153,7 +153,7 @@ void GpuWorker::start_job() {
   }
   std::int64_t n = static_cast<std::int64_t>(running_jobs_.size());
   if (n > 1) ++gpu_time_.batched_reconstructions;
-  GpuJob shape{kind, 0, (rows + n - 1) / n, {}};
+  GpuJob shape{kind, 0, (rows + n - 1) / n, {}, running_jobs_.front().prefix};
   const SimTime length = job_duration(shape, &n);
   const SimTime start = sim_.now();
   job_end_ = start + length;

@@ -41,6 +41,7 @@ struct GpuJob {
   std::uint64_t request = 0;
   std::int64_t tokens = 0;
   std::function<void(SimTime start, SimTime end)> done;  ///< called when the job ends
+  std::int64_t prefix = 0;  ///< replay: tokens whose KV is in place, attended to (a tail)
 };
 
 /// A request in the decode batch.

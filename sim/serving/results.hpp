@@ -74,7 +74,8 @@ struct MoveRecord {
   std::string strategy;           ///< the strategy executed (after fallbacks; "" if none ran)
   std::int64_t context_tokens = 0;
   std::int64_t available_tokens = 0;  ///< tokens whose KV (or pruned KV) was shipped
-  std::int64_t tail_tokens = 0;       ///< tokens recomputed on the receiver
+  std::int64_t front_tokens = 0;      ///< hybrid: tokens recomputed while the rest arrived
+  std::int64_t tail_tokens = 0;       ///< tokens recomputed on the receiver after the KV was in
   std::string source;             ///< node the KV or token ids came from ("" = none)
   std::string predictor_source;   ///< node the RISK-KV predictors were shipped from ("" = none)
   std::int64_t start_ns = 0;      ///< trigger time (failure detected, migration decided)

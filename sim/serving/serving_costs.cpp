@@ -19,6 +19,10 @@ SimTime ServingCosts::prefill(std::int64_t tokens) const {
   return tokens <= 0 ? SimTime{} : from_seconds(compute_->prefill(*model_, tokens));
 }
 
+SimTime ServingCosts::extend(std::int64_t prefix, std::int64_t tokens) const {
+  return tokens <= 0 ? SimTime{} : from_seconds(compute_->extend(*model_, prefix, tokens));
+}
+
 SimTime ServingCosts::decode_step(std::int64_t batch, std::int64_t context_tokens) const {
   return from_seconds(compute_->decode_step(*model_, std::max<std::int64_t>(batch, 1),
                                             context_tokens));

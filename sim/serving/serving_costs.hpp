@@ -20,6 +20,8 @@ class ServingCosts {
 
   /// Prefill (and token replay) of `tokens` tokens of one request.
   SimTime prefill(std::int64_t tokens) const;
+  /// Prefill of `tokens` tokens after `prefix` tokens whose KV is in place (a tail replay).
+  SimTime extend(std::int64_t prefix, std::int64_t tokens) const;
   /// One decode step of `batch` requests holding `context_tokens` KV tokens in total.
   SimTime decode_step(std::int64_t batch, std::int64_t context_tokens) const;
   /// RISK-KV reconstruction of `requests` requests of about `tokens` tokens each, in one batch.

@@ -124,6 +124,8 @@ class ServingModel final : public GpuListener {
   /// Bytes that stay on one node cross its host link (the estimator's local leg).
   SimTime host_link_time(std::int64_t bytes) const;
   void on_transfers_done(Move& m);
+  /// Queues the move's GPU work once its bytes are in and a hybrid's front is done.
+  void rebuild(Move& m);
   /// The one way a move ends: records it once, cancels what it still runs, then lands the
   /// request (done), retries it (failed) or re-plans it (cancelled).
   void end_move(Move& m, MoveOutcome outcome, const std::string& why);

@@ -53,6 +53,8 @@ struct ServingModel::Move {
   bool awaiting_predictor = false;
   bool in_slot = false;  ///< holds a transfer slot of its destination node
   int jobs_left = 0;
+  bool front_running = false;  ///< hybrid: the receiver is still prefilling the front
+  bool bytes_in = false;       ///< every transfer (and the predictor) has arrived
   std::int64_t stall_since = 0;
   std::int64_t gpu_ready_ns = 0;  ///< since when the move waits for its next GPU job
   std::vector<std::uint64_t> transfers;  ///< handles of this move's own flows

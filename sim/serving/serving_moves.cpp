@@ -71,9 +71,11 @@ MoveCandidate ServingModel::candidate(Strategy s, const cost_model::MoveState& s
   here.predictor_at_dst = predictors_->at_or_coming(node_of(gpu));
   MovePlan plan = cost_model::plan_move(s, methods_, here);
   const MoveRoute route = route_of(plan, src, node_of(gpu));
-  const cost_model::MoveEstimate e = cost_model::estimate_move(
-      plan, methods_, route, gpus_[gpu]->worker->backlog().ns,
-      costs_of(node_of(gpu)).compute());
+  const std::int64_t backlog = gpus_[gpu]->worker->backlog().ns;
+  const cost_model::ComputeCosts& compute = costs_of(node_of(gpu)).compute();
+  plan = cost_model::balance_hybrid(std::move(plan), methods_, route, backlog, compute);
+  const cost_model::MoveEstimate e =
+      cost_model::estimate_move(plan, methods_, route, backlog, compute);
   return {std::move(plan), e, gpu};
 }
 
@@ -199,6 +201,7 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   rec.context_tokens = r.context;
   const bool replay = m->plan.strategy == Strategy::kTokenReplay;
   rec.available_tokens = replay ? r.context : m->plan.kv_tokens;
+  rec.front_tokens = m->plan.front_tokens;
   rec.tail_tokens = m->plan.replay_tokens;
   rec.source = c.src >= 0 ? spec_.cluster.nodes[c.src].name : "";
   rec.start_ns = sim_.now().ns;
@@ -249,6 +252,20 @@ void ServingModel::launch(std::uint64_t request) {
       if (predictors_->state(dst) == PredictorCache::State::kAbsent) begin_predictor_fetch(dst);
       predictors_->wait(dst, request);
     }
+  }
+  if (m.plan.front_tokens > 0) {
+    // Hybrid: the receiver prefills the front now, while the rest of the KV is on its way.
+    m.front_running = true;
+    auto front_done = [this, request, id](SimTime start, SimTime end) {
+      Move* mv = find_move(request, id);
+      if (!mv) return;
+      mv->rec.compute_ns += (end - start).ns;
+      mv->rec.queue_ns += start.ns - mv->rec.start_ns;
+      mv->front_running = false;
+      if (mv->bytes_in) rebuild(*mv);
+    };
+    gpus_[m.dst_gpu]->worker->submit(
+        {JobKind::kReplay, request, m.plan.front_tokens, std::move(front_done)});
   }
   const Bytes data = m.plan.kv + m.plan.tokens;
   if (data.count > 0 && m.src >= 0) {
@@ -365,9 +382,14 @@ SimTime ServingModel::host_link_time(std::int64_t bytes) const {
 void ServingModel::on_transfers_done(Move& m) {
   release_slot(m);
   m.stage = Move::Stage::kRebuilding;
-  m.gpu_ready_ns = sim_.now().ns;
-  m.rec.transfer_ns = m.gpu_ready_ns - m.rec.start_ns;
+  m.bytes_in = true;
+  m.rec.transfer_ns = sim_.now().ns - m.rec.start_ns;
   m.transfers.clear();
+  if (!m.front_running) rebuild(m);
+}
+
+void ServingModel::rebuild(Move& m) {
+  m.gpu_ready_ns = sim_.now().ns;
   GpuWorker& worker = *gpus_[m.dst_gpu]->worker;
   const std::uint64_t request = m.r->rec.id, id = m.id;
   auto job_done = [this, request, id](SimTime start, SimTime end) {
@@ -384,7 +406,8 @@ void ServingModel::on_transfers_done(Move& m) {
   }
   if (m.plan.replay_tokens > 0) {
     ++m.jobs_left;
-    worker.submit({JobKind::kReplay, request, m.plan.replay_tokens, job_done});
+    worker.submit(
+        {JobKind::kReplay, request, m.plan.replay_tokens, job_done, m.plan.replay_prefix()});
   }
   if (m.jobs_left == 0) end_move(m, MoveOutcome::kDone, "");
 }

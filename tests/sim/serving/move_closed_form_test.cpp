@@ -71,7 +71,8 @@ TEST(MoveClosedForm, EveryStrategyMatchesTheHandWrittenClosedFormToTheNanosecond
       return c.latency_ns + from_seconds(8.0 * static_cast<double>(bytes) / c.bps).ns;
     };
     std::map<std::string, std::int64_t> expected;  // strategy -> ns, in tie-break order
-    for (const char* strategy : {"full_kv", "token_replay", "risk_kv", "proxy_kv", "adaptive"}) {
+    for (const char* strategy : {"full_kv", "token_replay", "risk_kv", "proxy_kv", "hybrid",
+                                 "prefix_recompute", "adaptive"}) {
       const ScenarioSpec spec = scenarios::load_scenario_text(drain_scenario(c, strategy), "t");
       const cost_model::RooflineCosts compute(spec.gpu);
       const MoveRecord m = only_move(spec, compute);
@@ -86,15 +87,30 @@ TEST(MoveClosedForm, EveryStrategyMatchesTheHandWrittenClosedFormToTheNanosecond
           transfer(cost_model::storage(spec.model, topo, t, {}).kv_kept.count) +
           from_seconds(compute.reconstruct(spec.model, topo, t, 1, cost_model::DType::kF32)).ns;
       expected["proxy_kv"] = transfer(std::llround(0.3 * static_cast<double>(full)));
+      // Hybrid: the best 16-token boundary s, the front prefilled while the rest arrives.
+      expected["hybrid"] = expected["full_kv"];
+      for (std::int64_t s = 16; s < t + 16; s += 16) {
+        const std::int64_t front = std::min(s, t);
+        const std::int64_t rest = cost_model::kv_bytes(spec.model, t - front).count;
+        expected["hybrid"] =
+            std::min(expected["hybrid"],
+                     std::max(rest > 0 ? transfer(rest) : 0,
+                              from_seconds(compute.prefill(spec.model, front)).ns));
+      }
       const std::string label = std::string(strategy) + " at " + c.bandwidth + ", " + c.latency +
                                 ", " + std::to_string(c.prompt) + " tokens";
       if (std::string(strategy) == "adaptive") {
         std::string best = "full_kv";
-        for (const char* s : {"token_replay", "risk_kv", "proxy_kv"}) {
+        for (const char* s : {"token_replay", "risk_kv", "proxy_kv", "hybrid"}) {
           if (expected[s] < expected[best]) best = s;
         }
         EXPECT_EQ(m.strategy, best) << label;
         EXPECT_EQ(m.end_ns - m.start_ns, expected[best]) << label;
+      } else if (std::string(strategy) == "prefix_recompute") {
+        // A migration reads the live KV: there is no tail to recompute.
+        EXPECT_EQ(m.strategy, "full_kv") << label;
+        EXPECT_EQ(m.end_ns - m.start_ns, expected["full_kv"]) << label;
+        EXPECT_NE(m.fallback.find("no tail"), std::string::npos) << label << ": " << m.fallback;
       } else {
         EXPECT_EQ(m.strategy, strategy) << label;
         EXPECT_EQ(m.end_ns - m.start_ns, expected[strategy]) << label;
@@ -105,11 +121,12 @@ TEST(MoveClosedForm, EveryStrategyMatchesTheHandWrittenClosedFormToTheNanosecond
       const cost_model::StorageReport st = cost_model::storage(spec.model, topo, t, {});
       const cost_model::LatencyReport lr = cost_model::latency(
           spec.model, topo, t, st, {BitsPerSecond{c.bps}, Seconds{c.latency_ns * 1e-9}}, spec.gpu,
-          compute, {0.3, cost_model::DType::kF32, {}});
+          compute, {0.3, cost_model::DType::kF32, {}, std::nullopt, true});
       EXPECT_EQ(round_to_ns(lr.full_kv.value), expected["full_kv"]) << label;
       EXPECT_EQ(round_to_ns(lr.token_replay.value), expected["token_replay"]) << label;
       EXPECT_EQ(round_to_ns(lr.risk_kv.value), expected["risk_kv"]) << label;
       EXPECT_EQ(round_to_ns(lr.proxy_kv.value), expected["proxy_kv"]) << label;
+      EXPECT_EQ(round_to_ns(lr.hybrid.value), expected["hybrid"]) << label;
     }
   }
 }
@@ -157,9 +174,61 @@ TEST(MoveClosedForm, RecoveryWithAShippedPredictorMatchesTheClosedForm) {
     const std::int64_t expected =
         1'000'000 + from_seconds(8.0 * static_cast<double>(st.kv_kept.count + pred) / bps).ns +
         from_seconds(compute.reconstruct(spec.model, topo, avail, 1, cost_model::DType::kF32)).ns +
-        (tail > 0 ? from_seconds(compute.prefill(spec.model, tail)).ns : 0);
+        (tail > 0 ? from_seconds(compute.extend(spec.model, avail, tail)).ns : 0);
     EXPECT_EQ(m.end_ns - m.start_ns, expected) << bw;
     EXPECT_EQ(m.estimated_ns, expected) << bw;
+  }
+}
+
+// A recovery from a full-KV replica on a store that lags the request (it streams every
+// 256 tokens over a 20 Mbps link, slower than the request grows): the replica holds a prefix, the receiver recomputes the tail on top of it.
+std::string stale_replica_scenario(const std::string& strategy) {
+  return R"({
+    "name": "stale-replica", "model": "qwen2.5-1.5b", "gpu": "rtx3060-laptop",
+    "cluster": {"nodes": [{"name": "gpu0"}, {"name": "gpu1"}, {"name": "store", "kind": "storage", "capacity": "1TiB"}],
+                "links": [{"a": "gpu0", "b": "store", "bandwidth": "20Mbps", "latency": "1ms"},
+                          {"a": "gpu1", "b": "store", "bandwidth": "10Gbps", "latency": "1ms"}]},
+    "workload": {"arrival": "poisson", "rate": 10, "max_requests": 1,
+                 "prompt_tokens": {"distribution": "fixed", "value": 1000},
+                 "output_tokens": {"distribution": "fixed", "value": 4000}},
+    "serving": {"max_batch": 1},
+    "protection": {"mode": "full", "placement": "storage", "store": "store",
+                   "stream_every_tokens": 256},
+    "events": [{"type": "node_failure", "at": "30s", "node": "gpu0", "detection_delay": "0s"}],
+    "policies": {"strategies": [")" + strategy + R"("]},
+    "seed": 1, "duration": "120s"})";
+}
+
+TEST(MoveClosedForm, AStaleReplicaShipsItsPrefixAndTheReceiverRecomputesTheTail) {
+  auto transfer = [](std::int64_t bytes) {
+    return 1'000'000 + from_seconds(8.0 * static_cast<double>(bytes) / 10e9).ns;
+  };
+  for (const char* strategy : {"prefix_recompute", "full_kv", "hybrid"}) {
+    const ScenarioSpec spec = scenarios::load_scenario_text(stale_replica_scenario(strategy), "t");
+    const cost_model::RooflineCosts compute(spec.gpu);
+    const MoveRecord m = only_move(spec, compute);
+    ASSERT_EQ(m.outcome, MoveOutcome::kDone) << strategy;
+    EXPECT_EQ(m.trigger, MoveTrigger::kFailure);
+    EXPECT_EQ(m.source, "store");
+    const std::int64_t held = m.available_tokens + m.front_tokens, tail = m.tail_tokens;
+    ASSERT_GT(tail, 0) << strategy << ": the case needs a replica that lags";
+    EXPECT_EQ(held + tail, m.context_tokens) << strategy;
+    const std::int64_t tail_ns = from_seconds(compute.extend(spec.model, held, tail)).ns;
+    if (std::string(strategy) == "hybrid") {
+      EXPECT_EQ(m.strategy, "hybrid");
+      const std::int64_t front = from_seconds(compute.prefill(spec.model, m.front_tokens)).ns;
+      EXPECT_GT(m.front_tokens, 0);
+      EXPECT_EQ(m.kv_bytes, cost_model::kv_bytes(spec.model, m.available_tokens).count);
+      EXPECT_EQ(m.end_ns - m.start_ns, std::max(transfer(m.kv_bytes), front) + tail_ns);
+    } else {
+      // full_kv cannot ship all of a stale replica: it is a prefix recompute, and says so.
+      EXPECT_EQ(m.strategy, "prefix_recompute") << strategy;
+      EXPECT_EQ(m.fallback.empty(), std::string(strategy) == "prefix_recompute") << m.fallback;
+      EXPECT_EQ(m.front_tokens, 0);
+      EXPECT_EQ(m.kv_bytes, cost_model::kv_bytes(spec.model, held).count);
+      EXPECT_EQ(m.end_ns - m.start_ns, transfer(m.kv_bytes) + tail_ns) << strategy;
+    }
+    EXPECT_EQ(m.estimated_ns, m.end_ns - m.start_ns) << strategy << ": the plan's own estimate";
   }
 }
 

@@ -76,7 +76,17 @@ TEST(PdDisaggregation, OneHandoffPerStrategyIsTheClosedFormAndLandsInTtft) {
   };
   const std::int64_t full = cost_model::kv_bytes(spec.model, p).count;
   const cost_model::Topology& topo = spec.risk_kv->topology;
+  // Hybrid: the decode GPU prefills the first s tokens (s on a 16-token block boundary)
+  // while the KV of the rest arrives; the best s.
+  std::int64_t hybrid = transfer(full);
+  for (std::int64_t s = 16; s <= p; s += 16) {
+    const std::int64_t rest = cost_model::kv_bytes(spec.model, p - s).count;
+    hybrid = std::min(hybrid, std::max(rest > 0 ? transfer(rest) : 0,
+                                       from_seconds(decode_gpu.prefill(spec.model, s)).ns));
+  }
+  ASSERT_LT(hybrid, transfer(full)) << "the case must split the move";
   const std::map<std::string, std::int64_t> expected = {
+      {"hybrid", hybrid},
       {"full_kv", transfer(full)},
       {"risk_kv",
        transfer(cost_model::storage(spec.model, topo, p, {}).kv_kept.count) +

@@ -112,7 +112,8 @@ json random_scenario(std::uint64_t seed) {
   if (rng() % 2) {
     predictors = {{"placement", "on_demand"}, {"source", store ? "store" : "gpu0"}};
   }
-  json policies = {{"strategies", {"full_kv", "token_replay", "risk_kv", "proxy_kv", "adaptive"}}};
+  json policies = {{"strategies", {"full_kv", "token_replay", "risk_kv", "proxy_kv",
+                                   "prefix_recompute", "hybrid", "adaptive"}}};
   if (rng() % 3 == 0) policies["rebalance"] = {{"threshold", 0.5}, {"check_interval", "500ms"}};
   if (rng() % 3 == 0) policies["quality_budget"] = 0.005;
   return {{"name", "random-" + std::to_string(seed)},
@@ -192,7 +193,13 @@ void check_run(const ScenarioSpec& spec, const RunResult& run, const std::string
     EXPECT_FALSE(mv.strategy.empty()) << what;
     const std::int64_t avail = mv.available_tokens;
     std::int64_t kv = 0;
-    if (mv.strategy == "full_kv") kv = cost_model::kv_bytes(m, avail).count;
+    if (mv.strategy == "full_kv" || mv.strategy == "prefix_recompute" || mv.strategy == "hybrid")
+      kv = cost_model::kv_bytes(m, avail).count;
+    if (mv.strategy != "token_replay") {  // every token is shipped, recomputed first, or after
+      EXPECT_EQ(mv.front_tokens + avail + mv.tail_tokens, mv.context_tokens) << what;
+    }
+    EXPECT_TRUE(mv.front_tokens == 0 || mv.strategy == "hybrid") << what;
+    EXPECT_TRUE(mv.strategy != "full_kv" || mv.tail_tokens == 0) << what << ": full means all";
     if (mv.strategy == "risk_kv")
       kv = cost_model::storage(m, spec.risk_kv->topology, avail, {}).kv_kept.count;
     if (mv.strategy == "proxy_kv") {
