@@ -138,11 +138,11 @@ std::string cost_table(const cost_model::CostQuery& q, const cost_model::CostRec
     char rho[64];
     std::snprintf(rho, sizeof rho, "ProxyKV pruned (rho = %.2f)", q.retention);
     o << row(rho, format_ms(l.proxy_kv));
-    o << row("hybrid: ship the back, recompute", format_ms(l.hybrid) + "  (the first " +
+    o << row("hybrid (back shipped, front redone)", format_ms(l.hybrid) + "  (the first " +
                                                      std::to_string(l.hybrid_front_tokens) +
                                                      " tokens recomputed, the rest shipped)");
     if (l.prefix_recompute) {
-      o << row("prefix recompute from a stale replica",
+      o << row("prefix recompute, stale replica",
                format_ms(*l.prefix_recompute) + "  (" + std::to_string(*q.held_tokens) +
                    " tokens shipped, " + std::to_string(q.tokens - *q.held_tokens) +
                    " recomputed)");

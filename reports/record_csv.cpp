@@ -27,7 +27,9 @@ std::string requests_csv_header() {
 
 std::string recoveries_csv_header() {
   // latency_s of an unfinished move is a lower bound (end of run − start).
-  return "strategy_run,request,trigger,from,to,requested,strategy,outcome,context_tokens,start_s,"
+  // shipped/front/tail_tokens: KV shipped, recomputed while it arrived (hybrid), recomputed after.
+  return "strategy_run,request,trigger,from,to,requested,strategy,outcome,context_tokens,"
+         "shipped_tokens,front_tokens,tail_tokens,start_s,"
          "end_s,latency_s,estimated_s,stall_s,kv_bytes,predictor_bytes,token_bytes,transfer_s,"
          "compute_s,queue_s,delta_nll,fallback,note\n";
 }
@@ -79,6 +81,12 @@ void append_move_row(std::string& o, const std::string& strategy, const sim::Mov
   o += sim::move_outcome_name(m.outcome);
   o += ',';
   append_int(o, m.context_tokens);
+  const bool replay = m.strategy == "token_replay";  // its record counts all of T as available
+  for (const std::int64_t tokens :
+       {replay ? std::int64_t{0} : m.available_tokens, m.front_tokens, m.tail_tokens}) {
+    o += ',';
+    append_int(o, tokens);
+  }
   for (const std::int64_t ns : {m.start_ns, m.end_ns, m.end_ns - m.start_ns}) {
     o += ',';
     append_s(o, ns);

@@ -40,6 +40,36 @@ TEST(CostCli, JsonHasTheStableFieldNames) {
   EXPECT_NEAR(l["full_kv_s"].get<double>(), 0.01 + 8.0 * 6 * 1048576 / 100e6, 1e-12);
 }
 
+TEST(CostCli, PricesTheHybridSplitAndAPrefixRecomputeFromAStaleReplica) {
+  const auto r = run_kvshift(
+      "cost --model qwen2.5-0.5b --tokens 4096 --bandwidth 10Gbps --gpu h100 --held 3000 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json l = json::parse(r.out)["latency"];
+  EXPECT_EQ(l["held_tokens"], 3000);
+  const std::int64_t front = l["hybrid_front_tokens"].get<std::int64_t>();
+  EXPECT_GT(front, 0);
+  EXPECT_LT(front, 4096);
+  EXPECT_EQ(front % 16, 0) << "split on a block boundary";
+  // Never slower than either end of the split.
+  EXPECT_LE(l["hybrid_s"].get<double>(), l["full_kv_s"].get<double>());
+  EXPECT_LE(l["hybrid_s"].get<double>(), l["token_replay_s"].get<double>());
+  // The stale prefix ships less than the full KV and pays a tail prefill on top.
+  EXPECT_GT(l["prefix_recompute_s"].get<double>(), 0);
+  const auto table = run_kvshift("cost --model qwen2.5-0.5b --tokens 4096 --bandwidth 10Gbps "
+                                 "--gpu h100 --held 3000");
+  EXPECT_NE(table.out.find("3000 tokens shipped, 1096 recomputed"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("tokens recomputed, the rest shipped"), std::string::npos);
+}
+
+TEST(CostCli, AHeldPrefixMustBeShorterThanTheRequestAndNeedsAPath) {
+  const auto whole = run_kvshift("cost --tokens 512 --bandwidth 1Gbps --held 512");
+  EXPECT_EQ(whole.exit_code, 2);
+  EXPECT_NE(whole.err.find("--held: must be in [0, --tokens)"), std::string::npos) << whole.err;
+  const auto no_path = run_kvshift("cost --tokens 512 --held 100");
+  EXPECT_EQ(no_path.exit_code, 2);
+  EXPECT_NE(no_path.err.find("--held: needs --bandwidth"), std::string::npos) << no_path.err;
+}
+
 TEST(CostCli, Fp16PredictorAndSharingFlags) {
   const auto r = run_kvshift("cost --model tinyllama-1.1b --topology G2,G5 --predictor fp16 "
                              "--sharing 8 --json");

@@ -145,6 +145,8 @@ TEST(TestbedCli, BadInputNamesTheFlagOrFieldAndExitsTwo) {
   std::ofstream(dir / "big.json") << scenario(fixture + "/config.json", R"("full_kv")", 17, "");
   std::ofstream(dir / "quiet.json")
       << scenario(fixture + "/config.json", R"("full_kv")", 3, "", false);
+  std::ofstream(dir / "hybrid.json")
+      << scenario(fixture + "/config.json", R"("full_kv", "hybrid")", 3, "");
   const std::string s = (dir / "s.json").string(), out = " --out " + (dir / "o").string();
   expect_input_error("testbed " + s + " --faults dorp=0.1" + out, "--faults");
   expect_input_error("testbed " + s + " --faults drop=-0.5" + out, "drop");
@@ -153,6 +155,8 @@ TEST(TestbedCli, BadInputNamesTheFlagOrFieldAndExitsTwo) {
   expect_input_error("testbed " + s + " --moves 20000" + out, "--moves");
   expect_input_error("testbed " + (dir / "big.json").string() + out, "too big to run as agents");
   expect_input_error("testbed " + (dir / "quiet.json").string() + out, "--moves");
+  expect_input_error("testbed " + (dir / "hybrid.json").string() + out,
+                     "policies.strategies: the testbed does not run \"hybrid\"");
   expect_input_error("testbed --probe --bandwidth -5Mbps" + out, "--bandwidth");
   expect_input_error("testbed --probe --flows 0" + out, "--flows");
   fs::create_directories(dir / "exists" / "x");

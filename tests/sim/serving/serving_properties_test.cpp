@@ -8,7 +8,11 @@
 //   - the bytes a finished move shipped are its plan's bytes;
 //   - no move lands on a node that is draining or down;
 //   - the predictors are shipped to a node at most once while it keeps them;
-//   - GPU busy time never exceeds duration x GPUs.
+//   - GPU busy time never exceeds duration x GPUs;
+//   - with prefill and decode pools (a third of the scenarios, with a transfer engine and path
+//     stalls and failures): a request is handed off at most once, from a prefill node to a
+//     decode node, and decodes on a decode node; no node ever has more KV moves in flight
+//     into it than its transfer-slot cap.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -112,11 +116,34 @@ json random_scenario(std::uint64_t seed) {
   if (rng() % 2) {
     predictors = {{"placement", "on_demand"}, {"source", store ? "store" : "gpu0"}};
   }
+  json pools, engine;
+  if (gpus >= 3 && rng() % 3 == 0) {
+    // gpu0..gpu(k-1) prefill, the rest decode; engine costs and path faults between the two.
+    const int k = std::uniform_int_distribution<int>(1, gpus - 2)(rng);
+    json prefill = json::array(), decode = json::array();
+    for (int i = 0; i < gpus; ++i) (i < k ? prefill : decode).push_back("gpu" + std::to_string(i));
+    const std::vector<std::string> routers = {"least_loaded", "kv_aware", "round_robin"};
+    pools = json::array({{{"name", "prefill"}, {"role", "prefill"}, {"nodes", prefill},
+                          {"router", pick(rng, routers)}},
+                         {{"name", "decode"}, {"role", "decode"}, {"nodes", decode},
+                          {"router", pick(rng, routers)}}});
+    engine = {{"setup", pick(rng, std::vector<std::string>{"0s", "3ms"})},
+              {"per_block", pick(rng, std::vector<std::string>{"0s", "4us"})},
+              {"max_inflight_per_destination", pick(rng, std::vector<int>{0, 1, 2})}};
+    if (rng() % 2) engine["stall_timeout"] = "300ms";
+    for (int f = std::uniform_int_distribution<int>(0, 2)(rng); f > 0; --f) {
+      events.push_back({{"type", rng() % 2 ? "path_stall" : "path_failure"},
+                        {"at", seconds(uniform(rng, 0.1, duration))},
+                        {"from", pick(rng, prefill.get<std::vector<std::string>>())},
+                        {"to", pick(rng, decode.get<std::vector<std::string>>())},
+                        {"repair_after", seconds(uniform(rng, 0.2, 3))}});
+    }
+  }
   json policies = {{"strategies", {"full_kv", "token_replay", "risk_kv", "proxy_kv",
                                    "prefix_recompute", "hybrid", "adaptive"}}};
   if (rng() % 3 == 0) policies["rebalance"] = {{"threshold", 0.5}, {"check_interval", "500ms"}};
   if (rng() % 3 == 0) policies["quality_budget"] = 0.005;
-  return {{"name", "random-" + std::to_string(seed)},
+  json out = {{"name", "random-" + std::to_string(seed)},
           {"model", "qwen2.5-1.5b"},
           {"gpu", "rtx3060-laptop"},
           {"cluster", {{"nodes", nodes}, {"links", links}}},
@@ -135,6 +162,68 @@ json random_scenario(std::uint64_t seed) {
           {"predictors", predictors},
           {"seed", seed},
           {"duration", seconds(duration)}};
+  if (!pools.is_null()) {
+    out["pools"] = pools;
+    out["transfer_engine"] = engine;
+  }
+  return out;
+}
+
+// With pools: handoffs go prefill -> decode at most once per request, requests decode in a
+// decode pool, and no node has more KV moves in its transfer slots than the cap.
+void check_pools(const ScenarioSpec& spec, const RunResult& run, const std::string& label) {
+  if (!disaggregated(spec)) return;
+  std::map<std::string, PoolRole> role;
+  for (const NodeSpec& n : spec.cluster.nodes) {
+    if (n.kind == NodeKind::kGpu) role[n.name] = spec.pools.at(n.pool).role;
+  }
+  std::map<std::uint64_t, int> landed;
+  // Per destination: (time, +1 slot taken / -1 released); releases first at equal times.
+  std::map<std::string, std::vector<std::pair<std::int64_t, int>>> slots;
+  for (const MoveRecord& mv : run.moves) {
+    const std::string what = label + ": move of request " + std::to_string(mv.request);
+    if (mv.trigger == MoveTrigger::kHandoff) {
+      if (mv.from.empty()) {  // the handoff failed: a decode-side prefill from the token ids
+        EXPECT_TRUE(mv.strategy.empty() || mv.strategy == "token_replay") << what;
+      } else {
+        EXPECT_EQ(role[mv.from], PoolRole::kPrefill) << what << " from " << mv.from;
+      }
+      if (!mv.to.empty()) {
+        EXPECT_EQ(role[mv.to], PoolRole::kDecode) << what;
+      }
+      if (mv.outcome == MoveOutcome::kDone) {
+        EXPECT_EQ(++landed[mv.request], 1) << what << ": handed off twice";
+      }
+    }
+    if (mv.strategy.empty() || mv.to.empty()) continue;  // waited for room, never planned
+    // A slot is held until the bytes (and predictors) are in: transfer_ns once they are; a
+    // move with nothing to receive frees it at once; one cut off in transfer, at its end.
+    const bool receives = !mv.source.empty() || mv.strategy == "risk_kv";
+    const std::int64_t released = mv.transfer_ns > 0 || mv.outcome == MoveOutcome::kDone || !receives
+                                      ? mv.start_ns + mv.transfer_ns
+                                      : mv.end_ns;
+    slots[mv.to].emplace_back(mv.start_ns, +1);
+    slots[mv.to].emplace_back(released, -1);
+  }
+  for (const RequestRecord& r : run.requests) {
+    if (r.outcome == RequestOutcome::kCompleted && run.strategy != "token_replay") {
+      EXPECT_EQ(role[r.first_node], PoolRole::kPrefill) << label << ": request " << r.id;
+    }
+    if (r.outcome == RequestOutcome::kCompleted) {
+      EXPECT_EQ(role[r.final_node], PoolRole::kDecode) << label << ": request " << r.id;
+    }
+  }
+  const int cap = spec.transfer_engine.max_inflight_per_destination;
+  if (cap <= 0) return;
+  for (auto& [node, changes] : slots) {
+    std::sort(changes.begin(), changes.end());
+    int held = 0;
+    for (const auto& [t, delta] : changes) {
+      held += delta;
+      ASSERT_LE(held, cap) << label << ": " << node << " has " << held
+                           << " KV moves in flight at " << t << " ns, over its cap";
+    }
+  }
 }
 
 // Spans during which a node is draining or down: [from, to).
@@ -255,6 +344,7 @@ class ServingProperties : public ::testing::TestWithParam<int> {};
 TEST_P(ServingProperties, BooksBalanceOnRandomScenarios) {
   std::map<MoveOutcome, int> outcomes;
   std::set<std::string> executed;
+  int handoffs = 0;
   for (int i = 0; i < kScenariosPerShard; ++i) {
     const std::uint64_t seed =
         1000 + static_cast<std::uint64_t>(GetParam() * kScenariosPerShard + i);
@@ -269,9 +359,11 @@ TEST_P(ServingProperties, BooksBalanceOnRandomScenarios) {
     }
     for (const RunResult& run : runs) {
       check_run(spec, run, "seed " + std::to_string(seed) + " " + run.strategy);
+      check_pools(spec, run, "seed " + std::to_string(seed) + " " + run.strategy);
       for (const MoveRecord& m : run.moves) {
         ++outcomes[m.outcome];
         executed.insert(m.strategy);
+        handoffs += m.trigger == MoveTrigger::kHandoff;
       }
     }
     if (::testing::Test::HasFailure()) {
@@ -284,9 +376,11 @@ TEST_P(ServingProperties, BooksBalanceOnRandomScenarios) {
                         MoveOutcome::kUnfinished}) {
     EXPECT_GT(outcomes[o], 0) << move_outcome_name(o);
   }
-  for (const char* s : {"full_kv", "token_replay", "risk_kv", "proxy_kv"}) {
+  for (const char* s :
+       {"full_kv", "token_replay", "risk_kv", "proxy_kv", "prefix_recompute", "hybrid"}) {
     EXPECT_TRUE(executed.count(s)) << s;
   }
+  EXPECT_GT(handoffs, 0) << "the shard ran no P/D handoff";
   std::printf("shard %d: %d done, %d failed, %d cancelled, %d unfinished moves\n", GetParam(),
               outcomes[MoveOutcome::kDone], outcomes[MoveOutcome::kFailed],
               outcomes[MoveOutcome::kCancelled], outcomes[MoveOutcome::kUnfinished]);
