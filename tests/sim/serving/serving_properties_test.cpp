@@ -198,7 +198,8 @@ void check_pools(const ScenarioSpec& spec, const RunResult& run, const std::stri
     if (mv.strategy.empty() || mv.to.empty()) continue;  // waited for room, never planned
     // A slot is held until the bytes (and predictors) are in: transfer_ns once they are; a
     // move with nothing to receive frees it at once; one cut off in transfer, at its end.
-    const bool receives = !mv.source.empty() || mv.strategy == "risk_kv";
+    const bool recomputes_all = mv.strategy == "hybrid" && mv.available_tokens == 0;
+    const bool receives = (!mv.source.empty() && !recomputes_all) || mv.strategy == "risk_kv";
     const std::int64_t released = mv.transfer_ns > 0 || mv.outcome == MoveOutcome::kDone || !receives
                                       ? mv.start_ns + mv.transfer_ns
                                       : mv.end_ns;
