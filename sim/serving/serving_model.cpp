@@ -253,13 +253,15 @@ void ServingModel::on_arrival(const RequestArrival& a) {
 
 void ServingModel::admit_pending() {
   // Recoveries first: their requests already waited through a failure. Then handoffs:
-  // they hold prefill HBM that new arrivals wait for.
-  for (std::size_t n = pending_recoveries_.size(); n > 0; --n) {
+  // they hold prefill HBM that new arrivals wait for. A move that fails at once (a failed
+  // path) ends inside start_move and admits again from there, so the queues may shrink
+  // under these loops.
+  for (std::size_t n = pending_recoveries_.size(); n > 0 && !pending_recoveries_.empty(); --n) {
     const PendingRecovery p = pending_recoveries_.front();
     pending_recoveries_.pop_front();
     start_move(request(p.request), MoveTrigger::kFailure, p.from_node, p.stall_since);
   }
-  for (std::size_t n = pending_handoffs_.size(); n > 0; --n) {
+  for (std::size_t n = pending_handoffs_.size(); n > 0 && !pending_handoffs_.empty(); --n) {
     const auto [id, epoch] = pending_handoffs_.front();
     pending_handoffs_.pop_front();
     Request* r = find_request(id);
