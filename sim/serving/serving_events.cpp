@@ -184,7 +184,23 @@ void ServingModel::drain(int node) {
 
 void ServingModel::path_fault(int src, int dst, EventKind kind) {
   path_faults_[{src, dst}] = kind;
-  if (kind != EventKind::kPathFailure) return;  // a stall catches transfers that start in it
+  if (kind == EventKind::kPathStall) {
+    // Transfers in flight on the path hang too. A hung transfer is posted again whole once
+    // the stall clears (what was sent before it is not kept).
+    for (const auto& [request, m] : moves_) {
+      std::vector<Move::Flow> hit;
+      std::erase_if(m->flows, [&](const Move::Flow& f) {
+        if (f.src != src || f.dst != dst) return false;
+        hit.push_back(f);
+        return true;
+      });
+      for (const Move::Flow& f : hit) {
+        fabric_.cancel(f.handle);
+        hang(request, m->id, f.src, f.dst, f.bytes, f.done);
+      }
+    }
+    return;
+  }
   std::vector<std::uint64_t> broken;
   for (const auto& [id, m] : moves_) {
     if (m->stage == Move::Stage::kTransferring && m->src == src && node_of(m->dst_gpu) == dst &&

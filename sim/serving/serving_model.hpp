@@ -117,6 +117,10 @@ class ServingModel final : public GpuListener {
   /// Starts a transfer's bytes after its engine setup, unless its path is stalled or failed.
   void start_flow(std::uint64_t request, std::uint64_t id, int src, int dst, std::int64_t bytes,
                   const Fabric::Done& done);
+  /// A transfer on a stalled path: it fails after the stall timeout, or (without one) waits
+  /// for the stall to clear and starts again.
+  void hang(std::uint64_t request, std::uint64_t id, int src, int dst, std::int64_t bytes,
+            const Fabric::Done& done);
   /// A move into a node holds one of its transfer slots while its bytes are in flight.
   bool slot_free(int node) const;
   void release_slot(Move& m);

@@ -57,7 +57,14 @@ struct ServingModel::Move {
   bool bytes_in = false;       ///< every transfer (and the predictor) has arrived
   std::int64_t stall_since = 0;
   std::int64_t gpu_ready_ns = 0;  ///< since when the move waits for its next GPU job
-  std::vector<std::uint64_t> transfers;  ///< handles of this move's own flows
+  /// One of the move's own flows in the network: what a stall needs to hang and resend it.
+  struct Flow {
+    std::uint64_t handle = 0;
+    int src = -1, dst = -1;
+    std::int64_t bytes = 0;
+    Fabric::Done done;
+  };
+  std::vector<Flow> flows;
 };
 
 /// A recovery that found no GPU with room: it waits, and counts as unfinished at the end.

@@ -314,26 +314,31 @@ void ServingModel::start_flow(std::uint64_t request, std::uint64_t id, int src, 
     return;
   }
   if (fault != path_faults_.end()) {  // a stall: the transfer hangs
-    const std::optional<Seconds> timeout = spec_.transfer_engine.stall_timeout;
-    if (timeout) {
-      sim_.schedule_after(from_seconds(*timeout), [this, request, id, src, dst, t = *timeout] {
-        if (Move* mv = find_move(request, id)) {
-          end_move(*mv, MoveOutcome::kFailed,
-                   "transfer stalled on " + spec_.cluster.nodes[src].name + " -> " +
-                       spec_.cluster.nodes[dst].name + ": timed out after " + format_ms(t));
-        }
-      });
-    } else {  // hangs until the stall clears
-      stalled_[{src, dst}].push_back(
-          [this, request, id, src, dst, bytes, done] { start_flow(request, id, src, dst, bytes, done); });
-    }
+    hang(request, id, src, dst, bytes, done);
     return;
   }
   if (src == dst) {  // same node: the bytes cross the host link, not the network
     sim_.schedule_after(host_link_time(bytes), [done] { done(true, ""); });
     return;
   }
-  m->transfers.push_back(fabric_.send(src, dst, bytes, done));
+  m->flows.push_back({fabric_.send(src, dst, bytes, done), src, dst, bytes, done});
+}
+
+void ServingModel::hang(std::uint64_t request, std::uint64_t id, int src, int dst,
+                        std::int64_t bytes, const Fabric::Done& done) {
+  if (const std::optional<Seconds> timeout = spec_.transfer_engine.stall_timeout) {
+    sim_.schedule_after(from_seconds(*timeout), [this, request, id, src, dst, t = *timeout] {
+      if (Move* mv = find_move(request, id)) {
+        end_move(*mv, MoveOutcome::kFailed,
+                 "transfer stalled on " + spec_.cluster.nodes[src].name + " -> " +
+                     spec_.cluster.nodes[dst].name + ": timed out after " + format_ms(t));
+      }
+    });
+    return;
+  }
+  // No timeout: it hangs until the stall clears, then starts again.
+  stalled_[{src, dst}].push_back(
+      [this, request, id, src, dst, bytes, done] { start_flow(request, id, src, dst, bytes, done); });
 }
 
 void ServingModel::begin_predictor_fetch(int node) {
@@ -384,7 +389,7 @@ void ServingModel::on_transfers_done(Move& m) {
   m.stage = Move::Stage::kRebuilding;
   m.bytes_in = true;
   m.rec.transfer_ns = sim_.now().ns - m.rec.start_ns;
-  m.transfers.clear();
+  m.flows.clear();
   if (!m.front_running) rebuild(m);
 }
 
@@ -416,7 +421,7 @@ void ServingModel::rebuild(Move& m) {
 
 void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why) {
   release_slot(m);
-  for (std::uint64_t t : m.transfers) fabric_.cancel(t);
+  for (const Move::Flow& f : m.flows) fabric_.cancel(f.handle);
   Gpu& dst = *gpus_[m.dst_gpu];
   if (outcome != MoveOutcome::kDone && dst.worker->up()) dst.worker->cancel_jobs(m.r->rec.id);
   m.rec.outcome = outcome;

@@ -213,6 +213,36 @@ TEST(PdDisaggregation, AStalledHandoffTimesOutAndFallsBackToDecodeSidePrefill) {
   EXPECT_GE(waited[0].end_ns, 5'000'000'000);
 }
 
+TEST(PdDisaggregation, AStallCatchesATransferInFlightAndResendsItWholeOnceItClears) {
+  const RunResult clean = run_one({});
+  const MoveRecord free_run = handoffs(clean).at(0);
+  const std::int64_t start = free_run.start_ns, transfer = free_run.end_ns - free_run.start_ns;
+  ASSERT_GT(transfer, 10'000'000) << "the case needs a transfer still in flight 5 ms in";
+  // 5 ms into the transfer, on a whole microsecond (the scenario's text says "…us").
+  const std::int64_t stall_us = (start + 5'000'000) / 1000, stall_ns = stall_us * 1000;
+  auto at = [](std::int64_t us) { return std::to_string(us) + "us"; };
+  const std::int64_t stall = stall_us;
+
+  Pd timed;  // with a timeout the hung transfer fails that long after the stall caught it
+  timed.engine = R"({"stall_timeout": "1s"})";
+  timed.events = R"([{"type": "path_stall", "at": ")" + at(stall) +
+                 R"(", "from": "p0", "to": "d0", "repair_after": "100s"}])";
+  const std::vector<MoveRecord> failed = handoffs(run_one(timed));
+  ASSERT_EQ(failed.size(), 2u);
+  EXPECT_EQ(failed[0].outcome, MoveOutcome::kFailed);
+  EXPECT_EQ(failed[0].start_ns, start);
+  EXPECT_EQ(failed[0].end_ns, stall_ns + 1'000'000'000) << failed[0].note;
+  EXPECT_EQ(failed[1].strategy, "token_replay") << "decode-side prefill after the timeout";
+
+  Pd held;  // without one it waits for the repair and is sent again from its first byte
+  held.events = R"([{"type": "path_stall", "at": ")" + at(stall) +
+                R"(", "from": "p0", "to": "d0", "repair_after": "2s"}])";
+  const std::vector<MoveRecord> resent = handoffs(run_one(held));
+  ASSERT_EQ(resent.size(), 1u);
+  EXPECT_EQ(resent[0].outcome, MoveOutcome::kDone);
+  EXPECT_EQ(resent[0].end_ns, stall_ns + 2'000'000'000 + transfer);
+}
+
 TEST(PdDisaggregation, AFailedPathFailsTheHandoffAtOnce) {
   Pd c;
   c.events = R"([{"type": "path_failure", "at": "0s", "from": "p0", "to": "d0"}])";
