@@ -95,6 +95,11 @@ class ServingModel final : public GpuListener {
   // Replica streaming.
   void stream(int gpu, const std::vector<std::pair<Request*, std::int64_t>>& items);
   int pick_replica(int gpu_node);
+  /// Sends a replica flush unless its path is failed (lost) or stalled (lost after a timeout,
+  /// else held until the stall clears).
+  void send_stream(int src, int replica, std::int64_t bytes, const Fabric::Done& done);
+  /// Transfer-engine descriptors of streaming `tokens` tokens of protected KV.
+  std::int64_t stream_descriptors(std::int64_t tokens) const;
   /// Forgets the request's replica (finished, failed, or the replica node is gone).
   void drop_replica(Request& r);
 

@@ -60,29 +60,72 @@ void ServingModel::stream(int gpu, const std::vector<std::pair<Request*, std::in
   for (const auto& item : items) by_replica[item.first->replica].push_back(item);
   const int src = node_of(gpu);
   for (auto& [replica, group] : by_replica) {
-    std::int64_t bytes = 0;
+    std::int64_t bytes = 0, descriptors = 0;
     std::vector<std::tuple<std::uint64_t, std::int64_t, std::uint32_t>> parts;
     for (auto [r, tokens] : group) {
       bytes += tokens * per_token;
+      descriptors += stream_descriptors(tokens);
       parts.emplace_back(r->rec.id, tokens, r->epoch);
     }
-    fabric_.send(src, replica, bytes,
-                 [this, replica = replica, per_token, parts = std::move(parts)](
-                     bool delivered, const std::string&) {
-                   if (!delivered) return;  // the request re-streams if it still needs to
-                   for (auto [id, tokens, epoch] : parts) {
-                     result_.bytes.replica_stream += tokens * per_token;
-                     Request* r = find_request(id);
-                     if (!r || r->epoch != epoch || r->phase == Phase::kDone ||
-                         r->replica != replica) {
-                       continue;
-                     }
-                     r->replicated += tokens;
-                     r->replica_bytes += tokens * per_token;
-                     replicas_->add(replica, tokens * per_token, kv_bytes(tokens));
-                   }
-                 });
+    Fabric::Done done = [this, replica = replica, per_token, parts = std::move(parts)](
+                            bool delivered, const std::string&) {
+      if (!delivered) return;  // the request re-streams if it still needs to
+      for (auto [id, tokens, epoch] : parts) {
+        result_.bytes.replica_stream += tokens * per_token;
+        Request* r = find_request(id);
+        if (!r || r->epoch != epoch || r->phase == Phase::kDone || r->replica != replica) {
+          continue;
+        }
+        r->replicated += tokens;
+        r->replica_bytes += tokens * per_token;
+        replicas_->add(replica, tokens * per_token, kv_bytes(tokens));
+      }
+    };
+    // The transfer engine posts the flush's descriptors first, as for any KV transfer.
+    const std::int64_t setup = cost_model::engine_ns(methods_.engine, descriptors);
+    auto post = [this, src, replica = replica, bytes, done = std::move(done)] {
+      send_stream(src, replica, bytes, done);
+    };
+    if (setup > 0) {
+      sim_.schedule_after(SimTime{setup}, std::move(post));
+    } else {
+      post();
+    }
   }
+}
+
+void ServingModel::send_stream(int src, int replica, std::int64_t bytes, const Fabric::Done& done) {
+  const auto fault = path_faults_.find({src, replica});
+  if (fault == path_faults_.end()) {
+    fabric_.send(src, replica, bytes, done);
+  } else if (fault->second == EventKind::kPathFailure || spec_.transfer_engine.stall_timeout) {
+    // A failed path loses the flush; so does a stall with a timeout (the flush would time out).
+    sim_.schedule_after(SimTime{}, [done] { done(false, "path fault"); });
+  } else {  // a stall without a timeout: the flush waits for it to clear
+    stalled_[{src, replica}].push_back(
+        [this, src, replica, bytes, done] { send_stream(src, replica, bytes, done); });
+  }
+}
+
+std::int64_t ServingModel::stream_descriptors(std::int64_t tokens) const {
+  const int layers = spec_.model.layers;
+  switch (spec_.protection.mode) {
+    case ProtectionMode::kNone:
+      return 0;
+    case ProtectionMode::kFull:
+      return cost_model::kv_descriptors(methods_.engine, tokens, layers);
+    case ProtectionMode::kRiskKv:
+      return cost_model::kv_descriptors(
+          methods_.engine, tokens,
+          spec_.risk_kv ? layers - spec_.risk_kv->topology.omitted_layers() : layers);
+    case ProtectionMode::kProxyKv:
+      return cost_model::kv_descriptors(
+          methods_.engine,
+          spec_.proxy_kv ? std::llround(spec_.proxy_kv->retention * static_cast<double>(tokens))
+                         : tokens,
+          layers);
+  }
+  return 0;
 }
 
 }  // namespace kvshift::sim

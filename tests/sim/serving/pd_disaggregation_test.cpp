@@ -58,6 +58,13 @@ RunResult run_one(const Pd& c) {
   return std::move(runs.at(0));
 }
 
+RunResult run_one_text(const std::string& text) {
+  const ScenarioSpec spec = scenarios::load_scenario_text(text, "t");
+  const cost_model::RooflineCosts compute(spec.gpu);
+  std::vector<RunResult> runs = run_scenario(spec, compute, {false, {}});
+  return std::move(runs.at(0));
+}
+
 std::vector<MoveRecord> handoffs(const RunResult& run) {
   std::vector<MoveRecord> out;
   for (const MoveRecord& m : run.moves) {
@@ -241,6 +248,53 @@ TEST(PdDisaggregation, AStallCatchesATransferInFlightAndResendsItWholeOnceItClea
   ASSERT_EQ(resent.size(), 1u);
   EXPECT_EQ(resent[0].outcome, MoveOutcome::kDone);
   EXPECT_EQ(resent[0].end_ns, stall_ns + 2'000'000'000 + transfer);
+}
+
+// Replica streams are KV transfers too: they pay the engine and meet path faults.
+std::string streamed(const std::string& engine, const std::string& events) {
+  return R"({
+    "name": "streamed", "model": "qwen2.5-1.5b", "gpu": "rtx3060-laptop",
+    "cluster": {"nodes": [{"name": "gpu0"}, {"name": "gpu1"}, {"name": "store", "kind": "storage", "capacity": "1TiB"}],
+                "links": [{"a": "gpu0", "b": "store", "bandwidth": "10Gbps", "latency": "1ms"},
+                          {"a": "gpu1", "b": "store", "bandwidth": "10Gbps", "latency": "1ms"}]},
+    "workload": {"arrival": "poisson", "rate": 10, "max_requests": 1,
+                 "prompt_tokens": {"distribution": "fixed", "value": 1000},
+                 "output_tokens": {"distribution": "fixed", "value": 2000}},
+    "serving": {"max_batch": 1},
+    "protection": {"mode": "full", "placement": "storage", "store": "store", "stream_every_tokens": 64},
+    "transfer_engine": )" + engine + R"(,
+    "events": [{"type": "node_failure", "at": "5s", "node": "gpu0", "detection_delay": "0s"})" +
+         events + R"(],
+    "policies": {"strategies": ["full_kv"]},
+    "seed": 1, "duration": "120s"})";
+}
+
+TEST(PdDisaggregation, ReplicaStreamsPayTheEngineAndMeetPathFaults) {
+  auto recovery = [](const std::string& engine, const std::string& events) {
+    const RunResult run = run_one_text(streamed(engine, events));
+    EXPECT_EQ(run.moves.size(), 1u);
+    return std::pair{run.moves.at(0), run.bytes.replica_stream};
+  };
+  const auto [clean, clean_bytes] = recovery("{}", "");
+  EXPECT_EQ(clean.source, "store");
+  EXPECT_GT(clean_bytes, 0);
+  EXPECT_GT(clean.kv_bytes, 0);
+  // A failed path to the store loses every flush from gpu0: the store holds no KV to recover
+  // from, only the token ids (gpu1 then streams it all again over its own path).
+  const auto [cut, cut_bytes] = recovery(
+      "{}", R"(, {"type": "path_failure", "at": "0s", "from": "gpu0", "to": "store"})");
+  EXPECT_EQ(cut.strategy, "token_replay");
+  EXPECT_EQ(cut.kv_bytes, 0);
+  EXPECT_EQ(cut_bytes, clean_bytes);
+  // Engine costs delay each flush: 1 s per descriptor keeps every flush in the engine at 5 s.
+  const auto [slow, slow_bytes] = recovery(R"({"per_block": "1s"})", "");
+  EXPECT_EQ(slow_bytes, 0);
+  EXPECT_EQ(slow.strategy, "token_replay");
+  // A stall without a timeout holds the flushes until it clears, then they land.
+  const auto [held, held_bytes] = recovery(
+      "{}", R"(, {"type": "path_stall", "at": "0s", "from": "gpu0", "to": "store", "repair_after": "1s"})");
+  EXPECT_EQ(held.source, "store");
+  EXPECT_EQ(held_bytes, clean_bytes);
 }
 
 TEST(PdDisaggregation, AFailedPathFailsTheHandoffAtOnce) {
