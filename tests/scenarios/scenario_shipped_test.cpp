@@ -83,7 +83,7 @@ TEST(ShippedScenarios, EmbeddedQuickstartIsTheFile) {
   EXPECT_EQ(text.str(), std::string(embedded_quickstart_text()));
   const sim::ScenarioSpec s = load_embedded_quickstart();
   EXPECT_EQ(s.name, "quickstart");
-  EXPECT_EQ(s.policies.strategies.size(), 5u) << "quickstart shows every strategy";
+  EXPECT_EQ(s.policies.strategies.size(), 6u) << "quickstart shows every strategy";
 }
 
 TEST(ShippedScenarios, QuickstartValuesAreConvertedOnce) {
