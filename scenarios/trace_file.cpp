@@ -12,6 +12,7 @@
 #include "cost_model/input_error.hpp"
 #include "scenarios/json_reader.hpp"
 #include "scenarios/scenario_parts.hpp"
+#include "util/csv.hpp"
 
 namespace kvshift::scenarios {
 namespace {
@@ -102,31 +103,8 @@ std::optional<std::int64_t> to_count(std::string_view s) {
 
 /// Splits one CSV record (no embedded newlines) into fields; false on a broken quote.
 bool split_csv(std::string_view line, std::vector<std::string>& out) {
-  out.clear();
-  std::string field;
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        field += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        field += c;
-      }
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      out.push_back(std::move(field));
-      field.clear();
-    } else {
-      field += c;
-    }
-  }
-  out.push_back(std::move(field));
-  return !quoted;
+  out = util::csv_fields(line);
+  return util::csv_quotes_closed(line);
 }
 
 std::vector<std::string_view> lines_of(std::string_view text) {

@@ -4,18 +4,14 @@
 #include <istream>
 
 namespace kvshift::util {
-namespace {
 
-// Whether `text` ends inside a quoted field (an odd number of quotes: doubled quotes pair up).
-bool open_quote(std::string_view text) {
+bool csv_quotes_closed(std::string_view record) {
   bool quoted = false;
-  for (char c : text) {
+  for (char c : record) {
     if (c == '"') quoted = !quoted;
   }
-  return quoted;
+  return !quoted;
 }
-
-}  // namespace
 
 std::string csv_escape(std::string_view s) {
   if (s.find_first_of(",\"\n\r") == std::string_view::npos) return std::string(s);
@@ -56,7 +52,9 @@ bool read_csv_record(std::istream& in, std::vector<std::string>& fields) {
   fields.clear();
   std::string record;
   if (!std::getline(in, record)) return false;
-  for (std::string more; open_quote(record) && std::getline(in, more);) record += "\n" + more;
+  for (std::string more; !csv_quotes_closed(record) && std::getline(in, more);) {
+    record += "\n" + more;
+  }
   fields = csv_fields(record);
   return true;
 }

@@ -23,6 +23,9 @@ std::string csv_row(const std::vector<std::string>& fields);
 /// empty record is one empty field.
 std::vector<std::string> csv_fields(std::string_view record);
 
+/// Whether every quoted field of `record` is closed (doubled quotes pair up).
+bool csv_quotes_closed(std::string_view record);
+
 /// Reads the next record from `in` into `fields`: one line, continued over line ends that lie
 /// inside quotes. False (and `fields` empty) at the end of the input.
 bool read_csv_record(std::istream& in, std::vector<std::string>& fields);
