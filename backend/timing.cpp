@@ -23,14 +23,9 @@ OpTiming time_op(const std::string& op, std::int64_t tokens, std::int64_t sharin
     run();
     s.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::sort(s.begin(), s.end());
-  return {.op = op,
-          .tokens = tokens,
-          .sharing = sharing,
-          .median_s = util::percentile(s, 0.5),
-          .p10_s = util::percentile(s, 0.1),
-          .p90_s = util::percentile(s, 0.9),
-          .repeats = repeats};
+  OpTiming row{.op = op, .tokens = tokens, .sharing = sharing};
+  summarise(s, row);
+  return row;
 }
 
 }  // namespace kvshift::backend

@@ -23,6 +23,7 @@
 #include "backend/cuda/gpu_predictors.hpp"
 #include "backend/cuda/timing.hpp"
 #include "backend/profiler.hpp"
+#include "backend/timing.hpp"
 #include "cost_model/input_error.hpp"
 #include "kernels/cuda.hpp"
 #include "kernels/cuda/check.cuh"
@@ -240,7 +241,7 @@ class CudaProfiler final : public Profiler {
     OpTiming row;
     row.op = "proxy_score";
     row.tokens = t;
-    gpu::summarise(seconds, row);
+    summarise(seconds, row);
     return row;
   }
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/cuda/check.cuh"
-#include "util/percentile.hpp"
+#include "backend/timing.hpp"
 
 namespace kvshift::backend::gpu {
 namespace {
@@ -29,15 +29,6 @@ struct EventPair {
 };
 
 }  // namespace
-
-void summarise(std::vector<double>& seconds, OpTiming& row) {
-  std::sort(seconds.begin(), seconds.end());
-  row.repeats = static_cast<int>(seconds.size());
-  if (seconds.empty()) return;
-  row.median_s = util::percentile(seconds, 0.5);
-  row.p10_s = util::nearest_rank_percentile(seconds, 0.1);
-  row.p90_s = util::nearest_rank_percentile(seconds, 0.9);
-}
 
 OpTiming time_on_stream(const std::string& op, std::int64_t tokens, std::int64_t sharing,
                         int warmup, int repeats, CUstream_st* stream,

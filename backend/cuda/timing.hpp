@@ -1,6 +1,6 @@
 // Timing of enqueued GPU work with CUDA events: warm-up runs (not timed), then
 // `repeats` runs each bracketed by events on the stream, summarised as an
-// OpTiming row (median by util::percentile, p10 and p90 by nearest rank).
+// OpTiming row by backend::summarise (the CPU profiler's rule).
 #pragma once
 
 #include <cstdint>
@@ -17,8 +17,5 @@ namespace kvshift::backend::gpu {
 OpTiming time_on_stream(const std::string& op, std::int64_t tokens, std::int64_t sharing,
                         int warmup, int repeats, CUstream_st* stream,
                         const std::function<void()>& enqueue);
-
-/// median/p10/p90 of `seconds` into `row` (`seconds` is sorted in place).
-void summarise(std::vector<double>& seconds, OpTiming& row);
 
 }  // namespace kvshift::backend::gpu
