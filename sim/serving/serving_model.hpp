@@ -97,7 +97,7 @@ class ServingModel final : public GpuListener {
   int pick_replica(int gpu_node);
   /// Sends a replica flush unless its path is failed (lost) or stalled (lost after a timeout,
   /// else held until the stall clears).
-  void send_stream(int src, int replica, std::int64_t bytes, const Fabric::Done& done);
+  void send_stream(int src, int replica, std::int64_t bytes, Fabric::Done done);
   /// Transfer-engine descriptors of streaming `tokens` tokens of protected KV.
   std::int64_t stream_descriptors(std::int64_t tokens) const;
   /// Forgets the request's replica (finished, failed, or the replica node is gone).

@@ -64,7 +64,7 @@ void ServingModel::stream(int gpu, const std::vector<std::pair<Request*, std::in
     std::vector<std::tuple<std::uint64_t, std::int64_t, std::uint32_t>> parts;
     for (auto [r, tokens] : group) {
       bytes += tokens * per_token;
-      descriptors += stream_descriptors(tokens);
+      if (!methods_.engine.ideal()) descriptors += stream_descriptors(tokens);
       parts.emplace_back(r->rec.id, tokens, r->epoch);
     }
     Fabric::Done done = [this, replica = replica, per_token, parts = std::move(parts)](
@@ -83,21 +83,21 @@ void ServingModel::stream(int gpu, const std::vector<std::pair<Request*, std::in
     };
     // The transfer engine posts the flush's descriptors first, as for any KV transfer.
     const std::int64_t setup = cost_model::engine_ns(methods_.engine, descriptors);
-    auto post = [this, src, replica = replica, bytes, done = std::move(done)] {
-      send_stream(src, replica, bytes, done);
-    };
     if (setup > 0) {
-      sim_.schedule_after(SimTime{setup}, std::move(post));
+      sim_.schedule_after(SimTime{setup},
+                          [this, src, replica = replica, bytes, done = std::move(done)]() mutable {
+                            send_stream(src, replica, bytes, std::move(done));
+                          });
     } else {
-      post();
+      send_stream(src, replica, bytes, std::move(done));
     }
   }
 }
 
-void ServingModel::send_stream(int src, int replica, std::int64_t bytes, const Fabric::Done& done) {
-  const auto fault = path_faults_.find({src, replica});
+void ServingModel::send_stream(int src, int replica, std::int64_t bytes, Fabric::Done done) {
+  const auto fault = path_faults_.empty() ? path_faults_.end() : path_faults_.find({src, replica});
   if (fault == path_faults_.end()) {
-    fabric_.send(src, replica, bytes, done);
+    fabric_.send(src, replica, bytes, std::move(done));
   } else if (fault->second == EventKind::kPathFailure || spec_.transfer_engine.stall_timeout) {
     // A failed path loses the flush; so does a stall with a timeout (the flush would time out).
     sim_.schedule_after(SimTime{}, [done] { done(false, "path fault"); });
