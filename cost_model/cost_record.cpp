@@ -22,7 +22,8 @@ void check(const CostQuery& q) {
     throw InputError("--held: must be in [0, --tokens) = [0, " + std::to_string(q.tokens) +
                      ") (got " + std::to_string(*q.held_tokens) + ")");
   }
-  if (q.held_tokens && !q.path) throw InputError("--held: needs --bandwidth (the path it ships on)");
+  if (q.held_tokens && !q.path)
+    throw InputError("--held: needs --bandwidth (the path it ships on)");
   if (q.path) {
     if (!(q.path->bandwidth.value > 0) || !std::isfinite(q.path->bandwidth.value)) {
       throw InputError("--bandwidth: must be > 0");
@@ -45,8 +46,12 @@ CostRecord evaluate(const CostQuery& q) {
     if (q.prefill_compute) {
       const Seconds pre = q.prefill_compute->prefill(*q.model, q.tokens);
       const LatencyReport& l = *r.latency;
-      r.pd = PdReport{pre, pre + l.full_kv, pre + l.risk_kv, pre + l.proxy_kv, pre + l.hybrid,
-                      l.prefill};
+      r.pd = PdReport{.prefill_on_prefill_gpu = pre,
+                      .full_kv = pre + l.full_kv,
+                      .risk_kv = pre + l.risk_kv,
+                      .proxy_kv = pre + l.proxy_kv,
+                      .hybrid = pre + l.hybrid,
+                      .decode_side_prefill = l.prefill};
     }
   }
   return r;

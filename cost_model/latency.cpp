@@ -45,8 +45,8 @@ LatencyReport latency(const ModelSpec& m, const Topology& t, std::int64_t tokens
   }
   r.proxy_kv = time(Strategy::kProxyKv, resident, network);
   if (options.hybrid) {
-    const MovePlan hybrid =
-        balance_hybrid(plan_move(Strategy::kHybrid, methods, resident), methods, network, 0, compute);
+    const MovePlan hybrid = balance_hybrid(plan_move(Strategy::kHybrid, methods, resident), methods,
+                                           network, 0, compute);
     r.hybrid = seconds_of(estimate_move(hybrid, methods, network, 0, compute).total_ns());
     r.hybrid_front_tokens = hybrid.front_tokens;
   }

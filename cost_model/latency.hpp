@@ -45,7 +45,7 @@ struct LatencyReport {
   Seconds risk_kv_with_predictor;   ///< predictors shipped too
   Seconds proxy_kv;                 ///< pruned KV, scoring off the critical path
   Seconds hybrid;                   ///< the back of the KV shipped while the front is recomputed
-  std::int64_t hybrid_front_tokens = 0;  ///< its split: the first tokens recomputed
+  std::int64_t hybrid_front_tokens = 0;     ///< its split: the first tokens recomputed
   std::optional<Seconds> prefix_recompute;  ///< the held prefix shipped, the tail recomputed
   Seconds local_replay;             ///< local recovery: prefill(T)
   Seconds local_risk_kv;            ///< local recovery: load kept KV from host + reconstruct

@@ -179,7 +179,8 @@ MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods, con
   if (!plan.needs_gpu()) return e;  // a pure transfer does not wait for the GPU
   if (plan.front_tokens > 0) {
     // The front is queued when the move starts and runs while the rest of the KV arrives.
-    const std::int64_t front_ns = round_to_ns(compute.prefill(*methods.model, plan.front_tokens).value);
+    const std::int64_t front_ns =
+        round_to_ns(compute.prefill(*methods.model, plan.front_tokens).value);
     e.queue_ns = std::max<std::int64_t>(0, gpu_backlog_ns);
     e.compute_ns = front_ns;
     e.overlap_ns = std::min(e.transfer_ns, e.queue_ns + front_ns);
@@ -195,8 +196,8 @@ MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods, con
                         .value);
   }
   if (plan.replay_tokens > 0) {
-    e.compute_ns += round_to_ns(
-        compute.extend(*methods.model, plan.replay_prefix(), plan.replay_tokens).value);
+    e.compute_ns +=
+        round_to_ns(compute.extend(*methods.model, plan.replay_prefix(), plan.replay_tokens).value);
   }
   return e;
 }

@@ -61,7 +61,7 @@ constexpr const char* strategy_name(Strategy s) {
 
 /// The concrete strategies, in the order ties are broken.
 inline constexpr Strategy kConcreteStrategies[] = {
-    Strategy::kFullKv,  Strategy::kTokenReplay,      Strategy::kRiskKv,
+    Strategy::kFullKv,  Strategy::kTokenReplay,     Strategy::kRiskKv,
     Strategy::kProxyKv, Strategy::kPrefixRecompute, Strategy::kHybrid};
 
 /// The strategy called `name` (adaptive included); empty for none.
@@ -108,9 +108,7 @@ struct MovePlan {
   std::string note;  ///< why `strategy` differs from the one asked for; empty: it does not
 
   bool feasible() const { return infeasible.empty(); }
-  bool needs_gpu() const {
-    return reconstruct_tokens > 0 || front_tokens > 0 || replay_tokens > 0;
-  }
+  bool needs_gpu() const { return reconstruct_tokens > 0 || front_tokens > 0 || replay_tokens > 0; }
   /// Tokens whose KV is in place when the replay runs (the replayed tail attends to them).
   std::int64_t replay_prefix() const { return front_tokens + kv_tokens; }
 };

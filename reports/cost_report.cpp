@@ -83,7 +83,8 @@ json cost_json(const cost_model::CostQuery& q, const cost_model::CostRecord& r) 
         {"proxy_retention", q.retention},
         {"hybrid_s", l.hybrid.value},
         {"hybrid_front_tokens", l.hybrid_front_tokens},
-        {"prefix_recompute_s", l.prefix_recompute ? json(l.prefix_recompute->value) : json(nullptr)},
+        {"prefix_recompute_s",
+         l.prefix_recompute ? json(l.prefix_recompute->value) : json(nullptr)},
         {"held_tokens", q.held_tokens ? json(*q.held_tokens) : json(nullptr)},
         {"local_replay_s", l.local_replay.value},
         {"local_risk_kv_s", l.local_risk_kv.value},
@@ -139,8 +140,8 @@ std::string cost_table(const cost_model::CostQuery& q, const cost_model::CostRec
     std::snprintf(rho, sizeof rho, "ProxyKV pruned (rho = %.2f)", q.retention);
     o << row(rho, format_ms(l.proxy_kv));
     o << row("hybrid (back shipped, front redone)", format_ms(l.hybrid) + "  (the first " +
-                                                     std::to_string(l.hybrid_front_tokens) +
-                                                     " tokens recomputed, the rest shipped)");
+                                                        std::to_string(l.hybrid_front_tokens) +
+                                                        " tokens recomputed, the rest shipped)");
     if (l.prefix_recompute) {
       o << row("prefix recompute, stale replica",
                format_ms(*l.prefix_recompute) + "  (" + std::to_string(*q.held_tokens) +

@@ -36,9 +36,10 @@ std::int64_t closed_form_move_ns(const sim::ScenarioSpec& spec, const sim::MoveR
   const cost_model::MoveMethods methods = sim::move_methods(spec);
   const cost_model::Strategy strategy =
       cost_model::strategy_named(m.strategy).value_or(cost_model::Strategy::kTokenReplay);
-  const cost_model::MoveState state{m.context_tokens, m.available_tokens + m.front_tokens,
-                                    src < 0 ? cost_model::SourceKv::kNone : cost_model::SourceKv::kFull,
-                                    true, m.predictor_bytes == 0};
+  const cost_model::MoveState state{
+      m.context_tokens, m.available_tokens + m.front_tokens,
+      src < 0 ? cost_model::SourceKv::kNone : cost_model::SourceKv::kFull, true,
+      m.predictor_bytes == 0};
   cost_model::MovePlan plan = cost_model::plan_move(strategy, methods, state);
   auto leg = [&](int from, cost_model::MoveRoute::Leg& kind, cost_model::Path& path) {
     using Leg = cost_model::MoveRoute::Leg;

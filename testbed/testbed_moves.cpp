@@ -74,8 +74,7 @@ std::vector<Strategy> testbed_strategies(const sim::ScenarioSpec& spec) {
       }
     } else if (!runs_here(s)) {
       throw InputError(std::string("policies.strategies: the testbed does not run \"") +
-                                   cost_model::strategy_name(s) +
-                                   "\" (the simulator and `kvshift cost` do)");
+                       cost_model::strategy_name(s) + "\" (the simulator and `kvshift cost` do)");
     } else {
       add(s);
     }

@@ -7,8 +7,8 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/cuda/check.cuh"
 #include "backend/timing.hpp"
+#include "kernels/cuda/check.cuh"
 
 namespace kvshift::backend::gpu {
 namespace {

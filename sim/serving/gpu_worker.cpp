@@ -124,8 +124,10 @@ void GpuWorker::next_iteration() {
 
 SimTime GpuWorker::job_duration(const GpuJob& job, std::int64_t* batch_requests) const {
   switch (job.kind) {
-    case JobKind::kPrefill: return costs_.prefill(job.tokens);
-    case JobKind::kReplay: return costs_.extend(job.prefix, job.tokens);
+    case JobKind::kPrefill:
+      return costs_.prefill(job.tokens);
+    case JobKind::kReplay:
+      return costs_.extend(job.prefix, job.tokens);
     case JobKind::kReconstruct: return costs_.reconstruct(job.tokens, *batch_requests);
     case JobKind::kProxyScore: return costs_.proxy_score(job.tokens);
   }

@@ -1,8 +1,9 @@
 // ServingModel: migrations and recoveries. Each move is planned and priced by
 // the cost model's plan_move / estimate_move (the one place a strategy's
 // arithmetic lives), chosen among candidate destinations, then executed as an
-// activity: transferring (its own flows, plus a shared predictor fetch) ->
-// rebuilding (its GPU jobs) -> one outcome, reached once in end_move().
+// activity: transferring (its own flows, plus a shared predictor fetch; a
+// hybrid's front prefill runs meanwhile) -> rebuilding (its GPU jobs) -> one
+// outcome, reached once in end_move().
 #include <algorithm>
 #include <cmath>
 
@@ -337,8 +338,9 @@ void ServingModel::hang(std::uint64_t request, std::uint64_t id, int src, int ds
     return;
   }
   // No timeout: it hangs until the stall clears, then starts again.
-  stalled_[{src, dst}].push_back(
-      [this, request, id, src, dst, bytes, done] { start_flow(request, id, src, dst, bytes, done); });
+  stalled_[{src, dst}].push_back([this, request, id, src, dst, bytes, done] {
+    start_flow(request, id, src, dst, bytes, done);
+  });
 }
 
 void ServingModel::begin_predictor_fetch(int node) {

@@ -55,8 +55,9 @@ TEST(CostCli, PricesTheHybridSplitAndAPrefixRecomputeFromAStaleReplica) {
   EXPECT_LE(l["hybrid_s"].get<double>(), l["token_replay_s"].get<double>());
   // The stale prefix ships less than the full KV and pays a tail prefill on top.
   EXPECT_GT(l["prefix_recompute_s"].get<double>(), 0);
-  const auto table = run_kvshift("cost --model qwen2.5-0.5b --tokens 4096 --bandwidth 10Gbps "
-                                 "--gpu h100 --held 3000");
+  const auto table = run_kvshift(
+      "cost --model qwen2.5-0.5b --tokens 4096 --bandwidth 10Gbps "
+      "--gpu h100 --held 3000");
   EXPECT_NE(table.out.find("3000 tokens shipped, 1096 recomputed"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("tokens recomputed, the rest shipped"), std::string::npos);
 }

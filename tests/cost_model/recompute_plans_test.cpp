@@ -41,7 +41,9 @@ class QuadraticCosts final : public ComputeCosts {
                       DType) const override {
     return {};
   }
-  Seconds proxy_score(const ModelSpec&, const ModelSpec&, std::int64_t) const override { return {}; }
+  Seconds proxy_score(const ModelSpec&, const ModelSpec&, std::int64_t) const override {
+    return {};
+  }
   Seconds prune(const ModelSpec&, std::int64_t, double) const override { return {}; }
   std::vector<OpSource> sources() const override { return {}; }
 };
@@ -107,9 +109,9 @@ TEST(PrefixRecompute, ShipsTheHeldPrefixAndRecomputesTheTailOnTopOfIt) {
   EXPECT_EQ(whole.strategy, Strategy::kFullKv);
   EXPECT_NE(whole.note.find("no tail"), std::string::npos) << whole.note;
   // Only the full KV is a prefix to recompute from.
-  EXPECT_FALSE(
-      plan_move(Strategy::kPrefixRecompute, f.methods, {4000, 3000, SourceKv::kKeptLayers, true, true})
-          .feasible());
+  EXPECT_FALSE(plan_move(Strategy::kPrefixRecompute, f.methods,
+                         {4000, 3000, SourceKv::kKeptLayers, true, true})
+                   .feasible());
   EXPECT_FALSE(
       plan_move(Strategy::kHybrid, f.methods, {4000, 4000, SourceKv::kKeptTokens, true, true})
           .feasible());
@@ -193,9 +195,7 @@ TEST(Hybrid, FastLinksShipEverythingSlowLinksRecomputeEverything) {
   const MovePlan p = balance_hybrid(unsplit, f.methods, mid, 0, f.compute);
   ASSERT_GT(p.front_tokens, 0);
   ASSERT_LT(p.front_tokens, 4096);
-  auto front_end = [&](std::int64_t s) {
-    return round_to_ns(f.compute.prefill(f.model, s).value);
-  };
+  auto front_end = [&](std::int64_t s) { return round_to_ns(f.compute.prefill(f.model, s).value); };
   auto transfer = [&](std::int64_t s) {
     return round_to_ns(kv_bytes(f.model, 4096 - s).bits() / 10e9);
   };

@@ -258,10 +258,11 @@ TEST(ScenarioRules, EventsAreSortedByTimeStably) {
 TEST(ScenarioRules, StrategiesAreKnownAndUnique) {
   json j = minimal_json();
   j["policies"] = {{"strategies", {"full_kv", "replay", "full_kv"}}};
-  EXPECT_EQ(problems(j),
-            (V{"/policies/strategies/1: expected one of \"full_kv\", \"token_replay\", \"risk_kv\", "
-               "\"proxy_kv\", \"prefix_recompute\", \"hybrid\", \"adaptive\" (got \"replay\")",
-               "/policies/strategies/2: duplicate strategy \"full_kv\""}));
+  EXPECT_EQ(
+      problems(j),
+      (V{"/policies/strategies/1: expected one of \"full_kv\", \"token_replay\", \"risk_kv\", "
+         "\"proxy_kv\", \"prefix_recompute\", \"hybrid\", \"adaptive\" (got \"replay\")",
+         "/policies/strategies/2: duplicate strategy \"full_kv\""}));
   j["policies"]["strategies"] = json::array();
   EXPECT_EQ(problems(j), V{"/policies/strategies: expected at least one strategy"});
 }

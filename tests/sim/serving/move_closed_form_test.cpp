@@ -92,10 +92,9 @@ TEST(MoveClosedForm, EveryStrategyMatchesTheHandWrittenClosedFormToTheNanosecond
       for (std::int64_t s = 16; s < t + 16; s += 16) {
         const std::int64_t front = std::min(s, t);
         const std::int64_t rest = cost_model::kv_bytes(spec.model, t - front).count;
-        expected["hybrid"] =
-            std::min(expected["hybrid"],
-                     std::max(rest > 0 ? transfer(rest) : 0,
-                              from_seconds(compute.prefill(spec.model, front)).ns));
+        expected["hybrid"] = std::min(
+            expected["hybrid"], std::max(rest > 0 ? transfer(rest) : 0,
+                                         from_seconds(compute.prefill(spec.model, front)).ns));
       }
       const std::string label = std::string(strategy) + " at " + c.bandwidth + ", " + c.latency +
                                 ", " + std::to_string(c.prompt) + " tokens";
@@ -181,7 +180,8 @@ TEST(MoveClosedForm, RecoveryWithAShippedPredictorMatchesTheClosedForm) {
 }
 
 // A recovery from a full-KV replica on a store that lags the request (it streams every
-// 256 tokens over a 20 Mbps link, slower than the request grows): the replica holds a prefix, the receiver recomputes the tail on top of it.
+// 256 tokens over a 20 Mbps link, slower than the request grows): the replica holds a prefix, the
+// receiver recomputes the tail on top of it.
 std::string stale_replica_scenario(const std::string& strategy) {
   return R"({
     "name": "stale-replica", "model": "qwen2.5-1.5b", "gpu": "rtx3060-laptop",
@@ -195,7 +195,8 @@ std::string stale_replica_scenario(const std::string& strategy) {
     "protection": {"mode": "full", "placement": "storage", "store": "store",
                    "stream_every_tokens": 256},
     "events": [{"type": "node_failure", "at": "30s", "node": "gpu0", "detection_delay": "0s"}],
-    "policies": {"strategies": [")" + strategy + R"("]},
+    "policies": {"strategies": [")" +
+         strategy + R"("]},
     "seed": 1, "duration": "120s"})";
 }
 

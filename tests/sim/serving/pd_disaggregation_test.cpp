@@ -97,7 +97,8 @@ TEST(PdDisaggregation, OneHandoffPerStrategyIsTheClosedFormAndLandsInTtft) {
       {"full_kv", transfer(full)},
       {"risk_kv",
        transfer(cost_model::storage(spec.model, topo, p, {}).kv_kept.count) +
-           from_seconds(decode_gpu.reconstruct(spec.model, topo, p, 1, cost_model::DType::kF32)).ns},
+           from_seconds(decode_gpu.reconstruct(spec.model, topo, p, 1, cost_model::DType::kF32))
+               .ns},
       {"proxy_kv", transfer(std::llround(0.3 * static_cast<double>(full)))},
   };
   for (const auto& [strategy, handoff_ns] : expected) {
@@ -262,7 +263,8 @@ std::string streamed(const std::string& engine, const std::string& events) {
                  "output_tokens": {"distribution": "fixed", "value": 2000}},
     "serving": {"max_batch": 1},
     "protection": {"mode": "full", "placement": "storage", "store": "store", "stream_every_tokens": 64},
-    "transfer_engine": )" + engine + R"(,
+    "transfer_engine": )" +
+         engine + R"(,
     "events": [{"type": "node_failure", "at": "5s", "node": "gpu0", "detection_delay": "0s"})" +
          events + R"(],
     "policies": {"strategies": ["full_kv"]},
@@ -281,8 +283,8 @@ TEST(PdDisaggregation, ReplicaStreamsPayTheEngineAndMeetPathFaults) {
   EXPECT_GT(clean.kv_bytes, 0);
   // A failed path to the store loses every flush from gpu0: the store holds no KV to recover
   // from, only the token ids (gpu1 then streams it all again over its own path).
-  const auto [cut, cut_bytes] = recovery(
-      "{}", R"(, {"type": "path_failure", "at": "0s", "from": "gpu0", "to": "store"})");
+  const auto [cut, cut_bytes] =
+      recovery("{}", R"(, {"type": "path_failure", "at": "0s", "from": "gpu0", "to": "store"})");
   EXPECT_EQ(cut.strategy, "token_replay");
   EXPECT_EQ(cut.kv_bytes, 0);
   EXPECT_EQ(cut_bytes, clean_bytes);
@@ -292,7 +294,8 @@ TEST(PdDisaggregation, ReplicaStreamsPayTheEngineAndMeetPathFaults) {
   EXPECT_EQ(slow.strategy, "token_replay");
   // A stall without a timeout holds the flushes until it clears, then they land.
   const auto [held, held_bytes] = recovery(
-      "{}", R"(, {"type": "path_stall", "at": "0s", "from": "gpu0", "to": "store", "repair_after": "1s"})");
+      "{}",
+      R"(, {"type": "path_stall", "at": "0s", "from": "gpu0", "to": "store", "repair_after": "1s"})");
   EXPECT_EQ(held.source, "store");
   EXPECT_EQ(held_bytes, clean_bytes);
 }

@@ -123,9 +123,13 @@ json random_scenario(std::uint64_t seed) {
     json prefill = json::array(), decode = json::array();
     for (int i = 0; i < gpus; ++i) (i < k ? prefill : decode).push_back("gpu" + std::to_string(i));
     const std::vector<std::string> routers = {"least_loaded", "kv_aware", "round_robin"};
-    pools = json::array({{{"name", "prefill"}, {"role", "prefill"}, {"nodes", prefill},
+    pools = json::array({{{"name", "prefill"},
+                          {"role", "prefill"},
+                          {"nodes", prefill},
                           {"router", pick(rng, routers)}},
-                         {{"name", "decode"}, {"role", "decode"}, {"nodes", decode},
+                         {{"name", "decode"},
+                          {"role", "decode"},
+                          {"nodes", decode},
                           {"router", pick(rng, routers)}}});
     engine = {{"setup", pick(rng, std::vector<std::string>{"0s", "3ms"})},
               {"per_block", pick(rng, std::vector<std::string>{"0s", "4us"})},
@@ -139,29 +143,31 @@ json random_scenario(std::uint64_t seed) {
                         {"repair_after", seconds(uniform(rng, 0.2, 3))}});
     }
   }
-  json policies = {{"strategies", {"full_kv", "token_replay", "risk_kv", "proxy_kv",
-                                   "prefix_recompute", "hybrid", "adaptive"}}};
+  json policies = {{"strategies",
+                    {"full_kv", "token_replay", "risk_kv", "proxy_kv", "prefix_recompute", "hybrid",
+                     "adaptive"}}};
   if (rng() % 3 == 0) policies["rebalance"] = {{"threshold", 0.5}, {"check_interval", "500ms"}};
   if (rng() % 3 == 0) policies["quality_budget"] = 0.005;
-  json out = {{"name", "random-" + std::to_string(seed)},
-          {"model", "qwen2.5-1.5b"},
-          {"gpu", "rtx3060-laptop"},
-          {"cluster", {{"nodes", nodes}, {"links", links}}},
-          {"workload",
-           {{"arrival", "poisson"},
-            {"rate", uniform(rng, 2, 30)},
-            {"max_requests", std::uniform_int_distribution<int>(5, 60)(rng)},
-            {"prompt_tokens", {{"distribution", "uniform"}, {"min", 32}, {"max", 3000}}},
-            {"output_tokens", {{"distribution", "uniform"}, {"min", 8}, {"max", 600}}}}},
-          {"serving", {{"max_batch", pick(rng, std::vector<int>{1, 8, 32})}}},
-          {"protection", protection},
-          {"events", events},
-          {"policies", policies},
-          {"risk_kv", {{"topology", "paper"}, {"delta_nll", 0.003}}},
-          {"proxy_kv", {{"proxy_model", "qwen2.5-0.5b"}, {"retention", 0.4}, {"delta_nll", 0.004}}},
-          {"predictors", predictors},
-          {"seed", seed},
-          {"duration", seconds(duration)}};
+  json out = {
+      {"name", "random-" + std::to_string(seed)},
+      {"model", "qwen2.5-1.5b"},
+      {"gpu", "rtx3060-laptop"},
+      {"cluster", {{"nodes", nodes}, {"links", links}}},
+      {"workload",
+       {{"arrival", "poisson"},
+        {"rate", uniform(rng, 2, 30)},
+        {"max_requests", std::uniform_int_distribution<int>(5, 60)(rng)},
+        {"prompt_tokens", {{"distribution", "uniform"}, {"min", 32}, {"max", 3000}}},
+        {"output_tokens", {{"distribution", "uniform"}, {"min", 8}, {"max", 600}}}}},
+      {"serving", {{"max_batch", pick(rng, std::vector<int>{1, 8, 32})}}},
+      {"protection", protection},
+      {"events", events},
+      {"policies", policies},
+      {"risk_kv", {{"topology", "paper"}, {"delta_nll", 0.003}}},
+      {"proxy_kv", {{"proxy_model", "qwen2.5-0.5b"}, {"retention", 0.4}, {"delta_nll", 0.004}}},
+      {"predictors", predictors},
+      {"seed", seed},
+      {"duration", seconds(duration)}};
   if (!pools.is_null()) {
     out["pools"] = pools;
     out["transfer_engine"] = engine;
@@ -200,9 +206,10 @@ void check_pools(const ScenarioSpec& spec, const RunResult& run, const std::stri
     // move with nothing to receive frees it at once; one cut off in transfer, at its end.
     const bool recomputes_all = mv.strategy == "hybrid" && mv.available_tokens == 0;
     const bool receives = (!mv.source.empty() && !recomputes_all) || mv.strategy == "risk_kv";
-    const std::int64_t released = mv.transfer_ns > 0 || mv.outcome == MoveOutcome::kDone || !receives
-                                      ? mv.start_ns + mv.transfer_ns
-                                      : mv.end_ns;
+    const std::int64_t released =
+        mv.transfer_ns > 0 || mv.outcome == MoveOutcome::kDone || !receives
+            ? mv.start_ns + mv.transfer_ns
+            : mv.end_ns;
     slots[mv.to].emplace_back(mv.start_ns, +1);
     slots[mv.to].emplace_back(released, -1);
   }
@@ -221,8 +228,8 @@ void check_pools(const ScenarioSpec& spec, const RunResult& run, const std::stri
     int held = 0;
     for (const auto& [t, delta] : changes) {
       held += delta;
-      ASSERT_LE(held, cap) << label << ": " << node << " has " << held
-                           << " KV moves in flight at " << t << " ns, over its cap";
+      ASSERT_LE(held, cap) << label << ": " << node << " has " << held << " KV moves in flight at "
+                           << t << " ns, over its cap";
     }
   }
 }
