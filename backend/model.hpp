@@ -91,8 +91,8 @@ class Model {
 
  private:
   std::int64_t cached_tokens(const KvCache& cache, int first, int last, const char* what) const;
-  void layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t rows0,
-                     const ForwardOptions& o, ForwardResult& r) const;
+  void layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t rows0, const ForwardOptions& o,
+                     ForwardResult& r) const;
   /// Q/K/V of the rows of x after RMSNorm (biases added, no RoPE).
   void project_qkv(const LayerWeights& w, const Matrix& h, Matrix& q, Matrix& k, Matrix& v) const;
   /// x += o_proj(attn), then x += MLP(RMSNorm(x)).

@@ -73,11 +73,11 @@ struct ProfileRequest {
   std::vector<std::int64_t> decode_contexts;
   /// Which ops run (empty: all that apply). Lets the live source measure one op at one shape.
   std::vector<std::string> ops;
-  double retention = 0.3;                      ///< ProxyKV keep ratio for `prune`
+  double retention = 0.3;  ///< ProxyKV keep ratio for `prune`
   cost_model::DType predictor_dtype = cost_model::DType::kF32;
   int warmup = 1;
   int repeats = 5;
-  std::uint64_t seed = 1;                      ///< seeded random weights and inputs
+  std::uint64_t seed = 1;  ///< seeded random weights and inputs
   /// Whether `op` is asked for (inline: the CUDA library asks too and does not link the CPU one).
   bool wants(const std::string& op) const {
     return ops.empty() || std::find(ops.begin(), ops.end(), op) != ops.end();

@@ -354,8 +354,9 @@ MapperProxy mapper_proxy(const nlohmann::json& manifest, const std::string& mapp
                                     ? &manifest["dataset"]["proxy"]
                                     : nullptr;
   if (!proxy || !proxy->is_object()) {
-    throw InputError(mapper_path + ": mapper.json names no dataset.proxy (the proxy it was "
-                                   "trained with); give the proxy explicitly");
+    throw InputError(mapper_path +
+                     ": mapper.json names no dataset.proxy (the proxy it was "
+                     "trained with); give the proxy explicitly");
   }
   if (proxy->contains("truncated_layers") && (*proxy)["truncated_layers"].is_number_integer()) {
     return {"", (*proxy)["truncated_layers"].get<int>()};

@@ -31,8 +31,8 @@ const RequestProbe& probe() {
     std::mt19937 rng(5);
     std::vector<std::int32_t> tokens(kHistory + kEval);
     for (auto& t : tokens) t = static_cast<std::int32_t>(rng() % smollm2().spec().vocab);
-    return RequestProbe(smollm2(), std::span(tokens).first(kHistory),
-                        std::span(tokens).last(kEval), {});
+    return RequestProbe(smollm2(), std::span(tokens).first(kHistory), std::span(tokens).last(kEval),
+                        {});
   }();
   return p;
 }
@@ -74,7 +74,8 @@ void BM_LayerStep(benchmark::State& state) {
   }
   state.counters["GFLOP/s"] =
       benchmark::Counter((eval_flops(model.spec(), model.spec().layers - 1) -
-                          2.0 * kEval * model.spec().hidden * model.spec().vocab) / 1e9,
+                          2.0 * kEval * model.spec().hidden * model.spec().vocab) /
+                             1e9,
                          benchmark::Counter::kIsIterationInvariantRate);
 }
 
@@ -145,15 +146,22 @@ void BM_Prefixes(benchmark::State& state) {
   }
 }
 
-BENCHMARK(BM_ProbeEval)->ArgName("resume")->Arg(2)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ProbeEval)
+    ->ArgName("resume")
+    ->Arg(2)
+    ->Arg(16)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK(BM_LayerStep)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_HeadSgemm)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_HeadNll)->ArgName("blocked")
+BENCHMARK(BM_HeadNll)
+    ->ArgName("blocked")
     ->Arg(0)
     ->Arg(1)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
-BENCHMARK(BM_Prefixes)->ArgName("chained")
+BENCHMARK(BM_Prefixes)
+    ->ArgName("chained")
     ->Arg(0)
     ->Arg(1)
     ->Unit(benchmark::kMillisecond)

@@ -134,8 +134,14 @@ void BM_Hold(benchmark::State& state) {
   state.counters["cancelled_share"] = cancelled_share;
 }
 
-BENCHMARK(BM_Hold<KvshiftEngine>)->Name("Events/kvshift")->Unit(benchmark::kMillisecond)->Iterations(1);
-BENCHMARK(BM_Hold<NaiveEngine>)->Name("Events/naive_priority_queue")->Unit(benchmark::kMillisecond)->Iterations(1);
+BENCHMARK(BM_Hold<KvshiftEngine>)
+    ->Name("Events/kvshift")
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+BENCHMARK(BM_Hold<NaiveEngine>)
+    ->Name("Events/naive_priority_queue")
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
 
 }  // namespace
 

@@ -23,10 +23,10 @@ struct CostQuery {
   std::int64_t sharing = 1;
   double retention = 0.3;
   std::optional<Path> path;
-  TransferEngine engine;                     ///< what every KV leg pays besides its bytes
+  TransferEngine engine;                          ///< what every KV leg pays besides its bytes
   const ComputeCosts* prefill_compute = nullptr;  ///< P/D: the prefill GPU; nullptr: no P/D figures
-  std::string prefill_gpu;                   ///< its name, for the report
-  std::optional<std::int64_t> held_tokens;   ///< prefix_recompute: KV tokens a stale replica holds
+  std::string prefill_gpu;                        ///< its name, for the report
+  std::optional<std::int64_t> held_tokens;  ///< prefix_recompute: KV tokens a stale replica holds
 };
 
 /// P/D disaggregation: TTFT of one request = prefill on the prefill GPU + its handoff

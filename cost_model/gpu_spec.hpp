@@ -13,8 +13,8 @@ namespace kvshift::cost_model {
 
 struct GpuSpec {
   std::string name;
-  FlopsPerSecond peak_dense_fp16;     ///< tensor-core peak, dense, fp16/bf16 in, fp32 accumulate
-  BitsPerSecond hbm_bandwidth;        ///< device memory bandwidth
+  FlopsPerSecond peak_dense_fp16;  ///< tensor-core peak, dense, fp16/bf16 in, fp32 accumulate
+  BitsPerSecond hbm_bandwidth;     ///< device memory bandwidth
   Bytes hbm_capacity;
   BitsPerSecond host_link;            ///< host<->device (PCIe/NVLink-C2C) bandwidth
   Seconds launch_overhead{5e-6};      ///< per kernel launch

@@ -7,8 +7,8 @@
 #include <optional>
 
 #include "cost_model/compute_costs.hpp"
-#include "cost_model/transfer_engine.hpp"
 #include "cost_model/storage.hpp"
+#include "cost_model/transfer_engine.hpp"
 #include "cost_model/units.hpp"
 
 namespace kvshift::cost_model {
@@ -30,25 +30,25 @@ constexpr Bytes token_id_bytes(std::int64_t tokens) { return Bytes{4 * tokens}; 
 struct LatencyOptions {
   double retention = 0.3;  ///< ProxyKV: share of tokens kept
   DType predictor_dtype = DType::kF32;
-  TransferEngine engine;   ///< setup and per-descriptor costs of the KV legs (ideal: zeros)
+  TransferEngine engine;  ///< setup and per-descriptor costs of the KV legs (ideal: zeros)
   /// prefix_recompute: tokens whose KV a stale replica holds (< tokens); empty: not priced.
   std::optional<std::int64_t> held_tokens;
   bool hybrid = true;  ///< price the hybrid split (a bisection: a dozen estimates)
 };
 
 struct LatencyReport {
-  Seconds prefill;                  ///< on the receiver, T tokens
-  Seconds reconstruct;              ///< on the receiver, the topology's groups
+  Seconds prefill;      ///< on the receiver, T tokens
+  Seconds reconstruct;  ///< on the receiver, the topology's groups
   Seconds full_kv;
   Seconds token_replay;
-  Seconds risk_kv;                  ///< predictors already resident
-  Seconds risk_kv_with_predictor;   ///< predictors shipped too
-  Seconds proxy_kv;                 ///< pruned KV, scoring off the critical path
-  Seconds hybrid;                   ///< the back of the KV shipped while the front is recomputed
+  Seconds risk_kv;                 ///< predictors already resident
+  Seconds risk_kv_with_predictor;  ///< predictors shipped too
+  Seconds proxy_kv;                ///< pruned KV, scoring off the critical path
+  Seconds hybrid;                  ///< the back of the KV shipped while the front is recomputed
   std::int64_t hybrid_front_tokens = 0;     ///< its split: the first tokens recomputed
   std::optional<Seconds> prefix_recompute;  ///< the held prefix shipped, the tail recomputed
-  Seconds local_replay;             ///< local recovery: prefill(T)
-  Seconds local_risk_kv;            ///< local recovery: load kept KV from host + reconstruct
+  Seconds local_replay;                     ///< local recovery: prefill(T)
+  Seconds local_risk_kv;  ///< local recovery: load kept KV from host + reconstruct
   /// B where RISK-KV (resident predictors) and full transfer tie; RISK-KV wins below it.
   /// Both crossovers are for an ideal link: engine costs favour the strategy with fewer
   /// descriptors further (the figures above include them).

@@ -56,9 +56,12 @@ std::string lower(std::string_view s) {
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::kF32: return "fp32";
-    case DType::kF16: return "fp16";
-    case DType::kBF16: return "bf16";
+    case DType::kF32:
+      return "fp32";
+    case DType::kF16:
+      return "fp16";
+    case DType::kBF16:
+      return "bf16";
   }
   return "?";
 }
@@ -88,8 +91,8 @@ std::int64_t ModelSpec::parameter_count() const {
 void validate(const ModelSpec& s) {
   auto positive = [&](int v, const char* field) {
     if (v <= 0) {
-      throw InputError("model " + s.name + ": " + field + " must be > 0 (got " +
-                       std::to_string(v) + ")");
+      throw InputError("model " + s.name + ": " + field + " must be > 0 (got " + std::to_string(v) +
+                       ")");
     }
   };
   positive(s.layers, "layers");
@@ -101,8 +104,8 @@ void validate(const ModelSpec& s) {
   positive(s.vocab, "vocab_size");
   if (s.q_heads % s.kv_heads != 0) {
     throw InputError("model " + s.name + ": num_attention_heads (" + std::to_string(s.q_heads) +
-                     ") must be a multiple of num_key_value_heads (" +
-                     std::to_string(s.kv_heads) + ")");
+                     ") must be a multiple of num_key_value_heads (" + std::to_string(s.kv_heads) +
+                     ")");
   }
   if (s.head_dim % 2 != 0) {
     throw InputError("model " + s.name + ": head_dim must be even for RoPE (got " +

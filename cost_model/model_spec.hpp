@@ -24,11 +24,11 @@ DType parse_dtype(std::string_view text, std::string_view field);
 struct ModelSpec {
   std::string name;
   int layers = 0;
-  int hidden = 0;             ///< d: residual stream width
+  int hidden = 0;  ///< d: residual stream width
   int q_heads = 0;
   int kv_heads = 0;
   int head_dim = 0;
-  int intermediate = 0;       ///< SwiGLU inner width
+  int intermediate = 0;  ///< SwiGLU inner width
   int vocab = 0;
   double rope_theta = 10000.0;
   double rms_eps = 1e-5;

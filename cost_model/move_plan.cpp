@@ -168,13 +168,12 @@ MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods, con
       (with_data && plan.predictor.count > 0 && route.data == MoveRoute::Leg::kNone)) {
     e.reachable = false;
   }
-  const std::int64_t data_ns =
-      data.count > 0 ? leg_ns(route.data, route.data_path, route.host_link, data) +
-                           engine_ns(methods.engine, plan.descriptors)
-                     : 0;
+  const std::int64_t data_ns = data.count > 0
+                                   ? leg_ns(route.data, route.data_path, route.host_link, data) +
+                                         engine_ns(methods.engine, plan.descriptors)
+                                   : 0;
   e.transfer_ns = std::max(
-      {data_ns,
-       leg_ns(route.predictor, route.predictor_path, route.host_link, plan.predictor),
+      {data_ns, leg_ns(route.predictor, route.predictor_path, route.host_link, plan.predictor),
        plan.strategy == Strategy::kRiskKv ? route.predictor_ready_in_ns : std::int64_t{0}});
   if (!plan.needs_gpu()) return e;  // a pure transfer does not wait for the GPU
   if (plan.front_tokens > 0) {

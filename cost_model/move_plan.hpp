@@ -103,9 +103,9 @@ struct MovePlan {
   std::int64_t front_tokens = 0;
   /// Prefill on the receiver after the KV is in (all of T, or the tail the source never held).
   std::int64_t replay_tokens = 0;
-  double delta_nll = 0;                        ///< quality paid (nats/token)
-  std::string infeasible;                      ///< why this strategy cannot run here; empty: it can
-  std::string note;  ///< why `strategy` differs from the one asked for; empty: it does not
+  double delta_nll = 0;    ///< quality paid (nats/token)
+  std::string infeasible;  ///< why this strategy cannot run here; empty: it can
+  std::string note;        ///< why `strategy` differs from the one asked for; empty: it does not
 
   bool feasible() const { return infeasible.empty(); }
   bool needs_gpu() const { return reconstruct_tokens > 0 || front_tokens > 0 || replay_tokens > 0; }

@@ -49,8 +49,9 @@ Seconds RooflineCosts::extend(const ModelSpec& m, std::int64_t prefix, std::int6
   const double t = static_cast<double>(tokens);
   const double p = static_cast<double>(std::max<std::int64_t>(prefix, 0));
   const double wbytes = dtype_bytes(m.weight_dtype);
-  const double weights = (static_cast<double>(m.layer_parameter_count()) +
-                          static_cast<double>(m.vocab) * m.hidden) * wbytes;
+  const double weights =
+      (static_cast<double>(m.layer_parameter_count()) + static_cast<double>(m.vocab) * m.hidden) *
+      wbytes;
   const double linear_flops = 2.0 * static_cast<double>(m.layer_parameter_count()) * t +
                               2.0 * m.vocab * static_cast<double>(m.hidden);
   const double gemm = std::max(compute_s(linear_flops, gpu_.gemm_efficiency), memory_s(weights));
@@ -71,15 +72,15 @@ Seconds RooflineCosts::decode_step(const ModelSpec& m, std::int64_t batch,
                                    std::int64_t context_tokens) const {
   const double b = static_cast<double>(batch);
   const double wbytes = dtype_bytes(m.weight_dtype);
-  const double params = static_cast<double>(m.layer_parameter_count()) +
-                        static_cast<double>(m.vocab) * m.hidden;
-  const double gemm = std::max(compute_s(2.0 * params * b, gpu_.gemm_efficiency),
-                               memory_s(params * wbytes));
+  const double params =
+      static_cast<double>(m.layer_parameter_count()) + static_cast<double>(m.vocab) * m.hidden;
+  const double gemm =
+      std::max(compute_s(2.0 * params * b, gpu_.gemm_efficiency), memory_s(params * wbytes));
   const double ctx = static_cast<double>(context_tokens);
   const double kv_read = ctx * m.layers * static_cast<double>(m.kv_bytes_per_layer_token());
-  const double attention = std::max(
-      compute_s(4.0 * m.layers * m.q_heads * m.head_dim * ctx, gpu_.attention_efficiency),
-      memory_s(kv_read));
+  const double attention =
+      std::max(compute_s(4.0 * m.layers * m.q_heads * m.head_dim * ctx, gpu_.attention_efficiency),
+               memory_s(kv_read));
   const double launches = (kKernelsPerLayer * m.layers + 3) * gpu_.launch_overhead.value;
   return {gemm + attention + launches};
 }

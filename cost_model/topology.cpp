@@ -20,8 +20,8 @@ std::vector<int> group_layers(int group, int width, int layers) {
 // Nearest `count` kept layers walking from `from` in direction `step`.
 std::vector<int> nearest_kept(const std::vector<bool>& omitted, int from, int step, int count) {
   std::vector<int> out;
-  for (int l = from; l >= 0 && l < static_cast<int>(omitted.size()) &&
-                     static_cast<int>(out.size()) < count;
+  for (int l = from;
+       l >= 0 && l < static_cast<int>(omitted.size()) && static_cast<int>(out.size()) < count;
        l += step) {
     if (!omitted[l]) out.push_back(l);
   }
@@ -116,8 +116,7 @@ Topology Topology::from_plans(int layers, std::vector<GroupPlan> plans, int grou
                          std::to_string(layers) + ")");
       }
       if (!targets.insert(l).second) {
-        throw InputError(who + ": target layer " + std::to_string(l) +
-                         " overlaps another group");
+        throw InputError(who + ": target layer " + std::to_string(l) + " overlaps another group");
       }
     }
     t.omitted_layers_ += static_cast<int>(p.target_layers.size());

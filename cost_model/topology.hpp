@@ -38,7 +38,8 @@ class Topology {
   static Topology from_plans(int layers, std::vector<GroupPlan> plans, int group_width = 2);
 
   /// Parses "none", "paper" (the paper's Table I choice for `model`), "G2,G5" or "G2-G5".
-  static Topology parse(std::string_view text, const ModelSpec& model, TopologyOptions options = {});
+  static Topology parse(std::string_view text, const ModelSpec& model,
+                        TopologyOptions options = {});
 
   int layers() const { return layers_; }
   int group_width() const { return group_width_; }

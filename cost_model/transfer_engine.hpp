@@ -12,8 +12,8 @@ namespace kvshift::cost_model {
 /// a cost per block descriptor — one per paged block, layer and K/V tensor, so small
 /// blocks turn one pull into tens of thousands of descriptors. Zeros: an ideal link.
 struct TransferEngine {
-  Seconds setup{};               ///< per transfer (descriptor build, handshake)
-  Seconds per_block{};           ///< per descriptor posted
+  Seconds setup{};                 ///< per transfer (descriptor build, handshake)
+  Seconds per_block{};             ///< per descriptor posted
   std::int64_t block_tokens = 16;  ///< paged KV block size (the serving block size)
 
   bool ideal() const { return setup.value == 0 && per_block.value == 0; }
@@ -29,7 +29,8 @@ inline std::int64_t kv_descriptors(const TransferEngine& engine, std::int64_t to
 /// The engine's time for one transfer of `descriptors` descriptors (0 for none), in ns.
 inline std::int64_t engine_ns(const TransferEngine& engine, std::int64_t descriptors) {
   if (descriptors <= 0) return 0;
-  return round_to_ns(engine.setup.value + static_cast<double>(descriptors) * engine.per_block.value);
+  return round_to_ns(engine.setup.value +
+                     static_cast<double>(descriptors) * engine.per_block.value);
 }
 
 }  // namespace kvshift::cost_model

@@ -21,21 +21,30 @@ struct Unit {
 };
 
 constexpr std::array kByteUnits{
-    Unit{"B", 1.0},       Unit{"KB", 1e3},          Unit{"MB", 1e6},
-    Unit{"GB", 1e9},      Unit{"TB", 1e12},         Unit{"KiB", 1024.0},
+    Unit{"B", 1.0},         Unit{"KB", 1e3},           Unit{"MB", 1e6},
+    Unit{"GB", 1e9},        Unit{"TB", 1e12},          Unit{"KiB", 1024.0},
     Unit{"MiB", 1048576.0}, Unit{"GiB", 1073741824.0}, Unit{"TiB", 1099511627776.0},
 };
 
 constexpr std::array kRateUnits{
-    Unit{"bps", 1.0},         Unit{"Kbps", 1e3},        Unit{"kbps", 1e3},
-    Unit{"Mbps", 1e6},        Unit{"Gbps", 1e9},        Unit{"Tbps", 1e12},
-    Unit{"B/s", 8.0},         Unit{"KB/s", 8e3},        Unit{"MB/s", 8e6},
-    Unit{"GB/s", 8e9},        Unit{"TB/s", 8e12},       Unit{"KiB/s", 8.0 * 1024.0},
-    Unit{"MiB/s", 8.0 * 1048576.0}, Unit{"GiB/s", 8.0 * 1073741824.0},
+    Unit{"bps", 1.0},
+    Unit{"Kbps", 1e3},
+    Unit{"kbps", 1e3},
+    Unit{"Mbps", 1e6},
+    Unit{"Gbps", 1e9},
+    Unit{"Tbps", 1e12},
+    Unit{"B/s", 8.0},
+    Unit{"KB/s", 8e3},
+    Unit{"MB/s", 8e6},
+    Unit{"GB/s", 8e9},
+    Unit{"TB/s", 8e12},
+    Unit{"KiB/s", 8.0 * 1024.0},
+    Unit{"MiB/s", 8.0 * 1048576.0},
+    Unit{"GiB/s", 8.0 * 1073741824.0},
 };
 
 constexpr std::array kTimeUnits{
-    Unit{"ns", 1e-9}, Unit{"us", 1e-6}, Unit{"µs", 1e-6}, Unit{"ms", 1e-3},
+    Unit{"ns", 1e-9}, Unit{"us", 1e-6},  Unit{"µs", 1e-6},  Unit{"ms", 1e-3},
     Unit{"s", 1.0},   Unit{"min", 60.0}, Unit{"h", 3600.0},
 };
 
@@ -57,9 +66,8 @@ double parse_with(std::string_view text, std::string_view field, const std::arra
     // 'e' only counts as an exponent when a digit follows ("1e3"), so that
     // units starting with a letter are not swallowed.
     if ((text[i] == 'e' || text[i] == 'E') &&
-        (i + 1 >= text.size() ||
-         !(std::isdigit(static_cast<unsigned char>(text[i + 1])) || text[i + 1] == '+' ||
-           text[i + 1] == '-'))) {
+        (i + 1 >= text.size() || !(std::isdigit(static_cast<unsigned char>(text[i + 1])) ||
+                                   text[i + 1] == '+' || text[i + 1] == '-'))) {
       break;
     }
     ++i;
@@ -87,8 +95,8 @@ std::string fixed(double v, int decimals) {
 }  // namespace
 
 Bytes parse_bytes(std::string_view text, std::string_view field) {
-  const double v = parse_with(text, field, kByteUnits,
-                              "a size such as \"4096B\", \"512MB\" or \"2GiB\"");
+  const double v =
+      parse_with(text, field, kByteUnits, "a size such as \"4096B\", \"512MB\" or \"2GiB\"");
   if (v > 9.0e18) fail(field, text, "a size below 8 EiB");
   return Bytes{static_cast<std::int64_t>(std::llround(v))};
 }

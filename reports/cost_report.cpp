@@ -110,8 +110,8 @@ json cost_json(const cost_model::CostQuery& q, const cost_model::CostRecord& r) 
 std::string cost_table(const cost_model::CostQuery& q, const cost_model::CostRecord& r) {
   const auto& s = r.storage;
   std::ostringstream o;
-  o << q.model->name << ", " << q.tokens << " tokens, topology " << q.topology->describe()
-    << " (" << q.topology->omitted_layers() << " of " << q.model->layers << " layers omitted)\n";
+  o << q.model->name << ", " << q.tokens << " tokens, topology " << q.topology->describe() << " ("
+    << q.topology->omitted_layers() << " of " << q.model->layers << " layers omitted)\n";
   o << "Storage per request\n";
   o << row("full KV", format_mib(s.kv_full));
   o << row("omitted (saved) KV", format_mib(s.kv_saved) + "  (" + pct(s.omitted_fraction) + ")");
@@ -132,7 +132,8 @@ std::string cost_table(const cost_model::CostQuery& q, const cost_model::CostRec
     o << "Latency over " << format_bandwidth(q.path->bandwidth) << ", "
       << format_ms(q.path->latency) << " one way, on " << q.gpu->name << "\n";
     o << row("full KV transfer", format_ms(l.full_kv));
-    o << row("token replay", format_ms(l.token_replay) + "  (prefill " + format_ms(l.prefill) + ")");
+    o << row("token replay",
+             format_ms(l.token_replay) + "  (prefill " + format_ms(l.prefill) + ")");
     o << row("RISK-KV, predictors resident",
              format_ms(l.risk_kv) + "  (reconstruct " + format_ms(l.reconstruct) + ")");
     o << row("RISK-KV, predictors shipped", format_ms(l.risk_kv_with_predictor));
@@ -157,7 +158,8 @@ std::string cost_table(const cost_model::CostQuery& q, const cost_model::CostRec
              l.crossover_replay ? format_bandwidth(*l.crossover_replay) : "never");
     if (!q.engine.ideal()) {
       o << row("transfer engine", format_ms(q.engine.setup) + " per transfer + " +
-                                      format_ms(q.engine.per_block, 4) + " per descriptor, blocks of " +
+                                      format_ms(q.engine.per_block, 4) +
+                                      " per descriptor, blocks of " +
                                       std::to_string(q.engine.block_tokens) + " tokens");
     }
   }

@@ -71,7 +71,8 @@ std::vector<std::pair<double, double>> downsample_max(const std::map<double, dou
   std::vector<std::pair<double, double>> out;
   std::size_t last_bin = static_cast<std::size_t>(-1);
   for (const auto& [t, v] : pts) {
-    const auto bin = std::min(max_points - 1, static_cast<std::size_t>((t - t0) / span * max_points));
+    const auto bin =
+        std::min(max_points - 1, static_cast<std::size_t>((t - t0) / span * max_points));
     if (bin != last_bin) {
       out.emplace_back(t, v);
       last_bin = bin;
@@ -157,10 +158,10 @@ json run_charts(const std::filesystem::path& dir, const json& summary, json& not
       sets.push_back(xy_dataset(name, downsample_max(series, kMaxSeriesPoints)));
     }
     if (!sets.empty()) {
-      charts.push_back(chart("Link utilisation over time (busiest link direction per interval; "
-                             "at most 2,000 points, each the peak of its span)",
-                             "line", {{"datasets", sets}}, "simulated time (s)", "utilisation",
-                             "linear"));
+      charts.push_back(
+          chart("Link utilisation over time (busiest link direction per interval; "
+                "at most 2,000 points, each the peak of its span)",
+                "line", {{"datasets", sets}}, "simulated time (s)", "utilisation", "linear"));
     }
   }
   charts.push_back(

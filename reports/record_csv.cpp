@@ -112,8 +112,7 @@ void append_move_row(std::string& o, const std::string& strategy, const sim::Mov
   o += '\n';
 }
 
-RecordCsvWriter::RecordCsvWriter(const std::filesystem::path& dir, bool requests,
-                                 bool recoveries) {
+RecordCsvWriter::RecordCsvWriter(const std::filesystem::path& dir, bool requests, bool recoveries) {
   if (requests || recoveries) std::filesystem::create_directories(dir);
   if (requests) open(requests_, dir / "requests.csv", requests_csv_header());
   if (recoveries) open(recoveries_, dir / "recoveries.csv", recoveries_csv_header());

@@ -15,8 +15,7 @@ namespace kvshift::reports {
 std::string requests_csv_header();
 std::string recoveries_csv_header();
 /// Appends one row (with its newline) to `out`.
-void append_request_row(std::string& out, const std::string& strategy,
-                        const sim::RequestRecord& r);
+void append_request_row(std::string& out, const std::string& strategy, const sim::RequestRecord& r);
 void append_move_row(std::string& out, const std::string& strategy, const sim::MoveRecord& m);
 
 /// Streams a run's records into `dir`/requests.csv and/or `dir`/recoveries.csv as they

@@ -47,8 +47,8 @@ std::int64_t closed_form_move_ns(const sim::ScenarioSpec& spec, const sim::MoveR
       kind = Leg::kNone;
     } else if (from == dst) {
       kind = Leg::kLocal;
-    } else if (const sim::Route* r = topo.route(static_cast<sim::NodeId>(from),
-                                                 static_cast<sim::NodeId>(dst))) {
+    } else if (const sim::Route* r =
+                   topo.route(static_cast<sim::NodeId>(from), static_cast<sim::NodeId>(dst))) {
       kind = Leg::kNetwork;
       path = {topo.bottleneck(*r), r->latency.to_seconds()};
     } else {
@@ -93,19 +93,19 @@ CheckOutcome check_moves_exact(const sim::ScenarioSpec& spec,
     out.ok = false;
     out.lines.push_back("no move happened: an exact check needs at least one");
   } else if (out.ok) {
-    out.lines.push_back(std::to_string(checked) + " move(s) match the cost model to the nanosecond");
+    out.lines.push_back(std::to_string(checked) +
+                        " move(s) match the cost model to the nanosecond");
   }
   return out;
 }
 
 json golden_metrics(const json& summary) {
-  static const char* kPaths[] = {"/requests/completed",  "/requests/failed",
-                                 "/moves/recoveries",    "/moves/migrations",
-                                 "/recovery/p50_s",      "/recovery/p99_s",
-                                 "/migration/p50_s",     "/migration/p99_s",
-                                 "/bytes/kv",            "/bytes/replica_stream",
-                                 "/gpu_time_s/reconstruct", "/gpu_time_s/replay",
-                                 "/goodput_tokens_per_s"};
+  static const char* kPaths[] = {
+      "/requests/completed",   "/requests/failed",        "/moves/recoveries",
+      "/moves/migrations",     "/recovery/p50_s",         "/recovery/p99_s",
+      "/migration/p50_s",      "/migration/p99_s",        "/bytes/kv",
+      "/bytes/replica_stream", "/gpu_time_s/reconstruct", "/gpu_time_s/replay",
+      "/goodput_tokens_per_s"};
   json out = json::object();
   for (const auto& [name, s] : summary["strategies"].items()) {
     json m = json::object();
@@ -143,7 +143,8 @@ CheckOutcome check_golden(const json& summary, const json& golden) {
       }
     }
   }
-  if (out.ok) out.lines.push_back(std::to_string(compared) + " metrics within tolerance of the golden file");
+  if (out.ok)
+    out.lines.push_back(std::to_string(compared) + " metrics within tolerance of the golden file");
   return out;
 }
 

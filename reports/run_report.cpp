@@ -146,13 +146,12 @@ json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) 
     const std::int64_t rebuilt = risk != t.by_strategy.end() ? risk->second : 0;
     j["quality"]["risk_kv_moves"] = rebuilt;
     j["quality"]["expected_requests_over_eps"] = r9(*spec.risk_kv->violation_share * rebuilt);
-    j["quality"]["over_eps_source"] =
-        "test-set violation share " + fmt("%.4f", *spec.risk_kv->violation_share) + " of " +
-        spec.risk_kv->topology_source;
+    j["quality"]["over_eps_source"] = "test-set violation share " +
+                                      fmt("%.4f", *spec.risk_kv->violation_share) + " of " +
+                                      spec.risk_kv->topology_source;
   }
   return j;
 }
-
 
 std::string requests_csv(const std::vector<sim::RunResult>& runs) {
   std::string o = requests_csv_header();
@@ -189,36 +188,46 @@ std::string trace_json(const std::vector<sim::RunResult>& runs) {
   for (std::size_t p = 0; p < runs.size(); ++p) {
     const sim::RunResult& run = runs[p];
     const int pid = static_cast<int>(p) + 1;
-    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid},
-                      {"args", {{"name", run.strategy}}}});
+    events.push_back(
+        {{"name", "process_name"}, {"ph", "M"}, {"pid", pid}, {"args", {{"name", run.strategy}}}});
     std::map<std::string, int> tids;
     auto tid = [&](const std::string& track) {
       auto [it, fresh] = tids.emplace(track, static_cast<int>(tids.size()) + 1);
       if (fresh) {
-        events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid}, {"tid", it->second},
+        events.push_back({{"name", "thread_name"},
+                          {"ph", "M"},
+                          {"pid", pid},
+                          {"tid", it->second},
                           {"args", {{"name", track}}}});
       }
       return it->second;
     };
     for (const sim::TraceSpan& s : run.trace) {
-      events.push_back({{"name", s.name}, {"ph", "X"}, {"pid", pid}, {"tid", tid(s.track)},
+      events.push_back({{"name", s.name},
+                        {"ph", "X"},
+                        {"pid", pid},
+                        {"tid", tid(s.track)},
                         {"ts", static_cast<double>(s.start_ns) / 1e3},
                         {"dur", static_cast<double>(s.duration_ns) / 1e3}});
     }
     for (const sim::MoveRecord& m : run.moves) {
-      events.push_back({{"name", std::string(sim::move_trigger_name(m.trigger)) + " " + m.strategy +
-                                     " r" + std::to_string(m.request)},
-                        {"ph", "X"}, {"pid", pid}, {"tid", tid("moves to " + m.to)},
-                        {"ts", static_cast<double>(m.start_ns) / 1e3},
-                        {"dur", static_cast<double>(m.end_ns - m.start_ns) / 1e3},
-                        {"args", {{"kv_bytes", m.kv_bytes},
-                                  {"outcome", sim::move_outcome_name(m.outcome)}}}});
+      events.push_back(
+          {{"name", std::string(sim::move_trigger_name(m.trigger)) + " " + m.strategy + " r" +
+                        std::to_string(m.request)},
+           {"ph", "X"},
+           {"pid", pid},
+           {"tid", tid("moves to " + m.to)},
+           {"ts", static_cast<double>(m.start_ns) / 1e3},
+           {"dur", static_cast<double>(m.end_ns - m.start_ns) / 1e3},
+           {"args", {{"kv_bytes", m.kv_bytes}, {"outcome", sim::move_outcome_name(m.outcome)}}}});
     }
     std::size_t counters = 0;  // keeps trace.json openable: at most 200,000 counter events a run
     for (const sim::LinkSample& s : run.link_samples) {
       if (s.bytes == 0) continue;
       if (++counters > 200'000) break;
-      events.push_back({{"name", "link " + s.link}, {"ph", "C"}, {"pid", pid},
+      events.push_back({{"name", "link " + s.link},
+                        {"ph", "C"},
+                        {"pid", pid},
                         {"ts", static_cast<double>(s.t_ns) / 1e3},
                         {"args", {{"utilisation", s.utilisation}}}});
     }
@@ -240,7 +249,8 @@ std::string answer(const json& strategies, const json& order) {
       if (strategies[n.get<std::string>()][k]["count"].get<std::int64_t>() > 0) kind = k;
     }
   }
-  if (!kind) return "No moves happened in this run: the strategies differ only in what they stream.";
+  if (!kind)
+    return "No moves happened in this run: the strategies differ only in what they stream.";
   struct Entry {
     std::string name;
     std::int64_t failed;
@@ -324,12 +334,12 @@ json run_summary(const sim::ScenarioSpec& spec, const std::vector<sim::RunResult
         if (n.kind == sim::NodeKind::kGpu && n.pool == static_cast<int>(p)) gpus += n.gpus;
       }
       const sim::PoolSpec& pool = spec.pools[p];
-      pools.push_back({{"name", pool.name},
-                       {"role", sim::pool_role_name(pool.role)},
-                       {"gpus", gpus},
-                       {"gpu", pool.gpu ? pool.gpu->name : spec.gpu.name},
-                       {"costs", pool.gpu ? "analytic (roofline of " + pool.gpu->name + ")"
-                                          : "cost_sources"}});
+      pools.push_back(
+          {{"name", pool.name},
+           {"role", sim::pool_role_name(pool.role)},
+           {"gpus", gpus},
+           {"gpu", pool.gpu ? pool.gpu->name : spec.gpu.name},
+           {"costs", pool.gpu ? "analytic (roofline of " + pool.gpu->name + ")" : "cost_sources"}});
     }
     j["pools"] = pools;
   }
@@ -385,33 +395,36 @@ std::string run_table(const json& summary) {
       const bool bound = s[group].value("includes_lower_bounds", false);
       return (bound ? ">" : "") + fmt_latency(s[group][key].get<double>());
     };
-    const double rebuild = s["gpu_time_s"]["reconstruct"].get<double>() +
-                           s["gpu_time_s"]["replay"].get<double>();
+    const double rebuild =
+        s["gpu_time_s"]["reconstruct"].get<double>() + s["gpu_time_s"]["replay"].get<double>();
     const std::string label =
-        name + (s["moves"]["fallbacks"].get<long long>() + s["moves"]["unfinished"].get<long long>() > 0
-                    ? " *"
-                    : "");
-    std::snprintf(line, sizeof line,
-                  "%-13s %9lld %6lld %6lld %11s %11s %11s %11s %6.1f MiB %9.3f s %9.5f\n",
-                  label.c_str(), s["requests"]["completed"].get<long long>(),
-                  s["requests"]["failed"].get<long long>(),
-                  s["moves"]["recoveries"].get<long long>() + s["moves"]["migrations"].get<long long>() +
-                      s["moves"].value("handoffs", 0LL),
-                  p(g1, "p50_s").c_str(), p(g1, "p99_s").c_str(), p(g2, "p50_s").c_str(),
-                  p(g2, "p99_s").c_str(),
-                  static_cast<double>(s["bytes"]["kv"].get<long long>()) / 1048576.0, rebuild,
-                  s["quality"]["delta_nll_mean_per_move"].get<double>());
+        name +
+        (s["moves"]["fallbacks"].get<long long>() + s["moves"]["unfinished"].get<long long>() > 0
+             ? " *"
+             : "");
+    std::snprintf(
+        line, sizeof line, "%-13s %9lld %6lld %6lld %11s %11s %11s %11s %6.1f MiB %9.3f s %9.5f\n",
+        label.c_str(), s["requests"]["completed"].get<long long>(),
+        s["requests"]["failed"].get<long long>(),
+        s["moves"]["recoveries"].get<long long>() + s["moves"]["migrations"].get<long long>() +
+            s["moves"].value("handoffs", 0LL),
+        p(g1, "p50_s").c_str(), p(g1, "p99_s").c_str(), p(g2, "p50_s").c_str(),
+        p(g2, "p99_s").c_str(), static_cast<double>(s["bytes"]["kv"].get<long long>()) / 1048576.0,
+        rebuild, s["quality"]["delta_nll_mean_per_move"].get<double>());
     o << line;
     const long long fb = s["moves"]["fallbacks"].get<long long>();
     const long long open = s["moves"]["unfinished"].get<long long>();
-    if (fb > 0) flags.push_back(name + ": " + std::to_string(fb) + " move(s) fell back to another strategy");
+    if (fb > 0)
+      flags.push_back(name + ": " + std::to_string(fb) + " move(s) fell back to another strategy");
     if (open > 0) {
-      flags.push_back(name + ": " + std::to_string(open) +
-                      " move(s) unfinished at the end; '>' marks latencies that include them as lower bounds");
+      flags.push_back(
+          name + ": " + std::to_string(open) +
+          " move(s) unfinished at the end; '>' marks latencies that include them as lower bounds");
     }
     if (s["ttft"].contains("without_first_token")) {
-      flags.push_back(name + ": " + std::to_string(s["ttft"]["without_first_token"].get<long long>()) +
-                      " request(s) had no first token at the end; TTFT counts them at their lower bound");
+      flags.push_back(
+          name + ": " + std::to_string(s["ttft"]["without_first_token"].get<long long>()) +
+          " request(s) had no first token at the end; TTFT counts them at their lower bound");
     }
   }
   for (const std::string& f : flags) o << "  * " << f << "\n";

@@ -14,12 +14,13 @@ namespace {
 
 void add_gpu_node(std::string name, const sim::NodeTemplate& t, Bytes hbm, std::string site,
                   sim::ClusterSpec& out) {
-  out.nodes.push_back({std::move(name), sim::NodeKind::kGpu, t.gpus, hbm, t.host_memory,
-                       std::move(site)});
+  out.nodes.push_back(
+      {std::move(name), sim::NodeKind::kGpu, t.gpus, hbm, t.host_memory, std::move(site)});
 }
 
 void add_switch(std::string name, std::string site, sim::ClusterSpec& out) {
-  out.nodes.push_back({std::move(name), sim::NodeKind::kSwitch, 0, Bytes{}, Bytes{}, std::move(site)});
+  out.nodes.push_back(
+      {std::move(name), sim::NodeKind::kSwitch, 0, Bytes{}, Bytes{}, std::move(site)});
 }
 
 void add_link(const std::string& a, const std::string& b, BitsPerSecond bw, Seconds lat,

@@ -15,7 +15,7 @@ namespace {
 
 constexpr double kMaxSeconds = 1e6;
 constexpr std::string_view kOps[] = {"prefill",     "decode", "reconstruct",
-                                      "proxy_score", "prune",  "predictor_load"};
+                                     "proxy_score", "prune",  "predictor_load"};
 
 std::optional<cost_model::CostTableEntry> parse_entry(const Reader& r) {
   r.allow_only({"op", "tokens", "sharing", "batch", "median_s", "p10_s", "p90_s", "repeats"});
@@ -30,8 +30,10 @@ std::optional<cost_model::CostTableEntry> parse_entry(const Reader& r) {
   const auto repeats = r.integer("repeats");
   bool ok = op && tokens && sharing && median && p10 && p90 && repeats;
   if (op && std::find(std::begin(kOps), std::end(kOps), *op) == std::end(kOps)) {
-    r.problem("op", "must be prefill, decode, reconstruct, proxy_score, prune or predictor_load "
-                    "(got \"" + *op + "\")");
+    r.problem("op",
+              "must be prefill, decode, reconstruct, proxy_score, prune or predictor_load "
+              "(got \"" +
+                  *op + "\")");
     ok = false;
   }
   auto positive_int = [&](std::string_view key, const std::optional<std::int64_t>& v) {
@@ -123,9 +125,8 @@ CostTable parse_cost_table(const Json& doc, std::string_view source) {
     diag.throw_if_any(source);
   }
   const Reader r(doc, "", diag);
-  r.allow_only(
-      {"backend", "model", "topology", "proxy", "retention", "machine", "inputs", "notes",
-       "entries"});
+  r.allow_only({"backend", "model", "topology", "proxy", "retention", "machine", "inputs", "notes",
+                "entries"});
   if (auto b = r.string("backend")) {
     if (*b != "cpu" && *b != "cuda")
       r.problem("backend", "must be \"cpu\" or \"cuda\" (got \"" + *b + "\")");
@@ -195,13 +196,9 @@ CostTable read_cost_table(const std::string& path) {
 Json cost_table_json(const CostTable& t) {
   Json entries = Json::array();
   for (const auto& e : t.entries) {
-    Json row = {{"op", e.op},
-                {"tokens", e.tokens},
-                {"sharing", e.sharing},
-                {"median_s", e.median_s},
-                {"p10_s", e.p10_s},
-                {"p90_s", e.p90_s},
-                {"repeats", e.repeats}};
+    Json row = {
+        {"op", e.op},       {"tokens", e.tokens}, {"sharing", e.sharing}, {"median_s", e.median_s},
+        {"p10_s", e.p10_s}, {"p90_s", e.p90_s},   {"repeats", e.repeats}};
     if (e.op == "decode") row["batch"] = e.batch;
     entries.push_back(std::move(row));
   }
@@ -229,7 +226,10 @@ Json cost_table_json(const CostTable& t) {
 cost_model::TableCosts make_table_costs(const CostTable& t, const std::string& path,
                                         const cost_model::ComputeCosts* fallback) {
   const std::string device = t.backend == "cuda" ? t.machine.gpu : t.machine.cpu;
-  cost_model::TableInfo info{t.model, t.topology_groups(), t.proxy, t.retention,
+  cost_model::TableInfo info{t.model,
+                             t.topology_groups(),
+                             t.proxy,
+                             t.retention,
                              path + " (" + t.backend + ": " + device +
                                  (t.weights == "seeded random" ? "; seeded random weights" : "") +
                                  ")",

@@ -25,7 +25,8 @@ struct Names {
   std::set<std::string> links;
 };
 
-std::string suggestion(const std::string& word, const std::map<std::string, const sim::NodeSpec*>& m) {
+std::string suggestion(const std::string& word,
+                       const std::map<std::string, const sim::NodeSpec*>& m) {
   std::vector<std::string> names;
   for (const auto& [name, node] : m) names.push_back(name);
   return closest_name(word, names);
@@ -57,16 +58,19 @@ Names check_cluster(const sim::ClusterSpec& c, Diagnostics& d, const LoadContext
   for (std::size_t i = 0; i < c.links.size(); ++i) {
     const sim::LinkSpec& l = c.links[i];
     const std::string p = link_ptr(ctx, i);
-    if (!n.links.insert(l.name).second) d.add(p + "/name", "duplicate link name \"" + l.name + "\"");
+    if (!n.links.insert(l.name).second)
+      d.add(p + "/name", "duplicate link name \"" + l.name + "\"");
     for (const auto& [key, end] : {std::pair{"/a", &l.a}, std::pair{"/b", &l.b}}) {
       if (!n.nodes.count(*end)) {
         d.add(p + key, "unknown node \"" + *end + "\"" + suggestion(*end, n.nodes));
       }
     }
-    if (l.a == l.b) d.add(p + "/b", "a link must join two different nodes (got \"" + l.b + "\" twice)");
+    if (l.a == l.b)
+      d.add(p + "/b", "a link must join two different nodes (got \"" + l.b + "\" twice)");
   }
   if (!d.empty()) return n;  // reachability is meaningless with broken links
-  if (std::none_of(c.nodes.begin(), c.nodes.end(), [](const auto& x) { return x.kind == NodeKind::kGpu; })) {
+  if (std::none_of(c.nodes.begin(), c.nodes.end(),
+                   [](const auto& x) { return x.kind == NodeKind::kGpu; })) {
     d.add("/cluster", "has no GPU node");
     return n;
   }
@@ -124,8 +128,8 @@ void check_memory(const sim::ScenarioSpec& s, Diagnostics& d, const LoadContext&
       said.insert(p);
     } else if (weights + kv > n.hbm_per_gpu) {
       d.add(p, "the largest request (" + std::to_string(tokens) + " tokens, " + gib(kv) +
-                   " of KV) does not fit beside the model weights (" + gib(weights) +
-                   ") in the " + gib(n.hbm_per_gpu) + " HBM of node \"" + n.name + "\"");
+                   " of KV) does not fit beside the model weights (" + gib(weights) + ") in the " +
+                   gib(n.hbm_per_gpu) + " HBM of node \"" + n.name + "\"");
       said.insert(p);
     }
   }
@@ -177,7 +181,8 @@ void cross_check(const sim::ScenarioSpec& spec, const Reader& top, const LoadCon
   std::error_code ec;
   if (spec.cost_source.kind == sim::CostSourceKind::kProfile &&
       !std::filesystem::is_regular_file(spec.cost_source.profile_path, ec)) {
-    d.add("/cost_source", "cost table \"" + spec.cost_source.profile_path + "\" is not a readable file");
+    d.add("/cost_source",
+          "cost table \"" + spec.cost_source.profile_path + "\" is not a readable file");
   }
 }
 

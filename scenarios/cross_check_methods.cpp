@@ -62,8 +62,8 @@ void check_methods(const sim::ScenarioSpec& s, Diagnostics& d) {
                                          " vs " + std::to_string(s.model.vocab) +
                                          "); ProxyKV needs a same-family proxy");
     } else if (p.parameter_count() >= s.model.parameter_count()) {
-      d.add("/proxy_kv/proxy_model", "proxy " + p.name + " is not smaller than the target " +
-                                         s.model.name);
+      d.add("/proxy_kv/proxy_model",
+            "proxy " + p.name + " is not smaller than the target " + s.model.name);
     }
   }
 }
@@ -81,20 +81,23 @@ void check_placements(const sim::ScenarioSpec& s, Diagnostics& d) {
   if (pr.mode != sim::ProtectionMode::kNone) {
     if (pr.placement == sim::ReplicaPlacement::kStorage) {
       const sim::NodeSpec* n = find(pr.store);
-      if (!n) d.add("/protection/store", "unknown node \"" + pr.store + "\"");
+      if (!n)
+        d.add("/protection/store", "unknown node \"" + pr.store + "\"");
       else if (n->kind != sim::NodeKind::kStorage) {
         d.add("/protection/store", "node \"" + pr.store + "\" is not a storage node");
       }
     } else if (gpu_nodes < 2) {
-      d.add("/protection/placement", "replicas on another GPU node need at least 2 GPU nodes (have " +
-                                         std::to_string(gpu_nodes) + ")");
+      d.add("/protection/placement",
+            "replicas on another GPU node need at least 2 GPU nodes (have " +
+                std::to_string(gpu_nodes) + ")");
     }
   }
   if (s.proxy_kv && s.proxy_kv->placement == sim::ProxyPlacement::kProxyGpu) {
     for (const auto& n : s.cluster.nodes) {
       if (n.kind == sim::NodeKind::kGpu && n.gpus < 2) {
-        d.add("/proxy_kv/placement", "\"proxy_gpu\" reserves one GPU per node for the proxy, but node \"" +
-                                         n.name + "\" has 1 GPU");
+        d.add("/proxy_kv/placement",
+              "\"proxy_gpu\" reserves one GPU per node for the proxy, but node \"" + n.name +
+                  "\" has 1 GPU");
         break;
       }
     }
@@ -105,7 +108,8 @@ void check_placements(const sim::ScenarioSpec& s, Diagnostics& d) {
   if (pd.hbm_budget && s.risk_kv) {
     cost_model::StorageOptions opt;
     opt.predictor_dtype = s.risk_kv->predictor_dtype;
-    const Bytes set = cost_model::storage(s.model, s.risk_kv->topology, 1, opt).predictor_bytes_total;
+    const Bytes set =
+        cost_model::storage(s.model, s.risk_kv->topology, 1, opt).predictor_bytes_total;
     if (*pd.hbm_budget < set) {
       d.add("/predictors/hbm_budget", "cannot hold one predictor set of " + s.model.name + " (" +
                                           format_mib(set) + ", budget " +

@@ -13,9 +13,12 @@ namespace {
 std::string escape_pointer_token(std::string_view key) {
   std::string out;
   for (char c : key) {
-    if (c == '~') out += "~0";
-    else if (c == '/') out += "~1";
-    else out += c;
+    if (c == '~')
+      out += "~0";
+    else if (c == '/')
+      out += "~1";
+    else
+      out += c;
   }
   return out;
 }
@@ -90,9 +93,7 @@ std::string did_you_mean(std::string_view word, std::initializer_list<std::strin
 Reader::Reader(const Json& node, std::string pointer, Diagnostics& diag)
     : node_(&node), pointer_(std::move(pointer)), diag_(&diag) {}
 
-bool Reader::has(std::string_view key) const {
-  return node_->is_object() && node_->contains(key);
-}
+bool Reader::has(std::string_view key) const { return node_->is_object() && node_->contains(key); }
 
 std::string Reader::child_pointer(std::string_view key) const {
   return pointer_ + "/" + escape_pointer_token(key);

@@ -59,7 +59,8 @@ class Reader {
   std::optional<BitsPerSecond> bandwidth(std::string_view key, bool required = true) const;
   std::optional<Seconds> duration(std::string_view key, bool required = true) const;
 
-  /// The object at `key`; records a problem and returns nullopt if absent (when required) or not an object.
+  /// The object at `key`; records a problem and returns nullopt if absent (when required) or not an
+  /// object.
   std::optional<Reader> object(std::string_view key, bool required = true) const;
   /// Calls `fn` with a Reader for each element of the array at `key`.
   void each(std::string_view key, const std::function<void(const Reader&)>& fn,

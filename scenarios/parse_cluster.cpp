@@ -60,10 +60,10 @@ void parse_link(const Reader& l, std::vector<sim::LinkSpec>& out) {
   link.name = l.string("name", false).value_or(link.a + "-" + link.b);
   link.bandwidth = positive_bandwidth(l, "bandwidth", true).value_or(BitsPerSecond{});
   link.latency = duration_at_least0(l, "latency", false, false).value_or(Seconds{0});
-  link.duplex = enum_field<sim::Duplex>(l, "duplex",
-                                        {{"full", sim::Duplex::kFull}, {"half", sim::Duplex::kHalf}},
-                                        false)
-                    .value_or(sim::Duplex::kFull);
+  link.duplex =
+      enum_field<sim::Duplex>(l, "duplex",
+                              {{"full", sim::Duplex::kFull}, {"half", sim::Duplex::kHalf}}, false)
+          .value_or(sim::Duplex::kFull);
   out.push_back(std::move(link));
 }
 
@@ -137,8 +137,8 @@ std::optional<sim::MultiSiteSpec> parse_multi_site(const Reader& g) {
   s.wan_latency = duration_at_least0(g, "wan_latency", false, false).value_or(Seconds{0});
   if (g.node().is_object() && g.node().contains("sites") && g.node()["sites"].is_array() &&
       g.node()["sites"].size() < 2) {
-    g.problem("sites", "expected at least 2 sites (got " + std::to_string(g.node()["sites"].size()) +
-                           ")");
+    g.problem("sites",
+              "expected at least 2 sites (got " + std::to_string(g.node()["sites"].size()) + ")");
     ok = false;
   }
   if (!ok || !wan) return std::nullopt;
@@ -158,12 +158,13 @@ sim::ClusterSpec parse_cluster(const Reader& c, const cost_model::GpuSpec& gpu, 
     if (c.has(k)) generators.emplace_back(k);
   }
   if (generators.size() > 1) {
-    c.problem(generators[1], "only one generator per cluster (already have \"" + generators[0] +
-                                 "\")");
+    c.problem(generators[1],
+              "only one generator per cluster (already have \"" + generators[0] + "\")");
   }
   if (generators.empty() && !c.has("nodes")) {
-    c.problem("expected \"nodes\" and \"links\", or a generator: star, ring, leaf_spine, "
-              "multi_site");
+    c.problem(
+        "expected \"nodes\" and \"links\", or a generator: star, ring, leaf_spine, "
+        "multi_site");
   }
   if (!generators.empty()) {
     ctx.generator_pointer = c.pointer() + "/" + generators[0];
@@ -196,13 +197,18 @@ sim::ClusterSpec parse_cluster(const Reader& c, const cost_model::GpuSpec& gpu, 
   }
   ctx.generated_nodes = out.nodes.size();
   ctx.generated_links = out.links.size();
-  const std::string default_hbm = out.node_template.hbm_per_gpu ? c.pointer() + "/node/hbm" : "/gpu";
+  const std::string default_hbm =
+      out.node_template.hbm_per_gpu ? c.pointer() + "/node/hbm" : "/gpu";
   ctx.hbm_origin.assign(out.nodes.size(), default_hbm);
-  c.each("nodes", [&](const Reader& n) {
-    parse_node(n, out.node_template, hbm, out.nodes);
-    ctx.hbm_origin.push_back(n.has("hbm") ? n.pointer() + "/hbm" : default_hbm);
-  }, false);
-  c.each("links", [&](const Reader& l) { parse_link(l, out.links); }, false);
+  c.each(
+      "nodes",
+      [&](const Reader& n) {
+        parse_node(n, out.node_template, hbm, out.nodes);
+        ctx.hbm_origin.push_back(n.has("hbm") ? n.pointer() + "/hbm" : default_hbm);
+      },
+      false);
+  c.each(
+      "links", [&](const Reader& l) { parse_link(l, out.links); }, false);
   return out;
 }
 

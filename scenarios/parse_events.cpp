@@ -23,7 +23,10 @@ struct EventRule {
 const EventRule kRules[] = {
     {"node_failure", sim::EventKind::kNodeFailure, {"node"}, {"detection_delay", "repair_after"}},
     {"node_repair", sim::EventKind::kNodeRepair, {"node"}, {}},
-    {"link_degrade", sim::EventKind::kLinkDegrade, {"link"}, {"bandwidth", "latency", "repair_after"}},
+    {"link_degrade",
+     sim::EventKind::kLinkDegrade,
+     {"link"},
+     {"bandwidth", "latency", "repair_after"}},
     {"link_failure", sim::EventKind::kLinkFailure, {"link"}, {"repair_after"}},
     {"link_repair", sim::EventKind::kLinkRepair, {"link"}, {}},
     {"drain", sim::EventKind::kDrain, {"node"}, {}},
@@ -70,7 +73,8 @@ std::optional<sim::EventSpec> parse_event(const Reader& e) {
     if (!ev.from.empty() && ev.from == ev.to) e.problem("to", "a path joins two different nodes");
   }
   if (listed(rule->optional, "detection_delay")) {
-    ev.detection_delay = duration_at_least0(e, "detection_delay", false, false).value_or(Seconds{0});
+    ev.detection_delay =
+        duration_at_least0(e, "detection_delay", false, false).value_or(Seconds{0});
   }
   if (listed(rule->optional, "repair_after")) {
     ev.repair_after = duration_at_least0(e, "repair_after", true, false);
@@ -93,13 +97,16 @@ std::vector<sim::EventSpec> parse_events(const Reader& top, LoadContext& ctx) {
   std::vector<sim::EventSpec> events;
   std::vector<std::size_t> origin;
   std::size_t index = 0;
-  top.each("events", [&](const Reader& e) {
-    if (auto ev = parse_event(e)) {
-      events.push_back(*ev);
-      origin.push_back(index);
-    }
-    ++index;
-  }, false);
+  top.each(
+      "events",
+      [&](const Reader& e) {
+        if (auto ev = parse_event(e)) {
+          events.push_back(*ev);
+          origin.push_back(index);
+        }
+        ++index;
+      },
+      false);
   std::vector<std::size_t> order(events.size());
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),

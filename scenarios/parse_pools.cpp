@@ -26,8 +26,9 @@ std::vector<std::size_t> members(const Reader& p, const sim::ClusterSpec& c) {
     names.push_back(c.nodes[i].name);
   }
   if (p.has("nodes") == p.has("site")) {
-    p.problem("a pool names its members by \"nodes\" (a list of node names) or by \"site\", "
-              "exactly one of them");
+    p.problem(
+        "a pool names its members by \"nodes\" (a list of node names) or by \"site\", "
+        "exactly one of them");
     return out;
   }
   if (auto site = p.string("site", false)) {
@@ -88,8 +89,9 @@ std::vector<sim::PoolSpec> parse_pools(const Reader& top, sim::ScenarioSpec& s, 
     if (p.has("gpu")) {
       pool.gpu = parse_gpu(p, ctx);
       if (s.cost_source.kind != sim::CostSourceKind::kAnalytic) {
-        p.problem("gpu", "a pool's own GPU needs \"cost_source\": \"analytic\" (a profiled or "
-                         "live cost table measures one GPU)");
+        p.problem("gpu",
+                  "a pool's own GPU needs \"cost_source\": \"analytic\" (a profiled or "
+                  "live cost table measures one GPU)");
       }
     }
     const std::size_t problems_before = p.diagnostics().items().size();

@@ -30,7 +30,8 @@ cost_model::ModelSpec parse_model(const Reader& top, LoadContext& ctx) {
   if (top.has("model") && top.node()["model"].is_string()) {
     const std::string s = top.node()["model"].get<std::string>();
     try {
-      return looks_like_path(s) ? resolve_model(input_file(ctx, s, true)) : cost_model::find_model(s);
+      return looks_like_path(s) ? resolve_model(input_file(ctx, s, true))
+                                : cost_model::find_model(s);
     } catch (const InputError& e) {
       top.problem("model", looks_like_path(s) ? std::string(e.what()) : bare(e));
       return {};
@@ -65,8 +66,9 @@ cost_model::ModelSpec parse_model(const Reader& top, LoadContext& ctx) {
   if (auto v = number_in(*r, "rope_theta", 0, 1e12, true, false)) m.rope_theta = *v;
   if (auto v = r->boolean("attention_bias", false)) m.attention_bias = *v;
   if (auto v = r->boolean("tied_embeddings", false)) m.tied_embeddings = *v;
-  for (auto [key, field] : {std::pair<std::string_view, cost_model::DType*>{"kv_dtype", &m.kv_dtype},
-                            {"weight_dtype", &m.weight_dtype}}) {
+  for (auto [key, field] :
+       {std::pair<std::string_view, cost_model::DType*>{"kv_dtype", &m.kv_dtype},
+        {"weight_dtype", &m.weight_dtype}}) {
     if (auto v = r->string(key, false)) {
       try {
         *field = cost_model::parse_dtype(*v, key);
@@ -122,19 +124,20 @@ sim::ProtectionSpec parse_protection(const Reader& r) {
                                             {"proxy_kv", sim::ProtectionMode::kProxyKv}},
                                            true)
                .value_or(sim::ProtectionMode::kNone);
-  p.placement = enum_field<sim::ReplicaPlacement>(r, "placement",
-                                                  {{"next_node", sim::ReplicaPlacement::kNextNode},
-                                                   {"least_loaded", sim::ReplicaPlacement::kLeastLoaded},
-                                                   {"storage", sim::ReplicaPlacement::kStorage}},
-                                                  false)
-                    .value_or(sim::ReplicaPlacement::kNextNode);
+  p.placement =
+      enum_field<sim::ReplicaPlacement>(r, "placement",
+                                        {{"next_node", sim::ReplicaPlacement::kNextNode},
+                                         {"least_loaded", sim::ReplicaPlacement::kLeastLoaded},
+                                         {"storage", sim::ReplicaPlacement::kStorage}},
+                                        false)
+          .value_or(sim::ReplicaPlacement::kNextNode);
   if (p.placement == sim::ReplicaPlacement::kStorage) {
     p.store = r.string("store", true).value_or("");
   } else if (r.has("store")) {
     r.problem("store", "applies only to placement \"storage\"");
   }
-  p.stream_every_tokens = int_in(r, "stream_every_tokens", 1, 1'000'000, false)
-                              .value_or(p.stream_every_tokens);
+  p.stream_every_tokens =
+      int_in(r, "stream_every_tokens", 1, 1'000'000, false).value_or(p.stream_every_tokens);
   if (p.mode == sim::ProtectionMode::kNone) {
     for (std::string_view k : {"placement", "store", "stream_every_tokens"}) {
       if (r.has(k)) r.problem(k, "does not apply to mode \"none\" (nothing is replicated)");
@@ -191,12 +194,12 @@ sim::PolicySpec parse_policies(const Reader& r) {
 sim::PredictorSpec parse_predictors(const Reader& r) {
   r.allow_only(keys::kPredictors);
   sim::PredictorSpec p;
-  p.placement = enum_field<sim::PredictorPlacement>(
-                    r, "placement",
-                    {{"preloaded", sim::PredictorPlacement::kPreloaded},
-                     {"on_demand", sim::PredictorPlacement::kOnDemand}},
-                    false)
-                    .value_or(sim::PredictorPlacement::kPreloaded);
+  p.placement =
+      enum_field<sim::PredictorPlacement>(r, "placement",
+                                          {{"preloaded", sim::PredictorPlacement::kPreloaded},
+                                           {"on_demand", sim::PredictorPlacement::kOnDemand}},
+                                          false)
+          .value_or(sim::PredictorPlacement::kPreloaded);
   const bool on_demand = p.placement == sim::PredictorPlacement::kOnDemand;
   if (on_demand) {
     p.hbm_budget = positive_bytes(r, "hbm_budget", false);
@@ -233,16 +236,17 @@ void check_cost_table(const Reader& top, const sim::ScenarioSpec& spec) {
     }
     for (const std::string& op : ops_needed(spec)) {
       if (!table_has(table, op)) {
-        top.problem("cost_source", path + " has no \"" + op + "\" entries, and the scenario needs them" +
-                                       (op == "decode" ? " (every serving step is one)"
+        top.problem("cost_source", path + " has no \"" + op +
+                                       "\" entries, and the scenario needs them" +
+                                       (op == "decode"        ? " (every serving step is one)"
                                         : op == "reconstruct" ? " (it uses RISK-KV)"
                                                               : " (it uses ProxyKV)"));
       }
     }
     if (spec.proxy_kv && table.proxy && *table.proxy != spec.proxy_kv->proxy_model.name) {
       top.problem("cost_source", path + " timed proxy_score with the proxy \"" + *table.proxy +
-                                     "\", not the scenario's \"" +
-                                     spec.proxy_kv->proxy_model.name + "\"");
+                                     "\", not the scenario's \"" + spec.proxy_kv->proxy_model.name +
+                                     "\"");
     }
     (void)make_table_costs(table, path);  // entry-level checks
   } catch (const InputError& e) {
@@ -264,15 +268,17 @@ void check_live(const Reader& top, const sim::ScenarioSpec& spec) {
   try {
     const cost_model::ModelSpec m = resolve_model(l.model);
     const auto& s = spec.model;
-    for (const auto& [field, a, b] :
-         {std::tuple{"layers", m.layers, s.layers}, {"hidden", m.hidden, s.hidden},
-          {"q_heads", m.q_heads, s.q_heads}, {"kv_heads", m.kv_heads, s.kv_heads},
-          {"head_dim", m.head_dim, s.head_dim}, {"intermediate", m.intermediate, s.intermediate},
-          {"vocab", m.vocab, s.vocab}}) {
+    for (const auto& [field, a, b] : {std::tuple{"layers", m.layers, s.layers},
+                                      {"hidden", m.hidden, s.hidden},
+                                      {"q_heads", m.q_heads, s.q_heads},
+                                      {"kv_heads", m.kv_heads, s.kv_heads},
+                                      {"head_dim", m.head_dim, s.head_dim},
+                                      {"intermediate", m.intermediate, s.intermediate},
+                                      {"vocab", m.vocab, s.vocab}}) {
       if (a != b) {
         live->problem("model", l.model + " has " + field + " " + std::to_string(a) +
-                                      ", the scenario's model " + s.name + " " + std::to_string(b) +
-                                      ": the live costs must run the scenario's model");
+                                   ", the scenario's model " + s.name + " " + std::to_string(b) +
+                                   ": the live costs must run the scenario's model");
         break;
       }
     }
@@ -280,8 +286,9 @@ void check_live(const Reader& top, const sim::ScenarioSpec& spec) {
     live->problem("model", e.what());
   }
   if (spec.risk_kv && !spec.risk_kv->topology.empty() && l.predictors.empty()) {
-    live->problem("needs \"predictors\" (the predictors.safetensors calibrated for the "
-                        "topology): the scenario uses RISK-KV");
+    live->problem(
+        "needs \"predictors\" (the predictors.safetensors calibrated for the "
+        "topology): the scenario uses RISK-KV");
   }
   if (spec.proxy_kv && l.mapper.empty()) {
     live->problem("needs \"mapper\" (a trained mapper.safetensors): the scenario uses ProxyKV");
@@ -332,8 +339,9 @@ sim::CostSourceSpec parse_cost_source(const Reader& top, LoadContext& ctx) {
   }
   const bool live = c.kind == sim::CostSourceKind::kLive;
   if (live && !top.has("live")) {
-    top.problem("live", "required with cost_source \"live\": at least {\"model\": a folder with "
-                        "the weights} (see scenarios/README.md)");
+    top.problem("live",
+                "required with cost_source \"live\": at least {\"model\": a folder with "
+                "the weights} (see scenarios/README.md)");
   } else if (!live && top.has("live")) {
     top.problem("live", "applies only to cost_source \"live\"");
   } else if (auto r = top.object("live", false)) {
@@ -361,9 +369,12 @@ sim::OutputSpec parse_outputs(const Reader& r) {
       static constexpr std::string_view kFiles[] = {"summary", "requests", "recoveries", "links",
                                                     "trace"};
       const std::string v = e.node().is_string() ? e.node().get<std::string>() : e.node().dump();
-      if (!e.node().is_string() || std::find(std::begin(kFiles), std::end(kFiles), v) == std::end(kFiles)) {
-        e.problem("expected one of \"summary\", \"requests\", \"recoveries\", \"links\", \"trace\" "
-                  "(got " + e.node().dump() + ")");
+      if (!e.node().is_string() ||
+          std::find(std::begin(kFiles), std::end(kFiles), v) == std::end(kFiles)) {
+        e.problem(
+            "expected one of \"summary\", \"requests\", \"recoveries\", \"links\", \"trace\" "
+            "(got " +
+            e.node().dump() + ")");
       } else if (std::find(o.files.begin(), o.files.end(), v) != o.files.end()) {
         e.problem("duplicate file \"" + v + "\"");
       } else {

@@ -28,10 +28,13 @@ sim::TokenDist parse_token_dist(const Reader& w, std::string_view key, std::int6
                .value_or(sim::TokenDistKind::kFixed);
   const bool fixed = d.kind == sim::TokenDistKind::kFixed;
   const bool logn = d.kind == sim::TokenDistKind::kLognormal;
-  if (fixed) d.value = int_in(*r, "value", min_value, kMaxTokens, true).value_or(0);
-  else if (r->has("value")) r->problem("value", "applies only to distribution \"fixed\"");
+  if (fixed)
+    d.value = int_in(*r, "value", min_value, kMaxTokens, true).value_or(0);
+  else if (r->has("value"))
+    r->problem("value", "applies only to distribution \"fixed\"");
   if (!fixed) {
-    d.min = int_in(*r, "min", min_value, kMaxTokens, !logn).value_or(std::max<std::int64_t>(min_value, 1));
+    d.min = int_in(*r, "min", min_value, kMaxTokens, !logn)
+                .value_or(std::max<std::int64_t>(min_value, 1));
     d.max = int_in(*r, "max", min_value, kMaxTokens, !logn).value_or(kMaxTokens);
     if (d.min > d.max) r->problem("max", "must be >= min (" + std::to_string(d.min) + ")");
   } else {

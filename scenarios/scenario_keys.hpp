@@ -12,41 +12,44 @@ namespace kvshift::scenarios::keys {
 
 using List = std::initializer_list<std::string_view>;
 
-inline const List kTop = {"$schema",    "name",       "description", "model",    "gpu",
-                              "cluster",    "workload",   "serving",     "protection", "events",
-                              "policies",   "risk_kv",    "proxy_kv",    "predictors",
-                              "pools",      "transfer_engine",
-                              "cost_source", "live",      "seed",        "duration", "slo",
-                              "outputs"};
-inline const List kModel = {"base",     "name",     "layers",     "hidden",
-                                "q_heads",  "kv_heads", "head_dim",   "intermediate",
-                                "vocab",    "rope_theta", "attention_bias", "tied_embeddings",
-                                "kv_dtype", "weight_dtype"};
+inline const List kTop = {
+    "$schema",  "name",       "description", "model",           "gpu",         "cluster",
+    "workload", "serving",    "protection",  "events",          "policies",    "risk_kv",
+    "proxy_kv", "predictors", "pools",       "transfer_engine", "cost_source", "live",
+    "seed",     "duration",   "slo",         "outputs"};
+inline const List kModel = {"base",     "name",        "layers",         "hidden",
+                            "q_heads",  "kv_heads",    "head_dim",       "intermediate",
+                            "vocab",    "rope_theta",  "attention_bias", "tied_embeddings",
+                            "kv_dtype", "weight_dtype"};
 /// Mirrors scenarios::parse_gpu_spec (spec_files.cpp).
-inline const List kGpu = {"name",      "base",            "peak_dense_fp16_tflops",
-                              "hbm_bandwidth", "hbm_capacity", "host_link",
-                              "launch_overhead", "gemm_efficiency", "attention_efficiency",
-                              "memory_efficiency"};
-inline const List kCluster = {"node", "nodes", "links", "star", "ring", "leaf_spine",
-                                  "multi_site"};
+inline const List kGpu = {"name",
+                          "base",
+                          "peak_dense_fp16_tflops",
+                          "hbm_bandwidth",
+                          "hbm_capacity",
+                          "host_link",
+                          "launch_overhead",
+                          "gemm_efficiency",
+                          "attention_efficiency",
+                          "memory_efficiency"};
+inline const List kCluster = {"node", "nodes", "links", "star", "ring", "leaf_spine", "multi_site"};
 inline const List kNodeTemplate = {"gpus", "hbm", "host_memory"};
 inline const List kNode = {"name", "kind", "gpus", "hbm", "host_memory", "capacity", "site"};
 inline const List kLink = {"name", "a", "b", "bandwidth", "latency", "duplex"};
 inline const List kStar = {"nodes", "bandwidth", "latency"};
-inline const List kLeafSpine = {"leaves",          "spines",           "nodes_per_leaf",
-                                    "node_bandwidth",  "uplink_bandwidth", "oversubscription",
-                                    "latency"};
+inline const List kLeafSpine = {"leaves",         "spines",           "nodes_per_leaf",
+                                "node_bandwidth", "uplink_bandwidth", "oversubscription",
+                                "latency"};
 inline const List kMultiSite = {"sites", "wan_bandwidth", "wan_latency"};
 inline const List kSite = {"name", "nodes", "lan_bandwidth", "lan_latency"};
-inline const List kWorkload = {"arrival",       "rate",  "cv",           "prompt_tokens",
-                                   "output_tokens", "trace", "trace_format", "time_scale",
-                                   "max_requests"};
+inline const List kWorkload = {"arrival",       "rate",          "cv",
+                               "prompt_tokens", "output_tokens", "trace",
+                               "trace_format",  "time_scale",    "max_requests"};
 inline const List kTokenDist = {"distribution", "value", "min", "max", "mean", "cv"};
 inline const List kServing = {"max_batch", "kv_block_tokens"};
 inline const List kProtection = {"mode", "placement", "store", "stream_every_tokens"};
-inline const List kEvent = {"type",           "at",           "node",      "link",
-                                "detection_delay", "repair_after", "bandwidth", "latency",
-                                "from",            "to"};
+inline const List kEvent = {"type",         "at",        "node",    "link", "detection_delay",
+                            "repair_after", "bandwidth", "latency", "from", "to"};
 inline const List kPool = {"name", "role", "router", "nodes", "site", "gpu"};
 inline const List kTransferEngine = {"setup", "per_block", "max_inflight_per_destination",
                                      "stall_timeout"};
@@ -54,11 +57,12 @@ inline const List kPolicies = {"strategies", "router", "quality_budget", "rebala
 inline const List kRebalance = {"threshold", "check_interval"};
 inline const List kRiskKv = {"topology", "delta_nll", "predictor_dtype"};
 /// Mirrors scenarios::parse_topology (spec_files.cpp), for an inline topology object.
-inline const List kTopology = {"model", "group_width", "anchor_width", "omitted_groups",
-                                   "groups", "quality", "predictor_dtype", "gate", "eps"};
+inline const List kTopology = {"model",           "group_width", "anchor_width",
+                               "omitted_groups",  "groups",      "quality",
+                               "predictor_dtype", "gate",        "eps"};
 inline const List kProxyKv = {"proxy_model", "placement", "retention", "delta_nll", "quality"};
 inline const List kPredictors = {"placement", "hbm_budget", "source", "batch_reconstruction"};
-inline const List kLive = {"backend", "model",  "proxy",  "proxy_layers",
+inline const List kLive = {"backend",    "model",  "proxy",  "proxy_layers",
                            "predictors", "mapper", "warmup", "repeats"};
 inline const List kSlo = {"ttft", "tpot", "e2e"};
 inline const List kOutputs = {"dir", "files", "link_sample_interval"};

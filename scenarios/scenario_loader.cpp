@@ -31,8 +31,10 @@ void parse_all(const Reader& top, sim::ScenarioSpec& s, detail::LoadContext& ctx
   if (auto r = top.object("serving", false)) s.serving = parse_serving(*r);
   if (auto r = top.object("protection", false)) s.protection = parse_protection(*r);
   s.events = parse_events(top, ctx);
-  if (auto r = top.object("policies", false)) s.policies = parse_policies(*r);
-  else s.policies.strategies = {sim::Strategy::kFullKv, sim::Strategy::kTokenReplay};
+  if (auto r = top.object("policies", false))
+    s.policies = parse_policies(*r);
+  else
+    s.policies.strategies = {sim::Strategy::kFullKv, sim::Strategy::kTokenReplay};
   s.risk_kv = parse_risk_kv(top, s.model, model_ok, ctx);
   s.proxy_kv = parse_proxy_kv(top, ctx);
   if (auto r = top.object("predictors", false)) s.predictors = parse_predictors(*r);
@@ -144,7 +146,8 @@ std::string summarize(const sim::ScenarioSpec& s) {
     }
   }
   std::string strategies;
-  for (auto st : s.policies.strategies) strategies += (strategies.empty() ? "" : ",") + std::string(sim::strategy_name(st));
+  for (auto st : s.policies.strategies)
+    strategies += (strategies.empty() ? "" : ",") + std::string(sim::strategy_name(st));
   std::string arrivals;
   if (s.workload.arrival == sim::ArrivalKind::kTrace) {
     arrivals = "trace of " + std::to_string(s.workload.trace.size()) + " requests";
@@ -158,8 +161,9 @@ std::string summarize(const sim::ScenarioSpec& s) {
   char dur[32];
   std::snprintf(dur, sizeof dur, "%gs", s.duration.value);
   return s.name + ": " + s.model.name + " on " + s.gpu.name + ", " + std::to_string(gpu_nodes) +
-         " GPU nodes (" + std::to_string(gpus) + " GPUs), " + std::to_string(s.cluster.links.size()) +
-         " links, " + arrivals + ", " + std::to_string(s.events.size()) + " events, protection " +
+         " GPU nodes (" + std::to_string(gpus) + " GPUs), " +
+         std::to_string(s.cluster.links.size()) + " links, " + arrivals + ", " +
+         std::to_string(s.events.size()) + " events, protection " +
          sim::protection_name(s.protection.mode) + ", strategies " + strategies + ", " + dur;
 }
 

@@ -21,8 +21,8 @@ struct LoadContext {
   std::filesystem::path base_dir;
   std::size_t generated_nodes = 0;  ///< cluster.nodes[0, generated_nodes) come from a generator
   std::size_t generated_links = 0;
-  std::string generator_pointer;    ///< e.g. "/cluster/leaf_spine"
-  std::vector<std::string> hbm_origin;  ///< per cluster node: the pointer its HBM size came from
+  std::string generator_pointer;         ///< e.g. "/cluster/leaf_spine"
+  std::vector<std::string> hbm_origin;   ///< per cluster node: the pointer its HBM size came from
   std::vector<std::size_t> event_order;  ///< spec.events[i] came from /events/event_order[i]
   bool workload_uses_trace = false;
 };
@@ -54,7 +54,8 @@ std::optional<E> enum_field(const Reader& r, std::string_view key,
     names += (names.empty() ? "\"" : ", \"") + std::string(name) + "\"";
     all.emplace_back(name);
   }
-  const std::string msg = "expected one of " + names + " (got \"" + *s + "\")" + closest_name(*s, all);
+  const std::string msg =
+      "expected one of " + names + " (got \"" + *s + "\")" + closest_name(*s, all);
   r.problem(key, msg);
   return std::nullopt;
 }

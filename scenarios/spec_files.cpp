@@ -37,8 +37,8 @@ ModelSpec parse_hf_config(const Json& config, const std::string& name, std::stri
   if (auto arch = r.string("model_type", false)) {
     static constexpr std::string_view kSupported[] = {"llama", "qwen2", "mistral"};
     if (std::find(std::begin(kSupported), std::end(kSupported), *arch) == std::end(kSupported)) {
-      r.problem("model_type", "unsupported architecture \"" + *arch +
-                                  "\" (supported: llama, qwen2, mistral)");
+      r.problem("model_type",
+                "unsupported architecture \"" + *arch + "\" (supported: llama, qwen2, mistral)");
     }
     m.attention_bias = *arch == "qwen2";
   }
@@ -131,7 +131,8 @@ Topology parse_topology(const Reader& r, const ModelSpec& model) {
                 "predictor_dtype", "gate", "eps"});
   cost_model::TopologyOptions opt;
   if (auto w = r.integer("group_width", false)) opt.group_width = positive_int(r, "group_width", w);
-  if (auto w = r.integer("anchor_width", false)) opt.anchor_width = positive_int(r, "anchor_width", w);
+  if (auto w = r.integer("anchor_width", false))
+    opt.anchor_width = positive_int(r, "anchor_width", w);
   if (auto layers = r.object("model", false)) {
     // Optional cross-check: {"name": ..., "layers": N}.
     if (auto n = layers->integer("layers", false); n && *n != model.layers) {
@@ -147,8 +148,10 @@ Topology parse_topology(const Reader& r, const ModelSpec& model) {
       plan.group = static_cast<int>(g.integer("group").value_or(0));
       auto ints = [&](std::string_view key, std::vector<int>& out) {
         g.each(key, [&](const Reader& e) {
-          if (!e.node().is_number_integer()) e.problem("expected a layer index");
-          else out.push_back(e.node().get<int>());
+          if (!e.node().is_number_integer())
+            e.problem("expected a layer index");
+          else
+            out.push_back(e.node().get<int>());
         });
       };
       ints("target_layers", plan.target_layers);
@@ -160,8 +163,10 @@ Topology parse_topology(const Reader& r, const ModelSpec& model) {
   }
   std::vector<int> groups;
   r.each("omitted_groups", [&](const Reader& e) {
-    if (!e.node().is_number_integer()) e.problem("expected a group number (1-based)");
-    else groups.push_back(e.node().get<int>());
+    if (!e.node().is_number_integer())
+      e.problem("expected a group number (1-based)");
+    else
+      groups.push_back(e.node().get<int>());
   });
   if (!r.diagnostics().empty()) return {};
   return Topology::from_groups(model.layers, std::move(groups), opt);

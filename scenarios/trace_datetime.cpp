@@ -34,10 +34,10 @@ std::optional<double> parse_datetime_seconds(std::string_view s) {
       s[13] != ':' || s[16] != ':') {
     return std::nullopt;
   }
-  auto y = digits(0, 4), mo = digits(5, 2), d = digits(8, 2), h = digits(11, 2),
-       mi = digits(14, 2), se = digits(17, 2);
-  if (!y || !mo || !d || !h || !mi || !se || *mo < 1 || *mo > 12 || *d < 1 || *d > 31 ||
-      *h > 23 || *mi > 59 || *se > 60) {
+  auto y = digits(0, 4), mo = digits(5, 2), d = digits(8, 2), h = digits(11, 2), mi = digits(14, 2),
+       se = digits(17, 2);
+  if (!y || !mo || !d || !h || !mi || !se || *mo < 1 || *mo > 12 || *d < 1 || *d > 31 || *h > 23 ||
+      *mi > 59 || *se > 60) {
     return std::nullopt;
   }
   double frac = 0;
@@ -63,7 +63,8 @@ std::optional<double> parse_datetime_seconds(std::string_view s) {
     pos += 6;
   }
   if (pos != s.size()) return std::nullopt;
-  const std::int64_t days = days_from_civil(*y, static_cast<unsigned>(*mo), static_cast<unsigned>(*d));
+  const std::int64_t days =
+      days_from_civil(*y, static_cast<unsigned>(*mo), static_cast<unsigned>(*d));
   return static_cast<double>(days * 86400 + *h * 3600 + *mi * 60 + *se - offset_s) + frac;
 }
 

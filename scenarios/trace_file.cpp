@@ -76,8 +76,10 @@ class Problems {
 };
 
 std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -161,7 +163,8 @@ TraceFile parse_csv(std::string_view text, Problems& problems) {
   const auto lines = lines_of(text);
   std::vector<std::string> cells;
   if (lines.empty() || trim(lines[0]).empty() || !split_csv(lines[0], cells)) {
-    problems.add(1, "expected a CSV header row with columns (" + expected_columns(kCsvLayouts) + ")");
+    problems.add(1,
+                 "expected a CSV header row with columns (" + expected_columns(kCsvLayouts) + ")");
     problems.throw_if_any();
   }
   for (auto& c : cells) c = std::string(trim(c));
@@ -206,11 +209,11 @@ TraceFile parse_csv(std::string_view text, Problems& problems) {
       if (k == 0) {
         auto t = arrival_seconds(raw, layout->unit);
         if (!t) {
-          problems.add(line, "column \"" + std::string(names[k]) + "\": expected " +
-                                 (layout->unit == TimeUnit::kSecondsOrDateTime
-                                      ? "seconds or a date-time"
-                                      : "a number of seconds") +
-                                 " (got \"" + std::string(trim(raw)) + "\")");
+          problems.add(line,
+                       "column \"" + std::string(names[k]) + "\": expected " +
+                           (layout->unit == TimeUnit::kSecondsOrDateTime ? "seconds or a date-time"
+                                                                         : "a number of seconds") +
+                           " (got \"" + std::string(trim(raw)) + "\")");
           ok = false;
         } else {
           r.arrival_s = *t;
@@ -251,7 +254,8 @@ TraceFile parse_jsonl(std::string_view text, Problems& problems) {
       }
     }
     if (!layout) {
-      problems.add(line, "no known fields (expected one of: " + expected_columns(kJsonlLayouts) + ")");
+      problems.add(line,
+                   "no known fields (expected one of: " + expected_columns(kJsonlLayouts) + ")");
       continue;
     }
     Diagnostics diag;

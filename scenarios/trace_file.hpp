@@ -27,7 +27,8 @@ TraceFormat parse_trace_format(std::string_view text, std::string_view field);
 
 struct TraceFile {
   std::vector<sim::TraceRequest> requests;  ///< arrival-sorted, first arrival at 0
-  std::string layout;  ///< which column names were recognised: "plain", "azure", "burstgpt", "mooncake"
+  std::string
+      layout;  ///< which column names were recognised: "plain", "azure", "burstgpt", "mooncake"
 };
 
 /// Parses trace text; `source` names it in messages. Throws InputError listing every problem.
@@ -36,7 +37,8 @@ TraceFile parse_trace_text(std::string_view text, TraceFormat format, std::strin
 /// Reads and parses a trace file; kAuto picks JSONL for .jsonl/.json, else CSV.
 TraceFile read_trace_file(const std::string& path, TraceFormat format = TraceFormat::kAuto);
 
-/// Seconds since 1970-01-01 of "YYYY-MM-DD HH:MM:SS[.frac][Z|+HH:MM]" (or 'T'); nullopt if malformed.
+/// Seconds since 1970-01-01 of "YYYY-MM-DD HH:MM:SS[.frac][Z|+HH:MM]" (or 'T'); nullopt if
+/// malformed.
 std::optional<double> parse_datetime_seconds(std::string_view text);
 
 }  // namespace kvshift::scenarios

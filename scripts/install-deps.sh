@@ -10,7 +10,7 @@ packages=(
   libeigen3-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libsimgrid-dev libopenmpi-dev openmpi-bin
-  clang libclang-rt-14-dev
+  clang clang-format libclang-rt-14-dev
   python3 python3-venv python3-jsonschema python3-torch
   libjs-chart.js chromium
   bible-kjv jargon-text

@@ -18,8 +18,8 @@ NodeId add_gpu(Topology& t, const GpuNodeTemplate& tmpl, std::string name) {
 }
 
 void connect(Topology& t, NodeId a, NodeId b, const LinkParams& p) {
-  t.add_link(ClusterLink{t.node(a).name + "-" + t.node(b).name, a, b, p.bandwidth, p.latency,
-                         p.duplex});
+  t.add_link(
+      ClusterLink{t.node(a).name + "-" + t.node(b).name, a, b, p.bandwidth, p.latency, p.duplex});
 }
 
 void require(bool ok, const std::string& what) {
@@ -28,8 +28,8 @@ void require(bool ok, const std::string& what) {
 
 }  // namespace
 
-GeneratedNodes add_star(Topology& t, int nodes, const LinkParams& link,
-                        const GpuNodeTemplate& node, const std::string& prefix) {
+GeneratedNodes add_star(Topology& t, int nodes, const LinkParams& link, const GpuNodeTemplate& node,
+                        const std::string& prefix) {
   require(nodes >= 1, "star: nodes must be >= 1 (got " + std::to_string(nodes) + ")");
   GeneratedNodes g;
   const NodeId hub = t.add_switch(prefix + "hub");
@@ -41,11 +41,12 @@ GeneratedNodes add_star(Topology& t, int nodes, const LinkParams& link,
   return g;
 }
 
-GeneratedNodes add_ring(Topology& t, int nodes, const LinkParams& link,
-                        const GpuNodeTemplate& node, const std::string& prefix) {
+GeneratedNodes add_ring(Topology& t, int nodes, const LinkParams& link, const GpuNodeTemplate& node,
+                        const std::string& prefix) {
   require(nodes >= 3, "ring: nodes must be >= 3 (got " + std::to_string(nodes) + ")");
   GeneratedNodes g;
-  for (int i = 0; i < nodes; ++i) g.gpus.push_back(add_gpu(t, node, prefix + "gpu" + std::to_string(i)));
+  for (int i = 0; i < nodes; ++i)
+    g.gpus.push_back(add_gpu(t, node, prefix + "gpu" + std::to_string(i)));
   for (int i = 0; i < nodes; ++i) connect(t, g.gpus[i], g.gpus[(i + 1) % nodes], link);
   return g;
 }
@@ -58,8 +59,10 @@ GeneratedNodes add_leaf_spine(Topology& t, const LeafSpineParams& p, const GpuNo
   require(p.oversubscription > 0, "leaf_spine: oversubscription must be > 0");
   GeneratedNodes g;
   std::vector<NodeId> leaves, spines;
-  for (int i = 0; i < p.leaves; ++i) leaves.push_back(t.add_switch(prefix + "leaf" + std::to_string(i)));
-  for (int j = 0; j < p.spines; ++j) spines.push_back(t.add_switch(prefix + "spine" + std::to_string(j)));
+  for (int i = 0; i < p.leaves; ++i)
+    leaves.push_back(t.add_switch(prefix + "leaf" + std::to_string(i)));
+  for (int j = 0; j < p.spines; ++j)
+    spines.push_back(t.add_switch(prefix + "spine" + std::to_string(j)));
   g.switches = leaves;
   g.switches.insert(g.switches.end(), spines.begin(), spines.end());
   int index = 0;
@@ -69,9 +72,9 @@ GeneratedNodes add_leaf_spine(Topology& t, const LeafSpineParams& p, const GpuNo
       connect(t, g.gpus.back(), leaves[i], p.host);
     }
   }
-  const LinkParams up{BitsPerSecond{p.nodes_per_leaf * p.host.bandwidth.value /
-                                    (p.spines * p.oversubscription)},
-                      p.uplink_latency, p.host.duplex};
+  const LinkParams up{
+      BitsPerSecond{p.nodes_per_leaf * p.host.bandwidth.value / (p.spines * p.oversubscription)},
+      p.uplink_latency, p.host.duplex};
   for (const NodeId l : leaves) {
     for (const NodeId s : spines) connect(t, l, s, up);
   }
@@ -95,7 +98,8 @@ GeneratedNodes add_multi_site(Topology& t, const WanParams& p, const GpuNodeTemp
     g.switches.insert(g.switches.end(), fabric.switches.begin(), fabric.switches.end());
   }
   for (std::size_t a = 0; a < gateways.size(); ++a) {
-    for (std::size_t b = a + 1; b < gateways.size(); ++b) connect(t, gateways[a], gateways[b], p.wan);
+    for (std::size_t b = a + 1; b < gateways.size(); ++b)
+      connect(t, gateways[a], gateways[b], p.wan);
   }
   g.switches.insert(g.switches.end(), gateways.begin(), gateways.end());
   return g;

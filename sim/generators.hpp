@@ -46,7 +46,7 @@ struct LeafSpineParams {
   int leaves = 2;
   int spines = 2;
   int nodes_per_leaf = 4;
-  LinkParams host;              ///< node <-> leaf
+  LinkParams host;  ///< node <-> leaf
   /// leaf downlink capacity / uplink capacity: each leaf-spine link gets
   /// nodes_per_leaf·host.bandwidth / (spines·oversubscription).
   double oversubscription = 1.0;
@@ -59,9 +59,9 @@ GeneratedNodes add_leaf_spine(Topology& t, const LeafSpineParams& p,
 
 struct WanParams {
   int sites = 2;
-  LeafSpineParams site;         ///< each site's fabric
-  LinkParams gateway;           ///< each spine <-> its site gateway
-  LinkParams wan;               ///< gateway <-> gateway, full mesh
+  LeafSpineParams site;  ///< each site's fabric
+  LinkParams gateway;    ///< each spine <-> its site gateway
+  LinkParams wan;        ///< gateway <-> gateway, full mesh
 };
 
 /// Sites "<prefix>site<i>/..." joined by WAN links between their gateways.

@@ -313,8 +313,8 @@ class Network {
   std::vector<std::uint32_t> hop_arena_;
   std::vector<std::uint32_t> pos_arena_;  ///< each hop's index in its channel's flow list
   std::vector<std::uint32_t> region_begin_, region_size_;  ///< per Hot record
-  std::vector<std::uint32_t> dirty_;      ///< channels touched since the last reshare
-  std::vector<std::uint32_t> joined_;     ///< Hot records that joined since then
+  std::vector<std::uint32_t> dirty_;   ///< channels touched since the last reshare
+  std::vector<std::uint32_t> joined_;  ///< Hot records that joined since then
   /// Lowest rate a change since the last reshare can move (0: recompute all of it).
   double change_level_ = std::numeric_limits<double>::infinity();
   std::vector<FlowRecord> running_;  ///< running transfers (any phase), unordered

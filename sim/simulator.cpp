@@ -26,7 +26,8 @@ std::uint32_t Simulator::acquire_slot() {
     free_.pop_back();
     return i;
   }
-  if ((slot_count_ & (kBlockSize - 1)) == 0) blocks_.push_back(std::make_unique<Slot[]>(kBlockSize));
+  if ((slot_count_ & (kBlockSize - 1)) == 0)
+    blocks_.push_back(std::make_unique<Slot[]>(kBlockSize));
   state_.push_back(State::kFree);
   generation_.push_back(1);
   return slot_count_++;
@@ -48,7 +49,8 @@ bool Simulator::refill() {
   std::uint64_t lowest = from.front().time;
   for (const Key& k : from) lowest = k.time < lowest ? k.time : lowest;
   last_ = lowest;
-  for (const Key& k : from) buckets_[bucket_of(k.time, last_)].push_back(k);  // all below b, in order
+  for (const Key& k : from)
+    buckets_[bucket_of(k.time, last_)].push_back(k);  // all below b, in order
   from.clear();
   return true;
 }

@@ -118,9 +118,7 @@ class Simulator {
   };
 
   Slot& slot(std::uint32_t i) { return blocks_[i >> kBlockBits][i & (kBlockSize - 1)]; }
-  const Slot& slot(std::uint32_t i) const {
-    return blocks_[i >> kBlockBits][i & (kBlockSize - 1)];
-  }
+  const Slot& slot(std::uint32_t i) const { return blocks_[i >> kBlockBits][i & (kBlockSize - 1)]; }
   std::uint32_t acquire_slot();
   void release_slot(std::uint32_t i);
   static int bucket_of(std::uint64_t time, std::uint64_t last) {
@@ -147,13 +145,13 @@ class Simulator {
   std::size_t live_ = 0;
   bool stop_requested_ = false;
   std::array<std::vector<Key>, 65> buckets_;
-  std::size_t head_ = 0;      ///< next key of bucket 0
-  std::uint64_t last_ = 0;    ///< time of bucket 0's keys
+  std::size_t head_ = 0;    ///< next key of bucket 0
+  std::uint64_t last_ = 0;  ///< time of bucket 0's keys
   std::vector<std::unique_ptr<Slot[]>> blocks_;
   std::uint32_t slot_count_ = 0;
   std::vector<std::uint32_t> free_;
-  std::vector<State> state_;                ///< per slot
-  std::vector<std::uint32_t> generation_;   ///< per slot; never 0
+  std::vector<State> state_;               ///< per slot
+  std::vector<std::uint32_t> generation_;  ///< per slot; never 0
 };
 
 template <class F>

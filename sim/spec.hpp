@@ -29,11 +29,11 @@ enum class NodeKind { kGpu, kSwitch, kStorage };
 struct NodeSpec {
   std::string name;
   NodeKind kind = NodeKind::kGpu;
-  int gpus = 0;          ///< GPUs on a gpu node (0 for switches and stores)
-  Bytes hbm_per_gpu;     ///< HBM of each GPU (the GPU spec's capacity unless overridden)
-  Bytes host_memory;     ///< host DRAM (gpu nodes) or capacity (storage nodes)
-  std::string site;      ///< multi-site generator: the site's name; else empty
-  int pool = 0;          ///< gpu nodes: index into ScenarioSpec::pools (0 without pools)
+  int gpus = 0;       ///< GPUs on a gpu node (0 for switches and stores)
+  Bytes hbm_per_gpu;  ///< HBM of each GPU (the GPU spec's capacity unless overridden)
+  Bytes host_memory;  ///< host DRAM (gpu nodes) or capacity (storage nodes)
+  std::string site;   ///< multi-site generator: the site's name; else empty
+  int pool = 0;       ///< gpu nodes: index into ScenarioSpec::pools (0 without pools)
 };
 
 /// Full duplex: each direction has the full bandwidth. Half: both directions share it.
@@ -44,7 +44,7 @@ struct LinkSpec {
   std::string a;     ///< endpoint node names
   std::string b;
   BitsPerSecond bandwidth;
-  Seconds latency;   ///< one-way propagation latency
+  Seconds latency;  ///< one-way propagation latency
   Duplex duplex = Duplex::kFull;
 };
 
@@ -133,20 +133,20 @@ struct TraceRequest {
 
 struct WorkloadSpec {
   ArrivalKind arrival = ArrivalKind::kPoisson;
-  double rate_per_s = 0;    ///< mean arrivals per second (poisson, gamma)
-  double cv = 1.0;          ///< gamma: coefficient of variation of inter-arrival times
-  TokenDist prompt_tokens;  ///< poisson, gamma
-  TokenDist output_tokens;  ///< poisson, gamma
-  std::string trace_path;   ///< trace: resolved path
-  double time_scale = 1.0;  ///< trace: arrival times are multiplied by this
+  double rate_per_s = 0;            ///< mean arrivals per second (poisson, gamma)
+  double cv = 1.0;                  ///< gamma: coefficient of variation of inter-arrival times
+  TokenDist prompt_tokens;          ///< poisson, gamma
+  TokenDist output_tokens;          ///< poisson, gamma
+  std::string trace_path;           ///< trace: resolved path
+  double time_scale = 1.0;          ///< trace: arrival times are multiplied by this
   std::vector<TraceRequest> trace;  ///< trace: the file's requests, arrival-sorted
   std::int64_t max_requests = 0;    ///< 0 = no limit (the scenario's duration still ends arrivals)
 };
 
 /// How requests are served on each GPU.
 struct ServingSpec {
-  int max_batch = 32;                ///< requests decoded together on one GPU
-  std::int64_t kv_block_tokens = 16; ///< paged KV block size in tokens
+  int max_batch = 32;                 ///< requests decoded together on one GPU
+  std::int64_t kv_block_tokens = 16;  ///< paged KV block size in tokens
 };
 
 // ---------------------------------------------------------------- pools and the transfer engine
@@ -168,15 +168,16 @@ struct PoolSpec {
 /// Costs of the KV transfer engine on every KV move (handoffs, migrations, recoveries);
 /// the descriptor block size is serving.kv_block_tokens. Zeros: an ideal link.
 struct TransferEngineSpec {
-  Seconds setup;      ///< per transfer
-  Seconds per_block;  ///< per descriptor (block × layer × K/V)
+  Seconds setup;                         ///< per transfer
+  Seconds per_block;                     ///< per descriptor (block × layer × K/V)
   int max_inflight_per_destination = 0;  ///< KV moves into one node at once; 0: no cap
   std::optional<Seconds> stall_timeout;  ///< a stalled transfer fails after this; empty: never
 };
 
 // ---------------------------------------------------------------- KV protection
 
-/// What survives a failure: nothing, a full replica, RISK-KV's kept layers, or ProxyKV's kept tokens.
+/// What survives a failure: nothing, a full replica, RISK-KV's kept layers, or ProxyKV's kept
+/// tokens.
 enum class ProtectionMode { kNone, kFull, kRiskKv, kProxyKv };
 
 /// Where a request's replica lives.
@@ -185,7 +186,7 @@ enum class ReplicaPlacement { kNextNode, kLeastLoaded, kStorage };
 struct ProtectionSpec {
   ProtectionMode mode = ProtectionMode::kNone;
   ReplicaPlacement placement = ReplicaPlacement::kNextNode;
-  std::string store;                  ///< placement storage: the storage node's name
+  std::string store;                      ///< placement storage: the storage node's name
   std::int64_t stream_every_tokens = 16;  ///< replica stream granularity
 };
 
@@ -205,11 +206,11 @@ enum class EventKind {
 struct EventSpec {
   EventKind kind = EventKind::kNodeFailure;
   Seconds at;
-  std::string node;                   ///< node events
-  std::string link;                   ///< link events
-  std::string from, to;               ///< path events: source and destination node
-  Seconds detection_delay;            ///< node_failure: until recovery starts
-  std::optional<Seconds> repair_after;  ///< node_failure, link_*, path_*: auto repair
+  std::string node;                        ///< node events
+  std::string link;                        ///< link events
+  std::string from, to;                    ///< path events: source and destination node
+  Seconds detection_delay;                 ///< node_failure: until recovery starts
+  std::optional<Seconds> repair_after;     ///< node_failure, link_*, path_*: auto repair
   std::optional<BitsPerSecond> bandwidth;  ///< link_degrade: the degraded bandwidth
   std::optional<Seconds> latency;          ///< link_degrade: the degraded latency
 };
@@ -226,7 +227,7 @@ struct RebalanceSpec {
 };
 
 struct PolicySpec {
-  std::vector<Strategy> strategies;     ///< one simulated run per strategy, compared in the results
+  std::vector<Strategy> strategies;  ///< one simulated run per strategy, compared in the results
   Router router = Router::kLeastLoaded;
   std::optional<double> quality_budget;  ///< max ΔNLL (nats/token) a lossy strategy may cost
   RebalanceSpec rebalance;
@@ -261,9 +262,9 @@ enum class PredictorPlacement { kPreloaded, kOnDemand };
 
 struct PredictorSpec {
   PredictorPlacement placement = PredictorPlacement::kPreloaded;
-  std::optional<Bytes> hbm_budget;  ///< on_demand: cache size per GPU (LRU); default: unlimited
-  std::string source;               ///< on_demand: node the predictors are shipped from
-  bool batch_reconstruction = true; ///< requests recovered together share one GEMM
+  std::optional<Bytes> hbm_budget;   ///< on_demand: cache size per GPU (LRU); default: unlimited
+  std::string source;                ///< on_demand: node the predictors are shipped from
+  bool batch_reconstruction = true;  ///< requests recovered together share one GEMM
 };
 
 enum class CostSourceKind { kAnalytic, kProfile, kLive };
@@ -330,14 +331,22 @@ using cost_model::strategy_name;
 
 constexpr const char* event_kind_name(EventKind k) {
   switch (k) {
-    case EventKind::kNodeFailure: return "node_failure";
-    case EventKind::kNodeRepair: return "node_repair";
-    case EventKind::kLinkDegrade: return "link_degrade";
-    case EventKind::kLinkFailure: return "link_failure";
-    case EventKind::kLinkRepair: return "link_repair";
-    case EventKind::kDrain: return "drain";
-    case EventKind::kPathStall: return "path_stall";
-    case EventKind::kPathFailure: return "path_failure";
+    case EventKind::kNodeFailure:
+      return "node_failure";
+    case EventKind::kNodeRepair:
+      return "node_repair";
+    case EventKind::kLinkDegrade:
+      return "link_degrade";
+    case EventKind::kLinkFailure:
+      return "link_failure";
+    case EventKind::kLinkRepair:
+      return "link_repair";
+    case EventKind::kDrain:
+      return "drain";
+    case EventKind::kPathStall:
+      return "path_stall";
+    case EventKind::kPathFailure:
+      return "path_failure";
   }
   return "?";
 }
@@ -363,9 +372,12 @@ inline cost_model::MoveMethods move_methods(const ScenarioSpec& spec) {
 
 constexpr const char* pool_role_name(PoolRole r) {
   switch (r) {
-    case PoolRole::kMixed: return "mixed";
-    case PoolRole::kPrefill: return "prefill";
-    case PoolRole::kDecode: return "decode";
+    case PoolRole::kMixed:
+      return "mixed";
+    case PoolRole::kPrefill:
+      return "prefill";
+    case PoolRole::kDecode:
+      return "decode";
   }
   return "?";
 }
@@ -380,10 +392,14 @@ inline bool disaggregated(const ScenarioSpec& spec) {
 
 constexpr const char* protection_name(ProtectionMode m) {
   switch (m) {
-    case ProtectionMode::kNone: return "none";
-    case ProtectionMode::kFull: return "full";
-    case ProtectionMode::kRiskKv: return "risk_kv";
-    case ProtectionMode::kProxyKv: return "proxy_kv";
+    case ProtectionMode::kNone:
+      return "none";
+    case ProtectionMode::kFull:
+      return "full";
+    case ProtectionMode::kRiskKv:
+      return "risk_kv";
+    case ProtectionMode::kProxyKv:
+      return "proxy_kv";
   }
   return "?";
 }

@@ -7,16 +7,14 @@
 
 namespace kvshift::sim {
 
-double Rng::uniform() {
-  return static_cast<double>(engine_() >> 11) * 0x1.0p-53;
-}
+double Rng::uniform() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
 
 std::int64_t Rng::uniform_int(std::int64_t lo, std::int64_t hi) {
   if (hi <= lo) return lo;
   const std::uint64_t span = static_cast<std::uint64_t>(hi - lo) + 1;
   if (span == 0) return static_cast<std::int64_t>(engine_());  // full 64-bit range
-  const std::uint64_t limit = std::numeric_limits<std::uint64_t>::max() -
-                              std::numeric_limits<std::uint64_t>::max() % span;
+  const std::uint64_t limit =
+      std::numeric_limits<std::uint64_t>::max() - std::numeric_limits<std::uint64_t>::max() % span;
   std::uint64_t x;
   do {
     x = engine_();

@@ -20,8 +20,8 @@ namespace kvshift::sim {
 
 /// One generated request.
 struct RequestArrival {
-  std::uint64_t id = 0;            ///< 0, 1, 2, ... in arrival order
-  std::int64_t arrival_ns = 0;     ///< simulated time of arrival
+  std::uint64_t id = 0;         ///< 0, 1, 2, ... in arrival order
+  std::int64_t arrival_ns = 0;  ///< simulated time of arrival
   std::int64_t prompt_tokens = 0;
   std::int64_t output_tokens = 0;
 };

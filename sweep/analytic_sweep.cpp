@@ -89,9 +89,8 @@ Row evaluate_row(const AnalyticSetup& s, const AnalyticGrid& grid, int k, std::i
   const cost_model::StorageReport storage =
       cost_model::storage(s.model, topo, tokens, {s.predictor_dtype, 1});
   // The sweep ranks full transfer, replay and RISK-KV; it does not price the hybrid split.
-  const cost_model::LatencyOptions lo{.retention = s.retention,
-                                      .predictor_dtype = s.predictor_dtype,
-                                      .hybrid = false};
+  const cost_model::LatencyOptions lo{
+      .retention = s.retention, .predictor_dtype = s.predictor_dtype, .hybrid = false};
   Row row;
   const std::string prefix = std::to_string(k) + "," + std::to_string(tokens) + ",";
   int current = -1;

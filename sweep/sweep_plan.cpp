@@ -87,13 +87,16 @@ sim::ScenarioSpec load_point(const SweepPlan& plan, std::uint64_t k) {
 }
 
 void add_replicates(SweepPlan& plan, std::uint64_t replicates) {
-  if (replicates < 2) throw InputError("--replicates: must be at least 2 (got " + std::to_string(replicates) + ")");
-  if (replicates > 10000) throw InputError("--replicates: must be at most 10000 (got " + std::to_string(replicates) + ")");
+  if (replicates < 2)
+    throw InputError("--replicates: must be at least 2 (got " + std::to_string(replicates) + ")");
+  if (replicates > 10000)
+    throw InputError("--replicates: must be at most 10000 (got " + std::to_string(replicates) +
+                     ")");
   for (const std::string& set : plan.sets) {
     if (set.rfind("/seed=", 0) == 0) throw InputError("--replicates: the sweep already sets /seed");
   }
   const std::uint64_t base = plan.base.value("seed", std::uint64_t{1});
-  plan.base["seed"] = base;  // the axis needs the key to set
+  plan.base["seed"] = base;                            // the axis needs the key to set
   std::string axis = "/seed=" + std::to_string(base);  // replicate 0 is the scenario itself
   for (std::uint64_t r = 1; r < replicates; ++r) {
     // 63 bits: a scenario seed is a non-negative JSON integer.

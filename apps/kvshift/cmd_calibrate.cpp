@@ -79,7 +79,8 @@ int run_calibrate(const CalibrateOptions& o) {
   const cal::CalibrationOptions copt = procedure_options(o, model.spec());
   const std::vector<std::int32_t> tokens = cal::read_tokens(o.corpus);
   cal::check_vocabulary(tokens, model.spec().vocab, o.corpus, o.model);
-  const cal::CalibrationResult r = cal::run_calibration(model, tokens, copt, progress_printer("calibrate"));
+  const cal::CalibrationResult r =
+      cal::run_calibration(model, tokens, copt, progress_printer("calibrate"));
   cal::RunInfo info{o.model,
                     o.corpus,
                     static_cast<std::int64_t>(tokens.size()),

@@ -61,8 +61,9 @@ int check_all(const CheckOptions& o) {
       outcomes.push_back(
           reports::check_golden(summary, scenarios::read_json_file(golden_path.string())));
     } else if (!single) {
-      outcomes.push_back({false, {"no golden file " + golden_path.string() +
-                                  " (create it with kvshift check --update)"}});
+      outcomes.push_back({false,
+                          {"no golden file " + golden_path.string() +
+                           " (create it with kvshift check --update)"}});
     }
     bool ok = true;
     for (const auto& c : outcomes) ok &= c.ok;
@@ -80,8 +81,8 @@ Action setup(CLI::App& sub) {
   auto o = std::make_shared<CheckOptions>();
   sub.add_option("dir", o->dir, "Folder of regression scenarios")->capture_default_str();
   sub.add_flag("--update", o->update, "Rewrite the golden files from this run");
-  sub.add_option("--tolerance", o->tolerance,
-                 "Relative tolerance written into new golden files")->capture_default_str();
+  sub.add_option("--tolerance", o->tolerance, "Relative tolerance written into new golden files")
+      ->capture_default_str();
   return [o] { return check_all(*o); };
 }
 

@@ -31,7 +31,8 @@ struct CostOptions {
   std::string out;
 };
 
-nlohmann::json evaluate_one(const CostOptions& o, const std::string& model_name, std::ostream& table) {
+nlohmann::json evaluate_one(const CostOptions& o, const std::string& model_name,
+                            std::ostream& table) {
   const cost_model::ModelSpec model = scenarios::resolve_model(model_name);
   const cost_model::GpuSpec gpu = scenarios::resolve_gpu(o.gpu);
   std::string topo_text = o.topology;
@@ -60,8 +61,9 @@ nlohmann::json evaluate_one(const CostOptions& o, const std::string& model_name,
   } else if (!o.latency.empty()) {
     throw InputError("--latency: needs --bandwidth too");
   }
-  if (o.block_tokens < 1) throw InputError("--block-tokens: must be at least 1 (got " +
-                                           std::to_string(o.block_tokens) + ")");
+  if (o.block_tokens < 1)
+    throw InputError("--block-tokens: must be at least 1 (got " + std::to_string(o.block_tokens) +
+                     ")");
   q.engine = {parse_duration(o.setup.empty() ? "0s" : o.setup, "--setup"),
               parse_duration(o.per_block.empty() ? "0s" : o.per_block, "--per-block"),
               o.block_tokens};
@@ -82,7 +84,8 @@ int run_cost(const CostOptions& o) {
   std::ostringstream table;
   nlohmann::json result;
   if (o.paper) {
-    if (!o.topology.empty()) throw InputError("--paper: chooses the topology itself; drop --topology");
+    if (!o.topology.empty())
+      throw InputError("--paper: chooses the topology itself; drop --topology");
     result = nlohmann::json::array();
     for (const char* m : {"qwen2.5-0.5b", "qwen2.5-1.5b", "tinyllama-1.1b"}) {
       if (!result.empty()) table << "\n";
@@ -112,30 +115,36 @@ Action setup(CLI::App& sub) {
                  "Omitted groups: paper | none | G2,G5 | G2-G5 | topology.json "
                  "(default: paper where the paper has one, else none)");
   sub.add_option("--tokens", o->tokens, "History tokens per request")->capture_default_str();
-  sub.add_option("--predictor", o->predictor, "Predictor dtype: fp32 | fp16")->capture_default_str();
-  sub.add_option("--sharing", o->sharing, "Requests sharing one predictor copy")->capture_default_str();
+  sub.add_option("--predictor", o->predictor, "Predictor dtype: fp32 | fp16")
+      ->capture_default_str();
+  sub.add_option("--sharing", o->sharing, "Requests sharing one predictor copy")
+      ->capture_default_str();
   sub.add_option("--bandwidth", o->bandwidth,
                  "Path bottleneck bandwidth, e.g. 100Mbps, 25GB/s (enables latency figures)");
   sub.add_option("--latency", o->latency, "Path one-way latency, e.g. 10ms (default 0s)");
-  sub.add_option("--gpu", o->gpu, "Receiving GPU: a preset (h200, h100, a100-80gb, l40s, "
-                                  "rtx3060-laptop) or a GPU spec JSON")
+  sub.add_option("--gpu", o->gpu,
+                 "Receiving GPU: a preset (h200, h100, a100-80gb, l40s, "
+                 "rtx3060-laptop) or a GPU spec JSON")
       ->capture_default_str();
   sub.add_option("--retention", o->retention, "ProxyKV retention ratio rho in (0, 1]")
       ->capture_default_str();
   sub.add_option("--group-width", o->group_width, "Layers per group")->capture_default_str();
   sub.add_option("--anchor-width", o->anchor_width, "Kept layers read on each side of a group")
       ->capture_default_str();
-  sub.add_option("--setup", o->setup,
-                 "Transfer engine: time per KV transfer before its bytes flow, e.g. 3ms (default 0s)");
-  sub.add_option("--per-block", o->per_block,
-                 "Transfer engine: time per descriptor (block x layer x K/V), e.g. 4us (default 0s)");
+  sub.add_option(
+      "--setup", o->setup,
+      "Transfer engine: time per KV transfer before its bytes flow, e.g. 3ms (default 0s)");
+  sub.add_option(
+      "--per-block", o->per_block,
+      "Transfer engine: time per descriptor (block x layer x K/V), e.g. 4us (default 0s)");
   sub.add_option("--block-tokens", o->block_tokens, "Paged KV block size in tokens")
       ->capture_default_str();
   sub.add_option("--held", o->held,
                  "prefix_recompute: tokens whose KV a stale replica holds (< --tokens); the rest "
                  "is recomputed on the receiver");
-  sub.add_option("--prefill-gpu", o->prefill_gpu,
-                 "P/D: the prefill GPU (a preset or spec JSON); adds TTFT = prefill there + handoff");
+  sub.add_option(
+      "--prefill-gpu", o->prefill_gpu,
+      "P/D: the prefill GPU (a preset or spec JSON); adds TTFT = prefill there + handoff");
   sub.add_flag("--paper", o->paper, "Evaluate the paper's three configurations (Table I)");
   sub.add_flag("--json", o->json, "Print JSON instead of a table");
   sub.add_option("--out", o->out, "Also write the JSON to this file");

@@ -14,18 +14,24 @@ int list_models(bool json) {
   if (json) {
     nlohmann::json out = nlohmann::json::array();
     for (const auto& m : cost_model::known_models()) {
-      out.push_back({{"name", m.name}, {"layers", m.layers}, {"hidden", m.hidden},
-                     {"q_heads", m.q_heads}, {"kv_heads", m.kv_heads}, {"head_dim", m.head_dim},
-                     {"intermediate", m.intermediate}, {"vocab", m.vocab},
-                     {"rope_theta", m.rope_theta}, {"kv_dtype", cost_model::dtype_name(m.kv_dtype)},
+      out.push_back({{"name", m.name},
+                     {"layers", m.layers},
+                     {"hidden", m.hidden},
+                     {"q_heads", m.q_heads},
+                     {"kv_heads", m.kv_heads},
+                     {"head_dim", m.head_dim},
+                     {"intermediate", m.intermediate},
+                     {"vocab", m.vocab},
+                     {"rope_theta", m.rope_theta},
+                     {"kv_dtype", cost_model::dtype_name(m.kv_dtype)},
                      {"parameters", m.parameter_count()},
                      {"kv_bytes_per_token", m.layers * m.kv_bytes_per_layer_token()}});
     }
     std::printf("%s\n", out.dump(2).c_str());
     return 0;
   }
-  std::printf("%-16s %6s %6s %4s %4s %5s %7s %7s %9s %7s %11s\n", "model", "layers", "hidden",
-              "hq", "hkv", "d_h", "inter", "vocab", "rope", "params", "KV/token");
+  std::printf("%-16s %6s %6s %4s %4s %5s %7s %7s %9s %7s %11s\n", "model", "layers", "hidden", "hq",
+              "hkv", "d_h", "inter", "vocab", "rope", "params", "KV/token");
   for (const auto& m : cost_model::known_models()) {
     std::printf("%-16s %6d %6d %4d %4d %5d %7d %7d %9.0f %6.0fM %8.1f KiB\n", m.name.c_str(),
                 m.layers, m.hidden, m.q_heads, m.kv_heads, m.head_dim, m.intermediate, m.vocab,
@@ -39,9 +45,9 @@ int list_gpus() {
   std::printf("%-16s %12s %10s %8s %10s\n", "gpu", "fp16 TFLOP/s", "HBM TB/s", "HBM GiB",
               "host GB/s");
   for (const auto& g : cost_model::known_gpus()) {
-    std::printf("%-16s %12.1f %10.2f %8.0f %10.0f\n", g.name.c_str(), g.peak_dense_fp16.value / 1e12,
-                g.hbm_bandwidth.value / 8e12, g.hbm_capacity.mib() / 1024.0,
-                g.host_link.value / 8e9);
+    std::printf("%-16s %12.1f %10.2f %8.0f %10.0f\n", g.name.c_str(),
+                g.peak_dense_fp16.value / 1e12, g.hbm_bandwidth.value / 8e12,
+                g.hbm_capacity.mib() / 1024.0, g.host_link.value / 8e9);
   }
   return 0;
 }
@@ -54,7 +60,8 @@ Action setup(CLI::App& sub) {
   return [json, gpus] { return *gpus ? list_gpus() : list_models(*json); };
 }
 
-const RegisterCommand kRegister{{"models", "List the known model specs (and GPU presets)", 40, setup}};
+const RegisterCommand kRegister{
+    {"models", "List the known model specs (and GPU presets)", 40, setup}};
 
 }  // namespace
 }  // namespace kvshift::app

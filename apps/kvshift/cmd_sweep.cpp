@@ -8,26 +8,26 @@
 // DIR/wall.json, never into sweep.csv.
 #include <unistd.h>
 #include <CLI/CLI.hpp>
-#include <fstream>
-#include <sstream>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "apps/kvshift/command.hpp"
 #include "apps/kvshift/support_costs.hpp"
 #include "cost_model/input_error.hpp"
 #include "reports/atomic_file.hpp"
-#include "sweep/replicate_means.hpp"
 #include "reports/html_report.hpp"
 #include "scenarios/json_reader.hpp"
 #include "scenarios/scenario_loader.hpp"
 #include "scenarios/spec_files.hpp"
 #include "sweep/analytic_sweep.hpp"
 #include "sweep/mpi_shard.hpp"
+#include "sweep/replicate_means.hpp"
 #include "sweep/sweep_runner.hpp"
 
 namespace kvshift::app {

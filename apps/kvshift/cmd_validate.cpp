@@ -23,10 +23,12 @@ struct ValidateOptions {
 
 int validate_one(const std::string& label, const scenarios::ScenarioLoad& load, bool quiet) {
   if (load.spec) {
-    if (!quiet) std::printf("%s: ok (%s)\n", label.c_str(), scenarios::summarize(*load.spec).c_str());
+    if (!quiet)
+      std::printf("%s: ok (%s)\n", label.c_str(), scenarios::summarize(*load.spec).c_str());
     return 0;
   }
-  for (const std::string& p : load.problems) std::fprintf(stderr, "%s: %s\n", label.c_str(), p.c_str());
+  for (const std::string& p : load.problems)
+    std::fprintf(stderr, "%s: %s\n", label.c_str(), p.c_str());
   return 2;
 }
 
@@ -41,7 +43,8 @@ int run(const ValidateOptions& o) {
     code = std::max(code, validate_one(f, scenarios::try_load_scenario_file(f), o.quiet));
   }
   if (!o.embedded && o.files.empty()) {
-    std::fprintf(stderr, "kvshift: error: validate: give one or more scenario files (or --embedded)\n");
+    std::fprintf(stderr,
+                 "kvshift: error: validate: give one or more scenario files (or --embedded)\n");
     return 2;
   }
   return code;

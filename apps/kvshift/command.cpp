@@ -24,10 +24,10 @@ std::vector<CommandInfo> registered_commands() {
   return out;
 }
 
-
 std::uint64_t parse_seed(const std::string& text, const std::string& flag) {
-  const bool digits = !text.empty() && text.size() <= 20 &&
-                      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  const bool digits =
+      !text.empty() && text.size() <= 20 &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
   std::uint64_t value = 0;
   const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (!digits || ec != std::errc() || end != text.data() + text.size()) {

@@ -10,8 +10,8 @@
 #include <numeric>
 #include <utility>
 
-#include "backend/parallel.hpp"
 #include "backend/calibrate/probe.hpp"
+#include "backend/parallel.hpp"
 #include "cost_model/input_error.hpp"
 #include "cost_model/topology.hpp"
 

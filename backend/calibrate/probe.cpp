@@ -66,8 +66,7 @@ RequestProbe::RequestProbe(const Model& model, std::span<const std::int32_t> his
     o.stats_window = capture.stats_window;
     const auto t0 = std::chrono::steady_clock::now();
     ForwardResult r = model.forward(history.first(history.size() - 1), cache_, o);
-    history_seconds_ =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    history_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     stats_ = std::move(r.stats);
   }
   input_.push_back(history.back());

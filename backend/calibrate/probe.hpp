@@ -67,8 +67,7 @@ class RequestProbe {
   /// with `cache` below it; stores the residual entering each of `keep` at or above
   /// `first_layer` in `kept` (when given).
   std::vector<double> nll_from(Matrix x, KvCache cache, int first_layer,
-                               const std::vector<int>& keep = {},
-                               Residuals* kept = nullptr) const;
+                               const std::vector<int>& keep = {}, Residuals* kept = nullptr) const;
 
  private:
   std::vector<double> logits_nll(const Matrix& x) const;

@@ -5,8 +5,8 @@
 // predictors (the calibrated ones or seeded random; anchor gather -> cuBLAS GEMM
 // -> bias + RoPE + scatter, replayed from a CUDA Graph when launch-bound);
 // proxy scoring (the proxy's prefill plus attention-mass features, on the
-// proxy's own stream, then the trained mapper on the host); pruning (top-K per KV head + compaction of every layer's
-// K and V); and predictor_load (the real predictors' host -> device copy). Only
+// proxy's own stream, then the trained mapper on the host); pruning (top-K per KV head + compaction
+// of every layer's K and V); and predictor_load (the real predictors' host -> device copy). Only
 // the ops ProfileRequest::ops asks for run, and only their weights are built.
 // Left out: the HybridAxialMapper is not ported to CUDA. With a mapper,
 // proxy_score copies the features to the host and runs it there
@@ -141,10 +141,12 @@ class CudaProfiler final : public Profiler {
   std::string backend_name() const override { return "cuda"; }
 
   std::map<std::string, std::string> notes() const override {
-    return {{"proxy_score", "the mapper is not ported to CUDA: it runs on the host CPU after the "
-                            "proxy's GPU prefill (without a mapper: the prefill and features only)"},
-            {"decode", "attention is not split over the key axis: an upper bound at small "
-                       "batches and long contexts"}};
+    return {{"proxy_score",
+             "the mapper is not ported to CUDA: it runs on the host CPU after the "
+             "proxy's GPU prefill (without a mapper: the prefill and features only)"},
+            {"decode",
+             "attention is not split over the key axis: an upper bound at small "
+             "batches and long contexts"}};
   }
 
   std::string device_description() const override {

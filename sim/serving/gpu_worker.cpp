@@ -128,8 +128,10 @@ SimTime GpuWorker::job_duration(const GpuJob& job, std::int64_t* batch_requests)
       return costs_.prefill(job.tokens);
     case JobKind::kReplay:
       return costs_.extend(job.prefix, job.tokens);
-    case JobKind::kReconstruct: return costs_.reconstruct(job.tokens, *batch_requests);
-    case JobKind::kProxyScore: return costs_.proxy_score(job.tokens);
+    case JobKind::kReconstruct:
+      return costs_.reconstruct(job.tokens, *batch_requests);
+    case JobKind::kProxyScore:
+      return costs_.proxy_score(job.tokens);
   }
   return {};
 }
@@ -193,7 +195,8 @@ void GpuWorker::start_epoch() {
   epoch_start_ = sim_.now();
   epoch_steps_ = steps;
   in_epoch_ = true;
-  epoch_event_ = sim_.schedule_at(epoch_start_ + SimTime{step_.ns * steps}, [this] { end_epoch(); });
+  epoch_event_ =
+      sim_.schedule_at(epoch_start_ + SimTime{step_.ns * steps}, [this] { end_epoch(); });
 }
 
 void GpuWorker::interrupt_epoch() {
@@ -232,10 +235,14 @@ std::int64_t GpuWorker::busy_ns(SimTime start, SimTime length) const {
 
 std::int64_t* GpuWorker::busy_counter(JobKind kind) {
   switch (kind) {
-    case JobKind::kPrefill: return &gpu_time_.prefill;
-    case JobKind::kReplay: return &gpu_time_.replay;
-    case JobKind::kReconstruct: return &gpu_time_.reconstruct;
-    case JobKind::kProxyScore: return &gpu_time_.proxy_scoring;
+    case JobKind::kPrefill:
+      return &gpu_time_.prefill;
+    case JobKind::kReplay:
+      return &gpu_time_.replay;
+    case JobKind::kReconstruct:
+      return &gpu_time_.reconstruct;
+    case JobKind::kProxyScore:
+      return &gpu_time_.proxy_scoring;
   }
   return &gpu_time_.prefill;
 }

@@ -27,10 +27,14 @@ enum class JobKind { kPrefill, kReplay, kReconstruct, kProxyScore };
 
 constexpr const char* job_kind_name(JobKind k) {
   switch (k) {
-    case JobKind::kPrefill: return "prefill";
-    case JobKind::kReplay: return "replay";
-    case JobKind::kReconstruct: return "reconstruct";
-    case JobKind::kProxyScore: return "proxy_score";
+    case JobKind::kPrefill:
+      return "prefill";
+    case JobKind::kReplay:
+      return "replay";
+    case JobKind::kReconstruct:
+      return "reconstruct";
+    case JobKind::kProxyScore:
+      return "proxy_score";
   }
   return "?";
 }
@@ -123,9 +127,9 @@ class GpuWorker {
   bool batch_reconstructions_ = true;
   bool busy_ = false;
   std::deque<GpuJob> jobs_;
-  std::vector<DecodeState> batch_;    ///< decoding now
+  std::vector<DecodeState> batch_;       ///< decoding now
   std::vector<std::uint64_t> finished_;  ///< end_epoch's scratch: who finished
-  std::deque<DecodeState> waiting_;   ///< admitted, waiting for a batch slot
+  std::deque<DecodeState> waiting_;      ///< admitted, waiting for a batch slot
   // The epoch in flight.
   EventId epoch_event_{};
   SimTime epoch_start_{};

@@ -95,8 +95,8 @@ class LoadIndex {
   }
 
   std::vector<Entry> heap_;
-  std::vector<std::size_t> pos_;                 ///< gpu -> heap position, kOut when out
-  mutable std::vector<std::size_t> frontier_;   ///< visit_in_order's scratch
+  std::vector<std::size_t> pos_;               ///< gpu -> heap position, kOut when out
+  mutable std::vector<std::size_t> frontier_;  ///< visit_in_order's scratch
 };
 
 }  // namespace kvshift::sim

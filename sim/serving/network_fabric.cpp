@@ -10,9 +10,12 @@ namespace {
 
 NodeType node_type(NodeKind k) {
   switch (k) {
-    case NodeKind::kGpu: return NodeType::kGpu;
-    case NodeKind::kSwitch: return NodeType::kSwitch;
-    case NodeKind::kStorage: return NodeType::kStorage;
+    case NodeKind::kGpu:
+      return NodeType::kGpu;
+    case NodeKind::kSwitch:
+      return NodeType::kSwitch;
+    case NodeKind::kStorage:
+      return NodeType::kStorage;
   }
   return NodeType::kSwitch;
 }

@@ -188,8 +188,8 @@ std::vector<int> RequestRouter::destinations(std::int64_t bytes, int exclude_nod
   for (const auto& list : lists) {
     for (int gpu : list) {
       if (out.size() >= k) return out;
-      const bool same_node = std::any_of(out.begin(), out.end(),
-                                         [&](int o) { return at(o).node == at(gpu).node; });
+      const bool same_node =
+          std::any_of(out.begin(), out.end(), [&](int o) { return at(o).node == at(gpu).node; });
       if (!same_node) out.push_back(gpu);
     }
   }

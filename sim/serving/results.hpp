@@ -16,10 +16,14 @@ enum class MoveTrigger { kFailure, kDrain, kRebalance, kHandoff };
 
 constexpr const char* move_trigger_name(MoveTrigger t) {
   switch (t) {
-    case MoveTrigger::kFailure: return "failure";
-    case MoveTrigger::kDrain: return "drain";
-    case MoveTrigger::kRebalance: return "rebalance";
-    case MoveTrigger::kHandoff: return "handoff";
+    case MoveTrigger::kFailure:
+      return "failure";
+    case MoveTrigger::kDrain:
+      return "drain";
+    case MoveTrigger::kRebalance:
+      return "rebalance";
+    case MoveTrigger::kHandoff:
+      return "handoff";
   }
   return "?";
 }
@@ -29,10 +33,14 @@ enum class MoveOutcome { kDone, kFailed, kCancelled, kUnfinished };
 
 constexpr const char* move_outcome_name(MoveOutcome o) {
   switch (o) {
-    case MoveOutcome::kDone: return "done";
-    case MoveOutcome::kFailed: return "failed";
-    case MoveOutcome::kCancelled: return "cancelled";
-    case MoveOutcome::kUnfinished: return "unfinished";
+    case MoveOutcome::kDone:
+      return "done";
+    case MoveOutcome::kFailed:
+      return "failed";
+    case MoveOutcome::kCancelled:
+      return "cancelled";
+    case MoveOutcome::kUnfinished:
+      return "unfinished";
   }
   return "?";
 }
@@ -42,9 +50,12 @@ enum class RequestOutcome { kCompleted, kFailed, kUnfinished };
 
 constexpr const char* request_outcome_name(RequestOutcome o) {
   switch (o) {
-    case RequestOutcome::kCompleted: return "completed";
-    case RequestOutcome::kFailed: return "failed";
-    case RequestOutcome::kUnfinished: return "unfinished";
+    case RequestOutcome::kCompleted:
+      return "completed";
+    case RequestOutcome::kFailed:
+      return "failed";
+    case RequestOutcome::kUnfinished:
+      return "unfinished";
   }
   return "?";
 }
@@ -60,7 +71,7 @@ struct RequestRecord {
   std::string final_node;            ///< where it finished (or last was)
   int moves = 0;
   RequestOutcome outcome = RequestOutcome::kUnfinished;
-  std::string reason;                ///< failed: why; unfinished: what it was doing at the end
+  std::string reason;  ///< failed: why; unfinished: what it was doing at the end
   bool operator==(const RequestRecord&) const = default;
 };
 
@@ -70,18 +81,18 @@ struct MoveRecord {
   MoveTrigger trigger = MoveTrigger::kFailure;
   std::string from;
   std::string to;
-  std::string requested;          ///< the strategy the run asked for ("adaptive" included)
-  std::string strategy;           ///< the strategy executed (after fallbacks; "" if none ran)
+  std::string requested;  ///< the strategy the run asked for ("adaptive" included)
+  std::string strategy;   ///< the strategy executed (after fallbacks; "" if none ran)
   std::int64_t context_tokens = 0;
   std::int64_t available_tokens = 0;  ///< tokens whose KV (or pruned KV) was shipped
   std::int64_t front_tokens = 0;      ///< hybrid: tokens recomputed while the rest arrived
   std::int64_t tail_tokens = 0;       ///< tokens recomputed on the receiver after the KV was in
-  std::string source;             ///< node the KV or token ids came from ("" = none)
-  std::string predictor_source;   ///< node the RISK-KV predictors were shipped from ("" = none)
-  std::int64_t start_ns = 0;      ///< trigger time (failure detected, migration decided)
-  std::int64_t end_ns = 0;        ///< request can decode again
-  std::int64_t stall_ns = 0;      ///< end − when the request stopped making progress
-  std::int64_t kv_bytes = 0;      ///< KV bytes moved over the network
+  std::string source;                 ///< node the KV or token ids came from ("" = none)
+  std::string predictor_source;       ///< node the RISK-KV predictors were shipped from ("" = none)
+  std::int64_t start_ns = 0;          ///< trigger time (failure detected, migration decided)
+  std::int64_t end_ns = 0;            ///< request can decode again
+  std::int64_t stall_ns = 0;          ///< end − when the request stopped making progress
+  std::int64_t kv_bytes = 0;          ///< KV bytes moved over the network
   std::int64_t predictor_bytes = 0;
   std::int64_t token_bytes = 0;
   std::int64_t transfer_ns = 0;   ///< time spent moving bytes
@@ -90,8 +101,8 @@ struct MoveRecord {
   std::int64_t estimated_ns = 0;  ///< the estimator's total for the executed plan, when planned
   double delta_nll = 0;           ///< quality cost paid (nats/token; 0 unless it rebuilt lossily)
   MoveOutcome outcome = MoveOutcome::kDone;
-  std::string fallback;           ///< why `strategy` differs from `requested` (empty: it does not)
-  std::string note;               ///< failed / cancelled / unfinished: why
+  std::string fallback;  ///< why `strategy` differs from `requested` (empty: it does not)
+  std::string note;      ///< failed / cancelled / unfinished: why
   bool operator==(const MoveRecord&) const = default;
 };
 
@@ -145,9 +156,9 @@ struct RunTally {
   std::int64_t recoveries = 0, migrations = 0, handoffs = 0;  ///< done moves by kind
   std::int64_t failed_moves = 0, cancelled_moves = 0;
   std::int64_t open_recoveries = 0, open_migrations = 0, open_handoffs = 0;  ///< unfinished
-  std::int64_t fallbacks = 0, lossy = 0;                  ///< of done moves
-  double delta_nll_sum = 0;                               ///< of done moves
-  std::map<std::string, std::int64_t> by_strategy;        ///< done moves by executed strategy
+  std::int64_t fallbacks = 0, lossy = 0;                                     ///< of done moves
+  double delta_nll_sum = 0;                                                  ///< of done moves
+  std::map<std::string, std::int64_t> by_strategy;  ///< done moves by executed strategy
   /// Done and unfinished moves (the latter at their lower bound end − start).
   std::vector<double> recovery_s, recovery_stall_s, migration_s, handoff_s;
 
@@ -194,7 +205,7 @@ struct RunResult {
   std::int64_t predictor_copies = 0;          ///< predictor copies resident at the end
   std::int64_t predictor_bytes_resident = 0;  ///< their bytes
   std::map<std::string, std::int64_t> predictor_uses;  ///< node -> requests that used its copy
-  std::int64_t events = 0;                    ///< simulator events processed
+  std::int64_t events = 0;                             ///< simulator events processed
 };
 
 }  // namespace kvshift::sim

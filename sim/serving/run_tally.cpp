@@ -24,8 +24,12 @@ void RunTally::add(const RequestRecord& r) {
                          static_cast<double>(r.output_tokens - 1));
       }
       break;
-    case RequestOutcome::kFailed: ++failed; break;
-    case RequestOutcome::kUnfinished: ++unfinished; break;
+    case RequestOutcome::kFailed:
+      ++failed;
+      break;
+    case RequestOutcome::kUnfinished:
+      ++unfinished;
+      break;
   }
 }
 
@@ -33,8 +37,12 @@ void RunTally::add(const MoveRecord& m) {
   const bool recovery = m.trigger == MoveTrigger::kFailure;
   const bool handoff = m.trigger == MoveTrigger::kHandoff;
   switch (m.outcome) {
-    case MoveOutcome::kFailed: ++failed_moves; return;
-    case MoveOutcome::kCancelled: ++cancelled_moves; return;
+    case MoveOutcome::kFailed:
+      ++failed_moves;
+      return;
+    case MoveOutcome::kCancelled:
+      ++cancelled_moves;
+      return;
     case MoveOutcome::kUnfinished:
       ++(recovery ? open_recoveries : handoff ? open_handoffs : open_migrations);
       break;

@@ -43,10 +43,11 @@ std::vector<RunResult> run_scenario(const ScenarioSpec& spec,
     model.start();
     const SimTime end = from_seconds(spec.duration);
     const std::int64_t slice = std::max<std::int64_t>(end.ns / 100, 1);
-    for (std::int64_t t = slice; ; t += slice) {
+    for (std::int64_t t = slice;; t += slice) {
       const SimTime until{std::min(t, end.ns)};
       sim.run_until(until);
-      if (options.progress) options.progress(strategy_name(strategy), until.seconds(), end.seconds());
+      if (options.progress)
+        options.progress(strategy_name(strategy), until.seconds(), end.seconds());
       if (until >= end) break;
     }
     results.push_back(model.finish());

@@ -24,14 +24,14 @@ SimTime ServingCosts::extend(std::int64_t prefix, std::int64_t tokens) const {
 }
 
 SimTime ServingCosts::decode_step(std::int64_t batch, std::int64_t context_tokens) const {
-  return from_seconds(compute_->decode_step(*model_, std::max<std::int64_t>(batch, 1),
-                                            context_tokens));
+  return from_seconds(
+      compute_->decode_step(*model_, std::max<std::int64_t>(batch, 1), context_tokens));
 }
 
 SimTime ServingCosts::reconstruct(std::int64_t tokens, std::int64_t requests) const {
   if (topology_->empty() || tokens <= 0) return {};
-  return from_seconds(compute_->reconstruct(*model_, *topology_, tokens, requests,
-                                            predictor_dtype_));
+  return from_seconds(
+      compute_->reconstruct(*model_, *topology_, tokens, requests, predictor_dtype_));
 }
 
 SimTime ServingCosts::proxy_score(std::int64_t tokens) const {

@@ -45,7 +45,8 @@ void ServingModel::schedule_events() {
         std::optional<double> bw, lat;
         if (e.bandwidth) bw = e.bandwidth->value;
         if (e.latency) lat = e.latency->value;
-        sim_.schedule_at(at, [this, link = e.link, bw, lat] { fabric_.degrade_link(link, bw, lat); });
+        sim_.schedule_at(at,
+                         [this, link = e.link, bw, lat] { fabric_.degrade_link(link, bw, lat); });
         if (e.repair_after) {
           sim_.schedule_at(at + from_seconds(*e.repair_after),
                            [this, link = e.link] { fabric_.repair_link(link); });
@@ -102,7 +103,8 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
   for (std::uint64_t id : broken) {
     auto it = moves_.find(id);
     if (it != moves_.end()) {
-      end_move(*it->second, MoveOutcome::kFailed, "node " + spec_.cluster.nodes[node].name + " failed");
+      end_move(*it->second, MoveOutcome::kFailed,
+               "node " + spec_.cluster.nodes[node].name + " failed");
     }
   }
   // Replicas held here are gone: their requests re-stream to a new replica.
@@ -257,9 +259,8 @@ void ServingModel::sample_links() {
     last_link_bytes_[i] = now[i].bytes;
     // A capacity change at this very instant is re-shared by an event at the same
     // time, possibly after this one: until then the allocation may exceed capacity.
-    const double util = now[i].capacity_bps > 0
-                            ? std::min(1.0, now[i].allocated_bps / now[i].capacity_bps)
-                            : 0.0;
+    const double util =
+        now[i].capacity_bps > 0 ? std::min(1.0, now[i].allocated_bps / now[i].capacity_bps) : 0.0;
     // Idle directions are left out: memory and links.csv grow with traffic, not with links.
     if (bytes == 0 && util == 0) continue;
     result_.link_samples.push_back({sim_.now().ns, now[i].name, util, bytes});

@@ -47,7 +47,8 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
   const auto budget = spec.predictors.hbm_budget;
   predictors_ = std::make_unique<PredictorCache>(n, !budget || budget->count >= predictor_bytes_);
   // HBM holds the weights and, when preloaded, the predictors; the rest is KV.
-  const bool preloaded = spec.risk_kv && spec.predictors.placement == PredictorPlacement::kPreloaded;
+  const bool preloaded =
+      spec.risk_kv && spec.predictors.placement == PredictorPlacement::kPreloaded;
   const std::int64_t weights =
       spec.model.parameter_count() * cost_model::dtype_bytes(spec.model.weight_dtype) +
       (preloaded ? predictor_bytes_ : 0);
@@ -74,26 +75,27 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
         throw std::runtime_error("node " + node.name + ": the model's weights do not fit in HBM");
       }
       const int index = router_.add_gpu(static_cast<int>(i), capacity, node.pool);
-      gpu->worker = std::make_unique<GpuWorker>(
-          sim_, *this, costs_of(static_cast<int>(i)), index, "gpu:" + node.name + "/" + std::to_string(g),
-          spec.serving.max_batch, epoch_cap, result_.gpu_time,
-          records_.trace ? &result_.trace : nullptr);
+      gpu->worker = std::make_unique<GpuWorker>(sim_, *this, costs_of(static_cast<int>(i)), index,
+                                                "gpu:" + node.name + "/" + std::to_string(g),
+                                                spec.serving.max_batch, epoch_cap, result_.gpu_time,
+                                                records_.trace ? &result_.trace : nullptr);
       gpu->worker->set_batch_reconstructions(spec.predictors.batch_reconstruction);
       node_gpus_[i].push_back(index);
       if (g == 0 && spec.proxy_kv && spec.proxy_kv->placement == ProxyPlacement::kProxyGpu) {
-        proxy_gpus_[i] = std::make_unique<GpuWorker>(
-            sim_, *this, costs_of(static_cast<int>(i)), -1, "proxy:" + node.name, 1, 1, result_.gpu_time,
-            records_.trace ? &result_.trace : nullptr);
+        proxy_gpus_[i] = std::make_unique<GpuWorker>(sim_, *this, costs_of(static_cast<int>(i)), -1,
+                                                     "proxy:" + node.name, 1, 1, result_.gpu_time,
+                                                     records_.trace ? &result_.trace : nullptr);
       }
       gpus_.push_back(std::move(gpu));
     }
   }
   if (gpus_.empty()) throw std::runtime_error("the cluster has no GPU");
-  if (predictor_source_ < 0) predictor_source_ = storage_node_ >= 0 ? storage_node_ : gpus_[0]->node;
+  if (predictor_source_ < 0)
+    predictor_source_ = storage_node_ >= 0 ? storage_node_ : gpus_[0]->node;
   std::vector<NodeKind> kinds;
   for (const NodeSpec& node : spec.cluster.nodes) kinds.push_back(node.kind);
-  replicas_ = std::make_unique<ReplicaStore>(std::move(kinds), spec.protection.placement,
-                                             storage_node_);
+  replicas_ =
+      std::make_unique<ReplicaStore>(std::move(kinds), spec.protection.placement, storage_node_);
   if (spec.risk_kv && spec.predictors.placement == PredictorPlacement::kPreloaded) {
     for (std::size_t i = 0; i < n; ++i) {
       if (!node_gpus_[i].empty()) predictors_->preload(static_cast<int>(i));
@@ -143,8 +145,10 @@ std::int64_t ServingModel::block_bytes(std::int64_t tokens) const {
 std::int64_t ServingModel::protected_bytes_per_token() const {
   const std::int64_t full = kv_bytes(1);
   switch (spec_.protection.mode) {
-    case ProtectionMode::kNone: return 0;
-    case ProtectionMode::kFull: return full;
+    case ProtectionMode::kNone:
+      return 0;
+    case ProtectionMode::kFull:
+      return full;
     case ProtectionMode::kRiskKv:
       return spec_.risk_kv ? (spec_.model.layers - spec_.risk_kv->topology.omitted_layers()) *
                                  spec_.model.kv_bytes_per_layer_token()
@@ -155,8 +159,6 @@ std::int64_t ServingModel::protected_bytes_per_token() const {
   }
   return full;
 }
-
-
 
 // ------------------------------------------------------------ run control
 
@@ -169,7 +171,8 @@ void ServingModel::start() {
   }
   for (const LinkCounter& c : fabric_.link_counters()) last_link_bytes_.push_back(c.bytes);
   if (spec_.outputs.link_sample_interval.value > 0) {
-    sim_.schedule_after(from_seconds(spec_.outputs.link_sample_interval), [this] { sample_links(); });
+    sim_.schedule_after(from_seconds(spec_.outputs.link_sample_interval),
+                        [this] { sample_links(); });
   }
 }
 
@@ -192,7 +195,6 @@ RunResult ServingModel::finish() {
   result_.predictor_bytes_resident = result_.predictor_copies * predictor_bytes_;
   return std::move(result_);
 }
-
 
 // ------------------------------------------------------------ records
 
@@ -320,21 +322,21 @@ void ServingModel::start_prefill(Request& r, int gpu) {
                       }
                     }});
   // ProxyKV scores come from the proxy, asynchronously to the target's prefill.
-  const bool scoring = spec_.proxy_kv && (strategy_ == Strategy::kProxyKv ||
-                                          strategy_ == Strategy::kAdaptive ||
-                                          spec_.protection.mode == ProtectionMode::kProxyKv);
+  const bool scoring =
+      spec_.proxy_kv && (strategy_ == Strategy::kProxyKv || strategy_ == Strategy::kAdaptive ||
+                         spec_.protection.mode == ProtectionMode::kProxyKv);
   if (scoring) {
     // On the target's GPU (a second stream sharing its compute) or on the node's proxy GPU.
     GpuWorker& scorer = spec_.proxy_kv->placement == ProxyPlacement::kProxyGpu
                             ? *proxy_gpus_[static_cast<std::size_t>(g.node)]
                             : *g.worker;
-    scorer.submit({JobKind::kProxyScore, id, r.rec.prompt_tokens,
-                   [this, id, epoch](SimTime, SimTime) {
-                     Request* rp = find_request(id);
-                     if (!rp || rp->epoch != epoch) return;
-                     rp->scored = true;
-                     if (rp->phase == Phase::kHandingOff) try_handoff(*rp);
-                   }});
+    scorer.submit(
+        {JobKind::kProxyScore, id, r.rec.prompt_tokens, [this, id, epoch](SimTime, SimTime) {
+           Request* rp = find_request(id);
+           if (!rp || rp->epoch != epoch) return;
+           rp->scored = true;
+           if (rp->phase == Phase::kHandingOff) try_handoff(*rp);
+         }});
   }
 }
 
@@ -346,12 +348,18 @@ void ServingModel::try_handoff(Request& r) {
 
 std::string ServingModel::unfinished_reason(const Request& r) const {
   switch (r.phase) {
-    case Phase::kQueued: return "waiting for a GPU with room";
-    case Phase::kPrefill: return "in prefill";
-    case Phase::kHandingOff: return "prefilled, waiting for its handoff (scores, or a decode GPU with room)";
-    case Phase::kDecoding: return "decoding";
-    case Phase::kMoving: return "waiting to recover (failure not yet detected)";
-    case Phase::kDone: return "";
+    case Phase::kQueued:
+      return "waiting for a GPU with room";
+    case Phase::kPrefill:
+      return "in prefill";
+    case Phase::kHandingOff:
+      return "prefilled, waiting for its handoff (scores, or a decode GPU with room)";
+    case Phase::kDecoding:
+      return "decoding";
+    case Phase::kMoving:
+      return "waiting to recover (failure not yet detected)";
+    case Phase::kDone:
+      return "";
   }
   return "";
 }

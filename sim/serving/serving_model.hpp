@@ -187,16 +187,17 @@ class ServingModel final : public GpuListener {
   RequestRouter router_;  ///< HBM bookings and the routing policy
 
   std::vector<std::unique_ptr<Gpu>> gpus_;
-  std::vector<std::vector<int>> node_gpus_;        ///< node -> its GPU indices
-  std::vector<std::unique_ptr<GpuWorker>> proxy_gpus_;  ///< node -> its proxy GPU (proxy_gpu placement)
+  std::vector<std::vector<int>> node_gpus_;  ///< node -> its GPU indices
+  std::vector<std::unique_ptr<GpuWorker>>
+      proxy_gpus_;  ///< node -> its proxy GPU (proxy_gpu placement)
   std::vector<bool> node_up_, node_draining_;
-  std::unique_ptr<ReplicaStore> replicas_;         ///< where protected KV is kept, and how much
-  std::unique_ptr<PredictorCache> predictors_;     ///< which nodes hold the RISK-KV predictors
-  cost_model::MoveMethods methods_;                ///< the scenario's methods, for move plans
+  std::unique_ptr<ReplicaStore> replicas_;      ///< where protected KV is kept, and how much
+  std::unique_ptr<PredictorCache> predictors_;  ///< which nodes hold the RISK-KV predictors
+  cost_model::MoveMethods methods_;             ///< the scenario's methods, for move plans
   /// Requests from first_live_ on, by id: every live one, and done ones not yet retired.
   std::deque<std::unique_ptr<Request>> requests_;
   std::uint64_t first_live_ = 0;
-  std::deque<std::uint64_t> pending_;              ///< waiting for a GPU with room
+  std::deque<std::uint64_t> pending_;  ///< waiting for a GPU with room
   std::deque<PendingRecovery> pending_recoveries_;
   /// P/D: prefilled requests waiting for a decode GPU with room (id, epoch).
   std::deque<std::pair<std::uint64_t, std::uint32_t>> pending_handoffs_;

@@ -16,17 +16,17 @@ struct ServingModel::Request {
   RequestRecord rec;
   Phase phase = Phase::kQueued;
   int gpu = -1;                 ///< where it runs (during a migration: the GPU it leaves)
-  std::int64_t context = 0;    ///< KV tokens held
-  std::int64_t remaining = 0;  ///< output tokens still to produce
-  std::int64_t reserved = 0;   ///< KV bytes its final size books (a prefill GPU books the prompt)
-  int replica = -1;            ///< node holding its protected KV, -1 = none
+  std::int64_t context = 0;     ///< KV tokens held
+  std::int64_t remaining = 0;   ///< output tokens still to produce
+  std::int64_t reserved = 0;    ///< KV bytes its final size books (a prefill GPU books the prompt)
+  int replica = -1;             ///< node holding its protected KV, -1 = none
   std::int64_t replicated = 0;  ///< tokens safely on the replica
   std::int64_t unstreamed = 0;  ///< tokens produced since the last stream
   std::int64_t replica_bytes = 0;
-  std::uint32_t epoch = 0;     ///< bumps whenever the request loses its state
+  std::uint32_t epoch = 0;  ///< bumps whenever the request loses its state
   int attempts = 0;
   std::int64_t handoff_since = 0;  ///< P/D: when its prefill ended
-  bool scored = false;         ///< ProxyKV scores computed
+  bool scored = false;             ///< ProxyKV scores computed
 };
 
 /// A GPU's compute timeline and node; its HBM bookings are the router's.

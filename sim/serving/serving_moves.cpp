@@ -454,8 +454,8 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
       r.gpu = -1;
       ++r.epoch;
       if (++r.attempts >= kMaxMoveAttempts) {
-        fail_request(r, "gave up after " + std::to_string(kMaxMoveAttempts) +
-                            " failed handoffs: " + why);
+        fail_request(
+            r, "gave up after " + std::to_string(kMaxMoveAttempts) + " failed handoffs: " + why);
         return;
       }
       r.phase = Phase::kHandingOff;
@@ -482,12 +482,12 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
   }
   if (outcome == MoveOutcome::kCancelled) {  // a recovery re-planned elsewhere
     r.phase = Phase::kMoving;
-    sim_.schedule_after(SimTime{}, [this, id = r.rec.id, trigger, from_node, stall,
-                                    epoch = r.epoch] {
-      Request* q = find_request(id);
-      if (q && q->epoch == epoch && q->phase == Phase::kMoving)
-        start_move(*q, trigger, from_node, stall);
-    });
+    sim_.schedule_after(SimTime{},
+                        [this, id = r.rec.id, trigger, from_node, stall, epoch = r.epoch] {
+                          Request* q = find_request(id);
+                          if (q && q->epoch == epoch && q->phase == Phase::kMoving)
+                            start_move(*q, trigger, from_node, stall);
+                        });
     return;
   }
   r.gpu = -1;

@@ -47,9 +47,8 @@ void ServingModel::drop_replica(Request& r) {
 }
 
 int ServingModel::pick_replica(int gpu_node) {
-  return replicas_->pick(gpu_node, [&](int i) {
-    return node_up_[i] && fabric_.path(gpu_node, i).has_value();
-  });
+  return replicas_->pick(
+      gpu_node, [&](int i) { return node_up_[i] && fabric_.path(gpu_node, i).has_value(); });
 }
 
 void ServingModel::stream(int gpu, const std::vector<std::pair<Request*, std::int64_t>>& items) {

@@ -72,8 +72,9 @@ TEST(CostCli, AHeldPrefixMustBeShorterThanTheRequestAndNeedsAPath) {
 }
 
 TEST(CostCli, Fp16PredictorAndSharingFlags) {
-  const auto r = run_kvshift("cost --model tinyllama-1.1b --topology G2,G5 --predictor fp16 "
-                             "--sharing 8 --json");
+  const auto r = run_kvshift(
+      "cost --model tinyllama-1.1b --topology G2,G5 --predictor fp16 "
+      "--sharing 8 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(r.out);
   EXPECT_EQ(j["predictor"]["bytes_per_group"], 4'196'352);
@@ -135,9 +136,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(CostCli, MalformedConfigJsonIsAnInputError) {
   const std::string dir = std::string(KVSHIFT_BINARY_DIR) + "/test-out/badmodel";
   std::filesystem::create_directories(dir);
-  {
-    std::ofstream(dir + "/config.json") << R"({"model_type": "llama", "hidden_size": "big"})";
-  }
+  { std::ofstream(dir + "/config.json") << R"({"model_type": "llama", "hidden_size": "big"})"; }
   const auto r = run_kvshift("cost --model " + dir);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("/hidden_size: expected an integer"), std::string::npos) << r.err;

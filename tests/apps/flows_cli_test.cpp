@@ -19,8 +19,8 @@ std::string write_temp(const std::string& text) {
 }
 
 TEST(FlowsCli, PrintsOneLinePerTransferInInputOrder) {
-  const auto r = run_kvshift(std::string("flows ") + KVSHIFT_SOURCE_DIR +
-                             "/examples/flows/two_hops.json");
+  const auto r =
+      run_kvshift(std::string("flows ") + KVSHIFT_SOURCE_DIR + "/examples/flows/two_hops.json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out,
             "{\"id\": \"t1\", \"finish_s\": 12.50105}\n"

@@ -26,7 +26,8 @@ TEST(ProfileCli, WritesAValidCostTable) {
   const auto r = run_kvshift("profile --backend cpu --model " + fixture("tiny_llama") +
                              "/config.json --proxy " + fixture("tiny_qwen2") +
                              "/config.json --tokens 8,24 --sharing 1,3 --decode-batch 1,2 "
-                             "--decode-context 16 --repeats 3 --warmup 0 --out " + out);
+                             "--decode-context 16 --repeats 3 --warmup 0 --out " +
+                             out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(slurp(out));
   EXPECT_EQ(j["backend"], "cpu");
@@ -51,9 +52,9 @@ TEST(ProfileCli, WritesAValidCostTable) {
   EXPECT_EQ(per_op["prefill"], 2);
   EXPECT_EQ(per_op["proxy_score"], 2);
   EXPECT_EQ(per_op["prune"], 2);
-  EXPECT_EQ(per_op["decode"], 2);  // batches 1 and 2 at 16 tokens of context each
+  EXPECT_EQ(per_op["decode"], 2);                 // batches 1 and 2 at 16 tokens of context each
   EXPECT_EQ(per_op.count("predictor_load"), 0u);  // no real predictors
-  EXPECT_EQ(per_op.count("reconstruct"), 0u);  // two layers: no group can be omitted
+  EXPECT_EQ(per_op.count("reconstruct"), 0u);     // two layers: no group can be omitted
 }
 
 TEST(ProfileCli, MeasuresReconstructionForEachSharingCount) {
@@ -103,7 +104,8 @@ TEST(ProfileCli, ARealModelFolderTimesItsOwnWeightsAndTheTrainedMapper) {
   const auto r = run_kvshift("profile --model " + (dir / "model").string() + " --proxy-layers 3" +
                              " --mapper " + (mapper / "mapper.safetensors").string() +
                              " --topology none --tokens 16 --sharing 1 --decode-batch 1 "
-                             "--decode-context 16 --repeats 1 --warmup 0 --out " + out);
+                             "--decode-context 16 --repeats 1 --warmup 0 --out " +
+                             out);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json j = json::parse(slurp(out));
   EXPECT_EQ(j["inputs"]["weights"], "real");
@@ -119,10 +121,9 @@ TEST(ProfileCli, ARealModelFolderTimesItsOwnWeightsAndTheTrainedMapper) {
   EXPECT_EQ(per_op["decode"], 1);
   EXPECT_EQ(per_op.count("reconstruct"), 0u);
   // A proxy that does not fit the mapper, named.
-  const auto bad = run_kvshift("profile --model " + (dir / "model").string() +
-                               " --proxy-layers 2 --mapper " +
-                               (mapper / "mapper.safetensors").string() +
-                               " --topology none --out " + out);
+  const auto bad =
+      run_kvshift("profile --model " + (dir / "model").string() + " --proxy-layers 2 --mapper " +
+                  (mapper / "mapper.safetensors").string() + " --topology none --out " + out);
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--mapper"), std::string::npos) << bad.err;
   // Real weights are never mixed with random predictors: without --predictors the
@@ -130,10 +131,12 @@ TEST(ProfileCli, ARealModelFolderTimesItsOwnWeightsAndTheTrainedMapper) {
   write_llama_folder(dir / "eight", {.hidden = 16, .layers = 8, .heads = 2, .kv_heads = 1});
   const auto no_predictors = run_kvshift("profile --model " + (dir / "eight").string() +
                                          " --topology G2 --tokens 16 --decode-batch 1 "
-                                         "--decode-context 16 --repeats 1 --out " + out);
+                                         "--decode-context 16 --repeats 1 --out " +
+                                         out);
   ASSERT_EQ(no_predictors.exit_code, 0) << no_predictors.err;
   EXPECT_NE(no_predictors.out.find("reconstruct, predictor_load: not timed (give --predictors"),
-            std::string::npos) << no_predictors.out;
+            std::string::npos)
+      << no_predictors.out;
   for (const auto& e : json::parse(slurp(out))["entries"]) EXPECT_NE(e["op"], "reconstruct");
   fs::remove_all(dir);
 }

@@ -53,17 +53,20 @@ TEST(SearchCli, UnfinishedMovesCountAgainstTheObjective) {
 // workload, so they report the same metric.
 TEST(SearchCli, AgreesWithASweepAtTheSamePoint) {
   const std::string wan = std::string(KVSHIFT_SOURCE_DIR) + "/scenarios/wan-migration.json";
-  const std::string dir = ::testing::TempDir() + "kvshift-search-sweep-" + std::to_string(::getpid());
+  const std::string dir =
+      ::testing::TempDir() + "kvshift-search-sweep-" + std::to_string(::getpid());
   const auto sw = run_kvshift("sweep " + wan +
                               " --set /cluster/multi_site/wan_bandwidth=1Gbps --quiet --no-report"
-                              " --jobs 1 --out " + dir);
+                              " --jobs 1 --out " +
+                              dir);
   ASSERT_EQ(sw.exit_code, 0) << sw.err;
   const auto se = run_kvshift("search " + wan +
                               " --vary /cluster/multi_site/wan_bandwidth=10Mbps..100Gbps "
                               "--objective 'migration.p99<=2s' --strategy full_kv");
   ASSERT_EQ(se.exit_code, 0) << se.err;
   std::smatch probe;
-  ASSERT_TRUE(std::regex_search(se.out, probe, std::regex(R"(1\.000 Gbps +\S+( met)? +migration\.p99=([0-9.e+-]+))")))
+  ASSERT_TRUE(std::regex_search(
+      se.out, probe, std::regex(R"(1\.000 Gbps +\S+( met)? +migration\.p99=([0-9.e+-]+))")))
       << se.out;
   std::ifstream in(dir + "/sweep.csv");
   std::string header, row;

@@ -57,8 +57,9 @@ TEST(SweepCli, CtrlCKeepsFinishedPointsAndResumeFinishesTheSweep) {
   for (int i = 1; i <= 400; ++i) seeds += (i > 1 ? "," : "") + std::to_string(i);
   const std::string sets =
       " --set /duration=60s --set /seed=" + seeds + " --set '/policies/strategies=[\"full_kv\"]'";
-  const auto r = run_command("timeout --foreground --preserve-status -s INT 1 " + kvshift_exe() + " sweep " +
-                             tiny() + sets + " --jobs 1 --no-report --out " + dir.string());
+  const auto r =
+      run_command("timeout --foreground --preserve-status -s INT 1 " + kvshift_exe() + " sweep " +
+                  tiny() + sets + " --jobs 1 --no-report --out " + dir.string());
   if (r.exit_code == 0) GTEST_SKIP() << "the sweep finished before the interrupt";
   ASSERT_EQ(r.exit_code, 130) << r.err;
   EXPECT_NE(r.err.find("resume with: kvshift sweep --resume " + dir.string()), std::string::npos)

@@ -30,7 +30,7 @@ TEST(ValidateCli, ShippedScenariosAreOk) {
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find(kScenarios + "/leafspine-failover.json: ok (leafspine-failover: "
-                       "llama-3.1-8b on h200, 64 GPU nodes (512 GPUs)"),
+                                    "llama-3.1-8b on h200, 64 GPU nodes (512 GPUs)"),
             std::string::npos)
       << r.out;
 }
@@ -46,8 +46,8 @@ TEST(ValidateCli, EveryProblemOfEveryFileIsListedAndExitIs2) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.out.find("quickstart.json: ok"), std::string::npos) << r.out;
   EXPECT_EQ(r.err, bad + ": /duraton: unknown key \"duraton\" (did you mean \"duration\"?)\n" +
-                       bad + ": /workload/rate: must be > 0 (got 0)\n" +
-                       bad + ": /duration: is required\n");
+                       bad + ": /workload/rate: must be > 0 (got 0)\n" + bad +
+                       ": /duration: is required\n");
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), before)
       << "validate must not write files";
   fs::remove_all(dir);

@@ -79,8 +79,7 @@ TEST(IncludeRules, EachFolderIncludesOnlyTheFoldersBelowIt) {
       const std::string top = i.header.substr(0, i.header.find('/'));
       ASSERT_TRUE(kProjectFolders.count(top)) << where(i) << ": not a path from the project root";
       EXPECT_TRUE(top == folder || allowed.count(top))
-          << where(i) << ": " << folder << "/ may include only " << folder << "/"
-          << [&] {
+          << where(i) << ": " << folder << "/ may include only " << folder << "/" << [&] {
                std::string s;
                for (const auto& a : allowed) s += ", " + a + "/";
                return s;

@@ -119,7 +119,8 @@ TEST(Forward, RunLayersResumesMidModelExactly) {
   KvCache cache = model.new_cache();
   model.forward(tokens.first(n / 2), cache, {.logits = LogitsMode::kNone});
   Matrix x(n - n / 2, m.hidden);
-  for (Eigen::Index i = 0; i < x.rows(); ++i) x.row(i) = model.weights().embed.row(tokens[n / 2 + i]);
+  for (Eigen::Index i = 0; i < x.rows(); ++i)
+    x.row(i) = model.weights().embed.row(tokens[n / 2 + i]);
   const int split = m.layers / 2;
   model.run_layers(0, split, x, cache);
   EXPECT_EQ(cache.k[split - 1].rows(), n);
@@ -131,8 +132,8 @@ TEST(Forward, RunLayersResumesMidModelExactly) {
     EXPECT_LT(relative_error(cache.k[l], full.k[l]), 1e-6) << l;
     EXPECT_LT(relative_error(cache.v[l], full.v[l]), 1e-6) << l;
   }
-  const Matrix logits = rms_norm(x, model.weights().final_norm, m.rms_eps) *
-                        model.weights().output().transpose();
+  const Matrix logits =
+      rms_norm(x, model.weights().final_norm, m.rms_eps) * model.weights().output().transpose();
   EXPECT_LT(relative_error(logits, whole.logits.bottomRows(x.rows())), 2e-6);
   EXPECT_THROW(model.run_layers(1, 0, x, cache), std::invalid_argument);
   EXPECT_THROW(model.run_layers(0, m.layers + 1, x, cache), std::invalid_argument);
@@ -196,8 +197,8 @@ TEST(Forward, APrunedCacheKeepsTheTruePositionsOfNewTokens) {
   for (std::int64_t t = 0; t < h; ++t) all[t] = t;
   KvCache again = model.new_cache();
   model.forward(tokens.first(h), again, {.logits = LogitsMode::kNone});
-  KvCache same = compact(again, {static_cast<std::size_t>(m.layers * m.kv_heads), all},
-                         m.kv_heads, m.head_dim);
+  KvCache same = compact(again, {static_cast<std::size_t>(m.layers * m.kv_heads), all}, m.kv_heads,
+                         m.head_dim);
   EXPECT_EQ(same.evicted, 0);
   const ForwardResult a = model.forward(last, again), b = model.forward(last, same);
   EXPECT_EQ(a.logits, b.logits);

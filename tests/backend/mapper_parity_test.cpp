@@ -101,8 +101,7 @@ class MapperLoaderErrors : public ::testing::Test {
   nlohmann::json meta_;
 };
 
-#define EXPECT_HAS(text, part) \
-  EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
+#define EXPECT_HAS(text, part) EXPECT_NE(std::string(text).find(part), std::string::npos) << (text)
 
 TEST_F(MapperLoaderErrors, AMissingFileIsNamed) {
   try {

@@ -33,7 +33,8 @@ TEST(Latency, ClosedFormsFollowDesign) {
   auto ns = [](double s) { return round_to_ns(s); };
   EXPECT_EQ(ns(l.full_kv.value), ns(0.01) + ns(8.0 * 14 * 1048576 / 100e6));
   EXPECT_EQ(ns(l.token_replay.value), ns(0.01) + ns(8.0 * 4 * 512 / 100e6) + ns(l.prefill.value));
-  EXPECT_EQ(ns(l.risk_kv.value), ns(0.01) + ns(8.0 * 10 * 1048576 / 100e6) + ns(l.reconstruct.value));
+  EXPECT_EQ(ns(l.risk_kv.value),
+            ns(0.01) + ns(8.0 * 10 * 1048576 / 100e6) + ns(l.reconstruct.value));
   EXPECT_NEAR(l.risk_kv_with_predictor.value - l.risk_kv.value,
               8.0 * r.storage.predictor_bytes_total.count / 100e6, 2e-9);
   EXPECT_NEAR(l.proxy_kv.value, 0.01 + 0.3 * 8.0 * 14 * 1048576 / 100e6, 1e-7);  // whole bytes
@@ -58,8 +59,10 @@ TEST(Latency, TheTransferEngineAddsSetupAndDescriptorsToEachKvLegAndPdAddsThePre
   auto ns = [](Seconds s) { return round_to_ns(s.value); };
   EXPECT_EQ(ns(real.latency->full_kv) - ns(ideal.latency->full_kv),
             3'000'000 + blocks * f.model.layers * 2 * 4000);
-  EXPECT_EQ(ns(real.latency->risk_kv) - ns(ideal.latency->risk_kv), 3'000'000 + blocks * kept * 2 * 4000);
-  EXPECT_EQ(ns(real.latency->token_replay), ns(ideal.latency->token_replay)) << "ids are not KV blocks";
+  EXPECT_EQ(ns(real.latency->risk_kv) - ns(ideal.latency->risk_kv),
+            3'000'000 + blocks * kept * 2 * 4000);
+  EXPECT_EQ(ns(real.latency->token_replay), ns(ideal.latency->token_replay))
+      << "ids are not KV blocks";
   ASSERT_TRUE(real.pd);
   EXPECT_DOUBLE_EQ(real.pd->full_kv.value,
                    h200.prefill(f.model, 5000).value + real.latency->full_kv.value);

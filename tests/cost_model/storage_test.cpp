@@ -51,7 +51,7 @@ TEST(Storage, BreakEvenForQwen05B) {
   const StorageReport fp32 = paper("qwen2.5-0.5b");
   EXPECT_EQ(fp32.predictor_bytes_total.count, 4 * 2'099'200);
   EXPECT_NEAR(fp32.predictor_to_saved_ratio, 4.004, 5e-4);  // "about 4x" in the paper
-  EXPECT_EQ(fp32.break_even_requests, 5);  // least N with N·saved ≥ predictor
+  EXPECT_EQ(fp32.break_even_requests, 5);                   // least N with N·saved ≥ predictor
   EXPECT_EQ(paper("qwen2.5-0.5b", DType::kF16).break_even_requests, 3);
   EXPECT_LT(paper("qwen2.5-0.5b", DType::kF32, 512, 4).net_saving_bytes, 0);
   EXPECT_GT(paper("qwen2.5-0.5b", DType::kF32, 512, 5).net_saving_bytes, 0);

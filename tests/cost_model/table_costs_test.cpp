@@ -10,7 +10,12 @@ namespace kvshift::cost_model {
 namespace {
 
 CostTableEntry row(const char* op, std::int64_t t, std::int64_t n, double s) {
-  return {.op = op, .tokens = t, .sharing = n, .median_s = s, .p10_s = s * 0.9, .p90_s = s * 1.1,
+  return {.op = op,
+          .tokens = t,
+          .sharing = n,
+          .median_s = s,
+          .p10_s = s * 0.9,
+          .p90_s = s * 1.1,
           .repeats = 5};
 }
 

@@ -70,7 +70,7 @@ TEST(Topology, ExplicitPlansAreValidated) {
   EXPECT_NO_THROW(Topology::from_plans(22, {{2, {2, 3}, {0, 1, 4, 5}}}));
   EXPECT_THROW(Topology::from_plans(22, {{2, {2, 3}, {0, 3}}}), InputError);  // anchor omitted
   EXPECT_THROW(Topology::from_plans(22, {{2, {2, 3}, {0, 1}}, {3, {3, 4}, {0, 5}}}),
-               InputError);  // overlap
+               InputError);                                                    // overlap
   EXPECT_THROW(Topology::from_plans(22, {{2, {2, 30}, {0, 1}}}), InputError);  // out of range
 }
 

@@ -97,8 +97,14 @@ TEST(CostTable, NumbersOutsideDoubleRangeAreAnInputError) {
 
 TEST(CostTable, DecodeRowsCarryABatchAndInputsRoundTrip) {
   Json j = valid_table();
-  j["entries"].push_back({{"op", "decode"}, {"tokens", 1024}, {"sharing", 1}, {"batch", 8},
-                          {"median_s", 0.01}, {"p10_s", 0.009}, {"p90_s", 0.012}, {"repeats", 5}});
+  j["entries"].push_back({{"op", "decode"},
+                          {"tokens", 1024},
+                          {"sharing", 1},
+                          {"batch", 8},
+                          {"median_s", 0.01},
+                          {"p10_s", 0.009},
+                          {"p90_s", 0.012},
+                          {"repeats", 5}});
   j["inputs"] = {{"weights", "real"},
                  {"model", {{"path", "models/m"}, {"digest", "fnv1a64:0123456789abcdef"}}}};
   const CostTable t = parse_cost_table(j, "a");

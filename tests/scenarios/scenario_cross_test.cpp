@@ -2,9 +2,9 @@
 // pointers and messages; and that pass two waits for a clean pass one.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "tests/scenarios/scenario_test_util.hpp"
 
@@ -28,7 +28,8 @@ TEST(ScenarioCross, LinkEndpointsMustExist) {
 
 TEST(ScenarioCross, LinksJoinTwoDifferentNodes) {
   json j = minimal_json();
-  j["cluster"]["links"].push_back({{"name", "loop"}, {"a", "a"}, {"b", "a"}, {"bandwidth", "1Gbps"}});
+  j["cluster"]["links"].push_back(
+      {{"name", "loop"}, {"a", "a"}, {"b", "a"}, {"bandwidth", "1Gbps"}});
   EXPECT_EQ(problems(j), V{"/cluster/links/1/b: a link must join two different nodes (got \"a\" "
                            "twice)"});
 }
@@ -49,15 +50,17 @@ TEST(ScenarioCross, ExplicitAdditionsMayNotReuseGeneratedNames) {
 
 TEST(ScenarioCross, ClusterNeedsAGpuNode) {
   json j = minimal_json();
-  j["cluster"]["nodes"] = {{{"name", "a"}, {"kind", "switch"}}, {{"name", "b"}, {"kind", "switch"}}};
+  j["cluster"]["nodes"] = {{{"name", "a"}, {"kind", "switch"}},
+                           {{"name", "b"}, {"kind", "switch"}}};
   EXPECT_EQ(problems(j), V{"/cluster: has no GPU node"});
 }
 
 TEST(ScenarioCross, EveryNodeMustBeReachable) {
   json j = minimal_json();
   j["cluster"]["nodes"].push_back({{"name", "island"}});
-  EXPECT_EQ(problems(j), V{"/cluster/nodes/2: node \"island\" is not connected to \"a\" by any path "
-                           "of links"});
+  EXPECT_EQ(problems(j),
+            V{"/cluster/nodes/2: node \"island\" is not connected to \"a\" by any path "
+              "of links"});
 }
 
 TEST(ScenarioCross, ModelWeightsMustFitInHbm) {
@@ -71,8 +74,9 @@ TEST(ScenarioCross, ModelWeightsMustFitInHbm) {
 TEST(ScenarioCross, PerNodeHbmOverrideIsNamed) {
   json j = minimal_json();
   j["cluster"]["nodes"][1]["hbm"] = "512MiB";
-  EXPECT_EQ(problems(j), V{"/cluster/nodes/1/hbm: model qwen2.5-0.5b weights (0.92 GiB) do not fit in "
-                           "the 0.50 GiB HBM of a GPU of node \"b\""});
+  EXPECT_EQ(problems(j),
+            V{"/cluster/nodes/1/hbm: model qwen2.5-0.5b weights (0.92 GiB) do not fit in "
+              "the 0.50 GiB HBM of a GPU of node \"b\""});
 }
 
 TEST(ScenarioCross, TemplateHbmIsNamedOnceForAllGeneratedNodes) {
@@ -86,16 +90,18 @@ TEST(ScenarioCross, LargestRequestMustFitBesideTheWeights) {
   json j = minimal_json();
   j["gpu"] = {{"base", "h100"}, {"hbm_capacity", "2GiB"}};
   j["workload"]["prompt_tokens"] = 100000;
-  EXPECT_EQ(problems(j), V{"/gpu: the largest request (100016 tokens, 1.14 GiB of KV) does not fit "
-                           "beside the model weights (0.92 GiB) in the 2.00 GiB HBM of node \"a\""});
+  EXPECT_EQ(problems(j),
+            V{"/gpu: the largest request (100016 tokens, 1.14 GiB of KV) does not fit "
+              "beside the model weights (0.92 GiB) in the 2.00 GiB HBM of node \"a\""});
 }
 
 TEST(ScenarioCross, EventTargetsMustExist) {
   json j = quickstart_json();
   j["events"][0]["node"] = "gpu9";
   j["events"][1]["link"] = "gpu2-hbu";
-  EXPECT_EQ(problems(j), (V{"/events/0/node: unknown node \"gpu9\" (did you mean \"gpu0\"?)",
-                            "/events/1/link: unknown link \"gpu2-hbu\" (did you mean \"gpu2-hub\"?)"}));
+  EXPECT_EQ(problems(j),
+            (V{"/events/0/node: unknown node \"gpu9\" (did you mean \"gpu0\"?)",
+               "/events/1/link: unknown link \"gpu2-hbu\" (did you mean \"gpu2-hub\"?)"}));
 }
 
 TEST(ScenarioCross, EventsFallInsideTheDuration) {
@@ -123,8 +129,9 @@ TEST(ScenarioCross, DrainNeedsAGpuNode) {
 TEST(ScenarioCross, StrategiesNeedTheirMethodSections) {
   json j = minimal_json();
   j["policies"] = {{"strategies", {"risk_kv", "proxy_kv"}}};
-  EXPECT_EQ(problems(j), (V{"/policies/strategies/0: strategy \"risk_kv\" needs a \"risk_kv\" section",
-                            "/policies/strategies/1: strategy \"proxy_kv\" needs a \"proxy_kv\" section"}));
+  EXPECT_EQ(problems(j),
+            (V{"/policies/strategies/0: strategy \"risk_kv\" needs a \"risk_kv\" section",
+               "/policies/strategies/1: strategy \"proxy_kv\" needs a \"proxy_kv\" section"}));
 }
 
 TEST(ScenarioCross, ProtectionModeNeedsItsMethodSection) {
@@ -174,8 +181,9 @@ TEST(ScenarioCross, ReplicasOnAnotherNodeNeedTwoGpuNodes) {
   json j = minimal_json();
   j["cluster"]["nodes"][1]["kind"] = "switch";
   j["protection"] = {{"mode", "full"}};
-  EXPECT_EQ(problems(j), V{"/protection/placement: replicas on another GPU node need at least 2 GPU "
-                           "nodes (have 1)"});
+  EXPECT_EQ(problems(j),
+            V{"/protection/placement: replicas on another GPU node need at least 2 GPU "
+              "nodes (have 1)"});
 }
 
 TEST(ScenarioCross, PredictorCacheMustHoldOneSet) {
@@ -197,7 +205,8 @@ TEST(ScenarioCross, ProfileCostTableMustExist) {
 }
 
 TEST(ScenarioCross, ACostTableMustBeForTheModelAndHoldEveryOpTheScenarioUses) {
-  const std::string table = std::string(KVSHIFT_SOURCE_DIR) + "/results/costs/smollm2-135m-cpu.json";
+  const std::string table =
+      std::string(KVSHIFT_SOURCE_DIR) + "/results/costs/smollm2-135m-cpu.json";
   json j = minimal_json();
   j["cost_source"] = "profile:" + table;
   EXPECT_EQ(problems(j), V{"/cost_source: " + table +
@@ -218,12 +227,13 @@ TEST(ScenarioCross, ACostTableMustBeForTheModelAndHoldEveryOpTheScenarioUses) {
   j["proxy_kv"] = {{"proxy_model", "models/smollm2-135m-first8/config.json"},
                    {"retention", 0.5},
                    {"delta_nll", 0.01}};
-  EXPECT_EQ(problems(j),
-            (V{"/cost_source: " + path.string() +
-                   " has no \"decode\" entries, and the scenario needs them (every serving step "
-                   "is one)",
-               "/cost_source: " + path.string() +
-                   " has no \"proxy_score\" entries, and the scenario needs them (it uses ProxyKV)"}));
+  EXPECT_EQ(
+      problems(j),
+      (V{"/cost_source: " + path.string() +
+             " has no \"decode\" entries, and the scenario needs them (every serving step "
+             "is one)",
+         "/cost_source: " + path.string() +
+             " has no \"proxy_score\" entries, and the scenario needs them (it uses ProxyKV)"}));
   std::filesystem::remove(path);
 }
 

@@ -161,8 +161,9 @@ TEST(ScenarioRules, TokenDistributionsAreChecked) {
   json j = minimal_json();
   j["workload"]["prompt_tokens"] = {{"distribution", "uniform"}, {"min", 100}, {"max", 10}};
   j["workload"]["output_tokens"] = {{"distribution", "fixed"}, {"value", 4}, {"cv", 1}};
-  EXPECT_EQ(problems(j), (V{"/workload/prompt_tokens/max: must be >= min (100)",
-                            "/workload/output_tokens/cv: applies only to distribution \"lognormal\""}));
+  EXPECT_EQ(problems(j),
+            (V{"/workload/prompt_tokens/max: must be >= min (100)",
+               "/workload/output_tokens/cv: applies only to distribution \"lognormal\""}));
   j = minimal_json();
   j["workload"]["prompt_tokens"] = 0;
   EXPECT_EQ(problems(j), V{"/workload/prompt_tokens: must be in [1, 10000000] (got 0)"});
@@ -171,7 +172,8 @@ TEST(ScenarioRules, TokenDistributionsAreChecked) {
 TEST(ScenarioRules, TraceArrivalRejectsGeneratorFields) {
   json j = minimal_json();
   j["workload"] = {{"arrival", "trace"}, {"trace", "traces/one-request-512.csv"}, {"rate", 3}};
-  EXPECT_EQ(problems(j), V{"/workload/rate: does not apply to arrival \"trace\" (the trace gives it)"});
+  EXPECT_EQ(problems(j),
+            V{"/workload/rate: does not apply to arrival \"trace\" (the trace gives it)"});
 }
 
 TEST(ScenarioRules, UnreadableTraceIsNamedAtItsPointer) {
@@ -193,15 +195,17 @@ TEST(ScenarioRules, FoldersAndDevicesAreNotReadAsInputFiles) {
 TEST(ScenarioRules, ClusterNeedsNodesOrAGenerator) {
   json j = minimal_json();
   j["cluster"] = json::object();
-  EXPECT_EQ(problems(j), V{"/cluster: expected \"nodes\" and \"links\", or a generator: star, ring, "
-                           "leaf_spine, multi_site"});
+  EXPECT_EQ(problems(j),
+            V{"/cluster: expected \"nodes\" and \"links\", or a generator: star, ring, "
+              "leaf_spine, multi_site"});
 }
 
 TEST(ScenarioRules, OnlyOneGenerator) {
   json j = minimal_json();
   j["cluster"] = {{"star", {{"nodes", 2}, {"bandwidth", "1Gbps"}}},
                   {"ring", {{"nodes", 3}, {"bandwidth", "1Gbps"}}}};
-  EXPECT_EQ(problems(j), V{"/cluster/ring: only one generator per cluster (already have \"star\")"});
+  EXPECT_EQ(problems(j),
+            V{"/cluster/ring: only one generator per cluster (already have \"star\")"});
 }
 
 TEST(ScenarioRules, RingNeedsThreeNodes) {
@@ -212,9 +216,13 @@ TEST(ScenarioRules, RingNeedsThreeNodes) {
 
 TEST(ScenarioRules, LeafSpineTakesUplinkOrOversubscriptionNotBoth) {
   json j = minimal_json();
-  j["cluster"] = {{"leaf_spine", {{"leaves", 2}, {"spines", 2}, {"nodes_per_leaf", 2},
-                                  {"node_bandwidth", "100Gbps"}, {"uplink_bandwidth", "50Gbps"},
-                                  {"oversubscription", 2}}}};
+  j["cluster"] = {{"leaf_spine",
+                   {{"leaves", 2},
+                    {"spines", 2},
+                    {"nodes_per_leaf", 2},
+                    {"node_bandwidth", "100Gbps"},
+                    {"uplink_bandwidth", "50Gbps"},
+                    {"oversubscription", 2}}}};
   EXPECT_EQ(problems(j), V{"/cluster/leaf_spine/oversubscription: give either uplink_bandwidth or "
                            "oversubscription, not both (the other is derived)"});
   j["cluster"]["leaf_spine"].erase("oversubscription");
@@ -234,13 +242,14 @@ TEST(ScenarioRules, EventFieldsMustFitTheType) {
   j["events"] = {{{"type", "drain"}, {"at", "1s"}, {"node", "a"}, {"link", "a-b"}},
                  {{"type", "link_degrade"}, {"at", "1s"}, {"link", "a-b"}},
                  {{"type", "node_failur"}, {"at", "1s"}, {"node", "a"}}};
-  EXPECT_EQ(problems(j),
-            (V{"/events/0/link: does not apply to event type \"drain\"",
-               "/events/1: link_degrade needs \"bandwidth\" or \"latency\" (the degraded value)",
-               "/events/2/type: expected one of \"node_failure\", \"node_repair\", \"link_degrade\", "
-               "\"link_failure\", \"link_repair\", \"drain\", \"path_stall\", \"path_failure\" "
-                 "(got \"node_failur\") (did you mean "
-               "\"node_failure\"?)"}));
+  EXPECT_EQ(
+      problems(j),
+      (V{"/events/0/link: does not apply to event type \"drain\"",
+         "/events/1: link_degrade needs \"bandwidth\" or \"latency\" (the degraded value)",
+         "/events/2/type: expected one of \"node_failure\", \"node_repair\", \"link_degrade\", "
+         "\"link_failure\", \"link_repair\", \"drain\", \"path_stall\", \"path_failure\" "
+         "(got \"node_failur\") (did you mean "
+         "\"node_failure\"?)"}));
 }
 
 TEST(ScenarioRules, EventsAreSortedByTimeStably) {
@@ -315,18 +324,21 @@ TEST(ScenarioRules, TopologyQualityUnderCalibratesKeyAndTheScenarioWins) {
 TEST(ScenarioRules, TopologyQualityOutOfRangeIsAnErrorNotAClamp) {
   for (double bad : {-1.0, 1e9}) {
     json j = minimal_json();
-    j["risk_kv"] = {{"topology", {{"omitted_groups", {3}}, {"quality", {{"delta_nll_mean", bad}}}}}};
+    j["risk_kv"] = {
+        {"topology", {{"omitted_groups", {3}}, {"quality", {{"delta_nll_mean", bad}}}}}};
     const V p = problems(j);
     ASSERT_EQ(p.size(), 1u) << bad;
     EXPECT_NE(p[0].find("/risk_kv/topology: "), std::string::npos) << p[0];
-    EXPECT_NE(p[0].find("quality.delta_nll_mean must be in [-0.1, 100] nats/token"), std::string::npos)
+    EXPECT_NE(p[0].find("quality.delta_nll_mean must be in [-0.1, 100] nats/token"),
+              std::string::npos)
         << p[0];
   }
   json j = minimal_json();
   j["risk_kv"] = {{"topology",
                    {{"omitted_groups", {3}},
                     {"quality", {{"delta_nll_mean", -0.0007}, {"violation_share", 1.5}}}}}};
-  EXPECT_EQ(problems(j).size(), 1u) << "a small negative mean is measurement noise; 1.5 is not a share";
+  EXPECT_EQ(problems(j).size(), 1u)
+      << "a small negative mean is measurement noise; 1.5 is not a share";
   j["risk_kv"]["topology"]["quality"]["violation_share"] = 0.25;
   const auto spec = testing::load(j);
   EXPECT_DOUBLE_EQ(spec.risk_kv->delta_nll, -0.0007);
@@ -362,8 +374,9 @@ TEST(ScenarioRules, EveryProblemIsReportedAtOnce) {
   EXPECT_EQ(p[0], "/serving/max_batch: must be in [1, 65536] (got 0)");
   EXPECT_EQ(p[1], "/seed: must be in [0, 9223372036854775807] (got -4)");
   EXPECT_EQ(p[2].rfind("/slo/ttft: ", 0), 0u);
-  EXPECT_EQ(p[3], "/outputs/files/1: expected one of \"summary\", \"requests\", \"recoveries\", "
-                  "\"links\", \"trace\" (got \"html\")");
+  EXPECT_EQ(p[3],
+            "/outputs/files/1: expected one of \"summary\", \"requests\", \"recoveries\", "
+            "\"links\", \"trace\" (got \"html\")");
 }
 
 TEST(ScenarioRules, ThrowingLoaderPrefixesEveryProblemWithTheSource) {

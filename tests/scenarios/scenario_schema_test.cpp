@@ -31,8 +31,10 @@ void collect(const json& node, const std::string& ptr, std::set<std::string>& ou
   for (const auto& [k, v] : node.items()) {
     if (k == "properties") continue;  // property schemas with own "properties" are $refs here
     std::string token = k;
-    for (std::size_t p = 0; (p = token.find('~', p)) != std::string::npos; p += 2) token.replace(p, 1, "~0");
-    for (std::size_t p = 0; (p = token.find('/', p)) != std::string::npos; p += 2) token.replace(p, 1, "~1");
+    for (std::size_t p = 0; (p = token.find('~', p)) != std::string::npos; p += 2)
+      token.replace(p, 1, "~0");
+    for (std::size_t p = 0; (p = token.find('/', p)) != std::string::npos; p += 2)
+      token.replace(p, 1, "~1");
     if (v.is_object()) collect(v, ptr + "/" + token, out);
   }
 }
@@ -69,11 +71,13 @@ TEST(ScenarioSchema, AllowsExactlyTheKeysTheLoaderAccepts) {
     covered.insert(ptr);
     ASSERT_TRUE(s.contains(json::json_pointer(ptr))) << ptr;
     std::set<std::string> in_schema, in_loader;
-    for (const auto& [k, v] : s.at(json::json_pointer(ptr))["properties"].items()) in_schema.insert(k);
+    for (const auto& [k, v] : s.at(json::json_pointer(ptr))["properties"].items())
+      in_schema.insert(k);
     for (std::string_view k : e.keys) in_loader.insert(std::string(k));
     EXPECT_EQ(in_schema, in_loader) << "schema " << (ptr.empty() ? "/" : ptr);
   }
-  EXPECT_EQ(described, covered) << "an object in schema.json has no key list in the loader (or back)";
+  EXPECT_EQ(described, covered)
+      << "an object in schema.json has no key list in the loader (or back)";
 }
 
 bool have_jsonschema() {
@@ -81,7 +85,8 @@ bool have_jsonschema() {
 }
 
 TEST(ScenarioSchema, ShippedScenariosValidateWithJsonschema) {
-  if (!have_jsonschema()) GTEST_SKIP() << "python3 with jsonschema not found (apt python3-jsonschema)";
+  if (!have_jsonschema())
+    GTEST_SKIP() << "python3 with jsonschema not found (apt python3-jsonschema)";
   const std::string script =
       "import json,glob,sys,jsonschema\n"
       "d=sys.argv[1]\n"
@@ -103,7 +108,8 @@ TEST(ScenarioSchema, ShippedScenariosValidateWithJsonschema) {
 }
 
 TEST(ScenarioSchema, JsonschemaRejectsWhatTheLoaderRejects) {
-  if (!have_jsonschema()) GTEST_SKIP() << "python3 with jsonschema not found (apt python3-jsonschema)";
+  if (!have_jsonschema())
+    GTEST_SKIP() << "python3 with jsonschema not found (apt python3-jsonschema)";
   const std::string script =
       "import json,sys,jsonschema\n"
       "d=sys.argv[1]\n"

@@ -47,7 +47,8 @@ TEST(ShippedScenarios, EveryFileLoadsWithoutProblems) {
   ASSERT_GE(files.size(), 10u);
   for (const auto& f : files) {
     const ScenarioLoad load = try_load_scenario_file(f);
-    EXPECT_TRUE(load.spec.has_value()) << f << ":\n" << (load.problems.empty() ? "" : load.problems[0]);
+    EXPECT_TRUE(load.spec.has_value()) << f << ":\n"
+                                       << (load.problems.empty() ? "" : load.problems[0]);
   }
 }
 
@@ -60,7 +61,8 @@ TEST(ShippedScenarios, PdDisaggregatedHasItsPoolsAndEngine) {
     if (n.kind != sim::NodeKind::kGpu) continue;
     (s.pools[n.pool].role == sim::PoolRole::kPrefill ? prefill : decode) += n.gpus;
     if (s.pools[n.pool].role == sim::PoolRole::kPrefill) {
-      EXPECT_EQ(n.hbm_per_gpu, s.pools[n.pool].gpu->hbm_capacity) << "the pool's GPU brings its HBM";
+      EXPECT_EQ(n.hbm_per_gpu, s.pools[n.pool].gpu->hbm_capacity)
+          << "the pool's GPU brings its HBM";
     }
   }
   EXPECT_EQ(prefill, 8);
@@ -199,7 +201,8 @@ TEST(ShippedScenarios, SmolLM2ProxyKvChargesTheCommittedMeasurement) {
 
 TEST(ShippedScenarios, TracePathsResolveAgainstTheScenarioFolder) {
   const sim::ScenarioSpec s = load_scenario_file(kDir + "/regression/drain-full-kv-100mbps.json");
-  EXPECT_EQ(s.workload.trace_path, fs::path(kDir + "/traces/one-request-512.csv").lexically_normal().string());
+  EXPECT_EQ(s.workload.trace_path,
+            fs::path(kDir + "/traces/one-request-512.csv").lexically_normal().string());
   EXPECT_EQ(s.workload.trace.size(), 1u);
 }
 

@@ -13,13 +13,12 @@ namespace kvshift::scenarios::testing {
 using nlohmann::json;
 
 /// The shipped quickstart scenario as JSON.
-inline json quickstart_json() {
-  return json::parse(std::string(embedded_quickstart_text()));
-}
+inline json quickstart_json() { return json::parse(std::string(embedded_quickstart_text())); }
 
 /// Problems found loading `doc` (paths resolve against scenarios/).
 inline std::vector<std::string> problems(const json& doc) {
-  return try_load_scenario_text(doc.dump(), "t.json", std::string(KVSHIFT_SOURCE_DIR) + "/scenarios")
+  return try_load_scenario_text(doc.dump(), "t.json",
+                                std::string(KVSHIFT_SOURCE_DIR) + "/scenarios")
       .problems;
 }
 

@@ -69,7 +69,8 @@ TEST(JsonText, SyntaxErrorsNameTheSource) {
 
 TEST(GpuSpecJson, OverridesAPreset) {
   Diagnostics d;
-  const Json j = Json::parse(R"({"base": "h100", "hbm_bandwidth": "4TB/s", "gemm_efficiency": 0.6})");
+  const Json j =
+      Json::parse(R"({"base": "h100", "hbm_bandwidth": "4TB/s", "gemm_efficiency": 0.6})");
   const auto g = parse_gpu_spec(Reader(j, "", d));
   EXPECT_TRUE(d.empty());
   EXPECT_DOUBLE_EQ(g.hbm_bandwidth.value, 32e12);
@@ -82,7 +83,8 @@ TEST(GpuSpecJson, UnknownKeysAreErrorsWithASuggestion) {
   const Json j = Json::parse(R"({"base": "h100", "hbm_bandwith": "4TB/s"})");
   parse_gpu_spec(Reader(j, "", d));
   ASSERT_EQ(d.items().size(), 1u);
-  EXPECT_EQ(d.items()[0], "/hbm_bandwith: unknown key \"hbm_bandwith\" (did you mean \"hbm_bandwidth\"?)");
+  EXPECT_EQ(d.items()[0],
+            "/hbm_bandwith: unknown key \"hbm_bandwith\" (did you mean \"hbm_bandwidth\"?)");
 }
 
 TEST(TopologyJson, ReadsGroupsAndExplicitPlans) {

@@ -22,7 +22,8 @@ std::string error_of(std::string_view text, TraceFormat f = TraceFormat::kAuto) 
 }
 
 TEST(TraceFile, PlainCsvInSecondsIsSortedAndRebased) {
-  const TraceFile t = parse("arrival_s,prompt_tokens,output_tokens\n5.5,100,10\n2.5,200,20\n2.5,300,0\n");
+  const TraceFile t =
+      parse("arrival_s,prompt_tokens,output_tokens\n5.5,100,10\n2.5,200,20\n2.5,300,0\n");
   EXPECT_EQ(t.layout, "plain");
   ASSERT_EQ(t.requests.size(), 3u);
   EXPECT_DOUBLE_EQ(t.requests[0].arrival.value, 0.0);
@@ -58,7 +59,8 @@ TEST(TraceFile, BurstGptColumnsWithQuotedFieldsAndExtraColumns) {
 
 TEST(TraceFile, MooncakeJsonlTimestampsAreMilliseconds) {
   const TraceFile t = parse(
-      "{\"timestamp\": 27482, \"input_length\": 6955, \"output_length\": 52, \"hash_ids\": [46, 47]}\n"
+      "{\"timestamp\": 27482, \"input_length\": 6955, \"output_length\": 52, \"hash_ids\": [46, "
+      "47]}\n"
       "{\"timestamp\": 30535, \"input_length\": 6472, \"output_length\": 26, \"hash_ids\": []}\n");
   EXPECT_EQ(t.layout, "mooncake");
   ASSERT_EQ(t.requests.size(), 2u);
@@ -93,9 +95,10 @@ TEST(TraceFile, EveryBadRowIsReportedWithItsLine) {
 }
 
 TEST(TraceFile, JsonlRowsAreCheckedWithTheReader) {
-  EXPECT_EQ(error_of("{\"timestamp\": 1, \"input_length\": \"many\", \"output_length\": 3}\nnot json\n"),
-            "t:1: /input_length: expected an integer (got \"many\")\n"
-            "  t:2: expected one JSON object per line");
+  EXPECT_EQ(
+      error_of("{\"timestamp\": 1, \"input_length\": \"many\", \"output_length\": 3}\nnot json\n"),
+      "t:1: /input_length: expected an integer (got \"many\")\n"
+      "  t:2: expected one JSON object per line");
 }
 
 TEST(TraceFile, HugeJsonlCountsAreErrors) {
@@ -104,7 +107,8 @@ TEST(TraceFile, HugeJsonlCountsAreErrors) {
 }
 
 TEST(TraceFile, EmptyTraceIsAnError) {
-  EXPECT_EQ(error_of("arrival_s,prompt_tokens,output_tokens\n"), "t:2: the trace holds no requests");
+  EXPECT_EQ(error_of("arrival_s,prompt_tokens,output_tokens\n"),
+            "t:2: the trace holds no requests");
 }
 
 TEST(TraceFile, ProblemListIsCapped) {

@@ -26,7 +26,8 @@ struct Moments {
 
 Moments gaps(const std::vector<RequestArrival>& rs) {
   std::vector<double> g;
-  for (std::size_t i = 1; i < rs.size(); ++i) g.push_back((rs[i].arrival_ns - rs[i - 1].arrival_ns) * 1e-9);
+  for (std::size_t i = 1; i < rs.size(); ++i)
+    g.push_back((rs[i].arrival_ns - rs[i - 1].arrival_ns) * 1e-9);
   const double mean = std::accumulate(g.begin(), g.end(), 0.0) / g.size();
   double var = 0;
   for (double x : g) var += (x - mean) * (x - mean);
@@ -59,7 +60,7 @@ TEST(Workload, StreamIsPinnedAcrossMachines) {
   w.prompt_tokens = {TokenDistKind::kLognormal, 0, 1, 100000, 512, 0.5};
   const auto rs = generate_requests(w, 42, Seconds{1});
   ASSERT_GE(rs.size(), 3u);
-  const std::int64_t got[] = {rs[0].arrival_ns, rs[1].arrival_ns, rs[2].arrival_ns,
+  const std::int64_t got[] = {rs[0].arrival_ns,    rs[1].arrival_ns,    rs[2].arrival_ns,
                               rs[0].prompt_tokens, rs[1].prompt_tokens, rs[2].prompt_tokens};
   const std::int64_t want[] = {262586859, 264978651, 272389434, 1131, 656, 536};
   for (int i = 0; i < 6; ++i) EXPECT_EQ(got[i], want[i]) << i;

@@ -22,7 +22,8 @@ TEST(Network, DegradedLinkSlowsItsFlows) {
   Simulator sim;
   Network net(sim, t);
   const TransferId a = net.submit(req(0, 1, 125'000'000));  // 1 Gbit
-  sim.schedule_at(milliseconds(500), [&] { net.set_link_bandwidth(0, BitsPerSecond{0.25 * kGbps}); });
+  sim.schedule_at(milliseconds(500),
+                  [&] { net.set_link_bandwidth(0, BitsPerSecond{0.25 * kGbps}); });
   sim.run();
   // 0.5 Gbit in the first 0.5 s, the other 0.5 Gbit at 0.25 Gbps: 2 s more.
   EXPECT_EQ(net.info(a).finish, milliseconds(2500));

@@ -14,7 +14,7 @@ constexpr double kGbps = 1e9;
 
 /// A chain n0 - n1 - ... with the given bandwidths (bit/s) and latencies.
 inline Topology chain(const std::vector<double>& bw, const std::vector<SimTime>& lat = {},
-               LinkDuplex duplex = LinkDuplex::kFull) {
+                      LinkDuplex duplex = LinkDuplex::kFull) {
   Topology t;
   for (std::size_t i = 0; i <= bw.size(); ++i) {
     ClusterNode n;

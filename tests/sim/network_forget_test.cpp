@@ -88,8 +88,8 @@ TEST(NetworkForget, SameEndsAsKeepingEveryRecord) {
   EXPECT_EQ(kept.submitted, forgot.submitted);
   ASSERT_EQ(kept.ends.size(), forgot.ends.size());
   for (std::size_t i = 0; i < kept.ends.size(); ++i) {
-    ASSERT_EQ(kept.ends[i], forgot.ends[i]) << "end " << i << " (transfer " << kept.ends[i].id
-                                            << ")";
+    ASSERT_EQ(kept.ends[i], forgot.ends[i])
+        << "end " << i << " (transfer " << kept.ends[i].id << ")";
   }
   // Every transfer ended exactly once.
   std::vector<int> ends(kept.submitted, 0);

@@ -258,7 +258,8 @@ TEST(Network, RandomLoadsConserveBytesAndRespectCapacity) {
       const double alone = std::min(t.bottleneck(*r).value, 1e300);
       const SimTime lower = i.start + r->latency + from_seconds(i.size.bits() / alone);
       EXPECT_GE(i.finish.ns, lower.ns - 1) << "never faster than alone on the path";
-      for (const Hop& h : r->hops) expected_bytes[t.channel(h)] += static_cast<double>(i.size.count);
+      for (const Hop& h : r->hops)
+        expected_bytes[t.channel(h)] += static_cast<double>(i.size.count);
     }
     for (LinkId l = 0; l < t.link_count(); ++l) {
       for (const bool fwd : {true, false}) {

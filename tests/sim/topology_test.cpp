@@ -54,7 +54,8 @@ TEST(Routing, ShortestByLatencyThenHopsThenLinkId) {
   t.add_link("ad", "A", "D", bw, microseconds(3));
   const Route* r = t.route(0, 3);
   ASSERT_NE(r, nullptr);
-  EXPECT_EQ(link_names(t, *r), (std::vector<std::string>{"ab", "bd"})) << "lowest link ids win ties";
+  EXPECT_EQ(link_names(t, *r), (std::vector<std::string>{"ab", "bd"}))
+      << "lowest link ids win ties";
   EXPECT_EQ(r->latency, microseconds(2));
   // Make the direct link as fast: equal latency, fewer hops wins.
   Topology u;

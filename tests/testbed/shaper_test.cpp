@@ -9,7 +9,7 @@ namespace {
 using std::chrono::nanoseconds;
 
 TEST(LinkShaper, BooksFramesBackToBackAtTheLinkRate) {
-  LinkShaper l("a->b", BitsPerSecond{8e9}, kBurst);  // 1 byte per ns
+  LinkShaper l("a->b", BitsPerSecond{8e9}, kBurst);        // 1 byte per ns
   const auto t0 = Clock::now() + std::chrono::seconds(1);  // in the future: no burst credit
   EXPECT_EQ(l.book(t0, 1000) - t0, nanoseconds(1000));
   EXPECT_EQ(l.book(t0, 500) - t0, nanoseconds(1500));  // queued behind the first

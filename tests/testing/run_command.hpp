@@ -2,13 +2,13 @@
 // tests that drive the kvshift executable as a user would.
 #pragma once
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <array>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
-#include <unistd.h>
 
 namespace kvshift::testing {
 

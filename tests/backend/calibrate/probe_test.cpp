@@ -101,8 +101,8 @@ TEST(Probe, AChainOfPassesGivesTheSameNllAsPassesFromTheFirstRebuiltLayer) {
   const RequestProbe probe(model, std::span(t).first(40), std::span(t).last(20), starts);
   // A prefix chain as the selection measures it, a repeat, other sets and exact. Adding G4
   // between G3 and G5 changes both neighbours' anchors, so their predictors change too.
-  const std::vector<std::vector<int>> topologies = {{3}, {3, 5}, {3, 5, 4}, {3, 5, 4},
-                                                    {2, 3, 5}, {5}, {}, {4}};
+  const std::vector<std::vector<int>> topologies = {{3},       {3, 5}, {3, 5, 4}, {3, 5, 4},
+                                                    {2, 3, 5}, {5},    {},        {4}};
   std::map<std::pair<int, std::vector<int>>, GroupPredictor> fitted;
   PassChain chain(probe, starts);
   std::vector<int> chain_starts;

@@ -9,7 +9,9 @@ namespace {
 // step 1 ms whatever the batch, reconstruction 2 µs per row.
 class SimpleCosts final : public cost_model::ComputeCosts {
  public:
-  Seconds prefill(const cost_model::ModelSpec&, std::int64_t t) const override { return {t * 1e-6}; }
+  Seconds prefill(const cost_model::ModelSpec&, std::int64_t t) const override {
+    return {t * 1e-6};
+  }
   Seconds decode_step(const cost_model::ModelSpec&, std::int64_t, std::int64_t) const override {
     return {1e-3};
   }
@@ -110,7 +112,8 @@ TEST(GpuWorker, LeavingMidEpochKeepsTheCompletedSteps) {
 TEST(GpuWorker, FailureDropsEverythingItHeld) {
   Fixture f;
   f.gpu.add_decoding({1, 100, 40});
-  f.gpu.submit({JobKind::kPrefill, 2, 500, [](SimTime, SimTime) { FAIL() << "ran after failure"; }});
+  f.gpu.submit(
+      {JobKind::kPrefill, 2, 500, [](SimTime, SimTime) { FAIL() << "ran after failure"; }});
   std::vector<std::uint64_t> lost;
   f.sim.schedule_at(SimTime{100}, [&] { lost = f.gpu.fail(); });
   f.sim.run();
@@ -121,7 +124,7 @@ TEST(GpuWorker, FailureDropsEverythingItHeld) {
 
 TEST(GpuWorker, BusyTimeStopsAtTheHorizonAndAtAFailure) {
   Fixture f;
-  f.gpu.set_horizon(SimTime{1'500'000});  // the run ends 1.5 ms in
+  f.gpu.set_horizon(SimTime{1'500'000});           // the run ends 1.5 ms in
   f.gpu.submit({JobKind::kPrefill, 1, 2000, {}});  // a 2 ms prefill
   f.sim.run();
   EXPECT_EQ(f.time.prefill, 1'500'000) << "busy time never passes the end of the run";

@@ -32,20 +32,26 @@ std::string pd_scenario(const Pd& c) {
   const std::string gpu = c.prefill_gpu.empty() ? "" : R"(, "gpu": ")" + c.prefill_gpu + "\"";
   return R"({
     "name": "pd", "model": "qwen2.5-1.5b", "gpu": "rtx3060-laptop",
-    "cluster": {"nodes": [{"name": "p0", "gpus": )" + std::to_string(c.prefill_gpus) + R"(},
+    "cluster": {"nodes": [{"name": "p0", "gpus": )" +
+         std::to_string(c.prefill_gpus) + R"(},
                           {"name": "d0"}],
                 "links": [{"a": "p0", "b": "d0", "bandwidth": "10Gbps", "latency": "1ms"}]},
-    "pools": [{"name": "prefill", "role": "prefill", "nodes": ["p0"])" + gpu + R"(},
+    "pools": [{"name": "prefill", "role": "prefill", "nodes": ["p0"])" +
+         gpu + R"(},
               {"name": "decode", "role": "decode", "nodes": ["d0"]}],
-    "transfer_engine": )" + c.engine + R"(,
+    "transfer_engine": )" +
+         c.engine + R"(,
     "workload": {"arrival": "poisson", "rate": 1000, "max_requests": )" +
          std::to_string(c.requests) + R"(,
                  "prompt_tokens": {"distribution": "fixed", "value": )" +
          std::to_string(c.prompt) + R"(},
                  "output_tokens": {"distribution": "fixed", "value": 50}},
-    "serving": )" + c.serving + R"(,
-    "events": )" + c.events + R"(,
-    "policies": {"strategies": [")" + c.strategy + R"("]},
+    "serving": )" +
+         c.serving + R"(,
+    "events": )" +
+         c.events + R"(,
+    "policies": {"strategies": [")" +
+         c.strategy + R"("]},
     "risk_kv": {"topology": "paper", "delta_nll": 0.002},
     "proxy_kv": {"proxy_model": "qwen2.5-0.5b", "retention": 0.3, "delta_nll": 0.01},
     "seed": 3, "duration": "120s"})";
@@ -198,7 +204,8 @@ TEST(PdDisaggregation, WithACapOfOneHandoffsToOneDecodeNodeSerialize) {
 TEST(PdDisaggregation, AStalledHandoffTimesOutAndFallsBackToDecodeSidePrefill) {
   Pd c;
   c.engine = R"({"stall_timeout": "2s"})";
-  c.events = R"([{"type": "path_stall", "at": "0s", "from": "p0", "to": "d0", "repair_after": "100s"}])";
+  c.events =
+      R"([{"type": "path_stall", "at": "0s", "from": "p0", "to": "d0", "repair_after": "100s"}])";
   const RunResult run = run_one(c);
   const std::vector<MoveRecord> h = handoffs(run);
   ASSERT_EQ(h.size(), 2u);
@@ -214,7 +221,8 @@ TEST(PdDisaggregation, AStalledHandoffTimesOutAndFallsBackToDecodeSidePrefill) {
 
   Pd hang = c;  // no timeout: the transfer waits for the stall to clear
   hang.engine = "{}";
-  hang.events = R"([{"type": "path_stall", "at": "0s", "from": "p0", "to": "d0", "repair_after": "5s"}])";
+  hang.events =
+      R"([{"type": "path_stall", "at": "0s", "from": "p0", "to": "d0", "repair_after": "5s"}])";
   const std::vector<MoveRecord> waited = handoffs(run_one(hang));
   ASSERT_EQ(waited.size(), 1u);
   EXPECT_EQ(waited[0].outcome, MoveOutcome::kDone);

@@ -63,11 +63,11 @@ TEST(RequestRouter, RoundRobinCyclesAndRandomIsSeeded) {
 TEST(RequestRouter, PoolsRouteOnlyAmongTheirGpusEachByItsOwnPolicy) {
   RequestRouter r(Router::kLeastLoaded, 1);
   const int kv_aware = r.add_pool(Router::kKvAware);
-  r.add_gpu(0, 1000);                // pool 0
-  r.add_gpu(1, 4000, kv_aware);      // pool 1: a bigger GPU
+  r.add_gpu(0, 1000);            // pool 0
+  r.add_gpu(1, 4000, kv_aware);  // pool 1: a bigger GPU
   r.add_gpu(2, 1000, kv_aware);
-  r.reserve(1, 1, 800);              // share 0.2, but 800 bytes booked
-  r.reserve(2, 2, 500);              // share 0.5, 500 bytes booked
+  r.reserve(1, 1, 800);  // share 0.2, but 800 bytes booked
+  r.reserve(2, 2, 500);  // share 0.5, 500 bytes booked
   EXPECT_EQ(r.route(100, -1, PoolSet{1} << kv_aware), 2) << "KV-aware: fewest bytes booked";
   EXPECT_EQ(r.route(100, -1, PoolSet{1}), 0) << "pool 0 only";
   EXPECT_EQ(r.route(100, -1), 0) << "over all pools: the lowest share of each pool's pick";

@@ -29,7 +29,8 @@ std::string single_drain_scenario(const std::string& strategies) {
                  "output_tokens": {"distribution": "fixed", "value": 4000}},
     "serving": {"max_batch": 1},
     "events": [{"type": "drain", "at": "1s", "node": "gpu0"}],
-    "policies": {"strategies": [)" + strategies + R"(]},
+    "policies": {"strategies": [)" +
+         strategies + R"(]},
     "risk_kv": {"topology": "paper", "delta_nll": 0.002},
     "seed": 7, "duration": "30s"})";
 }
@@ -118,18 +119,23 @@ std::string random_scenario(std::mt19937_64& rng) {
   }
   std::ostringstream s;
   s << R"({"name": "random", "model": "qwen2.5-1.5b", "gpu": "a100-80gb",
-    "cluster": {"star": {"nodes": )" << nodes << R"(, "bandwidth": ")" << pick(1, 100)
-    << R"(Gbps", "latency": "50us"}},
-    "workload": {"arrival": "gamma", "rate": )" << pick(5, 60) << R"(, "cv": 2,
+    "cluster": {"star": {"nodes": )"
+    << nodes << R"(, "bandwidth": ")" << pick(1, 100) << R"(Gbps", "latency": "50us"}},
+    "workload": {"arrival": "gamma", "rate": )"
+    << pick(5, 60) << R"(, "cv": 2,
                  "prompt_tokens": {"distribution": "lognormal", "mean": 800, "cv": 1, "min": 8, "max": 8000},
                  "output_tokens": {"distribution": "uniform", "min": 1, "max": 600}},
-    "serving": {"max_batch": )" << pick(1, 32) << R"(},
-    "protection": {"mode": ")" << protections[pick(0, 3)] << R"("},
-    "events": [)" << events.str() << R"(],
+    "serving": {"max_batch": )"
+    << pick(1, 32) << R"(},
+    "protection": {"mode": ")"
+    << protections[pick(0, 3)] << R"("},
+    "events": [)"
+    << events.str() << R"(],
     "policies": {"strategies": ["full_kv", "token_replay", "risk_kv", "proxy_kv", "adaptive"]},
     "risk_kv": {"topology": "paper", "delta_nll": 0.01},
     "proxy_kv": {"proxy_model": "qwen2.5-0.5b", "retention": 0.4, "delta_nll": 0.02},
-    "seed": )" << pick(1, 1000000) << R"(, "duration": "10s"})";
+    "seed": )"
+    << pick(1, 1000000) << R"(, "duration": "10s"})";
   return s.str();
 }
 

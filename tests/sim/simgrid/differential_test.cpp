@@ -63,7 +63,8 @@ NetCase two_equal_flows() {
 }
 
 NetCase parking_lot() {
-  NetCase c{"parking-lot", 4, {{0, 1, 1e9, 0, false}, {1, 2, 2e9, 0, false}, {2, 3, 3e9, 0, false}}, {}};
+  NetCase c{
+      "parking-lot", 4, {{0, 1, 1e9, 0, false}, {1, 2, 2e9, 0, false}, {2, 3, 3e9, 0, false}}, {}};
   for (auto [s, d] : {std::pair{0, 3}, {0, 1}, {1, 2}, {2, 3}}) {
     c.flows.push_back({s, d, 125'000'000, 0, 0, {}, 0});
   }

@@ -45,7 +45,8 @@ KvshiftRun run_kvshift(NetCase& c, bool record_utilisation) {
   KvshiftRun out;
   for (TransferId id = 0; id < net.transfer_count(); ++id) {
     const TransferInfo& info = net.info(id);
-    if (info.state != TransferState::kFinished) throw std::runtime_error(c.name + ": unfinished flow");
+    if (info.state != TransferState::kFinished)
+      throw std::runtime_error(c.name + ": unfinished flow");
     out.finish_s.push_back(info.finish.seconds());
   }
   out.events = sim.executed_count();
