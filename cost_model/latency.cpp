@@ -25,8 +25,8 @@ LatencyReport latency(const ModelSpec& m, const Topology& t, std::int64_t tokens
   MoveState shipped = resident;
   shipped.predictor_at_dst = false;
   auto time = [&](Strategy st, const MoveState& state, const MoveRoute& route) {
-    const MovePlan plan = balance_hybrid(plan_move(st, methods, state), methods, route, 0, compute);
-    return seconds_of(estimate_move(plan, methods, route, 0, compute).total_ns());
+    return seconds_of(
+        estimate_move(plan_move(st, methods, state), methods, route, 0, compute).total_ns());
   };
 
   LatencyReport r;

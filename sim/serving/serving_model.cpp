@@ -142,22 +142,25 @@ std::int64_t ServingModel::block_bytes(std::int64_t tokens) const {
   return kv_bytes((tokens + block - 1) / block * block);
 }
 
-std::int64_t ServingModel::protected_bytes_per_token() const {
-  const std::int64_t full = kv_bytes(1);
+ServingModel::ProtectedKv ServingModel::protected_kv() const {
+  const int layers = spec_.model.layers;
   switch (spec_.protection.mode) {
     case ProtectionMode::kNone:
-      return 0;
+      return {0, 1};
     case ProtectionMode::kFull:
-      return full;
+      return {layers, 1};
     case ProtectionMode::kRiskKv:
-      return spec_.risk_kv ? (spec_.model.layers - spec_.risk_kv->topology.omitted_layers()) *
-                                 spec_.model.kv_bytes_per_layer_token()
-                           : full;
+      return {spec_.risk_kv ? layers - spec_.risk_kv->topology.omitted_layers() : layers, 1};
     case ProtectionMode::kProxyKv:
-      return spec_.proxy_kv ? std::llround(spec_.proxy_kv->retention * static_cast<double>(full))
-                            : full;
+      return {layers, spec_.proxy_kv ? spec_.proxy_kv->retention : 1};
   }
-  return full;
+  return {layers, 1};
+}
+
+std::int64_t ServingModel::protected_bytes_per_token() const {
+  const ProtectedKv p = protected_kv();
+  const std::int64_t bytes = p.layers * spec_.model.kv_bytes_per_layer_token();
+  return p.token_share == 1 ? bytes : std::llround(p.token_share * static_cast<double>(bytes));
 }
 
 // ------------------------------------------------------------ run control

@@ -167,6 +167,12 @@ class ServingModel final : public GpuListener {
   std::int64_t kv_bytes(std::int64_t tokens) const;
   /// KV bytes of `tokens` rounded up to whole paged blocks (what admission books).
   std::int64_t block_bytes(std::int64_t tokens) const;
+  /// What a replica keeps of each token's KV: these layers, this share of the tokens.
+  struct ProtectedKv {
+    int layers = 0;
+    double token_share = 1;
+  };
+  ProtectedKv protected_kv() const;
   std::int64_t protected_bytes_per_token() const;
   int node_of(int gpu) const;
   void reserve(int gpu, const Request& r, std::int64_t bytes);

@@ -107,24 +107,10 @@ void ServingModel::send_stream(int src, int replica, std::int64_t bytes, Fabric:
 }
 
 std::int64_t ServingModel::stream_descriptors(std::int64_t tokens) const {
-  const int layers = spec_.model.layers;
-  switch (spec_.protection.mode) {
-    case ProtectionMode::kNone:
-      return 0;
-    case ProtectionMode::kFull:
-      return cost_model::kv_descriptors(methods_.engine, tokens, layers);
-    case ProtectionMode::kRiskKv:
-      return cost_model::kv_descriptors(
-          methods_.engine, tokens,
-          spec_.risk_kv ? layers - spec_.risk_kv->topology.omitted_layers() : layers);
-    case ProtectionMode::kProxyKv:
-      return cost_model::kv_descriptors(
-          methods_.engine,
-          spec_.proxy_kv ? std::llround(spec_.proxy_kv->retention * static_cast<double>(tokens))
-                         : tokens,
-          layers);
-  }
-  return 0;
+  const ProtectedKv p = protected_kv();
+  const std::int64_t kept =
+      p.token_share == 1 ? tokens : std::llround(p.token_share * static_cast<double>(tokens));
+  return cost_model::kv_descriptors(methods_.engine, kept, p.layers);
 }
 
 }  // namespace kvshift::sim
