@@ -1,4 +1,4 @@
-// make_cuda_profiler() for builds without the CUDA backend target: it exists so
+// make_cuda_profiler() for builds without a CUDA compiler: it exists so
 // that `kvshift profile --backend cuda` can say clearly why it cannot run.
 #include "backend/profiler.hpp"
 

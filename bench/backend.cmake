@@ -2,16 +2,12 @@
 # reconstruction op, and Eigen's own large SGEMM in the same run (the yardstick:
 # prefill should reach >= 50 % of its GFLOP/s). Medians over repetitions:
 #   build/bench/backend_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
-if(TARGET kvshift_backend)
-  kvshift_add_benchmark(backend_bench
-    SOURCES backend_prefill_bench.cpp backend_reconstruct_bench.cpp
-    LIBS kvshift_backend)
-  find_package(OpenMP COMPONENTS CXX)
-  if(OpenMP_CXX_FOUND)
-    target_link_libraries(backend_bench PRIVATE OpenMP::OpenMP_CXX)
-  endif()
+kvshift_add_benchmark(backend_bench
+  SOURCES backend_prefill_bench.cpp backend_reconstruct_bench.cpp
+  LIBS kvshift_backend)
+find_package(OpenMP COMPONENTS CXX)
+if(OpenMP_CXX_FOUND)
+  target_link_libraries(backend_bench PRIVATE OpenMP::OpenMP_CXX)
 endif()
 
-if(TARGET kvshift_calibrate)
-  kvshift_add_benchmark(calibrate_bench SOURCES calibrate_bench.cpp LIBS kvshift_calibrate)
-endif()
+kvshift_add_benchmark(calibrate_bench SOURCES calibrate_bench.cpp LIBS kvshift_calibrate)

@@ -1,7 +1,7 @@
 # GPU benchmark driver (bench/gpu_check.sh runs it): built only where the CUDA
 # backend is real.
-if(TARGET kvshift_backend_cuda AND TARGET kvshift_kernels_cuda)
-  add_executable(gpu_recovery_bench gpu_recovery.cpp)
+if(KVSHIFT_HAVE_CUDA)
+  add_executable(gpu_recovery_bench ${CMAKE_CURRENT_LIST_DIR}/gpu_recovery.cpp)
   target_link_libraries(gpu_recovery_bench PRIVATE
     kvshift_backend_cuda kvshift_kernels_cuda kvshift_cost CUDA::cudart kvshift_warnings)
 endif()

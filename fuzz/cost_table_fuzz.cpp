@@ -1,4 +1,3 @@
-// requires: kvshift_scenarios
 // Feeds arbitrary bytes to the cost-table reader (JSON text → strict parse)
 // and, when a table is accepted, to the interpolating TableCosts built from it.
 // The only acceptable failure is an InputError.

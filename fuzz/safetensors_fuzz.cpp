@@ -1,4 +1,3 @@
-// requires: kvshift_backend
 // Feeds arbitrary bytes to the safetensors reader: header parsing, every
 // consistency check, and fp32 conversion of every tensor the header declares.
 // The only acceptable failure is an InputError; ASan catches any read outside

@@ -1,4 +1,3 @@
-// requires: kvshift_scenarios
 // libFuzzer target: arbitrary bytes -> the scenario loader. The loader must
 // answer with a spec or a list of problems for every input — never crash,
 // hang, leak or throw anything but InputError. Relative paths in inputs

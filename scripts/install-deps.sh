@@ -7,10 +7,10 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libboost-dev libboost-graph-dev libboost-mpi-dev
-  libeigen3-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
+  libeigen3-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libsimgrid-dev libopenmpi-dev openmpi-bin
-  clang clang-format libclang-rt-14-dev
+  clang clang-format clang-tidy libclang-rt-14-dev
   python3 python3-venv python3-jsonschema python3-torch
   libjs-chart.js chromium
   bible-kjv jargon-text

@@ -1,4 +1,3 @@
-// requires: kvshift_calibrate kvshift_scenarios kvshift_reports
 // `kvshift calibrate`: RISK-KV on a real model — fits ridge predictors on a
 // corpus, orders the groups by NLL risk on one set of requests, gates the
 // prefixes on a disjoint one (cross-fitted), chooses a topology for every gate

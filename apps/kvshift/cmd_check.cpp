@@ -1,4 +1,3 @@
-// requires: kvshift_serving kvshift_scenarios kvshift_reports
 // `kvshift check [DIR] [--update]`: runs the regression scenarios and compares
 // them with the closed-form cost model (single-request scenarios, to the
 // nanosecond) or with the golden metrics stored beside them (<name>.golden).

@@ -1,4 +1,3 @@
-// requires: kvshift_scenarios kvshift_reports
 // `kvshift cost`: the closed-form cost model for one configuration (or the
 // paper's three with --paper), as a table or as JSON.
 #include <CLI/CLI.hpp>

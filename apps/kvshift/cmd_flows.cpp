@@ -1,4 +1,3 @@
-// requires: kvshift_sim kvshift_scenarios kvshift_reports
 // `kvshift flows FILE.json`: runs a set of transfers over a topology through
 // the network model alone (max-min sharing, latency first) and prints one JSON
 // line per transfer, in input order: {"id": "t1", "finish_s": 16.001}, with

@@ -1,4 +1,3 @@
-// requires: kvshift_backend kvshift_calibrate kvshift_scenarios kvshift_reports
 // `kvshift profile`: times the real operations (prefill, a decode step, RISK-KV
 // reconstruction, ProxyKV scoring, pruning, loading the predictors) on the CPU
 // or CUDA backend and writes the cost table the simulator's profiled cost

@@ -1,4 +1,3 @@
-// requires: kvshift_calibrate kvshift_reports
 // `kvshift proxykv <sub-command>`: ProxyKV on real models. `dataset` builds the
 // mapper's training data: evenly spread windows of a token corpus, the proxy's
 // log-mean-attention features and the target's KVZip labels per window, written

@@ -1,4 +1,3 @@
-// requires: kvshift_calibrate kvshift_scenarios kvshift_reports
 // `kvshift quality`: what a KV policy costs in next-token NLL on real text —
 // exact (the model's own NLL / PPL), RISK-KV reconstruction from a
 // topology.json, and token pruning by SnapKV, H2O, KVZip (the oracle), ProxyKV

@@ -1,4 +1,3 @@
-// requires: kvshift_sweep kvshift_serving kvshift_scenarios kvshift_reports
 // `kvshift report DIR`: writes DIR/report.html from what a run, sweep or
 // analytic sweep left in DIR - one self-contained page with Chart.js inlined.
 #include <CLI/CLI.hpp>

@@ -1,4 +1,3 @@
-// requires: kvshift_serving kvshift_scenarios kvshift_reports
 // `kvshift run [SCENARIO]`: the main job. Loads a scenario (the embedded
 // quickstart without one), simulates it once per strategy, writes the result
 // files and prints a comparison table. Wall-clock figures go to the console

@@ -1,4 +1,3 @@
-// requires: kvshift_sweep kvshift_serving kvshift_scenarios kvshift_reports
 // `kvshift search SCENARIO --vary POINTER=LO..HI --objective EXPR`: capacity
 // planning - the smallest value of one knob (bandwidth, replicas, ...) for
 // which one strategy meets an SLO over its summary metrics, by bisection

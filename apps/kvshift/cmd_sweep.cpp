@@ -1,4 +1,3 @@
-// requires: kvshift_sweep kvshift_serving kvshift_scenarios kvshift_reports
 // `kvshift sweep`: many simulations of one scenario, the cartesian product of
 // `--set POINTER=v1,v2,...` values, on a thread pool (and across MPI ranks
 // when started by mpirun), into DIR/sweep.csv + DIR/points/<k>/summary.json +

@@ -1,4 +1,3 @@
-// requires: kvshift_testbed kvshift_scenarios kvshift_reports
 // `kvshift testbed SCENARIO --out DIR`: the scenario's moves (or --moves N
 // synthetic ones) executed for real between node agents on 127.0.0.1 through
 // its shaped links, with the receiver's work run on the CPU backend, each move

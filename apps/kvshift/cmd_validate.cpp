@@ -1,4 +1,3 @@
-// requires: kvshift_scenarios
 // `kvshift validate FILE...`: loads each scenario with every check the run
 // would apply (schema rules, units, unknown keys, cross-references) and says
 // "FILE: ok (summary)" or lists every problem as "FILE: /json/pointer:

@@ -1,7 +1,6 @@
 // Cost tables of measurements; see support_cost_table.hpp.
 #include "apps/kvshift/support_cost_table.hpp"
 
-#if KVSHIFT_WITH_BACKEND
 #include <Eigen/Core>
 #include <chrono>
 #include <ctime>
@@ -55,4 +54,3 @@ scenarios::CostTable measured_table(const backend::Profiler& profiler,
 }
 
 }  // namespace kvshift::app
-#endif

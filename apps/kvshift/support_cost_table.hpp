@@ -5,7 +5,6 @@
 // its timing leaves out on that backend.
 #pragma once
 
-#if KVSHIFT_WITH_BACKEND
 #include <vector>
 
 #include "backend/profiler.hpp"
@@ -19,4 +18,3 @@ scenarios::CostTable measured_table(const backend::Profiler& profiler,
                                     const std::vector<backend::OpTiming>& rows);
 
 }  // namespace kvshift::app
-#endif

@@ -10,15 +10,13 @@
 #include <map>
 #include <mutex>
 
-#include "cost_model/input_error.hpp"
-#include "cost_model/table_costs.hpp"
-#include "scenarios/cost_table.hpp"
-#if KVSHIFT_WITH_BACKEND
 #include "apps/kvshift/support_cost_table.hpp"
 #include "backend/calibrate/profile_inputs.hpp"
 #include "backend/live_costs.hpp"
 #include "backend/weights.hpp"
-#endif
+#include "cost_model/input_error.hpp"
+#include "cost_model/table_costs.hpp"
+#include "scenarios/cost_table.hpp"
 
 namespace kvshift::app {
 namespace {
@@ -59,7 +57,6 @@ class SharedCosts final : public cost_model::ComputeCosts {
   std::shared_ptr<const void> keep_alive_;
 };
 
-#if KVSHIFT_WITH_BACKEND
 std::unique_ptr<backend::Profiler> live_profiler(const std::string& name) {
   if (name == "cpu") return backend::make_cpu_profiler();
   try {
@@ -108,7 +105,6 @@ std::unique_ptr<cost_model::ComputeCosts> live_costs(const sim::ScenarioSpec& sp
   req.seed = spec.seed;
   return std::make_unique<backend::LiveCosts>(std::move(profiler), std::move(req));
 }
-#endif
 
 }  // namespace
 
@@ -147,15 +143,11 @@ sweep::CostFactory shared_cost_factory() {
 }
 
 std::optional<std::string> live_cost_table(const cost_model::ComputeCosts& costs) {
-#if KVSHIFT_WITH_BACKEND
   if (const auto* live = dynamic_cast<const backend::LiveCosts*>(&costs)) {
     const scenarios::CostTable t =
         measured_table(live->profiler(), live->request(), live->measured_rows());
     if (!t.entries.empty()) return scenarios::cost_table_json(t).dump(2) + "\n";
   }
-#else
-  (void)costs;
-#endif
   return std::nullopt;
 }
 
@@ -175,12 +167,7 @@ std::unique_ptr<cost_model::ComputeCosts> make_compute_costs(const sim::Scenario
       return std::make_unique<SharedCosts>(std::move(costs), std::move(roofline));
     }
     case sim::CostSourceKind::kLive:
-#if KVSHIFT_WITH_BACKEND
       return live_costs(spec);
-#else
-      throw InputError(
-          "/cost_source: \"live\" needs the execution backend, which this build leaves out");
-#endif
   }
   return nullptr;
 }

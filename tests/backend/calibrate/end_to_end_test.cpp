@@ -48,7 +48,9 @@ TEST(CalibrationEndToEnd, TinyModelRunsEveryStageConsistently) {
   // Prefixes are measured until two in a row pass no gate at the loosest eps (0.01).
   ASSERT_GE(r.prefixes.size(), 1u);
   ASSERT_LE(r.prefixes.size(), 3u);
-  if (r.prefixes.size() < 3) EXPECT_NE(r.stop_reason.find("pass no gate"), std::string::npos);
+  if (r.prefixes.size() < 3) {
+    EXPECT_NE(r.stop_reason.find("pass no gate"), std::string::npos);
+  }
   // Cross-fitted: singles on the 3 order requests, prefixes on the 3 selection requests.
   EXPECT_TRUE(r.cross_fitted);
   for (const auto& d : r.single_deltas) EXPECT_EQ(d.size(), 3u);
