@@ -78,8 +78,8 @@ Weights weights_for(const ProfileRequest& req) {
   Weights w;
   w.target =
       std::make_shared<const Model>(in.target ? *in.target : random_weights(req.model, req.seed));
-  for (std::size_t i = 0; i < req.topology.groups().size(); ++i) {
-    const cost_model::GroupPlan& g = req.topology.groups()[i];
+  for (std::size_t i = 0; i < req.omission.groups().size(); ++i) {
+    const cost_model::GroupPlan& g = req.omission.groups()[i];
     w.predictors.push_back(in.predictors ? in.predictors->at(i)
                                          : random_predictor(req.model, g, req.seed + g.group));
     w.anchor_layers.insert(w.anchor_layers.end(), g.anchor_layers.begin(), g.anchor_layers.end());
@@ -145,7 +145,7 @@ class CpuProfiler final : public Profiler {
   const Weights& weights(const ProfileRequest& req) {
     const ProfileInputs& in = req.inputs;
     const std::string shape = req.model.name + "|" + (req.proxy ? req.proxy->name : "") + "|" +
-                              req.topology.describe() + "|" + std::to_string(req.seed);
+                              req.omission.describe() + "|" + std::to_string(req.seed);
     const bool same = cached_ && shape == cached_shape_ && in.target == held_.target &&
                       in.proxy == held_.proxy && in.predictors == held_.predictors &&
                       in.mapper == held_.mapper;

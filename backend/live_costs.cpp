@@ -108,15 +108,15 @@ Seconds LiveCosts::decode_step(const cost_model::ModelSpec& m, std::int64_t batc
   return {bucketed("decode", std::max<std::int64_t>(1, context_tokens / b), b)};
 }
 
-Seconds LiveCosts::reconstruct(const cost_model::ModelSpec& m, const cost_model::Topology& t,
+Seconds LiveCosts::reconstruct(const cost_model::ModelSpec& m, const cost_model::OmissionPlan& t,
                                std::int64_t tokens, std::int64_t requests,
                                cost_model::DType) const {
   check_target(m, "reconstruct");
   if (t.empty()) return {0};
-  if (t.groups().size() != request_.topology.groups().size()) {
+  if (t.groups().size() != request_.omission.groups().size()) {
     throw std::invalid_argument("live reconstruct: asked for " + t.describe() +
                                 ", the live source holds predictors for " +
-                                request_.topology.describe());
+                                request_.omission.describe());
   }
   return {bucketed("reconstruct", tokens, std::max<std::int64_t>(requests, 1))};
 }

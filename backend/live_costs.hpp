@@ -34,7 +34,7 @@ class LiveCosts final : public cost_model::ComputeCosts {
   Seconds prefill(const cost_model::ModelSpec& m, std::int64_t tokens) const override;
   Seconds decode_step(const cost_model::ModelSpec& m, std::int64_t batch,
                       std::int64_t context_tokens) const override;
-  Seconds reconstruct(const cost_model::ModelSpec& m, const cost_model::Topology& t,
+  Seconds reconstruct(const cost_model::ModelSpec& m, const cost_model::OmissionPlan& t,
                       std::int64_t tokens, std::int64_t requests,
                       cost_model::DType predictor_dtype) const override;
   Seconds proxy_score(const cost_model::ModelSpec& proxy, const cost_model::ModelSpec& target,

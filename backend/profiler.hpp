@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "cost_model/model_spec.hpp"
-#include "cost_model/topology.hpp"
+#include "cost_model/omission_plan.hpp"
 
 namespace kvshift::backend {
 
@@ -52,7 +52,7 @@ struct InputOrigin {
 struct ProfileInputs {
   std::shared_ptr<const ModelWeights> target;
   std::shared_ptr<const ModelWeights> proxy;
-  /// The calibrated predictors, one per group of ProfileRequest::topology, in its order.
+  /// The calibrated predictors, one per group of ProfileRequest::omission, in its order.
   std::shared_ptr<const std::vector<GroupPredictor>> predictors;
   std::shared_ptr<const HybridAxialMapper> mapper;
   /// `mapper` on the host, for a backend that has not ported it (CUDA): the proxy's attention
@@ -64,7 +64,7 @@ struct ProfileInputs {
 struct ProfileRequest {
   cost_model::ModelSpec model;
   std::optional<cost_model::ModelSpec> proxy;  ///< ProxyKV scorer; no proxy ops without it
-  cost_model::Topology topology;               ///< groups reconstructed
+  cost_model::OmissionPlan omission;           ///< groups reconstructed
   ProfileInputs inputs;                        ///< real weights; null members: seeded random
   std::vector<std::int64_t> tokens{128, 512, 2048};
   std::vector<std::int64_t> sharing{1, 4, 16};

@@ -14,7 +14,7 @@
 #include "backend/model.hpp"
 #include "backend/tensor.hpp"
 #include "cost_model/model_spec.hpp"
-#include "cost_model/topology.hpp"
+#include "cost_model/omission_plan.hpp"
 
 namespace kvshift::backend {
 

@@ -13,7 +13,7 @@ namespace {
 void BM_ReconstructSmolLM2(benchmark::State& state) {
   set_cpu_threads(1);
   const auto& m = cost_model::find_model("smollm2-135m");
-  const auto topo = cost_model::Topology::from_groups(m.layers, {2, 3});
+  const auto topo = cost_model::OmissionPlan::from_groups(m.layers, {2, 3});
   const std::int64_t T = state.range(0), N = state.range(1);
   std::vector<GroupPredictor> preds;
   for (const auto& g : topo.groups()) preds.push_back(random_predictor(m, g, g.group));

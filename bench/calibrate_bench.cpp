@@ -14,7 +14,7 @@
 #include "backend/calibrate/probe.hpp"
 #include "backend/model.hpp"
 #include "cost_model/model_spec.hpp"
-#include "cost_model/topology.hpp"
+#include "cost_model/omission_plan.hpp"
 
 namespace kvshift::backend::calibrate {
 namespace {
@@ -119,7 +119,7 @@ const std::vector<std::vector<const GroupPredictor*>>& prefixes() {
     for (std::size_t k = 1; k <= order.size(); ++k) {
       std::vector<const GroupPredictor*> ps;
       const std::vector<int> groups(order.begin(), order.begin() + static_cast<long>(k));
-      const auto topo = cost_model::Topology::from_groups(m.layers, groups);
+      const auto topo = cost_model::OmissionPlan::from_groups(m.layers, groups);
       for (const auto& plan : topo.groups()) {
         const auto key = std::make_pair(plan.group, plan.anchor_layers);
         if (!fitted.contains(key)) fitted.emplace(key, random_predictor(m, plan, plan.group));

@@ -11,12 +11,12 @@ using namespace kvshift::cost_model;
 
 void BM_FullCostRecord(benchmark::State& state) {
   const ModelSpec& model = find_model("qwen2.5-1.5b");
-  const Topology topology = Topology::parse("paper", model);
+  const OmissionPlan topology = OmissionPlan::parse("paper", model);
   const GpuSpec gpu = find_gpu("h200");
   const RooflineCosts compute(gpu);
   CostQuery q;
   q.model = &model;
-  q.topology = &topology;
+  q.omission = &topology;
   q.gpu = &gpu;
   q.compute = &compute;
   double bps = 1e8;

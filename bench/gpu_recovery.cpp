@@ -20,7 +20,7 @@
 
 #include "backend/profiler.hpp"
 #include "cost_model/model_spec.hpp"
-#include "cost_model/topology.hpp"
+#include "cost_model/omission_plan.hpp"
 #include "kernels/cuda.hpp"
 #include "kernels/cuda/check.cuh"
 
@@ -111,7 +111,7 @@ struct ReconstructWork {
   double flops = 0, bytes = 0;
 };
 
-ReconstructWork reconstruct_work(const ModelSpec& m, const kvshift::cost_model::Topology& topo,
+ReconstructWork reconstruct_work(const ModelSpec& m, const kvshift::cost_model::OmissionPlan& topo,
                                  double t, double n, int predictor_bytes) {
   ReconstructWork r;
   const double w = static_cast<double>(m.kv_width());
@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
     bool first_model = true;
     for (const std::string& name : split(models)) {
       const ModelSpec& m = kvshift::cost_model::find_model(name);
-      const auto topo = kvshift::cost_model::Topology::parse("paper", m);
+      const auto topo = kvshift::cost_model::OmissionPlan::parse("paper", m);
       json << (first_model ? "\n" : ",\n") << "    {\"name\": \"" << m.name
            << "\", \"layers\": " << m.layers << ", \"hidden\": " << m.hidden
            << ", \"q_heads\": " << m.q_heads << ", \"kv_heads\": " << m.kv_heads
@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
         const std::int64_t t = std::stoll(tok);
         kvshift::backend::ProfileRequest req;
         req.model = m;
-        req.topology = topo;
+        req.omission = topo;
         req.tokens = {t};
         req.sharing = {1};
         req.predictor_dtype = kvshift::cost_model::DType::kBF16;

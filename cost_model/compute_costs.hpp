@@ -9,7 +9,7 @@
 
 #include "cost_model/gpu_spec.hpp"
 #include "cost_model/model_spec.hpp"
-#include "cost_model/topology.hpp"
+#include "cost_model/omission_plan.hpp"
 #include "cost_model/units.hpp"
 
 namespace kvshift::cost_model {
@@ -46,7 +46,7 @@ class ComputeCosts {
                               std::int64_t context_tokens) const = 0;
   /// RISK-KV reconstruction of `t`'s groups for `requests` requests of `tokens`
   /// tokens that share the predictors (one GEMM of requests·tokens rows per group).
-  virtual Seconds reconstruct(const ModelSpec& m, const Topology& t, std::int64_t tokens,
+  virtual Seconds reconstruct(const ModelSpec& m, const OmissionPlan& t, std::int64_t tokens,
                               std::int64_t requests, DType predictor_dtype) const = 0;
   /// ProxyKV scoring of `tokens` tokens: the proxy's prefill with attention statistics and the
   /// mapper turning them into scores per target layer and KV head.
@@ -73,7 +73,7 @@ class RooflineCosts final : public ComputeCosts {
   Seconds extend(const ModelSpec& m, std::int64_t prefix, std::int64_t tokens) const override;
   Seconds decode_step(const ModelSpec& m, std::int64_t batch,
                       std::int64_t context_tokens) const override;
-  Seconds reconstruct(const ModelSpec& m, const Topology& t, std::int64_t tokens,
+  Seconds reconstruct(const ModelSpec& m, const OmissionPlan& t, std::int64_t tokens,
                       std::int64_t requests, DType predictor_dtype) const override;
   /// The proxy's roofline prefill plus 10 % for the mapper (a few small layers over the
   /// proxy's features; the measured CPU mapper is under 1 % of the target's prefill).
@@ -87,7 +87,7 @@ class RooflineCosts final : public ComputeCosts {
   /// FLOPs of a prefill of `tokens` tokens (linear layers, causal attention, last logits).
   static double prefill_flops(const ModelSpec& m, std::int64_t tokens);
   /// FLOPs of reconstructing `t` for `rows` token rows.
-  static double reconstruct_flops(const ModelSpec& m, const Topology& t, std::int64_t rows);
+  static double reconstruct_flops(const ModelSpec& m, const OmissionPlan& t, std::int64_t rows);
 
  private:
   double compute_s(double flops, double efficiency) const;

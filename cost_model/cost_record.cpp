@@ -39,9 +39,9 @@ void check(const CostQuery& q) {
 CostRecord evaluate(const CostQuery& q) {
   check(q);
   CostRecord r;
-  r.storage = storage(*q.model, *q.topology, q.tokens, {q.predictor_dtype, q.sharing});
+  r.storage = storage(*q.model, *q.omission, q.tokens, {q.predictor_dtype, q.sharing});
   if (q.path) {
-    r.latency = latency(*q.model, *q.topology, q.tokens, r.storage, *q.path, *q.gpu, *q.compute,
+    r.latency = latency(*q.model, *q.omission, q.tokens, r.storage, *q.path, *q.gpu, *q.compute,
                         {q.retention, q.predictor_dtype, q.engine, q.held_tokens});
     if (q.prefill_compute) {
       const Seconds pre = q.prefill_compute->prefill(*q.model, q.tokens);

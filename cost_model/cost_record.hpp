@@ -15,7 +15,7 @@ namespace kvshift::cost_model {
 
 struct CostQuery {
   const ModelSpec* model = nullptr;
-  const Topology* topology = nullptr;
+  const OmissionPlan* omission = nullptr;
   const GpuSpec* gpu = nullptr;
   const ComputeCosts* compute = nullptr;  ///< required when `path` is set
   std::int64_t tokens = 512;

@@ -9,7 +9,7 @@ Seconds seconds_of(std::int64_t ns) { return {static_cast<double>(ns) * 1e-9}; }
 
 }  // namespace
 
-LatencyReport latency(const ModelSpec& m, const Topology& t, std::int64_t tokens,
+LatencyReport latency(const ModelSpec& m, const OmissionPlan& t, std::int64_t tokens,
                       const StorageReport& s, const Path& p, const GpuSpec& gpu,
                       const ComputeCosts& compute, const LatencyOptions& options) {
   // Every figure is a move plan priced by the one estimator the simulator uses.

@@ -58,7 +58,7 @@ struct LatencyReport {
 };
 
 /// Latency figures for one request of `tokens` tokens over path `p`.
-LatencyReport latency(const ModelSpec& m, const Topology& t, std::int64_t tokens,
+LatencyReport latency(const ModelSpec& m, const OmissionPlan& t, std::int64_t tokens,
                       const StorageReport& s, const Path& p, const GpuSpec& gpu,
                       const ComputeCosts& compute, const LatencyOptions& options);
 

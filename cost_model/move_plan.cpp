@@ -8,7 +8,7 @@
 namespace kvshift::cost_model {
 namespace {
 
-bool has_risk_kv(const MoveMethods& m) { return m.topology && !m.topology->empty(); }
+bool has_risk_kv(const MoveMethods& m) { return m.omission && !m.omission->empty(); }
 
 const char* source_name(SourceKv s) {
   switch (s) {
@@ -61,7 +61,7 @@ std::optional<Strategy> strategy_named(std::string_view name) {
 
 Bytes predictor_bytes(const MoveMethods& m) {
   if (!has_risk_kv(m)) return {};
-  return storage(*m.model, *m.topology, 1, {m.predictor_dtype, 1}).predictor_bytes_total;
+  return storage(*m.model, *m.omission, 1, {m.predictor_dtype, 1}).predictor_bytes_total;
 }
 
 MovePlan plan_move(Strategy s, const MoveMethods& methods, const MoveState& st) {
@@ -120,9 +120,9 @@ MovePlan plan_move(Strategy s, const MoveMethods& methods, const MoveState& st) 
       p.descriptors = kv_descriptors(methods.engine, available, layers);
       break;
     case Strategy::kRiskKv:
-      p.kv = storage(*methods.model, *methods.topology, available, {}).kv_kept;
+      p.kv = storage(*methods.model, *methods.omission, available, {}).kv_kept;
       p.descriptors =
-          kv_descriptors(methods.engine, available, layers - methods.topology->omitted_layers());
+          kv_descriptors(methods.engine, available, layers - methods.omission->omitted_layers());
       p.predictor = st.predictor_at_dst ? Bytes{} : predictor_bytes(methods);
       p.reconstruct_tokens = available;
       p.delta_nll = methods.risk_delta_nll;
@@ -190,7 +190,7 @@ MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods, con
   if (plan.reconstruct_tokens > 0) {
     e.compute_ns +=
         round_to_ns(compute
-                        .reconstruct(*methods.model, *methods.topology, plan.reconstruct_tokens, 1,
+                        .reconstruct(*methods.model, *methods.omission, plan.reconstruct_tokens, 1,
                                      methods.predictor_dtype)
                         .value);
   }

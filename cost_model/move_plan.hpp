@@ -20,7 +20,7 @@
 #include "cost_model/compute_costs.hpp"
 #include "cost_model/latency.hpp"
 #include "cost_model/model_spec.hpp"
-#include "cost_model/topology.hpp"
+#include "cost_model/omission_plan.hpp"
 #include "cost_model/transfer_engine.hpp"
 #include "cost_model/units.hpp"
 
@@ -73,7 +73,7 @@ enum class SourceKv { kNone, kFull, kKeptLayers, kKeptTokens };
 /// The scenario's methods, as far as a plan needs them.
 struct MoveMethods {
   const ModelSpec* model = nullptr;
-  const Topology* topology = nullptr;  ///< RISK-KV omitted groups; nullptr or empty: no RISK-KV
+  const OmissionPlan* omission = nullptr;  ///< RISK-KV omitted groups; nullptr or empty: no RISK-KV
   DType predictor_dtype = DType::kF32;
   std::optional<double> retention;  ///< ProxyKV ρ; empty: no ProxyKV
   double risk_delta_nll = 0;        ///< quality cost of a RISK-KV rebuild (nats/token)

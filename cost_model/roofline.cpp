@@ -33,7 +33,8 @@ double RooflineCosts::prefill_flops(const ModelSpec& m, std::int64_t tokens) {
   return linear + attention + logits;
 }
 
-double RooflineCosts::reconstruct_flops(const ModelSpec& m, const Topology& t, std::int64_t rows) {
+double RooflineCosts::reconstruct_flops(const ModelSpec& m, const OmissionPlan& t,
+                                        std::int64_t rows) {
   double flops = 0;
   for (const GroupPlan& g : t.groups()) {
     flops += 2.0 * static_cast<double>(rows) * static_cast<double>(folded_params(m, g));
@@ -85,7 +86,7 @@ Seconds RooflineCosts::decode_step(const ModelSpec& m, std::int64_t batch,
   return {gemm + attention + launches};
 }
 
-Seconds RooflineCosts::reconstruct(const ModelSpec& m, const Topology& t, std::int64_t tokens,
+Seconds RooflineCosts::reconstruct(const ModelSpec& m, const OmissionPlan& t, std::int64_t tokens,
                                    std::int64_t requests, DType predictor_dtype) const {
   const double rows = static_cast<double>(tokens) * static_cast<double>(requests);
   const double bkv = dtype_bytes(m.kv_dtype);

@@ -16,7 +16,7 @@ std::int64_t unfolded_params(const ModelSpec& m, const GroupPlan& g) {
   return in * out + out;
 }
 
-StorageReport storage(const ModelSpec& m, const Topology& t, std::int64_t tokens,
+StorageReport storage(const ModelSpec& m, const OmissionPlan& t, std::int64_t tokens,
                       const StorageOptions& options) {
   StorageReport r;
   const std::int64_t per_layer = tokens * m.kv_bytes_per_layer_token();

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "cost_model/model_spec.hpp"
-#include "cost_model/topology.hpp"
+#include "cost_model/omission_plan.hpp"
 #include "cost_model/units.hpp"
 
 namespace kvshift::cost_model {
@@ -43,7 +43,7 @@ constexpr Bytes kv_bytes(const ModelSpec& m, std::int64_t tokens) {
 }
 
 /// Storage figures for one request of `tokens` tokens under topology `t`.
-StorageReport storage(const ModelSpec& m, const Topology& t, std::int64_t tokens,
+StorageReport storage(const ModelSpec& m, const OmissionPlan& t, std::int64_t tokens,
                       const StorageOptions& options);
 
 }  // namespace kvshift::cost_model

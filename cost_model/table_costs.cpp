@@ -110,7 +110,7 @@ Seconds TableCosts::decode_step(const ModelSpec& m, std::int64_t batch,
   return Seconds{interpolate("decode", per_request, std::max<std::int64_t>(batch, 1))};
 }
 
-Seconds TableCosts::reconstruct(const ModelSpec& m, const Topology& t, std::int64_t tokens,
+Seconds TableCosts::reconstruct(const ModelSpec& m, const OmissionPlan& t, std::int64_t tokens,
                                 std::int64_t requests, DType predictor_dtype) const {
   check_model(m);
   if (t.empty()) return Seconds{0.0};

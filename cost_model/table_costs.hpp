@@ -56,7 +56,7 @@ class TableCosts final : public ComputeCosts {
   Seconds extend(const ModelSpec& m, std::int64_t prefix, std::int64_t tokens) const override;
   Seconds decode_step(const ModelSpec& m, std::int64_t batch,
                       std::int64_t context_tokens) const override;
-  Seconds reconstruct(const ModelSpec& m, const Topology& t, std::int64_t tokens,
+  Seconds reconstruct(const ModelSpec& m, const OmissionPlan& t, std::int64_t tokens,
                       std::int64_t requests, DType predictor_dtype) const override;
   Seconds proxy_score(const ModelSpec& proxy, const ModelSpec& target,
                       std::int64_t tokens) const override;

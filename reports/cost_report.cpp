@@ -32,7 +32,7 @@ json cost_json(const cost_model::CostQuery& q, const cost_model::CostRecord& r) 
   const auto& s = r.storage;
   json omitted_layers = json::array(), groups = json::array(), group_ids = json::array();
   const int bp = cost_model::dtype_bytes(q.predictor_dtype);
-  for (const auto& g : q.topology->groups()) {
+  for (const auto& g : q.omission->groups()) {
     for (int l : g.target_layers) omitted_layers.push_back(l);
     group_ids.push_back(g.group);
     const std::int64_t params = cost_model::folded_params(*q.model, g);
@@ -47,7 +47,7 @@ json cost_json(const cost_model::CostQuery& q, const cost_model::CostRecord& r) 
       {"model", q.model->name},
       {"tokens", q.tokens},
       {"gpu", q.gpu ? json(q.gpu->name) : json(nullptr)},
-      {"topology", q.topology->describe()},
+      {"topology", q.omission->describe()},
       {"omitted_groups", group_ids},
       {"omitted_layers", omitted_layers},
       {"kv_dtype", cost_model::dtype_name(q.model->kv_dtype)},
@@ -110,8 +110,8 @@ json cost_json(const cost_model::CostQuery& q, const cost_model::CostRecord& r) 
 std::string cost_table(const cost_model::CostQuery& q, const cost_model::CostRecord& r) {
   const auto& s = r.storage;
   std::ostringstream o;
-  o << q.model->name << ", " << q.tokens << " tokens, topology " << q.topology->describe() << " ("
-    << q.topology->omitted_layers() << " of " << q.model->layers << " layers omitted)\n";
+  o << q.model->name << ", " << q.tokens << " tokens, topology " << q.omission->describe() << " ("
+    << q.omission->omitted_layers() << " of " << q.model->layers << " layers omitted)\n";
   o << "Storage per request\n";
   o << row("full KV", format_mib(s.kv_full));
   o << row("omitted (saved) KV", format_mib(s.kv_saved) + "  (" + pct(s.omitted_fraction) + ")");

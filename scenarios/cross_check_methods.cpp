@@ -109,7 +109,7 @@ void check_placements(const sim::ScenarioSpec& s, Diagnostics& d) {
     cost_model::StorageOptions opt;
     opt.predictor_dtype = s.risk_kv->predictor_dtype;
     const Bytes set =
-        cost_model::storage(s.model, s.risk_kv->topology, 1, opt).predictor_bytes_total;
+        cost_model::storage(s.model, s.risk_kv->omission, 1, opt).predictor_bytes_total;
     if (*pd.hbm_budget < set) {
       d.add("/predictors/hbm_budget", "cannot hold one predictor set of " + s.model.name + " (" +
                                           format_mib(set) + ", budget " +

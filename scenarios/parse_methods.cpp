@@ -74,14 +74,15 @@ std::optional<std::string> huge_integer(const Json& v, const std::string& ptr) {
 }
 
 // Parses a topology document with the shared reader; problems land under `at`.
-cost_model::Topology topology_from_json(const Json& doc, const Reader& at, std::string_view key,
-                                        const cost_model::ModelSpec& m, std::string_view source) {
+cost_model::OmissionPlan topology_from_json(const Json& doc, const Reader& at, std::string_view key,
+                                            const cost_model::ModelSpec& m,
+                                            std::string_view source) {
   if (auto p = huge_integer(doc, "")) {
     at.problem(key, std::string(source) + *p + ": number out of range");
     return {};
   }
   Diagnostics local;
-  cost_model::Topology t;
+  cost_model::OmissionPlan t;
   try {
     t = parse_topology(Reader(doc, "", local), m);
   } catch (const InputError& e) {
@@ -98,7 +99,7 @@ void read_topology(const Reader& r, const cost_model::ModelSpec& m, sim::RiskKvS
   const Json& v = r.node()["topology"];
   if (v.is_object()) {
     Reader(v, r.pointer() + "/topology", r.diagnostics()).allow_only(keys::kTopology);
-    s.topology = topology_from_json(v, r, "topology", m, "");
+    s.omission = topology_from_json(v, r, "topology", m, "");
     s.topology_source = "inline";
     file_quality = quality_from(v);
     return;
@@ -116,13 +117,13 @@ void read_topology(const Reader& r, const cost_model::ModelSpec& m, sim::RiskKvS
       r.problem("topology", s.topology_source + ": not valid JSON: " + e.what());
       return;
     }
-    s.topology = topology_from_json(doc, r, "topology", m, s.topology_source + ": ");
+    s.omission = topology_from_json(doc, r, "topology", m, s.topology_source + ": ");
     file_quality = quality_from(doc);
     return;
   }
   s.topology_source = text;
   try {
-    s.topology = cost_model::Topology::parse(text, m);
+    s.omission = cost_model::OmissionPlan::parse(text, m);
   } catch (const InputError& e) {
     std::string msg = e.what();
     for (std::string_view prefix : {"--topology: ", "topology: "}) {
@@ -203,7 +204,7 @@ std::optional<sim::RiskKvSpec> parse_risk_kv(const Reader& top, const cost_model
                    got(*r, "topology") + ")");
   } else if (model_ok) {
     read_topology(*r, m, s, file_quality, ctx);
-    if (r->diagnostics().empty() && s.topology.empty()) {
+    if (r->diagnostics().empty() && s.omission.empty()) {
       r->problem("topology", "omits no layer group (\"" + s.topology_source +
                                  "\"); RISK-KV needs at least one");
     }

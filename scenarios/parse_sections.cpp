@@ -216,7 +216,7 @@ sim::PredictorSpec parse_predictors(const Reader& r) {
 /// The ops a scenario's simulation asks its cost source for.
 std::vector<std::string> ops_needed(const sim::ScenarioSpec& spec) {
   std::vector<std::string> ops{"prefill", "decode"};
-  if (spec.risk_kv && !spec.risk_kv->topology.empty()) ops.push_back("reconstruct");
+  if (spec.risk_kv && !spec.risk_kv->omission.empty()) ops.push_back("reconstruct");
   if (spec.proxy_kv) {
     ops.push_back("proxy_score");
     ops.push_back("prune");
@@ -285,7 +285,7 @@ void check_live(const Reader& top, const sim::ScenarioSpec& spec) {
   } catch (const InputError& e) {
     live->problem("model", e.what());
   }
-  if (spec.risk_kv && !spec.risk_kv->topology.empty() && l.predictors.empty()) {
+  if (spec.risk_kv && !spec.risk_kv->omission.empty() && l.predictors.empty()) {
     live->problem(
         "needs \"predictors\" (the predictors.safetensors calibrated for the "
         "topology): the scenario uses RISK-KV");

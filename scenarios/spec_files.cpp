@@ -9,7 +9,7 @@ namespace kvshift::scenarios {
 namespace fs = std::filesystem;
 using cost_model::GpuSpec;
 using cost_model::ModelSpec;
-using cost_model::Topology;
+using cost_model::OmissionPlan;
 
 namespace {
 
@@ -126,10 +126,10 @@ GpuSpec resolve_gpu(std::string_view name_or_path) {
   return g;
 }
 
-Topology parse_topology(const Reader& r, const ModelSpec& model) {
+OmissionPlan parse_topology(const Reader& r, const ModelSpec& model) {
   r.allow_only({"model", "group_width", "anchor_width", "omitted_groups", "groups", "quality",
                 "predictor_dtype", "gate", "eps"});
-  cost_model::TopologyOptions opt;
+  cost_model::OmissionOptions opt;
   if (auto w = r.integer("group_width", false)) opt.group_width = positive_int(r, "group_width", w);
   if (auto w = r.integer("anchor_width", false))
     opt.anchor_width = positive_int(r, "anchor_width", w);
@@ -159,7 +159,7 @@ Topology parse_topology(const Reader& r, const ModelSpec& model) {
       plans.push_back(std::move(plan));
     });
     if (!r.diagnostics().empty()) return {};
-    return Topology::from_plans(model.layers, std::move(plans), opt.group_width);
+    return OmissionPlan::from_plans(model.layers, std::move(plans), opt.group_width);
   }
   std::vector<int> groups;
   r.each("omitted_groups", [&](const Reader& e) {
@@ -169,15 +169,15 @@ Topology parse_topology(const Reader& r, const ModelSpec& model) {
       groups.push_back(e.node().get<int>());
   });
   if (!r.diagnostics().empty()) return {};
-  return Topology::from_groups(model.layers, std::move(groups), opt);
+  return OmissionPlan::from_groups(model.layers, std::move(groups), opt);
 }
 
-Topology resolve_topology(std::string_view text, const ModelSpec& model) {
-  if (!text.ends_with(".json")) return Topology::parse(text, model);
+OmissionPlan resolve_topology(std::string_view text, const ModelSpec& model) {
+  if (!text.ends_with(".json")) return OmissionPlan::parse(text, model);
   const std::string path(text);
   const Json doc = read_json_file(path);
   Diagnostics diag;
-  Topology t;
+  OmissionPlan t;
   try {
     t = parse_topology(Reader(doc, "", diag), model);
   } catch (const InputError& e) {

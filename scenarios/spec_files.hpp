@@ -9,7 +9,7 @@
 
 #include "cost_model/gpu_spec.hpp"
 #include "cost_model/model_spec.hpp"
-#include "cost_model/topology.hpp"
+#include "cost_model/omission_plan.hpp"
 #include "scenarios/json_reader.hpp"
 
 namespace kvshift::scenarios {
@@ -25,10 +25,11 @@ cost_model::GpuSpec parse_gpu_spec(const Reader& r);
 /// A preset name or a GPU spec JSON path.
 cost_model::GpuSpec resolve_gpu(std::string_view name_or_path);
 
-/// Topology from a topology.json object: {"group_width": 2, "omitted_groups": [2, 5]}
+/// OmissionPlan from a topology.json object: {"group_width": 2, "omitted_groups": [2, 5]}
 /// and optionally explicit "groups": [{"group", "target_layers", "anchor_layers"}].
-cost_model::Topology parse_topology(const Reader& r, const cost_model::ModelSpec& model);
+cost_model::OmissionPlan parse_topology(const Reader& r, const cost_model::ModelSpec& model);
 /// "none", "paper", "G2,G5", or a topology.json path.
-cost_model::Topology resolve_topology(std::string_view text, const cost_model::ModelSpec& model);
+cost_model::OmissionPlan resolve_topology(std::string_view text,
+                                          const cost_model::ModelSpec& model);
 
 }  // namespace kvshift::scenarios

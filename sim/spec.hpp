@@ -16,7 +16,7 @@
 #include "cost_model/gpu_spec.hpp"
 #include "cost_model/model_spec.hpp"
 #include "cost_model/move_plan.hpp"
-#include "cost_model/topology.hpp"
+#include "cost_model/omission_plan.hpp"
 #include "cost_model/units.hpp"
 
 namespace kvshift::sim {
@@ -236,7 +236,7 @@ struct PolicySpec {
 // ---------------------------------------------------------------- methods
 
 struct RiskKvSpec {
-  cost_model::Topology topology;
+  cost_model::OmissionPlan omission;
   std::string topology_source;  ///< as written: "paper", "G2,G5", or the resolved path
   double delta_nll = 0;         ///< measured ΔNLL of the topology (nats/token)
   cost_model::DType predictor_dtype = cost_model::DType::kF32;
@@ -357,7 +357,7 @@ inline cost_model::MoveMethods move_methods(const ScenarioSpec& spec) {
   cost_model::MoveMethods m;
   m.model = &spec.model;
   if (spec.risk_kv) {
-    m.topology = &spec.risk_kv->topology;
+    m.omission = &spec.risk_kv->omission;
     m.predictor_dtype = spec.risk_kv->predictor_dtype;
     m.risk_delta_nll = spec.risk_kv->delta_nll;
   }

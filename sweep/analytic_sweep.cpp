@@ -9,8 +9,8 @@
 
 #include "cost_model/input_error.hpp"
 #include "cost_model/latency.hpp"
+#include "cost_model/omission_plan.hpp"
 #include "cost_model/storage.hpp"
-#include "cost_model/topology.hpp"
 
 namespace kvshift::sweep {
 namespace {
@@ -84,7 +84,8 @@ Row evaluate_row(const AnalyticSetup& s, const AnalyticGrid& grid, int k, std::i
                  bool with_points) {
   std::vector<int> groups;
   for (int g = 2; g < k + 2; ++g) groups.push_back(g);
-  const cost_model::Topology topo = cost_model::Topology::from_groups(s.model.layers, groups);
+  const cost_model::OmissionPlan topo =
+      cost_model::OmissionPlan::from_groups(s.model.layers, groups);
   const cost_model::RooflineCosts compute(s.gpu);
   const cost_model::StorageReport storage =
       cost_model::storage(s.model, topo, tokens, {s.predictor_dtype, 1});

@@ -58,7 +58,7 @@ std::string nearest(const std::string& src, const std::vector<std::string>& gpus
 std::vector<Strategy> testbed_strategies(const sim::ScenarioSpec& spec) {
   std::vector<Strategy> out;
   auto add = [&](Strategy s) {
-    if (s == Strategy::kRiskKv && !(spec.risk_kv && !spec.risk_kv->topology.empty())) return;
+    if (s == Strategy::kRiskKv && !(spec.risk_kv && !spec.risk_kv->omission.empty())) return;
     if (s == Strategy::kProxyKv && !spec.proxy_kv) return;
     if (std::find(out.begin(), out.end(), s) == out.end()) out.push_back(s);
   };

@@ -72,8 +72,8 @@ Setup load_setup(const sim::ScenarioSpec& spec, const TestbedOptions& o) {
     s.model = std::make_unique<backend::Model>(backend::random_weights(spec.model, o.seed));
     s.weights_source = "seeded random weights of " + spec.model.name + "'s shape (no model folder)";
   }
-  if (!spec.risk_kv || spec.risk_kv->topology.empty()) return s;
-  const cost_model::Topology& topo = spec.risk_kv->topology;
+  if (!spec.risk_kv || spec.risk_kv->omission.empty()) return s;
+  const cost_model::OmissionPlan& topo = spec.risk_kv->omission;
   const std::string file = !o.predictors.empty() ? o.predictors : spec.cost_source.live.predictors;
   if (file.empty()) {
     for (const auto& g : topo.groups()) {
@@ -124,7 +124,7 @@ KvPayload make_payload(const PlannedMove& mv, const Setup& s, const sim::Scenari
   for (int l = 0; l < m.layers; ++l) {
     bool omitted = false;
     if (mv.strategy == Strategy::kRiskKv) {
-      for (const auto& g : spec.risk_kv->topology.groups()) {
+      for (const auto& g : spec.risk_kv->omission.groups()) {
         omitted |=
             std::find(g.target_layers.begin(), g.target_layers.end(), l) != g.target_layers.end();
       }

@@ -19,7 +19,7 @@
 #include "backend/calibrate/report.hpp"
 #include "backend/weights.hpp"
 #include "cost_model/input_error.hpp"
-#include "cost_model/topology.hpp"
+#include "cost_model/omission_plan.hpp"
 #include "reports/atomic_file.hpp"
 
 namespace kvshift::app {
@@ -53,7 +53,7 @@ cal::CalibrationOptions procedure_options(const CalibrateOptions& o,
   c.threads = o.threads > 0 ? o.threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (!o.groups.empty()) {
-    const cost_model::Topology candidates = cost_model::Topology::parse(o.groups, spec);
+    const cost_model::OmissionPlan candidates = cost_model::OmissionPlan::parse(o.groups, spec);
     for (const auto& g : candidates.groups()) c.candidates.push_back(g.group);
     if (c.candidates.empty()) throw InputError("--groups: names no group to try");
   }

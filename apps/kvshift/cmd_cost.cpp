@@ -36,18 +36,18 @@ nlohmann::json evaluate_one(const CostOptions& o, const std::string& model_name,
   const cost_model::GpuSpec gpu = scenarios::resolve_gpu(o.gpu);
   std::string topo_text = o.topology;
   if (topo_text.empty()) {
-    topo_text = cost_model::paper_topology_groups(model.name).empty() ? "none" : "paper";
+    topo_text = cost_model::paper_omitted_groups(model.name).empty() ? "none" : "paper";
   }
-  cost_model::Topology topo;
+  cost_model::OmissionPlan topo;
   if (topo_text.ends_with(".json")) {
     topo = scenarios::resolve_topology(topo_text, model);
   } else {
-    topo = cost_model::Topology::parse(topo_text, model, {o.group_width, o.anchor_width});
+    topo = cost_model::OmissionPlan::parse(topo_text, model, {o.group_width, o.anchor_width});
   }
   const cost_model::RooflineCosts compute(gpu);
   cost_model::CostQuery q;
   q.model = &model;
-  q.topology = &topo;
+  q.omission = &topo;
   q.gpu = &gpu;
   q.compute = &compute;
   q.tokens = o.tokens;
@@ -110,7 +110,7 @@ Action setup(CLI::App& sub) {
   sub.add_option("--model", o->model,
                  "Model: a known name (see `kvshift models`), a config.json, or a folder with one")
       ->capture_default_str();
-  sub.add_option("--topology", o->topology,
+  sub.add_option("--topology", o->omission,
                  "Omitted groups: paper | none | G2,G5 | G2-G5 | topology.json "
                  "(default: paper where the paper has one, else none)");
   sub.add_option("--tokens", o->tokens, "History tokens per request")->capture_default_str();

@@ -112,12 +112,12 @@ backend::ProfileRequest make_request(const ProfileOptions& o) {
   }
   if (topo.empty()) {
     const int groups = (req.model.layers + 1) / 2;
-    topo = !cost_model::paper_topology_groups(req.model.name).empty() ? "paper"
-           : groups >= 3                                              ? "G2"
-                                                                      : "none";
+    topo = !cost_model::paper_omitted_groups(req.model.name).empty() ? "paper"
+           : groups >= 3                                             ? "G2"
+                                                                     : "none";
   }
-  req.topology = topo.ends_with(".json") ? scenarios::resolve_topology(topo, req.model)
-                                         : cost_model::Topology::parse(topo, req.model);
+  req.omission = topo.ends_with(".json") ? scenarios::resolve_topology(topo, req.model)
+                                         : cost_model::OmissionPlan::parse(topo, req.model);
   if (real) {
     backend::calibrate::ProfilePaths paths;
     paths.model = o.model;
@@ -125,14 +125,14 @@ backend::ProfileRequest make_request(const ProfileOptions& o) {
     paths.proxy_layers = o.proxy_layers;
     paths.predictors = o.predictors;
     paths.mapper = o.mapper;
-    req.inputs = backend::calibrate::load_profile_inputs(paths, req.topology);
+    req.inputs = backend::calibrate::load_profile_inputs(paths, req.omission);
     // Real weights are never mixed with random ones: an op whose real inputs are missing is
     // left out of the table (and said so).
-    if (!req.inputs.predictors && !req.topology.empty()) {
+    if (!req.inputs.predictors && !req.omission.empty()) {
       std::printf(
           "reconstruct, predictor_load: not timed (give --predictors: the calibrated "
           "predictors.safetensors)\n");
-      req.topology = cost_model::Topology{};
+      req.omission = cost_model::OmissionPlan{};
     }
     if (!req.inputs.mapper && (req.inputs.proxy || !o.proxy.empty())) {
       std::printf("proxy_score: not timed (give --mapper: a trained mapper.safetensors)\n");
@@ -231,7 +231,7 @@ Action setup(CLI::App& sub) {
   sub.add_option("--decode-context", o->decode_context,
                  "Decode-step context tokens per request, comma-separated")
       ->capture_default_str();
-  sub.add_option("--topology", o->topology,
+  sub.add_option("--topology", o->omission,
                  "Reconstructed groups: paper | G2,G5 | G2-G5 | topology.json "
                  "(default: paper where the paper has one, else G2, or none below 3 groups)");
   sub.add_option("--retention", o->retention, "ProxyKV keep ratio for prune")

@@ -148,7 +148,7 @@ int run_quality_cli(const QualityCliOptions& o) {
     if (p.kind == cal::PolicyKind::kKvzip)
       inputs[i].kvzip_prompt = backend::kvzip_repeat_prompt(o.model);
     if (p.kind == cal::PolicyKind::kRiskKv) {
-      const cost_model::Topology topology = scenarios::resolve_topology(p.file, spec);
+      const cost_model::OmissionPlan topology = scenarios::resolve_topology(p.file, spec);
       const fs::path predictors = fs::path(p.file).parent_path() / "predictors.safetensors";
       inputs[i].predictors = cal::read_predictors(predictors.string(), spec);
       std::vector<int> stored, wanted;

@@ -25,7 +25,7 @@ scenarios::CostTable measured_table(const backend::Profiler& profiler,
   scenarios::CostTable table;
   table.backend = profiler.backend_name();
   table.model = req.model.name;
-  table.topology = req.topology.describe();
+  table.topology = req.omission.describe();
   if (req.proxy) table.proxy = req.proxy->name;
   table.retention = req.retention;
   const bool cpu = table.backend == "cpu";

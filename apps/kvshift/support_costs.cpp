@@ -39,7 +39,7 @@ class SharedCosts final : public cost_model::ComputeCosts {
                       std::int64_t n) const override {
     return c_->decode_step(m, b, n);
   }
-  Seconds reconstruct(const cost_model::ModelSpec& m, const cost_model::Topology& t,
+  Seconds reconstruct(const cost_model::ModelSpec& m, const cost_model::OmissionPlan& t,
                       std::int64_t tokens, std::int64_t n, cost_model::DType d) const override {
     return c_->reconstruct(m, t, tokens, n, d);
   }
@@ -72,18 +72,18 @@ std::unique_ptr<cost_model::ComputeCosts> live_costs(const sim::ScenarioSpec& sp
   backend::ProfileRequest req;
   req.model = spec.model;
   if (spec.risk_kv) {
-    req.topology = spec.risk_kv->topology;
+    req.omission = spec.risk_kv->omission;
     req.predictor_dtype = spec.risk_kv->predictor_dtype;
   }
   backend::calibrate::ProfilePaths paths;
   paths.model = l.model;
   paths.proxy = l.proxy;
   paths.proxy_layers = l.proxy_layers;
-  paths.predictors = req.topology.empty() ? "" : l.predictors;
+  paths.predictors = req.omission.empty() ? "" : l.predictors;
   paths.mapper = spec.proxy_kv ? l.mapper : "";
   paths.names = {"/live/model", "/live/proxy", "/live/proxy_layers", "/live/predictors",
                  "/live/mapper"};
-  req.inputs = backend::calibrate::load_profile_inputs(paths, req.topology);
+  req.inputs = backend::calibrate::load_profile_inputs(paths, req.omission);
   if (spec.proxy_kv) {
     if (!req.inputs.proxy) {
       throw InputError(
@@ -117,7 +117,7 @@ std::string live_key(const sim::ScenarioSpec& s) {
                   "|" + l.predictors + "|" + l.mapper + "|" + std::to_string(l.warmup) + "|" +
                   std::to_string(l.repeats) + "|" + s.model.name;
   if (s.risk_kv) {
-    k += "|" + s.risk_kv->topology.describe() + "|" +
+    k += "|" + s.risk_kv->omission.describe() + "|" +
          std::string(cost_model::dtype_name(s.risk_kv->predictor_dtype));
   }
   if (s.proxy_kv)

@@ -13,7 +13,7 @@
 #include "backend/calibrate/probe.hpp"
 #include "backend/parallel.hpp"
 #include "cost_model/input_error.hpp"
-#include "cost_model/topology.hpp"
+#include "cost_model/omission_plan.hpp"
 
 namespace kvshift::backend::calibrate {
 namespace {
@@ -67,8 +67,8 @@ std::span<const std::int32_t> eval_of(const Context& c, const Window& w) {
 }
 
 std::vector<GroupPlan> plans_for(const Context& c, const std::vector<int>& groups) {
-  return cost_model::Topology::from_groups(c.model.spec().layers, groups,
-                                           {c.o.group_width, c.o.anchor_width})
+  return cost_model::OmissionPlan::from_groups(c.model.spec().layers, groups,
+                                               {c.o.group_width, c.o.anchor_width})
       .groups();
 }
 

@@ -50,7 +50,7 @@ ModelWeights load_folder(const std::string& folder, const std::string& what) {
 /// The stored predictor of each topology group, in the topology's order.
 std::vector<GroupPredictor> predictors_for(const std::string& path, const std::string& what,
                                            const cost_model::ModelSpec& spec,
-                                           const cost_model::Topology& topology) {
+                                           const cost_model::OmissionPlan& topology) {
   std::vector<calibrate::StoredPredictor> stored;
   try {
     stored = calibrate::read_predictors(path, spec);
@@ -104,7 +104,8 @@ std::string digest_path(const std::string& path) {
   return text;
 }
 
-ProfileInputs load_profile_inputs(const ProfilePaths& paths, const cost_model::Topology& topology) {
+ProfileInputs load_profile_inputs(const ProfilePaths& paths,
+                                  const cost_model::OmissionPlan& topology) {
   const auto& names = paths.names;
   ProfileInputs in;
   if (paths.model.empty()) {

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "backend/profiler.hpp"
-#include "cost_model/topology.hpp"
+#include "cost_model/omission_plan.hpp"
 
 namespace kvshift::backend::calibrate {
 
@@ -32,7 +32,8 @@ struct ProfilePaths {
 
 /// Loads what `paths` names. `topology` (of the target) must be covered by the predictors when
 /// they are given. InputError names the option and the file.
-ProfileInputs load_profile_inputs(const ProfilePaths& paths, const cost_model::Topology& topology);
+ProfileInputs load_profile_inputs(const ProfilePaths& paths,
+                                  const cost_model::OmissionPlan& topology);
 
 /// "fnv1a64:<16 hex digits>" of a file's bytes, or of a model folder's config.json and weights.
 std::string digest_path(const std::string& path);

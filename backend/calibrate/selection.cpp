@@ -1,4 +1,4 @@
-// Topology selection; see selection.hpp.
+// RISK-KV group selection (the omission plan); see selection.hpp.
 #include "backend/calibrate/selection.hpp"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// Topology selection (ARCHITECTURE.md, "RISK-KV", Algorithm 1): order groups by risk
+// RISK-KV group selection (ARCHITECTURE.md, "RISK-KV", Algorithm 1): order groups by risk
 // per saved byte, evaluate the prefixes {π1..πk} jointly, gate each prefix and
 // choose the accepted prefix that omits the most KV (ties: the lower mean
 // ΔNLL, then the shorter prefix). No accepted prefix means "omit nothing".

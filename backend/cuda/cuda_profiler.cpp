@@ -170,7 +170,7 @@ class CudaProfiler final : public Profiler {
     const bool decode =
         req.wants("decode") && !req.decode_batches.empty() && !req.decode_contexts.empty();
     const bool prefill = req.wants("prefill") && !req.tokens.empty();
-    const bool reconstruct = req.wants("reconstruct") && !req.topology.empty();
+    const bool reconstruct = req.wants("reconstruct") && !req.omission.empty();
     const bool proxy_score = req.wants("proxy_score") && req.proxy.has_value();
     const std::int64_t max_t = std::max<std::int64_t>(1, largest(req.tokens));
     std::unique_ptr<gpu::GpuModel> target, proxy;
@@ -211,7 +211,7 @@ class CudaProfiler final : public Profiler {
           rows.push_back(time_decode(req, *target, b, c));
       }
     }
-    if (req.inputs.predictors && !req.topology.empty() && req.wants("predictor_load"))
+    if (req.inputs.predictors && !req.omission.empty() && req.wants("predictor_load"))
       rows.push_back(gpu::time_predictor_load(req, ctx_.stream()));
     return rows;
   }

@@ -34,7 +34,7 @@ void check_predictor(const GroupPredictor& p, const cost_model::GroupPlan& g, st
 
 const std::vector<GroupPredictor>& real_predictors(const ProfileRequest& req) {
   const auto& all = *req.inputs.predictors;
-  const auto& groups = req.topology.groups();
+  const auto& groups = req.omission.groups();
   if (all.size() != groups.size()) {
     throw InputError("predictors: " + std::to_string(all.size()) + " groups, the topology has " +
                      std::to_string(groups.size()));
@@ -73,7 +73,7 @@ std::vector<DevicePredictor> device_predictors(const ProfileRequest& req, CUstre
   const DType wtype = kernel_dtype(req.predictor_dtype);
   const std::int64_t w = req.model.kv_width();
   std::vector<DevicePredictor> out;
-  const auto& groups = req.topology.groups();
+  const auto& groups = req.omission.groups();
   const std::vector<GroupPredictor>* real = req.inputs.predictors ? &real_predictors(req) : nullptr;
   for (std::size_t i = 0; i < groups.size(); ++i) {
     const cost_model::GroupPlan& g = groups[i];

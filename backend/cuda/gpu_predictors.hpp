@@ -23,7 +23,7 @@ struct DevicePredictor {
   kernels::cuda::DeviceBuffer bias;    ///< [|T|·w] f32
 };
 
-/// Every group of `req.topology`, in order; the weights are enqueued on `stream` (random) or
+/// Every group of `req.omission`, in order; the weights are enqueued on `stream` (random) or
 /// copied synchronously (real). InputError when real predictors do not match the topology.
 std::vector<DevicePredictor> device_predictors(const ProfileRequest& req, CUstream_st* stream);
 

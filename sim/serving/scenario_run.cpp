@@ -10,8 +10,8 @@ namespace kvshift::sim {
 std::vector<RunResult> run_scenario(const ScenarioSpec& spec,
                                     const cost_model::ComputeCosts& compute,
                                     const RunOptions& options) {
-  const cost_model::Topology none;
-  const cost_model::Topology& topology = spec.risk_kv ? spec.risk_kv->topology : none;
+  const cost_model::OmissionPlan none;
+  const cost_model::OmissionPlan& topology = spec.risk_kv ? spec.risk_kv->omission : none;
   const cost_model::DType predictor_dtype =
       spec.risk_kv ? spec.risk_kv->predictor_dtype : cost_model::DType::kF32;
   std::optional<cost_model::ModelSpec> proxy;

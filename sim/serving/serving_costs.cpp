@@ -5,7 +5,8 @@
 namespace kvshift::sim {
 
 ServingCosts::ServingCosts(const cost_model::ComputeCosts& compute,
-                           const cost_model::ModelSpec& model, const cost_model::Topology& topology,
+                           const cost_model::ModelSpec& model,
+                           const cost_model::OmissionPlan& topology,
                            cost_model::DType predictor_dtype,
                            std::optional<cost_model::ModelSpec> proxy, double retention)
     : compute_(&compute),

@@ -150,7 +150,7 @@ ServingModel::ProtectedKv ServingModel::protected_kv() const {
     case ProtectionMode::kFull:
       return {layers, 1};
     case ProtectionMode::kRiskKv:
-      return {spec_.risk_kv ? layers - spec_.risk_kv->topology.omitted_layers() : layers, 1};
+      return {spec_.risk_kv ? layers - spec_.risk_kv->omission.omitted_layers() : layers, 1};
     case ProtectionMode::kProxyKv:
       return {layers, spec_.proxy_kv ? spec_.proxy_kv->retention : 1};
   }

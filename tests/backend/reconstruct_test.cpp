@@ -69,7 +69,7 @@ void direct_reconstruct(const GroupPredictor& p, KvCache& c, const cost_model::M
 
 TEST(Reconstruct, BatchedGemmMatchesADirectPerRowComputation) {
   const auto m = small_spec();
-  const auto topo = cost_model::Topology::from_groups(m.layers, {2});
+  const auto topo = cost_model::OmissionPlan::from_groups(m.layers, {2});
   const GroupPredictor p = random_predictor(m, topo.groups()[0], 3);
   ASSERT_EQ(p.anchor_layers, (std::vector<int>{0, 1, 4, 5}));
   KvCache a = random_cache(m, 13, 1), b = random_cache(m, 29, 2);
@@ -89,7 +89,7 @@ TEST(Reconstruct, BatchedGemmMatchesADirectPerRowComputation) {
 
 TEST(Reconstruct, SharingAPredictorGivesTheSameResultAsOneRequestAtATime) {
   const auto m = small_spec();
-  const auto topo = cost_model::Topology::from_groups(m.layers, {2, 3});
+  const auto topo = cost_model::OmissionPlan::from_groups(m.layers, {2, 3});
   std::vector<GroupPredictor> preds;
   for (const auto& g : topo.groups()) preds.push_back(random_predictor(m, g, 10 + g.group));
   KvCache a = random_cache(m, 17, 4), b = random_cache(m, 9, 5);
@@ -109,7 +109,7 @@ TEST(Reconstruct, SharingAPredictorGivesTheSameResultAsOneRequestAtATime) {
 TEST(Reconstruct, CopyPredictorRebuildsTheAnchorLayersExactly) {
   // Ridge-free: B copies anchor 0's [K_pre, V] into target 2 and anchor 1's into target 3.
   const auto m = small_spec();
-  const auto topo = cost_model::Topology::from_groups(m.layers, {2});
+  const auto topo = cost_model::OmissionPlan::from_groups(m.layers, {2});
   GroupPredictor p = random_predictor(m, topo.groups()[0], 1);
   const Eigen::Index w = m.kv_width();
   p.weight.setZero();
@@ -127,7 +127,7 @@ TEST(Reconstruct, CopyPredictorRebuildsTheAnchorLayersExactly) {
 
 TEST(Reconstruct, BiasOnlyPredictorWritesTheBiasRotatedToEachPosition) {
   const auto m = small_spec();
-  const auto topo = cost_model::Topology::from_groups(m.layers, {3});
+  const auto topo = cost_model::OmissionPlan::from_groups(m.layers, {3});
   GroupPredictor p = random_predictor(m, topo.groups()[0], 2);
   p.weight.setZero();
   KvCache c = random_cache(m, 5, 7);
@@ -144,7 +144,7 @@ TEST(Reconstruct, BiasOnlyPredictorWritesTheBiasRotatedToEachPosition) {
 
 TEST(Reconstruct, RejectsAPredictorOfTheWrongShape) {
   const auto m = small_spec();
-  const auto topo = cost_model::Topology::from_groups(m.layers, {2});
+  const auto topo = cost_model::OmissionPlan::from_groups(m.layers, {2});
   GroupPredictor p = random_predictor(m, topo.groups()[0], 1);
   p.weight.conservativeResize(p.weight.rows() - 1, Eigen::NoChange);
   KvCache c = random_cache(m, 3, 1);

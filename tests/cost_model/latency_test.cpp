@@ -8,14 +8,14 @@ namespace {
 
 struct Fixture {
   const ModelSpec& model = find_model("qwen2.5-1.5b");
-  Topology topology = Topology::parse("paper", model);
+  OmissionPlan topology = OmissionPlan::parse("paper", model);
   GpuSpec gpu = find_gpu("rtx3060-laptop");
   RooflineCosts compute{gpu};
 
   CostRecord at(double bps, std::int64_t tokens = 512, double latency_s = 0.01) const {
     CostQuery q;
     q.model = &model;
-    q.topology = &topology;
+    q.omission = &topology;
     q.gpu = &gpu;
     q.compute = &compute;
     q.tokens = tokens;
@@ -44,7 +44,7 @@ TEST(Latency, TheTransferEngineAddsSetupAndDescriptorsToEachKvLegAndPdAddsThePre
   const Fixture f;
   CostQuery q;
   q.model = &f.model;
-  q.topology = &f.topology;
+  q.omission = &f.topology;
   q.gpu = &f.gpu;
   q.compute = &f.compute;
   q.tokens = 5000;
@@ -115,7 +115,7 @@ TEST(Latency, RejectsNonPositiveInputsNamingTheFlag) {
   auto expect_error = [&](auto mutate, const char* flag) {
     CostQuery q;
     q.model = &f.model;
-    q.topology = &f.topology;
+    q.omission = &f.topology;
     q.gpu = &f.gpu;
     q.compute = &f.compute;
     q.path = Path{{1e9}, {0}};

@@ -11,7 +11,7 @@ namespace {
 
 struct Fixture {
   ModelSpec model = find_model("qwen2.5-0.5b");
-  Topology topology = Topology::parse("paper", model);
+  OmissionPlan topology = OmissionPlan::parse("paper", model);
   MoveMethods methods{&model, &topology, DType::kF32, 0.25, 0.002, 0.03, {}};
 };
 
@@ -67,7 +67,7 @@ TEST(MovePlan, WhatCannotRunSaysWhy) {
   EXPECT_NE(plan_move(Strategy::kProxyKv, f.methods, unscored).infeasible.find("scores"),
             std::string::npos);
   MoveMethods no_risk = f.methods;
-  no_risk.topology = nullptr;
+  no_risk.omission = nullptr;
   EXPECT_FALSE(plan_move(Strategy::kRiskKv, no_risk, kept).feasible());
 }
 

@@ -16,7 +16,7 @@ namespace {
 
 struct Fixture {
   ModelSpec model = find_model("qwen2.5-1.5b");
-  Topology topology = Topology::parse("paper", model);
+  OmissionPlan topology = OmissionPlan::parse("paper", model);
   MoveMethods methods{&model, &topology, DType::kF32, 0.3, 0.002, 0.01, {}};
   RooflineCosts compute{find_gpu("h100")};
 };
@@ -37,7 +37,7 @@ class QuadraticCosts final : public ComputeCosts {
     return {a + b * x + c * x * x};
   }
   Seconds decode_step(const ModelSpec&, std::int64_t, std::int64_t) const override { return {}; }
-  Seconds reconstruct(const ModelSpec&, const Topology&, std::int64_t, std::int64_t,
+  Seconds reconstruct(const ModelSpec&, const OmissionPlan&, std::int64_t, std::int64_t,
                       DType) const override {
     return {};
   }

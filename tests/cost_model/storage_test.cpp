@@ -18,7 +18,7 @@ std::string mib3(Bytes b) {
 StorageReport paper(const char* model, DType dtype = DType::kF32, std::int64_t tokens = 512,
                     std::int64_t sharing = 1) {
   const ModelSpec& m = find_model(model);
-  return storage(m, Topology::parse("paper", m), tokens, {dtype, sharing});
+  return storage(m, OmissionPlan::parse("paper", m), tokens, {dtype, sharing});
 }
 
 TEST(Storage, ReproducesTableIOmittedKv) {
@@ -59,7 +59,7 @@ TEST(Storage, BreakEvenForQwen05B) {
 
 TEST(Storage, SavedNeverExceedsFullAndScalesLinearlyInTokens) {
   for (const auto& m : known_models()) {
-    const Topology t = Topology::from_groups(m.layers, {2, 4});
+    const OmissionPlan t = OmissionPlan::from_groups(m.layers, {2, 4});
     for (std::int64_t tokens : {1, 7, 512, 4096, 32768}) {
       const StorageReport a = storage(m, t, tokens, {});
       const StorageReport b = storage(m, t, 2 * tokens, {});
@@ -74,7 +74,7 @@ TEST(Storage, SavedNeverExceedsFullAndScalesLinearlyInTokens) {
 
 TEST(Storage, NothingOmittedMeansNothingSavedAndNoBreakEven) {
   const ModelSpec& m = find_model("smollm2-135m");
-  const StorageReport r = storage(m, Topology::from_groups(m.layers, {}), 512, {});
+  const StorageReport r = storage(m, OmissionPlan::from_groups(m.layers, {}), 512, {});
   EXPECT_EQ(r.kv_saved.count, 0);
   EXPECT_EQ(r.predictor_bytes_total.count, 0);
   EXPECT_EQ(r.break_even_requests, 0);
@@ -83,7 +83,7 @@ TEST(Storage, NothingOmittedMeansNothingSavedAndNoBreakEven) {
 TEST(Storage, SmolLm2GroupMatchesHandArithmetic) {
   // w = 384: folded (4·384)·(2·384) + 2·384 = 1,180,416 params.
   const ModelSpec& m = find_model("smollm2-135m");
-  const Topology t = Topology::from_groups(m.layers, {5});
+  const OmissionPlan t = OmissionPlan::from_groups(m.layers, {5});
   EXPECT_EQ(folded_params(m, t.groups()[0]), 1'180'416);
   EXPECT_EQ(unfolded_params(m, t.groups()[0]), 1536LL * 1152 + 1152);
 }

@@ -65,13 +65,13 @@ TEST(TableCosts, ReconstructInterpolatesInTokensThenSharingAndScalesByGroups) {
   }
   const TableCosts c(info("m", 4), rows);
   const ModelSpec m = model_named("m");
-  const Topology four = Topology::from_groups(24, {2, 3, 4, 5});
-  const Topology two = Topology::from_groups(24, {2, 5});
+  const OmissionPlan four = OmissionPlan::from_groups(24, {2, 3, 4, 5});
+  const OmissionPlan two = OmissionPlan::from_groups(24, {2, 5});
   EXPECT_NEAR(c.reconstruct(m, four, 1024, 8, DType::kF32).value, 1e-6 * 1024 * std::sqrt(8.0),
               1e-15);
   EXPECT_NEAR(c.reconstruct(m, two, 1024, 8, DType::kF32).value, 0.5 * 1e-6 * 1024 * std::sqrt(8.0),
               1e-15);
-  EXPECT_EQ(c.reconstruct(m, Topology{}, 1024, 8, DType::kF32).value, 0.0);
+  EXPECT_EQ(c.reconstruct(m, OmissionPlan{}, 1024, 8, DType::kF32).value, 0.0);
 }
 
 TEST(TableCosts, RejectsAnotherModelAndMissingOps) {

@@ -13,7 +13,7 @@
 
 #include "backend/profiler.hpp"
 #include "cost_model/input_error.hpp"
-#include "cost_model/topology.hpp"
+#include "cost_model/omission_plan.hpp"
 
 #ifdef KVSHIFT_TEST_HAVE_CUDA
 #include "backend/cuda/gpu_model.hpp"
@@ -94,7 +94,7 @@ std::shared_ptr<const ModelWeights> tiny_weights(const cost_model::ModelSpec& s)
 }
 
 std::shared_ptr<const std::vector<GroupPredictor> > tiny_predictors(
-    const cost_model::ModelSpec& s, const cost_model::Topology& topo) {
+    const cost_model::ModelSpec& s, const cost_model::OmissionPlan& topo) {
   std::mt19937_64 rng(11);
   auto all = std::make_shared<std::vector<GroupPredictor> >();
   for (const auto& g : topo.groups()) {
@@ -134,7 +134,7 @@ TEST(CudaProfiler, TimesEveryOpOfASmallModel) {
   ProfileRequest req;
   req.model = cost_model::find_model("smollm2-135m");
   req.proxy = cost_model::find_model("smollm2-135m");
-  req.topology = cost_model::Topology::from_groups(req.model.layers, {2, 3, 7});
+  req.omission = cost_model::OmissionPlan::from_groups(req.model.layers, {2, 3, 7});
   req.tokens = {100, 300};
   req.sharing = {1, 3};
   req.decode_batches = {1, 5};
@@ -165,7 +165,7 @@ TEST(CudaProfiler, RunsOnlyTheAskedOps) {
   KVSHIFT_REQUIRE_GPU();
   ProfileRequest req;
   req.model = cost_model::find_model("smollm2-135m");
-  req.topology = cost_model::Topology::from_groups(req.model.layers, {2});
+  req.omission = cost_model::OmissionPlan::from_groups(req.model.layers, {2});
   req.tokens = {64};
   req.decode_batches = {2};
   req.decode_contexts = {33, 65};
@@ -186,10 +186,10 @@ TEST(CudaProfiler, UsesRealWeightsAndLoadsRealPredictors) {
   ProfileRequest req;
   req.model = tiny_spec();
   req.proxy = tiny_spec();
-  req.topology = cost_model::Topology::from_groups(req.model.layers, {2});
+  req.omission = cost_model::OmissionPlan::from_groups(req.model.layers, {2});
   req.inputs.target = tiny_weights(req.model);
   req.inputs.proxy = req.inputs.target;
-  req.inputs.predictors = tiny_predictors(req.model, req.topology);
+  req.inputs.predictors = tiny_predictors(req.model, req.omission);
   req.predictor_dtype = cost_model::DType::kBF16;
   req.tokens = {45};
   req.sharing = {2};
@@ -210,9 +210,9 @@ TEST(CudaProfiler, PredictorsOfAnotherTopologyAreAnInputError) {
   KVSHIFT_REQUIRE_GPU();
   ProfileRequest req;
   req.model = tiny_spec();
-  req.topology = cost_model::Topology::from_groups(req.model.layers, {2});
+  req.omission = cost_model::OmissionPlan::from_groups(req.model.layers, {2});
   req.inputs.predictors =
-      tiny_predictors(req.model, cost_model::Topology::from_groups(req.model.layers, {3}));
+      tiny_predictors(req.model, cost_model::OmissionPlan::from_groups(req.model.layers, {3}));
   req.tokens = {16};
   req.ops = {"reconstruct"};
   EXPECT_THROW(make_cuda_profiler()->run(req), InputError);

@@ -308,7 +308,7 @@ TEST(ScenarioRules, InlineTopologyCarriesItsQuality) {
   json j = minimal_json();
   j["risk_kv"] = {{"topology", {{"omitted_groups", {2, 5}}, {"quality", {{"delta_nll", 0.07}}}}}};
   const sim::ScenarioSpec s = testing::load(j);
-  EXPECT_EQ(s.risk_kv->topology.describe(), "G2,G5");
+  EXPECT_EQ(s.risk_kv->omission.describe(), "G2,G5");
   EXPECT_DOUBLE_EQ(s.risk_kv->delta_nll, 0.07);
 }
 

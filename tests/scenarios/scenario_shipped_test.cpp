@@ -110,7 +110,7 @@ TEST(ShippedScenarios, QuickstartValuesAreConvertedOnce) {
   EXPECT_DOUBLE_EQ(s.events[0].repair_after->value, 30.0);
   EXPECT_EQ(s.events[1].bandwidth->value, 1e9);
   ASSERT_TRUE(s.risk_kv.has_value());
-  EXPECT_EQ(s.risk_kv->topology.describe(), "G2,G3,G5,G6");
+  EXPECT_EQ(s.risk_kv->omission.describe(), "G2,G3,G5,G6");
   ASSERT_TRUE(s.proxy_kv.has_value());
   EXPECT_EQ(s.proxy_kv->proxy_model.name, "qwen2.5-0.5b");
   EXPECT_EQ(s.seed, 42u);
@@ -159,12 +159,12 @@ TEST(ShippedScenarios, PaperLocalRecoveryHasThreeModelsAtBatchOne) {
     EXPECT_EQ(s.workload.trace[0].prompt_tokens, 512);
     EXPECT_EQ(s.policies.strategies,
               (std::vector<sim::Strategy>{sim::Strategy::kTokenReplay, sim::Strategy::kRiskKv}));
-    EXPECT_FALSE(s.risk_kv->topology.empty());
+    EXPECT_FALSE(s.risk_kv->omission.empty());
   }
 }
 
 TEST(ShippedScenarios, SmolLM2UsesTheCommittedCalibration) {
-  // Topology and ΔNLL both come from the topology.json `kvshift calibrate` wrote.
+  // The omission plan and ΔNLL both come from the topology.json `kvshift calibrate` wrote.
   const std::string calibrated =
       std::string(KVSHIFT_SOURCE_DIR) + "/results/calibration/smollm2-135m/topology.json";
   std::ifstream in(calibrated);
@@ -174,7 +174,7 @@ TEST(ShippedScenarios, SmolLM2UsesTheCommittedCalibration) {
   ASSERT_TRUE(s.risk_kv);
   EXPECT_EQ(s.risk_kv->topology_source, fs::path(calibrated).lexically_normal().string());
   std::vector<int> groups;
-  for (const auto& g : s.risk_kv->topology.groups()) groups.push_back(g.group);
+  for (const auto& g : s.risk_kv->omission.groups()) groups.push_back(g.group);
   EXPECT_EQ(groups, file["omitted_groups"].get<std::vector<int>>());
   EXPECT_EQ(s.risk_kv->delta_nll, file["quality"]["delta_nll_mean"].get<double>());
 }

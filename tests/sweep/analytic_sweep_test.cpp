@@ -11,7 +11,7 @@
 
 #include "cost_model/cost_record.hpp"
 #include "cost_model/input_error.hpp"
-#include "cost_model/topology.hpp"
+#include "cost_model/omission_plan.hpp"
 
 namespace kvshift::sweep {
 namespace {
@@ -67,10 +67,10 @@ TEST(AnalyticSweep, EveryPointEqualsTheCostModelsClosedForms) {
     const int k = std::stoi(row[1]);
     std::vector<int> groups;
     for (int g = 2; g < k + 2; ++g) groups.push_back(g);
-    const auto topo = cost_model::Topology::from_groups(s.model.layers, groups);
+    const auto topo = cost_model::OmissionPlan::from_groups(s.model.layers, groups);
     cost_model::CostQuery q;
     q.model = &s.model;
-    q.topology = &topo;
+    q.omission = &topo;
     q.gpu = &s.gpu;
     q.compute = &compute;
     q.tokens = std::stoll(row[2]);

@@ -99,7 +99,7 @@ TEST_F(KvIntegrity, FullKvInFp16IsTheSendersFp16Cache) {
 }
 
 TEST_F(KvIntegrity, KeptLayersArriveAndReconstructionEqualsTheBackendsExactly) {
-  const auto topo = cost_model::Topology::from_groups(spec_.layers, {2});  // layers 2-3 omitted
+  const auto topo = cost_model::OmissionPlan::from_groups(spec_.layers, {2});  // layers 2-3 omitted
   std::vector<backend::GroupPredictor> predictors;
   for (const auto& g : topo.groups()) predictors.push_back(backend::random_predictor(spec_, g, 9));
   std::vector<int> kept;

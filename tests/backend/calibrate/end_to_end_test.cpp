@@ -106,7 +106,7 @@ TEST(CalibrationEndToEnd, GenerousEpsOmitsEveryCandidateAndFilesReadBack) {
   // topology.json -> the scenarios reader gives the same topology.
   const scenarios::Json topo = topology_json(r, model.spec(), info);
   scenarios::Diagnostics diag;
-  const cost_model::Topology t =
+  const cost_model::OmissionPlan t =
       scenarios::parse_topology(scenarios::Reader(topo, "", diag), model.spec());
   EXPECT_TRUE(diag.empty());
   ASSERT_EQ(t.groups().size(), 3u);

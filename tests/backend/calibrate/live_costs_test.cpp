@@ -46,7 +46,7 @@ struct Folder {
   /// predictors.safetensors holding the groups of `topology` (seeded weights).
   std::string predictors(const std::string& topology, const std::string& name) const {
     std::vector<FittedGroup> groups;
-    const auto t = cost_model::Topology::parse(topology, spec);
+    const auto t = cost_model::OmissionPlan::parse(topology, spec);
     for (const auto& g : t.groups()) {
       groups.push_back({.group = g.group, .predictor = random_predictor(spec, g, 5 + g.group)});
     }
@@ -68,7 +68,7 @@ std::string message(const std::function<void()>& f) {
 
 TEST(ProfileInputs, LoadsTheCalibratedPredictorsOfTheTopologyInItsOrder) {
   const Folder f("order");
-  const auto topology = cost_model::Topology::parse("G2,G3", f.spec);
+  const auto topology = cost_model::OmissionPlan::parse("G2,G3", f.spec);
   const ProfileInputs in = load_profile_inputs(
       {.model = f.model(), .predictors = f.predictors("G3,G2", "p.st")}, topology);
   ASSERT_TRUE(in.target && in.predictors);
@@ -84,7 +84,7 @@ TEST(ProfileInputs, LoadsTheCalibratedPredictorsOfTheTopologyInItsOrder) {
 
 TEST(ProfileInputs, RefusesPredictorsOfAnotherTopologyOrModelByName) {
   const Folder f("wrong");
-  const auto topology = cost_model::Topology::parse("G3", f.spec);
+  const auto topology = cost_model::OmissionPlan::parse("G3", f.spec);
   const std::string other_groups = f.predictors("G2", "g2.st");
   std::string m = message(
       [&] { load_profile_inputs({.model = f.model(), .predictors = other_groups}, topology); });

@@ -11,7 +11,7 @@
 
 #include "backend/calibrate/probe.hpp"
 #include "backend/reconstruct.hpp"
-#include "cost_model/topology.hpp"
+#include "cost_model/omission_plan.hpp"
 #include "tests/backend/tiny_spec.hpp"
 
 namespace kvshift::backend::calibrate {
@@ -53,7 +53,7 @@ TEST(Probe, ResumingWithAReconstructedCacheEqualsAFullForward) {
   const auto t = tokens(48, 2);
   const std::span<const std::int32_t> hist(t.data(), 32), eval(t.data() + 32, 16);
   const RequestProbe probe(model, hist, eval, {4});
-  const auto topo = cost_model::Topology::from_groups(8, {3});  // layers 4-5, anchors 2,3,6,7
+  const auto topo = cost_model::OmissionPlan::from_groups(8, {3});  // layers 4-5, anchors 2,3,6,7
   const GroupPredictor p = random_predictor(model.spec(), topo.groups().front(), 9);
   KvCache rebuilt = probe.exact_cache();
   KvCache* ptr = &rebuilt;
@@ -112,7 +112,7 @@ TEST(Probe, AChainOfPassesGivesTheSameNllAsPassesFromTheFirstRebuiltLayer) {
   for (const auto& groups : topologies) {
     std::vector<const GroupPredictor*> ps;
     if (!groups.empty()) {
-      const auto topo = cost_model::Topology::from_groups(12, groups);
+      const auto topo = cost_model::OmissionPlan::from_groups(12, groups);
       for (const auto& plan : topo.groups()) {
         const auto key = std::make_pair(plan.group, plan.anchor_layers);
         if (!fitted.contains(key)) fitted.emplace(key, random_predictor(m, plan, 11 + plan.group));

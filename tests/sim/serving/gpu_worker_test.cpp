@@ -15,7 +15,7 @@ class SimpleCosts final : public cost_model::ComputeCosts {
   Seconds decode_step(const cost_model::ModelSpec&, std::int64_t, std::int64_t) const override {
     return {1e-3};
   }
-  Seconds reconstruct(const cost_model::ModelSpec&, const cost_model::Topology&, std::int64_t t,
+  Seconds reconstruct(const cost_model::ModelSpec&, const cost_model::OmissionPlan&, std::int64_t t,
                       std::int64_t n, cost_model::DType) const override {
     return {2e-6 * static_cast<double>(t * n)};
   }
@@ -44,7 +44,7 @@ struct Fixture {
   Recorder rec;
   SimpleCosts compute;
   cost_model::ModelSpec model = cost_model::find_model("qwen2.5-0.5b");
-  cost_model::Topology topo = cost_model::Topology::parse("paper", model);
+  cost_model::OmissionPlan topo = cost_model::OmissionPlan::parse("paper", model);
   ServingCosts costs{compute, model, topo, cost_model::DType::kF32, std::nullopt};
   GpuTime time;
   GpuWorker gpu{sim, rec, costs, 0, "gpu", 8, 64, time, nullptr};

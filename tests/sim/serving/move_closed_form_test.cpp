@@ -79,7 +79,7 @@ TEST(MoveClosedForm, EveryStrategyMatchesTheHandWrittenClosedFormToTheNanosecond
       ASSERT_EQ(m.outcome, MoveOutcome::kDone) << strategy;
       const std::int64_t t = m.context_tokens;
       EXPECT_GT(t, c.prompt);  // ProxyKV scoring shares the GPU, so t differs by a few tokens
-      const cost_model::Topology& topo = spec.risk_kv->topology;
+      const cost_model::OmissionPlan& topo = spec.risk_kv->omission;
       const std::int64_t full = cost_model::kv_bytes(spec.model, t).count;
       expected["full_kv"] = transfer(full);
       expected["token_replay"] = transfer(4 * t) + from_seconds(compute.prefill(spec.model, t)).ns;
@@ -161,7 +161,7 @@ TEST(MoveClosedForm, RecoveryWithAShippedPredictorMatchesTheClosedForm) {
     ASSERT_EQ(m.outcome, MoveOutcome::kDone);
     ASSERT_EQ(m.strategy, "risk_kv");
     EXPECT_EQ(m.source, "store");
-    const cost_model::Topology& topo = spec.risk_kv->topology;
+    const cost_model::OmissionPlan& topo = spec.risk_kv->omission;
     const std::int64_t avail = m.available_tokens, tail = m.tail_tokens;
     EXPECT_GT(avail, 0);
     EXPECT_EQ(avail + tail, m.context_tokens);

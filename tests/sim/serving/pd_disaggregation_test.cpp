@@ -88,7 +88,7 @@ TEST(PdDisaggregation, OneHandoffPerStrategyIsTheClosedFormAndLandsInTtft) {
     return 1'000'000 + from_seconds(8.0 * static_cast<double>(bytes) / 10e9).ns;
   };
   const std::int64_t full = cost_model::kv_bytes(spec.model, p).count;
-  const cost_model::Topology& topo = spec.risk_kv->topology;
+  const cost_model::OmissionPlan& topo = spec.risk_kv->omission;
   // Hybrid: the decode GPU prefills the first s tokens (s on a 16-token block boundary)
   // while the KV of the rest arrives; the best s.
   std::int64_t hybrid = transfer(full);

@@ -60,9 +60,9 @@ TEST(ServingModel, UncontendedMigrationsMatchTheClosedForm) {
     } else if (run.strategy == "token_replay") {
       expected = transfer_ns(4 * c) + from_seconds(compute.prefill(spec.model, c)).ns;
     } else {
-      const auto kept = cost_model::storage(spec.model, spec.risk_kv->topology, c, {}).kv_kept;
+      const auto kept = cost_model::storage(spec.model, spec.risk_kv->omission, c, {}).kv_kept;
       expected = transfer_ns(kept.count) +
-                 from_seconds(compute.reconstruct(spec.model, spec.risk_kv->topology, c, 1,
+                 from_seconds(compute.reconstruct(spec.model, spec.risk_kv->omission, c, 1,
                                                   cost_model::DType::kF32))
                      .ns;
     }

@@ -298,7 +298,7 @@ void check_run(const ScenarioSpec& spec, const RunResult& run, const std::string
     EXPECT_TRUE(mv.front_tokens == 0 || mv.strategy == "hybrid") << what;
     EXPECT_TRUE(mv.strategy != "full_kv" || mv.tail_tokens == 0) << what << ": full means all";
     if (mv.strategy == "risk_kv")
-      kv = cost_model::storage(m, spec.risk_kv->topology, avail, {}).kv_kept.count;
+      kv = cost_model::storage(m, spec.risk_kv->omission, avail, {}).kv_kept.count;
     if (mv.strategy == "proxy_kv") {
       kv = std::llround(spec.proxy_kv->retention *
                         static_cast<double>(cost_model::kv_bytes(m, avail).count));

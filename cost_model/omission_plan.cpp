@@ -1,4 +1,4 @@
-#include "cost_model/topology.hpp"
+#include "cost_model/omission_plan.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -46,17 +46,18 @@ int parse_group_token(std::string_view tok, int group_count) {
 
 }  // namespace
 
-std::vector<int> paper_topology_groups(std::string_view model_name) {
+std::vector<int> paper_omitted_groups(std::string_view model_name) {
   if (model_name == "qwen2.5-0.5b") return {2, 3, 4, 5};
   if (model_name == "qwen2.5-1.5b") return {2, 3, 5, 6};
   if (model_name == "tinyllama-1.1b") return {2, 5};
   return {};
 }
 
-Topology Topology::from_groups(int layers, std::vector<int> groups, TopologyOptions options) {
+OmissionPlan OmissionPlan::from_groups(int layers, std::vector<int> groups,
+                                       OmissionOptions options) {
   if (options.group_width < 1) throw InputError("topology: group width must be >= 1");
   if (options.anchor_width < 1) throw InputError("topology: anchor width must be >= 1");
-  Topology t;
+  OmissionPlan t;
   t.layers_ = layers;
   t.group_width_ = options.group_width;
   const int count = t.group_count();
@@ -99,8 +100,8 @@ Topology Topology::from_groups(int layers, std::vector<int> groups, TopologyOpti
   return t;
 }
 
-Topology Topology::from_plans(int layers, std::vector<GroupPlan> plans, int group_width) {
-  Topology t;
+OmissionPlan OmissionPlan::from_plans(int layers, std::vector<GroupPlan> plans, int group_width) {
+  OmissionPlan t;
   t.layers_ = layers;
   t.group_width_ = group_width;
   std::set<int> targets;
@@ -137,10 +138,11 @@ Topology Topology::from_plans(int layers, std::vector<GroupPlan> plans, int grou
   return t;
 }
 
-Topology Topology::parse(std::string_view text, const ModelSpec& model, TopologyOptions options) {
+OmissionPlan OmissionPlan::parse(std::string_view text, const ModelSpec& model,
+                                 OmissionOptions options) {
   if (text == "none" || text.empty()) return from_groups(model.layers, {}, options);
   if (text == "paper") {
-    std::vector<int> groups = paper_topology_groups(model.name);
+    std::vector<int> groups = paper_omitted_groups(model.name);
     if (groups.empty()) {
       throw InputError("--topology: the paper reports no topology for \"" + model.name +
                        "\" (it has qwen2.5-0.5b, qwen2.5-1.5b, tinyllama-1.1b); name groups, "
@@ -170,7 +172,7 @@ Topology Topology::parse(std::string_view text, const ModelSpec& model, Topology
   return from_groups(model.layers, std::move(groups), options);
 }
 
-std::string Topology::describe() const {
+std::string OmissionPlan::describe() const {
   if (groups_.empty()) return "none";
   std::string out;
   for (const GroupPlan& p : groups_) out += (out.empty() ? "" : ",") + group_name(p.group);

@@ -1,4 +1,4 @@
-// Topology: which layer groups are omitted (reconstructed) and, for each, the
+// OmissionPlan: which layer groups are omitted (reconstructed) and, for each, the
 // exact anchor layers its predictor reads. Layers are split into consecutive
 // groups of `group_width` layers, numbered from 1 (G1 = layers 0..1, G2 =
 // layers 2..3, ...). A group's anchors are the nearest kept layers on each
@@ -21,25 +21,26 @@ struct GroupPlan {
   std::vector<int> anchor_layers;  ///< ascending, 0-based; left side first
 };
 
-struct TopologyOptions {
+struct OmissionOptions {
   int group_width = 2;   ///< layers per group
   int anchor_width = 2;  ///< kept layers taken on each side of a group
 };
 
-class Topology {
+class OmissionPlan {
  public:
-  Topology() = default;
+  OmissionPlan() = default;
 
   /// Omits `groups` (1-based) of a `layers`-layer model; anchors by the nearest-kept rule.
   /// Throws InputError for out-of-range or repeated groups, or a side with too few kept layers.
-  static Topology from_groups(int layers, std::vector<int> groups, TopologyOptions options = {});
+  static OmissionPlan from_groups(int layers, std::vector<int> groups,
+                                  OmissionOptions options = {});
 
   /// Uses the given plans as they are (explicit anchors), after validating them.
-  static Topology from_plans(int layers, std::vector<GroupPlan> plans, int group_width = 2);
+  static OmissionPlan from_plans(int layers, std::vector<GroupPlan> plans, int group_width = 2);
 
   /// Parses "none", "paper" (the paper's Table I choice for `model`), "G2,G5" or "G2-G5".
-  static Topology parse(std::string_view text, const ModelSpec& model,
-                        TopologyOptions options = {});
+  static OmissionPlan parse(std::string_view text, const ModelSpec& model,
+                            OmissionOptions options = {});
 
   int layers() const { return layers_; }
   int group_width() const { return group_width_; }
@@ -59,6 +60,6 @@ class Topology {
 };
 
 /// The paper's Table I topology for `model`, as group numbers; empty if the paper has none.
-std::vector<int> paper_topology_groups(std::string_view model_name);
+std::vector<int> paper_omitted_groups(std::string_view model_name);
 
 }  // namespace kvshift::cost_model
