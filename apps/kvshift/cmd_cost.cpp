@@ -110,7 +110,7 @@ Action setup(CLI::App& sub) {
   sub.add_option("--model", o->model,
                  "Model: a known name (see `kvshift models`), a config.json, or a folder with one")
       ->capture_default_str();
-  sub.add_option("--topology", o->omission,
+  sub.add_option("--topology", o->topology,
                  "Omitted groups: paper | none | G2,G5 | G2-G5 | topology.json "
                  "(default: paper where the paper has one, else none)");
   sub.add_option("--tokens", o->tokens, "History tokens per request")->capture_default_str();

@@ -231,7 +231,7 @@ Action setup(CLI::App& sub) {
   sub.add_option("--decode-context", o->decode_context,
                  "Decode-step context tokens per request, comma-separated")
       ->capture_default_str();
-  sub.add_option("--topology", o->omission,
+  sub.add_option("--topology", o->topology,
                  "Reconstructed groups: paper | G2,G5 | G2-G5 | topology.json "
                  "(default: paper where the paper has one, else G2, or none below 3 groups)");
   sub.add_option("--retention", o->retention, "ProxyKV keep ratio for prune")
