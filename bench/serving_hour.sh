@@ -5,8 +5,11 @@
 # simulated seconds per wall second, events/s and peak memory.
 # Targets: the hour in <= 36 s (>= 100 simulated s per wall s) within 4 GiB.
 # Usage: bench/serving_hour.sh [build-dir] [repeats] [baseline-build-dir]
+# Each round also runs the same hour with prefix caching on
+# (leafspine-1024-hour-prefix.json: half the requests share one of 64
+# prefixes); target: <= 2x the plain hour's wall time, ratio printed.
 # With a baseline build (e.g. an older commit built in another folder, same
-# CMake options), the two binaries run alternately, so both medians come from
+# CMake options), the binaries run alternately, so all medians come from
 # one run on the same machine state, and the ratio is printed.
 set -euo pipefail
 build=${1:-build}
@@ -16,17 +19,22 @@ here=$(cd "$(dirname "$0")" && pwd)
 scenario="$here/scenarios/leafspine-1024-hour.json"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-labels=(this)
-[ -n "$baseline" ] && labels=(baseline this)
+labels=(this prefix)
+[ -n "$baseline" ] && labels=(baseline this prefix)
 declare -A walls rss
 for i in $(seq "$repeats"); do
   for label in "${labels[@]}"; do
     bin="$build/apps/kvshift"
     [ "$label" = baseline ] && bin="$baseline/apps/kvshift"
-    /usr/bin/time -f "%e %U %M" -o "$out/time" "$bin" run "$scenario" --quiet \
+    file=$scenario
+    [ "$label" = prefix ] && file="$here/scenarios/leafspine-1024-hour-prefix.json"
+    /usr/bin/time -f "%e %U %M" -o "$out/time" "$bin" run "$file" --quiet \
       --out "$out/run" --force > "$out/log" 2>&1 || { rm -rf "$out/run"; \
-      /usr/bin/time -f "%e %U %M" -o "$out/time" "$bin" run "$scenario" --quiet \
+      /usr/bin/time -f "%e %U %M" -o "$out/time" "$bin" run "$file" --quiet \
       --out "$out/run" > "$out/log" 2>&1; }  # a baseline may predate --force
+    if [ "$label" = prefix ]; then
+      python3 -c "import json;c=json.load(open('$out/run/summary.json'))['strategies']['risk_kv']['prefix_cache'];print('prefix   cache: %.1f %% of prompt tokens reused, %d of %d lookups hit, %.0f GPU-s of prefill saved, %d blocks evicted' % (100*c['token_hit_rate'], c['hits'], c['lookups'], c['saved_prefill_gpu_s'], c['evicted_blocks']))"
+    fi
     read -r wall user rss_kb < "$out/time"
     events=$(python3 -c "import json;print(json.load(open('$out/run/summary.json'))['strategies']['risk_kv']['events'])")
     completed=$(python3 -c "import json;print(json.load(open('$out/run/summary.json'))['strategies']['risk_kv']['requests']['completed'])")
@@ -43,6 +51,9 @@ for label in "${labels[@]}"; do
   w=$(median "${walls[$label]}"); m=$(median "${rss[$label]}")
   awk -v l="$label" -v w="$w" -v m="$m" 'BEGIN { printf "%-8s median wall: %.2f s for 3600 simulated s (%.1f sim-s per wall-s), median peak %.0f MiB; target <= 36 s\n", l, w, 3600 / w, m / 1024 }'
 done
+awk -v a="$(median "${walls[this]}")" -v b="$(median "${walls[prefix]}")" \
+    -v ma="$(median "${rss[this]}")" -v mb="$(median "${rss[prefix]}")" \
+    'BEGIN { printf "prefix caching on / off: wall %.3f (target <= 2), peak memory %.3f\n", b / a, mb / ma }'
 if [ -n "$baseline" ]; then
   awk -v a="$(median "${walls[baseline]}")" -v b="$(median "${walls[this]}")" \
       -v ma="$(median "${rss[baseline]}")" -v mb="$(median "${rss[this]}")" \

@@ -129,6 +129,25 @@ json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) 
         {"delta_nll_mean_per_move", ok_moves ? r9(t.delta_nll_sum / ok_moves) : 0.0}}},
       {"events", run.events},
   };
+  if (spec.serving.prefix_cache.enabled) {
+    const sim::PrefixCacheStats& c = run.prefix_cache;
+    const auto share = [](std::int64_t a, std::int64_t b) {
+      return b > 0 ? r9(static_cast<double>(a) / static_cast<double>(b)) : 0.0;
+    };
+    j["prefix_cache"] = {{"prefills", c.prefills},
+                         {"lookups", c.lookups},
+                         {"hits", c.hits},
+                         {"misses", c.lookups - c.hits},
+                         {"hit_tokens", c.hit_tokens},
+                         {"prompt_tokens", c.prompt_tokens},
+                         {"token_hit_rate", share(c.hit_tokens, c.prompt_tokens)},
+                         {"cacheable_token_hit_rate", share(c.hit_tokens, c.lookup_tokens)},
+                         {"saved_prefill_gpu_s", r9(s_of(c.saved_prefill_ns))},
+                         {"inserted_blocks", c.inserted_blocks},
+                         {"evicted_blocks", c.evicted_blocks},
+                         {"lost_blocks", c.lost_blocks},
+                         {"resident_bytes_at_end", c.resident_bytes}};
+  }
   if (sim::disaggregated(spec)) {
     j["moves"]["handoffs"] = t.handoffs;
     j["handoff"] = move_latency(t.handoff_s, t.open_handoffs);
@@ -428,6 +447,18 @@ std::string run_table(const json& summary) {
     }
   }
   for (const std::string& f : flags) o << "  * " << f << "\n";
+  for (const auto& name_json : summary["strategy_order"]) {
+    const json& s = summary["strategies"][name_json.get<std::string>()];
+    if (!s.contains("prefix_cache")) continue;
+    const json& c = s["prefix_cache"];
+    std::snprintf(line, sizeof line,
+                  "prefix cache, %s: %.1f%% of prompt tokens reused (%lld of %lld lookups hit), "
+                  "%.3f GPU-s of prefill saved, %lld blocks evicted\n",
+                  name_json.get<std::string>().c_str(), 100 * c["token_hit_rate"].get<double>(),
+                  c["hits"].get<long long>(), c["lookups"].get<long long>(),
+                  c["saved_prefill_gpu_s"].get<double>(), c["evicted_blocks"].get<long long>());
+    o << line;
+  }
   if (summary.contains("pools")) {
     o << "pools:";
     for (const json& p : summary["pools"]) {

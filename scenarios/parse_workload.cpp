@@ -1,6 +1,6 @@
 // The "workload" and "serving" sections: arrival process (poisson, gamma,
-// trace), token length distributions, batching. A trace file is read here
-// (relative to the scenario's folder) so the simulator never opens files.
+// trace), token length distributions, shared prefixes, batching, prefix caching. A trace file is
+// read here (relative to the scenario's folder) so the simulator never opens files.
 #include "cost_model/input_error.hpp"
 #include "scenarios/scenario_keys.hpp"
 #include "scenarios/scenario_parts.hpp"
@@ -53,6 +53,15 @@ sim::TokenDist parse_token_dist(const Reader& w, std::string_view key, std::int6
   return d;
 }
 
+sim::SharedPrefixSpec parse_shared_prefix(const Reader& r) {
+  r.allow_only(keys::kSharedPrefix);
+  sim::SharedPrefixSpec p;
+  p.share = number_in(r, "share", 0, 1, false, true).value_or(0);
+  p.groups = static_cast<int>(int_in(r, "groups", 1, 1'000'000, false).value_or(1));
+  p.tokens = int_in(r, "tokens", 1, kMaxTokens, true).value_or(1);
+  return p;
+}
+
 void read_trace(const Reader& w, sim::WorkloadSpec& s, LoadContext& ctx) {
   auto path = w.string("trace", true);
   TraceFormat format = TraceFormat::kAuto;
@@ -95,7 +104,7 @@ sim::WorkloadSpec parse_workload(const Reader& w, LoadContext& ctx) {
   s.max_requests = int_in(w, "max_requests", 0, 1'000'000'000'000, false).value_or(0);
   if (s.arrival == sim::ArrivalKind::kTrace) {
     ctx.workload_uses_trace = true;
-    for (std::string_view k : {"rate", "cv", "prompt_tokens", "output_tokens"}) {
+    for (std::string_view k : {"rate", "cv", "prompt_tokens", "output_tokens", "shared_prefix"}) {
       if (w.has(k)) w.problem(k, "does not apply to arrival \"trace\" (the trace gives it)");
     }
     read_trace(w, s, ctx);
@@ -104,6 +113,7 @@ sim::WorkloadSpec parse_workload(const Reader& w, LoadContext& ctx) {
   for (std::string_view k : {"trace", "trace_format", "time_scale"}) {
     if (w.has(k)) w.problem(k, "applies only to arrival \"trace\"");
   }
+  if (auto p = w.object("shared_prefix", false)) s.shared_prefix = parse_shared_prefix(*p);
   s.rate_per_s = number_in(w, "rate", 0, 1e9, true, true).value_or(1);
   if (s.arrival == sim::ArrivalKind::kGamma) {
     s.cv = number_in(w, "cv", 0, 100, true, true).value_or(1);
@@ -120,6 +130,18 @@ sim::ServingSpec parse_serving(const Reader& r) {
   sim::ServingSpec s;
   s.max_batch = static_cast<int>(int_in(r, "max_batch", 1, 65536, false).value_or(s.max_batch));
   s.kv_block_tokens = int_in(r, "kv_block_tokens", 1, 65536, false).value_or(s.kv_block_tokens);
+  if (auto c = r.object("prefix_cache", false)) {
+    c->allow_only(keys::kPrefixCache);
+    s.prefix_cache.enabled = c->boolean("enabled", false).value_or(true);
+    s.prefix_cache.block_tokens =
+        int_in(*c, "block_tokens", 1, 1'048'576, false).value_or(s.prefix_cache.block_tokens);
+    // Cached blocks are whole paged blocks, so a hit frees exactly the blocks it reuses.
+    if (s.prefix_cache.block_tokens % s.kv_block_tokens != 0) {
+      c->problem("block_tokens", "must be a multiple of serving.kv_block_tokens (" +
+                                     std::to_string(s.kv_block_tokens) + "), got " +
+                                     std::to_string(s.prefix_cache.block_tokens));
+    }
+  }
   return s;
 }
 

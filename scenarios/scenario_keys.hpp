@@ -42,11 +42,13 @@ inline const List kLeafSpine = {"leaves",         "spines",           "nodes_per
                                 "latency"};
 inline const List kMultiSite = {"sites", "wan_bandwidth", "wan_latency"};
 inline const List kSite = {"name", "nodes", "lan_bandwidth", "lan_latency"};
-inline const List kWorkload = {"arrival",       "rate",          "cv",
-                               "prompt_tokens", "output_tokens", "trace",
-                               "trace_format",  "time_scale",    "max_requests"};
+inline const List kWorkload = {"arrival",       "rate",         "cv",           "prompt_tokens",
+                               "output_tokens", "trace",        "trace_format", "time_scale",
+                               "max_requests",  "shared_prefix"};
+inline const List kSharedPrefix = {"share", "groups", "tokens"};
 inline const List kTokenDist = {"distribution", "value", "min", "max", "mean", "cv"};
-inline const List kServing = {"max_batch", "kv_block_tokens"};
+inline const List kServing = {"max_batch", "kv_block_tokens", "prefix_cache"};
+inline const List kPrefixCache = {"enabled", "block_tokens"};
 inline const List kProtection = {"mode", "placement", "store", "stream_every_tokens"};
 inline const List kEvent = {"type",         "at",        "node",    "link", "detection_delay",
                             "repair_after", "bandwidth", "latency", "from", "to"};
@@ -88,8 +90,10 @@ inline std::vector<Entry> all_entries() {
           {"/$defs/multi_site", kMultiSite},
           {"/$defs/site", kSite},
           {"/$defs/workload", kWorkload},
+          {"/$defs/shared_prefix", kSharedPrefix},
           {"/$defs/token_dist", kTokenDist},
           {"/$defs/serving", kServing},
+          {"/$defs/prefix_cache", kPrefixCache},
           {"/$defs/live", kLive},
           {"/$defs/protection", kProtection},
           {"/$defs/event", kEvent},

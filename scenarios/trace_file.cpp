@@ -133,6 +133,7 @@ struct Row {
   double arrival_s;
   std::int64_t prompt;
   std::int64_t output;
+  std::vector<std::uint64_t> hashes;  ///< Mooncake hash_ids
 };
 
 void check_row(const Row& r, Problems& problems, std::string_view prompt_col,
@@ -147,6 +148,19 @@ void check_row(const Row& r, Problems& problems, std::string_view prompt_col,
   }
 }
 
+// Mooncake's "hash_ids": one key per 512-token prompt block, equal keys for equal prefixes.
+bool read_hashes(const Json& obj, std::vector<std::uint64_t>& out) {
+  const auto it = obj.find("hash_ids");
+  if (it == obj.end()) return true;
+  if (!it->is_array()) return false;
+  out.reserve(it->size());
+  for (const Json& v : *it) {
+    if (!v.is_number_unsigned()) return false;
+    out.push_back(v.get<std::uint64_t>());
+  }
+  return true;
+}
+
 TraceFile finish(std::vector<Row> rows, const char* layout, Problems& problems, std::size_t last) {
   if (rows.empty() && problems.empty()) problems.add(last, "the trace holds no requests");
   problems.throw_if_any();
@@ -155,7 +169,9 @@ TraceFile finish(std::vector<Row> rows, const char* layout, Problems& problems, 
   TraceFile out;
   out.layout = layout;
   const double t0 = rows.front().arrival_s;
-  for (const Row& r : rows) out.requests.push_back({Seconds{r.arrival_s - t0}, r.prompt, r.output});
+  for (Row& r : rows) {
+    out.requests.push_back({Seconds{r.arrival_s - t0}, r.prompt, r.output, std::move(r.hashes)});
+  }
   return out;
 }
 
@@ -197,7 +213,7 @@ TraceFile parse_csv(std::string_view text, Problems& problems) {
       problems.add(line, "unterminated quoted field");
       continue;
     }
-    Row r{line, 0, 0, 0};
+    Row r{line, 0, 0, 0, {}};
     bool ok = true;
     for (int k = 0; k < 3; ++k) {
       if (col[k] >= static_cast<int>(cells.size())) {
@@ -272,7 +288,11 @@ TraceFile parse_jsonl(std::string_view text, Problems& problems) {
     auto o = count(layout->output);
     for (const std::string& item : diag.items()) problems.add(line, item);
     if (!t || !p || !o) continue;
-    Row r{line, layout->unit == TimeUnit::kMilliseconds ? *t / 1000.0 : *t, *p, *o};
+    Row r{line, layout->unit == TimeUnit::kMilliseconds ? *t / 1000.0 : *t, *p, *o, {}};
+    if (!read_hashes(obj, r.hashes)) {
+      problems.add(line, "field \"hash_ids\": expected an array of non-negative integers");
+      continue;
+    }
     check_row(r, problems, layout->prompt, layout->output);
     rows.push_back(r);
     if (!layout_name) layout_name = layout->name;

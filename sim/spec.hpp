@@ -129,6 +129,17 @@ struct TraceRequest {
   Seconds arrival;
   std::int64_t prompt_tokens = 0;
   std::int64_t output_tokens = 0;
+  /// Keys of the prompt's leading blocks (Mooncake hash_ids: equal key, equal prefix); empty
+  /// when the trace has none.
+  std::vector<std::uint64_t> block_hashes;
+};
+
+/// Generated arrivals: a share of requests open with one of `groups` common prefixes (a
+/// system prompt, a few-shot template) of `tokens` tokens, capped at the prompt's length.
+struct SharedPrefixSpec {
+  double share = 0;  ///< of requests, in [0, 1]
+  int groups = 1;
+  std::int64_t tokens = 0;
 };
 
 struct WorkloadSpec {
@@ -141,12 +152,20 @@ struct WorkloadSpec {
   double time_scale = 1.0;          ///< trace: arrival times are multiplied by this
   std::vector<TraceRequest> trace;  ///< trace: the file's requests, arrival-sorted
   std::int64_t max_requests = 0;    ///< 0 = no limit (the scenario's duration still ends arrivals)
+  std::optional<SharedPrefixSpec> shared_prefix;  ///< poisson, gamma
 };
 
 /// How requests are served on each GPU.
+/// Prompt blocks kept in each GPU's free HBM for reuse (sim/serving/prefix_cache.hpp).
+struct PrefixCacheSpec {
+  bool enabled = false;
+  std::int64_t block_tokens = 512;  ///< tokens a key names (Mooncake's hash_ids: 512)
+};
+
 struct ServingSpec {
   int max_batch = 32;                 ///< requests decoded together on one GPU
   std::int64_t kv_block_tokens = 16;  ///< paged KV block size in tokens
+  PrefixCacheSpec prefix_cache;
 };
 
 // ---------------------------------------------------------------- pools and the transfer engine

@@ -94,7 +94,8 @@ Workload::Workload(const WorkloadSpec& spec, std::uint64_t seed, Seconds horizon
     : spec_(&spec),
       horizon_ns_(static_cast<std::int64_t>(std::llround(horizon.value * 1e9))),
       arrivals_(derive_seed(seed, 1)),
-      tokens_(derive_seed(seed, 2)) {}
+      tokens_(derive_seed(seed, 2)),
+      prefixes_(derive_seed(seed, 3)) {}
 
 std::optional<RequestArrival> Workload::next() {
   if (spec_->max_requests > 0 && next_id_ >= static_cast<std::uint64_t>(spec_->max_requests)) {
@@ -123,6 +124,17 @@ std::optional<RequestArrival> Workload::next_generated() {
   r.arrival_ns = clock_ns_;
   r.prompt_tokens = sample_tokens(spec_->prompt_tokens, tokens_);
   r.output_tokens = sample_tokens(spec_->output_tokens, tokens_);
+  if (const auto& p = spec_->shared_prefix; p && p->share > 0) {
+    // Two draws a request whether it shares or not: the choice of one request never shifts
+    // another's, and arrivals and lengths (streams 1 and 2) are those of the same workload
+    // without shared prefixes.
+    const bool shares = prefixes_.uniform() < p->share;
+    const std::int64_t group = prefixes_.uniform_int(0, p->groups - 1);
+    if (shares) {
+      r.prefix_group = group;
+      r.prefix_tokens = std::min(p->tokens, r.prompt_tokens);
+    }
+  }
   return r;
 }
 
@@ -137,6 +149,7 @@ std::optional<RequestArrival> Workload::next_from_trace() {
   r.arrival_ns = static_cast<std::int64_t>(ns);
   r.prompt_tokens = t.prompt_tokens;
   r.output_tokens = t.output_tokens;
+  r.block_hashes = &t.block_hashes;
   return r;
 }
 

@@ -6,7 +6,9 @@
 // fixed by the C++ standard) and every distribution is sampled here from
 // uniform doubles (53 random bits), never with std:: distributions, whose
 // algorithms differ between standard libraries. Arrival times are integer
-// nanoseconds. Leaves out: diurnal rate changes, per-tenant mixes.
+// nanoseconds. A share of generated requests may open with a common prefix
+// (one of a few groups), as system prompts and templates do. Leaves out:
+// diurnal rate changes, per-tenant mixes.
 #pragma once
 
 #include <cstdint>
@@ -24,6 +26,11 @@ struct RequestArrival {
   std::int64_t arrival_ns = 0;  ///< simulated time of arrival
   std::int64_t prompt_tokens = 0;
   std::int64_t output_tokens = 0;
+  /// Generated shared prefix: which of the workload's groups (-1: none) and its tokens.
+  std::int64_t prefix_group = -1;
+  std::int64_t prefix_tokens = 0;
+  /// Replayed trace: the keys of the prompt's leading blocks (the trace outlives the stream).
+  const std::vector<std::uint64_t>* block_hashes = nullptr;
 };
 
 /// Seeded random source with hand-written samplers (portable across standard libraries).
@@ -73,6 +80,7 @@ class Workload {
   std::int64_t horizon_ns_;
   Rng arrivals_;
   Rng tokens_;
+  Rng prefixes_;               ///< shared-prefix choices, a stream of their own
   std::int64_t clock_ns_ = 0;  ///< generated arrivals: time of the last arrival
   std::size_t trace_pos_ = 0;
   std::uint64_t next_id_ = 0;

@@ -124,8 +124,8 @@ void GpuWorker::next_iteration() {
 
 SimTime GpuWorker::job_duration(const GpuJob& job, std::int64_t* batch_requests) const {
   switch (job.kind) {
-    case JobKind::kPrefill:
-      return costs_.prefill(job.tokens);
+    case JobKind::kPrefill:  // on top of a cached prefix, when it has one
+      return job.prefix > 0 ? costs_.extend(job.prefix, job.tokens) : costs_.prefill(job.tokens);
     case JobKind::kReplay:
       return costs_.extend(job.prefix, job.tokens);
     case JobKind::kReconstruct:

@@ -45,7 +45,8 @@ struct GpuJob {
   std::uint64_t request = 0;
   std::int64_t tokens = 0;
   std::function<void(SimTime start, SimTime end)> done;  ///< called when the job ends
-  std::int64_t prefix = 0;  ///< replay: tokens whose KV is in place, attended to (a tail)
+  /// Replay, or a prefill on a cached prefix: tokens whose KV is in place, attended to.
+  std::int64_t prefix = 0;
 };
 
 /// A request in the decode batch.

@@ -27,7 +27,7 @@ int RequestRouter::add_gpu(int node, std::int64_t capacity, int pool) {
     throw std::logic_error("router: GPU added to pool " + std::to_string(pool) +
                            ", which does not exist");
   }
-  gpus_.push_back({node, pool, capacity, 0, true, {}});
+  gpus_.push_back({node, pool, capacity, 0, 0, true, {}});
   const int index = static_cast<int>(gpus_.size()) - 1;
   pools_[static_cast<std::size_t>(pool)].gpus.push_back(index);
   reindex(index, 0);
@@ -84,8 +84,19 @@ void RequestRouter::release(int gpu, std::uint64_t request) {
   reindex(gpu, g.reserved - bytes);
 }
 
+void RequestRouter::set_cached(int gpu, std::int64_t bytes) {
+  Gpu& g = at(gpu);
+  reindex(gpu, g.reserved - g.cached + bytes);
+  g.cached = bytes;
+  if (g.reserved > g.capacity) {
+    throw std::logic_error("invariant: GPU " + std::to_string(gpu) +
+                           " over its KV capacity with its pinned prefix blocks");
+  }
+}
+
 std::vector<std::uint64_t> RequestRouter::clear(int gpu) {
   Gpu& g = at(gpu);
+  g.cached = 0;
   std::vector<std::uint64_t> held;
   held.reserve(g.members.size());
   for (const auto& [request, bytes] : g.members) held.push_back(request);

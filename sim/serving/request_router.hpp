@@ -8,6 +8,7 @@
 // the scenario declares pools); a pick may be limited to a set of pools. A reservation
 // over capacity, or a request reserved twice, is a bug in the caller: it
 // throws std::logic_error, loudly, instead of letting HBM overflow silently.
+// Prefix-cache blocks in use are booked too (set_cached), once per GPU.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +40,7 @@ class RequestRouter {
   int node(int gpu) const { return at(gpu).node; }
   int pool(int gpu) const { return at(gpu).pool; }
   std::int64_t capacity(int gpu) const { return at(gpu).capacity; }
+  /// Bytes booked on `gpu`: its requests' reservations and its pinned prefix-cache blocks.
   std::int64_t reserved(int gpu) const { return at(gpu).reserved; }
   /// Requests holding a reservation on `gpu`, with their bytes.
   const std::map<std::uint64_t, std::int64_t>& members(int gpu) const { return at(gpu).members; }
@@ -52,6 +54,9 @@ class RequestRouter {
   void reserve(int gpu, std::uint64_t request, std::int64_t bytes);
   /// Gives them back (all `request` holds there).
   void release(int gpu, std::uint64_t request);
+  /// `gpu`'s prefix-cache blocks in use now: booked like a reservation, once however many
+  /// requests share them (unpinned blocks live in the free room and are not booked).
+  void set_cached(int gpu, std::int64_t bytes);
   /// The GPU lost its HBM (a failure): every reservation is gone; returns who held one.
   std::vector<std::uint64_t> clear(int gpu);
 
@@ -72,7 +77,8 @@ class RequestRouter {
     int node = 0;
     int pool = 0;
     std::int64_t capacity = 0;
-    std::int64_t reserved = 0;
+    std::int64_t reserved = 0;  ///< members' bytes plus `cached`
+    std::int64_t cached = 0;
     bool open = true;
     std::map<std::uint64_t, std::int64_t> members;
   };

@@ -132,6 +132,21 @@ struct GpuTime {
   std::int64_t batched_reconstructions = 0;  ///< reconstruction GEMMs that served > 1 request
 };
 
+/// Prefix caching over a run (serving.prefix_cache); all zero when it is off.
+struct PrefixCacheStats {
+  std::int64_t prefills = 0;          ///< prefills started on a GPU with a cache
+  std::int64_t prompt_tokens = 0;     ///< their prompt tokens
+  std::int64_t lookups = 0;           ///< of those, prefills with cacheable blocks
+  std::int64_t lookup_tokens = 0;     ///< the tokens of those blocks
+  std::int64_t hits = 0;              ///< prefills that reused at least one block
+  std::int64_t hit_tokens = 0;        ///< prompt tokens reused instead of prefilled
+  std::int64_t saved_prefill_ns = 0;  ///< Σ prefill(T) − extend(P, T − P) over the hits
+  std::int64_t inserted_blocks = 0;
+  std::int64_t evicted_blocks = 0;
+  std::int64_t lost_blocks = 0;     ///< dropped with a failed GPU's HBM
+  std::int64_t resident_bytes = 0;  ///< cached at the end of the run, over all GPUs
+};
+
 /// One trace-event span (Chrome trace format: one track per node or link).
 struct TraceSpan {
   std::string track;  ///< "node:gpu3/0", "link:leaf1-spine0"
@@ -199,6 +214,7 @@ struct RunResult {
   std::vector<TraceSpan> trace;
   BytesByKind bytes;
   GpuTime gpu_time;
+  PrefixCacheStats prefix_cache;
   std::int64_t replica_bytes_held_peak = 0;   ///< KV held on replicas at peak
   std::int64_t replica_bytes_full_equiv = 0;  ///< what a full replica would have held then
   std::int64_t gpus = 0;                      ///< GPUs in the cluster (bounds GPU busy time)

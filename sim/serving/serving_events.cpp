@@ -89,6 +89,10 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
     // (a ProxyKV scoring job of a request that has since migrated) is dropped, not lost.
     gpus_[g]->worker->fail();
     for (std::uint64_t id : router_.clear(g)) lost.push_back(id);
+    if (PrefixCache* cache = gpus_[g]->cache.get()) {
+      result_.prefix_cache.lost_blocks += static_cast<std::int64_t>(cache->blocks());
+      cache->clear();
+    }
     update_open(g);  // after fail(): the GPU takes no new work
   }
   std::sort(lost.begin(), lost.end());

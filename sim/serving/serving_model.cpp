@@ -80,6 +80,10 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
                                                 spec.serving.max_batch, epoch_cap, result_.gpu_time,
                                                 records_.trace ? &result_.trace : nullptr);
       gpu->worker->set_batch_reconstructions(spec.predictors.batch_reconstruction);
+      if (spec.serving.prefix_cache.enabled) {
+        gpu->cache =
+            std::make_unique<PrefixCache>(block_bytes(spec.serving.prefix_cache.block_tokens));
+      }
       node_gpus_[i].push_back(index);
       if (g == 0 && spec.proxy_kv && spec.proxy_kv->placement == ProxyPlacement::kProxyGpu) {
         proxy_gpus_[i] = std::make_unique<GpuWorker>(sim_, *this, costs_of(static_cast<int>(i)), -1,
@@ -123,11 +127,15 @@ bool ServingModel::on_prefill_pool(int gpu) const {
 // HBM bookings live in the router, which checks them.
 void ServingModel::reserve(int gpu, const Request& r, std::int64_t bytes) {
   router_.reserve(gpu, r.rec.id, bytes);
+  fit_cache(gpu);  // the room it took may have held unpinned prefix blocks
 }
 
 void ServingModel::reserve(int gpu, const Request& r) { reserve(gpu, r, r.reserved); }
 
-void ServingModel::unreserve(int gpu, const Request& r) { router_.release(gpu, r.rec.id); }
+void ServingModel::unreserve(int gpu, Request& r) {
+  router_.release(gpu, r.rec.id);
+  if (r.pin_gpu == gpu) unpin_prefix(r);
+}
 
 void ServingModel::update_open(int gpu) {
   router_.set_open(gpu, gpus_[gpu]->worker->up() && !node_draining_[gpus_[gpu]->node]);
@@ -194,6 +202,12 @@ RunResult ServingModel::finish() {
     record(r->rec);
   }
   requests_.clear();
+  for (const auto& g : gpus_) {
+    if (g->cache) {
+      result_.prefix_cache.resident_bytes +=
+          static_cast<std::int64_t>(g->cache->blocks()) * g->cache->block_bytes();
+    }
+  }
   result_.predictor_copies = predictors_->copies();
   result_.predictor_bytes_resident = result_.predictor_copies * predictor_bytes_;
   return std::move(result_);
@@ -245,6 +259,7 @@ void ServingModel::on_arrival(const RequestArrival& a) {
   r->rec.output_tokens = a.output_tokens;
   r->rec.arrival_ns = a.arrival_ns;
   r->reserved = block_bytes(a.prompt_tokens + a.output_tokens);
+  if (spec_.serving.prefix_cache.enabled) r->prefix_keys = prefix_keys(a);
   Request& req = *r;
   if (first_live_ + requests_.size() != a.id) throw std::logic_error("request ids must be dense");
   requests_.push_back(std::move(r));
@@ -285,7 +300,10 @@ void ServingModel::start_prefill(Request& r, int gpu) {
   Gpu& g = *gpus_[gpu];
   // A prefill-pool GPU holds only the prompt's KV, until the handoff lands.
   const bool handoff = on_prefill_pool(gpu);
-  reserve(gpu, r, handoff ? block_bytes(r.rec.prompt_tokens) : r.reserved);
+  const std::int64_t booked = handoff ? block_bytes(r.rec.prompt_tokens) : r.reserved;
+  // Prefix caching: reuse the longest cached run of the prompt's blocks, prefill the rest.
+  const std::int64_t cached = reuse_prefix(r, gpu);
+  reserve(gpu, r, booked - pinned_bytes(r));
   r.gpu = gpu;
   r.phase = Phase::kPrefill;
   r.scored = false;
@@ -297,10 +315,11 @@ void ServingModel::start_prefill(Request& r, int gpu) {
   }
   const std::uint32_t epoch = r.epoch;
   const std::uint64_t id = r.rec.id;
-  g.worker->submit({JobKind::kPrefill, id, r.rec.prompt_tokens,
-                    [this, id, epoch, gpu, handoff](SimTime, SimTime end) {
+  g.worker->submit({JobKind::kPrefill, id, r.rec.prompt_tokens - cached,
+                    [this, id, epoch, gpu, handoff, booked](SimTime, SimTime end) {
                       Request* rp = find_request(id);
                       if (!rp || rp->epoch != epoch) return;
+                      if (gpus_[gpu]->cache) cache_prompt(*rp, gpu, booked);
                       rp->context = rp->rec.prompt_tokens;
                       rp->remaining = rp->rec.output_tokens - 1;
                       // Disaggregated, the first token reaches the user with the handoff.
@@ -323,7 +342,8 @@ void ServingModel::start_prefill(Request& r, int gpu) {
                       if (node_draining_[gpus_[gpu]->node]) {
                         start_move(*rp, MoveTrigger::kDrain, gpus_[gpu]->node, sim_.now().ns);
                       }
-                    }});
+                    },
+                    cached});
   // ProxyKV scores come from the proxy, asynchronously to the target's prefill.
   const bool scoring =
       spec_.proxy_kv && (strategy_ == Strategy::kProxyKv || strategy_ == Strategy::kAdaptive ||

@@ -10,6 +10,7 @@
 //   RequestRouter   HBM bookings and the routing policy (request_router.hpp)
 //   ReplicaStore    replica placement and the bytes held (replica_store.hpp)
 //   PredictorCache  which nodes hold the RISK-KV predictors (predictor_cache.hpp)
+//   PrefixCache     one GPU's reusable prompt blocks (prefix_cache.hpp)
 //   GpuWorker       one GPU's compute timeline (gpu_worker.hpp)
 //   MovePlan        a move's bytes, GPU work, quality and price (cost_model/move_plan.hpp)
 // and the move lifecycle (serving_moves.cpp): planned -> transferring ->
@@ -19,6 +20,13 @@
 // - Admission reserves a request's final KV size (prompt + output tokens, in
 //   paged blocks) on its GPU, so HBM use never exceeds capacity and no
 //   admitted request is preempted. Actual use grows token by token.
+// - Prefix caching (when on): a prefill reuses the longest cached run of its
+//   prompt's leading blocks on the GPU it was routed to and prefills the rest
+//   on top of it (ComputeCosts::extend); its blocks join that GPU's cache when
+//   the prefill ends. Blocks in use are booked once, on the GPU; a request
+//   books its final size less the blocks it pins. The router does not yet
+//   route by cached prefix, and moves ship whole KV (no reuse at the
+//   destination).
 // - After a failure, a replica holds the tokens streamed so far; the tail that
 //   was never streamed is recomputed on the receiver (a replay of the tail).
 // - Token ids are held by the request's replica (or the router, without one)
@@ -42,6 +50,7 @@
 #include "sim/serving/fabric.hpp"
 #include "sim/serving/gpu_worker.hpp"
 #include "sim/serving/predictor_cache.hpp"
+#include "sim/serving/prefix_cache.hpp"
 #include "sim/serving/replica_store.hpp"
 #include "sim/serving/request_router.hpp"
 #include "sim/serving/results.hpp"
@@ -87,6 +96,25 @@ class ServingModel final : public GpuListener {
   void admit_pending();
   void start_prefill(Request& r, int gpu);
   void release_gpu(Request& r);
+
+  // Prefix caching (serving_prefix.cpp).
+  /// The keys of the arrival's cacheable leading blocks: whole blocks, and never the whole
+  /// prompt (its last token is always prefilled, for the first output token).
+  std::vector<std::uint64_t> prefix_keys(const RequestArrival& a) const;
+  /// At the start of a prefill on `gpu`: pins the cached run of the prompt's leading blocks
+  /// and returns its tokens (0 without a cache or a hit), counting the lookup.
+  std::int64_t reuse_prefix(Request& r, int gpu);
+  /// Pins the request's keys [r.pinned, blocks) in `gpu`'s cache; returns those inserted.
+  std::size_t pin_prefix(Request& r, int gpu, std::size_t blocks);
+  /// The prefill on `gpu` ended: the prompt's blocks join its cache, booked there once
+  /// instead of by the request (which booked `booked` bytes with its pins).
+  void cache_prompt(Request& r, int gpu, std::int64_t booked);
+  /// Bytes of the blocks `r` pins.
+  std::int64_t pinned_bytes(const Request& r) const;
+  /// Gives back the request's pins (none after its cache was lost to a failure).
+  void unpin_prefix(Request& r);
+  /// Evicts unpinned blocks until `gpu`'s bookings and its unpinned blocks fit in HBM.
+  void fit_cache(int gpu);
   /// P/D: hands a prefilled request to a decode pool once it may go (scores, room, a slot).
   void try_handoff(Request& r);
   bool on_prefill_pool(int gpu) const;
@@ -177,7 +205,8 @@ class ServingModel final : public GpuListener {
   int node_of(int gpu) const;
   void reserve(int gpu, const Request& r, std::int64_t bytes);
   void reserve(int gpu, const Request& r);  ///< its final KV size
-  void unreserve(int gpu, const Request& r);
+  /// Gives back all `r` books on `gpu`, its prefix-cache pins there included.
+  void unreserve(int gpu, Request& r);
   /// Tells the router whether `gpu` takes new work (up, node not draining).
   void update_open(int gpu);
 

@@ -27,11 +27,18 @@ struct ServingModel::Request {
   int attempts = 0;
   std::int64_t handoff_since = 0;  ///< P/D: when its prefill ended
   bool scored = false;             ///< ProxyKV scores computed
+  /// Prefix caching: the keys of its prompt's cacheable leading blocks, and the first
+  /// `pinned` of them it pins in `pin_gpu`'s cache (of that cache's generation).
+  std::vector<std::uint64_t> prefix_keys;
+  std::size_t pinned = 0;
+  int pin_gpu = -1;
+  std::uint64_t pin_generation = 0;
 };
 
 /// A GPU's compute timeline and node; its HBM bookings are the router's.
 struct ServingModel::Gpu {
   std::unique_ptr<GpuWorker> worker;
+  std::unique_ptr<PrefixCache> cache;  ///< null unless serving.prefix_cache is on
   int node = 0;
 };
 

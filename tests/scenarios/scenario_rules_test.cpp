@@ -176,6 +176,37 @@ TEST(ScenarioRules, TraceArrivalRejectsGeneratorFields) {
             V{"/workload/rate: does not apply to arrival \"trace\" (the trace gives it)"});
 }
 
+TEST(ScenarioRules, PrefixCachingFieldsAreChecked) {
+  json j = minimal_json();
+  j["serving"] = {{"prefix_cache", {{"block_tokens", 0}}}};
+  EXPECT_EQ(problems(j), V{"/serving/prefix_cache/block_tokens: must be in [1, 1048576] (got 0)"});
+  j["serving"] = {{"kv_block_tokens", 16}, {"prefix_cache", {{"block_tokens", 500}}}};
+  EXPECT_EQ(problems(j), V{"/serving/prefix_cache/block_tokens: must be a multiple of "
+                           "serving.kv_block_tokens (16), got 500"});
+  j = minimal_json();
+  j["workload"]["shared_prefix"] = {{"share", 1.5}, {"groups", 0}, {"tokens", 0}};
+  EXPECT_EQ(problems(j), (V{"/workload/shared_prefix/share: must be >= 0 and <= 1 (got 1.5)",
+                            "/workload/shared_prefix/groups: must be in [1, 1000000] (got 0)",
+                            "/workload/shared_prefix/tokens: must be in [1, 10000000] (got 0)"}));
+  j["workload"]["shared_prefix"] = {{"share", 0.5}};
+  EXPECT_EQ(problems(j), V{"/workload/shared_prefix/tokens: is required"});
+  j = minimal_json();
+  j["workload"] = {{"arrival", "trace"},
+                   {"trace", "traces/one-request-512.csv"},
+                   {"shared_prefix", {{"share", 1}, {"tokens", 64}}}};
+  EXPECT_EQ(problems(j), V{"/workload/shared_prefix: does not apply to arrival \"trace\" (the "
+                           "trace gives it)"});
+  j = minimal_json();
+  j["serving"] = {{"prefix_cache", json::object()}};
+  j["workload"]["shared_prefix"] = {{"share", 0.25}, {"groups", 3}, {"tokens", 256}};
+  const sim::ScenarioSpec s = testing::load(j);
+  EXPECT_TRUE(s.serving.prefix_cache.enabled);
+  EXPECT_EQ(s.serving.prefix_cache.block_tokens, 512);
+  ASSERT_TRUE(s.workload.shared_prefix);
+  EXPECT_EQ(s.workload.shared_prefix->groups, 3);
+  EXPECT_EQ(s.workload.shared_prefix->tokens, 256);
+}
+
 TEST(ScenarioRules, UnreadableTraceIsNamedAtItsPointer) {
   json j = minimal_json();
   j["workload"] = {{"arrival", "trace"}, {"trace", "traces/missing.csv"}};

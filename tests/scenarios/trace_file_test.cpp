@@ -66,6 +66,18 @@ TEST(TraceFile, MooncakeJsonlTimestampsAreMilliseconds) {
   ASSERT_EQ(t.requests.size(), 2u);
   EXPECT_DOUBLE_EQ(t.requests[1].arrival.value, 3.053);
   EXPECT_EQ(t.requests[0].prompt_tokens, 6955);
+  EXPECT_EQ(t.requests[0].block_hashes, (std::vector<std::uint64_t>{46, 47}));
+  EXPECT_TRUE(t.requests[1].block_hashes.empty());
+}
+
+TEST(TraceFile, MooncakeHashIdsMustBeNonNegativeIntegers) {
+  for (const char* bad : {"[1, -2]", "[1.5]", "\"3\"", "[\"a\"]"}) {
+    EXPECT_EQ(error_of(std::string("{\"timestamp\": 1, \"input_length\": 600, "
+                                   "\"output_length\": 2, \"hash_ids\": ") +
+                       bad + "}\n"),
+              "t:1: field \"hash_ids\": expected an array of non-negative integers")
+        << bad;
+  }
 }
 
 TEST(TraceFile, PlainJsonl) {

@@ -1,0 +1,109 @@
+// ServingModel: prefix caching — the keys of a request's cacheable blocks, pins
+// in a GPU's PrefixCache, and the HBM the cache may use.
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "sim/serving/serving_model_internal.hpp"
+
+namespace kvshift::sim {
+
+std::vector<std::uint64_t> ServingModel::prefix_keys(const RequestArrival& a) const {
+  const std::int64_t block = spec_.serving.prefix_cache.block_tokens;
+  const auto whole = static_cast<std::size_t>((a.prompt_tokens - 1) / block);
+  std::vector<std::uint64_t> keys;
+  if (a.block_hashes) {
+    keys.assign(a.block_hashes->begin(),
+                a.block_hashes->begin() +
+                    static_cast<std::ptrdiff_t>(std::min(whole, a.block_hashes->size())));
+  } else if (a.prefix_group >= 0) {
+    // A synthetic prefix's block b stands for group g's first b + 1 blocks.
+    const auto n = std::min(whole, static_cast<std::size_t>(a.prefix_tokens / block));
+    for (std::size_t b = 0; b < n; ++b) {
+      keys.push_back(derive_seed(static_cast<std::uint64_t>(a.prefix_group), b));
+    }
+  }
+  return keys;
+}
+
+std::int64_t ServingModel::reuse_prefix(Request& r, int gpu) {
+  unpin_prefix(r);  // pins of a cache lost with a failed GPU
+  const Gpu& g = *gpus_[gpu];
+  if (!g.cache) return 0;
+  PrefixCacheStats& st = result_.prefix_cache;
+  const std::int64_t block_tokens = spec_.serving.prefix_cache.block_tokens;
+  ++st.prefills;
+  st.prompt_tokens += r.rec.prompt_tokens;
+  if (r.prefix_keys.empty()) return 0;
+  ++st.lookups;
+  st.lookup_tokens += static_cast<std::int64_t>(r.prefix_keys.size()) * block_tokens;
+  const std::size_t hit = g.cache->match(r.prefix_keys);
+  if (hit == 0) return 0;
+  pin_prefix(r, gpu, hit);
+  const std::int64_t cached = static_cast<std::int64_t>(hit) * block_tokens;
+  const std::int64_t prompt = r.rec.prompt_tokens;
+  const ServingCosts& c = costs_of(g.node);
+  ++st.hits;
+  st.hit_tokens += cached;
+  st.saved_prefill_ns += c.prefill(prompt).ns - c.extend(cached, prompt - cached).ns;
+  return cached;
+}
+
+std::size_t ServingModel::pin_prefix(Request& r, int gpu, std::size_t blocks) {
+  PrefixCache& cache = *gpus_[gpu]->cache;
+  if (r.pin_gpu >= 0 && r.pin_gpu != gpu) {
+    throw std::logic_error("invariant: request " + std::to_string(r.rec.id) +
+                           " pins prefix blocks on two GPUs");
+  }
+  const std::span<const std::uint64_t> keys(r.prefix_keys);
+  const std::int64_t before = cache.pinned_bytes();
+  const std::size_t inserted = cache.pin(keys.subspan(r.pinned, blocks - r.pinned));
+  r.pinned = blocks;
+  r.pin_gpu = gpu;
+  r.pin_generation = cache.generation();
+  if (cache.pinned_bytes() != before) router_.set_cached(gpu, cache.pinned_bytes());
+  result_.prefix_cache.inserted_blocks += static_cast<std::int64_t>(inserted);
+  return inserted;
+}
+
+void ServingModel::cache_prompt(Request& r, int gpu, std::int64_t booked) {
+  if (r.prefix_keys.empty()) return;
+  // Shrink the request's booking before pinning: a block another prefill cached meanwhile
+  // is pinned from the free room, and the request's own copy of it is dropped.
+  const std::int64_t block = gpus_[gpu]->cache->block_bytes();
+  router_.release(gpu, r.rec.id);
+  router_.reserve(gpu, r.rec.id, booked - static_cast<std::int64_t>(r.prefix_keys.size()) * block);
+  pin_prefix(r, gpu, r.prefix_keys.size());
+}
+
+std::int64_t ServingModel::pinned_bytes(const Request& r) const {
+  return r.pinned == 0
+             ? 0
+             : static_cast<std::int64_t>(r.pinned) * gpus_[r.pin_gpu]->cache->block_bytes();
+}
+
+void ServingModel::unpin_prefix(Request& r) {
+  if (r.pin_gpu < 0) return;
+  PrefixCache& cache = *gpus_[r.pin_gpu]->cache;
+  if (cache.generation() == r.pin_generation) {
+    const std::int64_t before = cache.pinned_bytes();
+    cache.unpin(std::span<const std::uint64_t>(r.prefix_keys).first(r.pinned));
+    if (cache.pinned_bytes() != before) router_.set_cached(r.pin_gpu, cache.pinned_bytes());
+  }
+  r.pinned = 0;
+  r.pin_gpu = -1;
+}
+
+void ServingModel::fit_cache(int gpu) {
+  PrefixCache* cache = gpus_[gpu]->cache.get();
+  if (!cache) return;
+  const std::int64_t over = router_.reserved(gpu) + cache->unpinned_bytes() - router_.capacity(gpu);
+  if (over <= 0) return;
+  result_.prefix_cache.evicted_blocks += static_cast<std::int64_t>(cache->evict(over));
+  if (router_.reserved(gpu) + cache->unpinned_bytes() > router_.capacity(gpu)) {
+    throw std::logic_error("invariant: GPU " + std::to_string(gpu) +
+                           " holds more KV and cached blocks than its HBM");
+  }
+}
+
+}  // namespace kvshift::sim
