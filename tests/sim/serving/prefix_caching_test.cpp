@@ -122,9 +122,9 @@ TEST(PrefixCaching, SharedPrefixesLeaveArrivalsAndLengthsAlone) {
   EXPECT_NEAR(share, 0.6, 0.05) << plain.size() << " requests";
 }
 
-// Random scenarios under HBM pressure (up to 720 prefixes of 57 MiB each), failures and drains: the router and the cache
-// check their capacity on every booking (a breach throws), every request ends once,
-// and every block inserted is evicted, lost with a GPU, or resident at the end.
+// Random scenarios under HBM pressure (up to 720 prefixes of 57 MiB each), failures and drains: the
+// router and the cache check their capacity on every booking (a breach throws), every request ends
+// once, and every block inserted is evicted, lost with a GPU, or resident at the end.
 TEST(PrefixCaching, BooksBalanceUnderPressureAndFailures) {
   std::int64_t evicted = 0, lost = 0;
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
