@@ -453,7 +453,8 @@ std::string run_table(const json& summary) {
     const json& c = s["prefix_cache"];
     std::snprintf(line, sizeof line,
                   "prefix cache, %s: %.1f%% of prompt tokens reused (%lld of %lld lookups hit), "
-                  "%.3f GPU-s of prefill saved, %lld blocks evicted\n",
+                  "%.3f GPU-s of prefill saved (prefill(T) - extend(P, T - P) by the run's costs), "
+                  "%lld blocks evicted\n",
                   name_json.get<std::string>().c_str(), 100 * c["token_hit_rate"].get<double>(),
                   c["hits"].get<long long>(), c["lookups"].get<long long>(),
                   c["saved_prefill_gpu_s"].get<double>(), c["evicted_blocks"].get<long long>());
