@@ -116,7 +116,9 @@ json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) 
       {"replicas",
        {{"peak_bytes", run.replica_bytes_held_peak},
         {"full_equivalent_bytes", run.replica_bytes_full_equiv},
-        {"saved_bytes", run.replica_bytes_full_equiv - run.replica_bytes_held_peak}}},
+        {"saved_bytes", run.replica_bytes_full_equiv - run.replica_bytes_held_peak},
+        {"room_peak_share", r9(run.replica_room_peak_share)},
+        {"unprotected_requests", run.unprotected}}},
       {"predictors",
        {{"copies", run.predictor_copies},
         {"bytes_resident", run.predictor_bytes_resident},
@@ -439,6 +441,11 @@ std::string run_table(const json& summary) {
       flags.push_back(
           name + ": " + std::to_string(open) +
           " move(s) unfinished at the end; '>' marks latencies that include them as lower bounds");
+    }
+    if (const long long bare = s["replicas"].value("unprotected_requests", 0LL); bare > 0) {
+      flags.push_back(name + ": " + std::to_string(bare) +
+                      " request(s) found no node up with room for a replica in host memory (or "
+                      "storage capacity) and ran unprotected until one had room");
     }
     if (s["ttft"].contains("without_first_token")) {
       flags.push_back(

@@ -150,6 +150,11 @@ void check_events(const sim::ScenarioSpec& s, const Names& n, Diagnostics& d,
         d.add(p + "/node", "unknown node \"" + e.node + "\"" + suggestion(e.node, n.nodes));
       } else if (e.kind == sim::EventKind::kDrain && it->second->kind != NodeKind::kGpu) {
         d.add(p + "/node", "drain needs a GPU node (\"" + e.node + "\" is not one)");
+      } else if (e.kind == sim::EventKind::kGpuFailure && it->second->kind != NodeKind::kGpu) {
+        d.add(p + "/node", "gpu_failure needs a GPU node (\"" + e.node + "\" is not one)");
+      } else if (e.kind == sim::EventKind::kGpuFailure && e.gpu >= it->second->gpus) {
+        d.add(p + "/gpu", "node \"" + e.node + "\" has " + std::to_string(it->second->gpus) +
+                              " GPU(s), numbered from 0 (got " + std::to_string(e.gpu) + ")");
       }
     }
     for (const auto& [key, name] : {std::pair{"/from", &e.from}, std::pair{"/to", &e.to}}) {

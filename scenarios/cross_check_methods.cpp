@@ -86,7 +86,7 @@ void check_placements(const sim::ScenarioSpec& s, Diagnostics& d) {
       else if (n->kind != sim::NodeKind::kStorage) {
         d.add("/protection/store", "node \"" + pr.store + "\" is not a storage node");
       }
-    } else if (gpu_nodes < 2) {
+    } else if (pr.placement != sim::ReplicaPlacement::kLocal && gpu_nodes < 2) {
       d.add("/protection/placement",
             "replicas on another GPU node need at least 2 GPU nodes (have " +
                 std::to_string(gpu_nodes) + ")");

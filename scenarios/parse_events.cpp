@@ -1,4 +1,4 @@
-// The "events" section: a timeline of node failures and repairs, link
+// The "events" section: a timeline of node and GPU failures and repairs, link
 // degradation, failure and repair, planned drains, and transfer-engine faults
 // on one source -> destination path (a stall, or a failure). Each type has its own
 // required and allowed fields; a field that does not apply is an error (it
@@ -23,6 +23,10 @@ struct EventRule {
 const EventRule kRules[] = {
     {"node_failure", sim::EventKind::kNodeFailure, {"node"}, {"detection_delay", "repair_after"}},
     {"node_repair", sim::EventKind::kNodeRepair, {"node"}, {}},
+    {"gpu_failure",
+     sim::EventKind::kGpuFailure,
+     {"node"},
+     {"gpu", "detection_delay", "repair_after"}},
     {"link_degrade",
      sim::EventKind::kLinkDegrade,
      {"link"},
@@ -67,6 +71,8 @@ std::optional<sim::EventSpec> parse_event(const Reader& e) {
   ev.kind = rule->kind;
   if (listed(rule->required, "node")) ev.node = e.string("node").value_or("");
   if (listed(rule->required, "link")) ev.link = e.string("link").value_or("");
+  if (listed(rule->optional, "gpu"))
+    ev.gpu = static_cast<int>(int_in(e, "gpu", 0, 65535, false).value_or(0));
   if (listed(rule->required, "from")) {
     ev.from = e.string("from").value_or("");
     ev.to = e.string("to").value_or("");

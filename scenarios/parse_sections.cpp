@@ -128,7 +128,8 @@ sim::ProtectionSpec parse_protection(const Reader& r) {
       enum_field<sim::ReplicaPlacement>(r, "placement",
                                         {{"next_node", sim::ReplicaPlacement::kNextNode},
                                          {"least_loaded", sim::ReplicaPlacement::kLeastLoaded},
-                                         {"storage", sim::ReplicaPlacement::kStorage}},
+                                         {"storage", sim::ReplicaPlacement::kStorage},
+                                         {"local", sim::ReplicaPlacement::kLocal}},
                                         false)
           .value_or(sim::ReplicaPlacement::kNextNode);
   if (p.placement == sim::ReplicaPlacement::kStorage) {

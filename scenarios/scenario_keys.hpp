@@ -50,8 +50,9 @@ inline const List kTokenDist = {"distribution", "value", "min", "max", "mean", "
 inline const List kServing = {"max_batch", "kv_block_tokens", "prefix_cache"};
 inline const List kPrefixCache = {"enabled", "block_tokens"};
 inline const List kProtection = {"mode", "placement", "store", "stream_every_tokens"};
-inline const List kEvent = {"type",         "at",        "node",    "link", "detection_delay",
-                            "repair_after", "bandwidth", "latency", "from", "to"};
+inline const List kEvent = {
+    "type",         "at",        "node",    "gpu",  "link", "detection_delay",
+    "repair_after", "bandwidth", "latency", "from", "to"};
 inline const List kPool = {"name", "role", "router", "nodes", "site", "gpu"};
 inline const List kTransferEngine = {"setup", "per_block", "max_inflight_per_destination",
                                      "stall_timeout"};

@@ -199,8 +199,10 @@ struct TransferEngineSpec {
 /// tokens.
 enum class ProtectionMode { kNone, kFull, kRiskKv, kProxyKv };
 
-/// Where a request's replica lives.
-enum class ReplicaPlacement { kNextNode, kLeastLoaded, kStorage };
+/// Where a request's replica lives: another GPU node's host DRAM (the next one, or the one
+/// holding least), a storage node, or its own node's host DRAM (`local`: survives a GPU
+/// failure, not a node failure).
+enum class ReplicaPlacement { kNextNode, kLeastLoaded, kStorage, kLocal };
 
 struct ProtectionSpec {
   ProtectionMode mode = ProtectionMode::kNone;
@@ -220,16 +222,18 @@ enum class EventKind {
   kDrain,
   kPathStall,    ///< KV transfers from one node to another hang (the transfer engine, not a link)
   kPathFailure,  ///< KV transfers from one node to another fail at once
+  kGpuFailure,   ///< one GPU of a node fails (its HBM is lost); the node and its host DRAM stay
 };
 
 struct EventSpec {
   EventKind kind = EventKind::kNodeFailure;
   Seconds at;
   std::string node;                        ///< node events
+  int gpu = 0;                             ///< gpu_failure: which GPU of the node
   std::string link;                        ///< link events
   std::string from, to;                    ///< path events: source and destination node
-  Seconds detection_delay;                 ///< node_failure: until recovery starts
-  std::optional<Seconds> repair_after;     ///< node_failure, link_*, path_*: auto repair
+  Seconds detection_delay;                 ///< node_failure, gpu_failure: until recovery starts
+  std::optional<Seconds> repair_after;     ///< *_failure, link_degrade: auto repair
   std::optional<BitsPerSecond> bandwidth;  ///< link_degrade: the degraded bandwidth
   std::optional<Seconds> latency;          ///< link_degrade: the degraded latency
 };
@@ -366,6 +370,8 @@ constexpr const char* event_kind_name(EventKind k) {
       return "path_stall";
     case EventKind::kPathFailure:
       return "path_failure";
+    case EventKind::kGpuFailure:
+      return "gpu_failure";
   }
   return "?";
 }

@@ -1,22 +1,30 @@
 #include "sim/serving/replica_store.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace kvshift::sim {
 
-ReplicaStore::ReplicaStore(std::vector<NodeKind> kinds, ReplicaPlacement placement,
-                           int storage_node)
+ReplicaStore::ReplicaStore(std::vector<NodeKind> kinds, std::vector<std::int64_t> capacity,
+                           ReplicaPlacement placement, int storage_node)
     : kinds_(std::move(kinds)),
+      capacity_(std::move(capacity)),
+      booked_(kinds_.size(), 0),
       placement_(placement),
       storage_node_(storage_node),
       held_(kinds_.size(), 0) {}
 
-int ReplicaStore::pick(int gpu_node, const std::function<bool(int)>& usable) const {
+int ReplicaStore::pick(int gpu_node, std::int64_t bytes,
+                       const std::function<bool(int)>& usable) const {
   const int n = static_cast<int>(kinds_.size());
+  auto room = [&](int i) { return capacity(i) - booked(i) >= bytes; };
   auto ok = [&](int i) {
-    return i != gpu_node && kinds_[static_cast<std::size_t>(i)] != NodeKind::kSwitch && usable(i);
+    return i != gpu_node && kinds_[static_cast<std::size_t>(i)] != NodeKind::kSwitch && room(i) &&
+           usable(i);
   };
   switch (placement_) {
+    case ReplicaPlacement::kLocal:
+      return room(gpu_node) && usable(gpu_node) ? gpu_node : -1;
     case ReplicaPlacement::kStorage:
       return storage_node_ >= 0 && ok(storage_node_) ? storage_node_ : -1;
     case ReplicaPlacement::kNextNode:
@@ -34,6 +42,23 @@ int ReplicaStore::pick(int gpu_node, const std::function<bool(int)>& usable) con
     }
   }
   return -1;
+}
+
+void ReplicaStore::book(int node, std::int64_t bytes) {
+  std::int64_t& b = booked_[static_cast<std::size_t>(node)];
+  b += bytes;
+  if (b > capacity(node)) {
+    throw std::logic_error("invariant: replicas over the capacity of node " + std::to_string(node));
+  }
+  peak_share_ = std::max(peak_share_, static_cast<double>(b) / static_cast<double>(capacity(node)));
+}
+
+void ReplicaStore::unbook(int node, std::int64_t bytes) {
+  std::int64_t& b = booked_[static_cast<std::size_t>(node)];
+  b -= bytes;
+  if (b < 0) {
+    throw std::logic_error("invariant: replica room below zero on node " + std::to_string(node));
+  }
 }
 
 void ReplicaStore::add(int node, std::int64_t bytes, std::int64_t full_equiv) {

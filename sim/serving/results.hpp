@@ -217,9 +217,11 @@ struct RunResult {
   PrefixCacheStats prefix_cache;
   std::int64_t replica_bytes_held_peak = 0;   ///< KV held on replicas at peak
   std::int64_t replica_bytes_full_equiv = 0;  ///< what a full replica would have held then
-  std::int64_t gpus = 0;                      ///< GPUs in the cluster (bounds GPU busy time)
-  std::int64_t predictor_copies = 0;          ///< predictor copies resident at the end
-  std::int64_t predictor_bytes_resident = 0;  ///< their bytes
+  std::int64_t unprotected = 0;        ///< requests that once found no node with replica room
+  double replica_room_peak_share = 0;  ///< highest share of one node's room replicas booked
+  std::int64_t gpus = 0;               ///< GPUs in the cluster (bounds GPU busy time)
+  std::int64_t predictor_copies = 0;   ///< predictor copies resident at the end
+  std::int64_t predictor_bytes_resident = 0;           ///< their bytes
   std::map<std::string, std::int64_t> predictor_uses;  ///< node -> requests that used its copy
   std::int64_t events = 0;                             ///< simulator events processed
 };

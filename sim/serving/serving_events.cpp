@@ -1,4 +1,4 @@
-// ServingModel: scheduled events — node failures and repairs, link changes,
+// ServingModel: scheduled events — node and GPU failures and repairs, link changes,
 // drains, load-balancing checks and link sampling.
 #include "sim/serving/serving_model_internal.hpp"
 
@@ -28,6 +28,15 @@ void ServingModel::schedule_events() {
         sim_.schedule_at(at, [this, node, delay] { node_failure(node, delay); });
         if (e.repair_after) {
           sim_.schedule_at(at + from_seconds(*e.repair_after), [this, node] { node_repair(node); });
+        }
+        break;
+      }
+      case EventKind::kGpuFailure: {
+        const int gpu = node_gpus_[index_of(e.node)].at(static_cast<std::size_t>(e.gpu));
+        const SimTime delay = from_seconds(e.detection_delay);
+        sim_.schedule_at(at, [this, gpu, delay] { gpu_failure(gpu, delay); });
+        if (e.repair_after) {
+          sim_.schedule_at(at + from_seconds(*e.repair_after), [this, gpu] { gpu_repair(gpu); });
         }
         break;
       }
@@ -81,10 +90,50 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
   if (!node_up_[node]) return;
   node_up_[node] = false;
   predictors_->drop(node);
-  const std::int64_t now = sim_.now().ns;
-  std::vector<std::uint64_t> lost;
   if (proxy_gpus_[node]) proxy_gpus_[node]->fail();  // scores in flight are lost
-  for (int g : node_gpus_[node]) {
+  const std::vector<std::uint64_t> lost =
+      fail_gpus(node_gpus_[node], "node " + spec_.cluster.nodes[node].name + " failed");
+  // Replicas held here are gone: their requests re-stream to a new replica.
+  for (auto& r : requests_) {
+    if (r->replica == node && r->phase != Phase::kDone) drop_replica(*r);
+  }
+  fabric_.fail_node(node);
+  recover_lost(lost, node, detection_delay);
+  for (auto& r : requests_) {
+    if (r->phase != Phase::kDone && r->replica < 0 && r->gpu >= 0 && !on_prefill_pool(r->gpu) &&
+        spec_.protection.mode != ProtectionMode::kNone) {
+      protect(*r, node_of(r->gpu));
+      r->unstreamed = r->context;
+    }
+  }
+  admit_pending();
+}
+
+void ServingModel::gpu_failure(int gpu, SimTime detection_delay) {
+  const int node = node_of(gpu);
+  if (!node_up_[node] || !gpus_[gpu]->worker->up()) return;
+  // The node's host DRAM survives: replicas kept there (local placement) recover over the
+  // host link.
+  const auto& on_node = node_gpus_[node];
+  const auto ordinal = std::find(on_node.begin(), on_node.end(), gpu) - on_node.begin();
+  const std::vector<std::uint64_t> lost = fail_gpus(
+      {gpu}, "GPU " + spec_.cluster.nodes[node].name + "/" + std::to_string(ordinal) + " failed");
+  recover_lost(lost, node, detection_delay);
+  admit_pending();
+}
+
+void ServingModel::gpu_repair(int gpu) {
+  if (!node_up_[node_of(gpu)] || gpus_[gpu]->worker->up()) return;
+  gpus_[gpu]->worker->repair();
+  update_open(gpu);
+  admit_pending();
+}
+
+std::vector<std::uint64_t> ServingModel::fail_gpus(const std::vector<int>& gpus,
+                                                   const std::string& why) {
+  auto failed = [&](int g) { return std::find(gpus.begin(), gpus.end(), g) != gpus.end(); };
+  std::vector<std::uint64_t> lost;
+  for (int g : gpus) {
     // The requests that live here are those holding a reservation; queued work of others
     // (a ProxyKV scoring job of a request that has since migrated) is dropped, not lost.
     gpus_[g]->worker->fail();
@@ -97,31 +146,27 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
   }
   std::sort(lost.begin(), lost.end());
   lost.erase(std::unique(lost.begin(), lost.end()), lost.end());
-  // Moves that were heading to (or leaving) this node fail.
+  // Moves that were heading to (or leaving) these GPUs fail.
   std::vector<std::uint64_t> broken;
   for (auto& [id, m] : moves_) {
-    if (gpus_[m->dst_gpu]->node == node || (m->src_gpu >= 0 && gpus_[m->src_gpu]->node == node)) {
-      broken.push_back(id);
-    }
+    if (failed(m->dst_gpu) || (m->src_gpu >= 0 && failed(m->src_gpu))) broken.push_back(id);
   }
   for (std::uint64_t id : broken) {
     auto it = moves_.find(id);
-    if (it != moves_.end()) {
-      end_move(*it->second, MoveOutcome::kFailed,
-               "node " + spec_.cluster.nodes[node].name + " failed");
-    }
+    if (it != moves_.end()) end_move(*it->second, MoveOutcome::kFailed, why);
   }
-  // Replicas held here are gone: their requests re-stream to a new replica.
-  for (auto& r : requests_) {
-    if (r->replica == node && r->phase != Phase::kDone) drop_replica(*r);
-  }
-  fabric_.fail_node(node);
+  std::erase_if(lost, [&](std::uint64_t id) {
+    return std::binary_search(broken.begin(), broken.end(), id) || moves_.count(id) > 0;
+  });
+  return lost;
+}
+
+void ServingModel::recover_lost(const std::vector<std::uint64_t>& lost, int node,
+                                SimTime detection_delay) {
+  const std::int64_t now = sim_.now().ns;
   for (std::uint64_t id : lost) {
     Request& r = request(id);
-    if (r.phase == Phase::kDone || moves_.count(id) ||
-        std::find(broken.begin(), broken.end(), id) != broken.end()) {
-      continue;
-    }
+    if (r.phase == Phase::kDone) continue;
     r.gpu = -1;
     ++r.epoch;
     if (r.phase == Phase::kPrefill || r.phase == Phase::kQueued || r.phase == Phase::kHandingOff) {
@@ -137,14 +182,6 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
       }
     });
   }
-  for (auto& r : requests_) {
-    if (r->phase != Phase::kDone && r->replica < 0 && r->gpu >= 0 && !on_prefill_pool(r->gpu) &&
-        spec_.protection.mode != ProtectionMode::kNone) {
-      r->replica = pick_replica(node_of(r->gpu));
-      r->unstreamed = r->context;
-    }
-  }
-  admit_pending();
 }
 
 void ServingModel::node_repair(int node) {

@@ -97,9 +97,13 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
   if (predictor_source_ < 0)
     predictor_source_ = storage_node_ >= 0 ? storage_node_ : gpus_[0]->node;
   std::vector<NodeKind> kinds;
-  for (const NodeSpec& node : spec.cluster.nodes) kinds.push_back(node.kind);
-  replicas_ =
-      std::make_unique<ReplicaStore>(std::move(kinds), spec.protection.placement, storage_node_);
+  std::vector<std::int64_t> room;  // host DRAM of gpu nodes, capacity of storage nodes
+  for (const NodeSpec& node : spec.cluster.nodes) {
+    kinds.push_back(node.kind);
+    room.push_back(node.host_memory.count);
+  }
+  replicas_ = std::make_unique<ReplicaStore>(std::move(kinds), std::move(room),
+                                             spec.protection.placement, storage_node_);
   if (spec.risk_kv && spec.predictors.placement == PredictorPlacement::kPreloaded) {
     for (std::size_t i = 0; i < n; ++i) {
       if (!node_gpus_[i].empty()) predictors_->preload(static_cast<int>(i));
@@ -191,6 +195,7 @@ RunResult ServingModel::finish() {
   result_.duration_ns = end_ns_;
   result_.events = static_cast<std::int64_t>(sim_.executed_count());
   result_.replica_bytes_held_peak = replicas_->peak();
+  result_.replica_room_peak_share = replicas_->peak_share();
   result_.replica_bytes_full_equiv = replicas_->peak_full_equiv();
   close_moves();
   for (auto& r : requests_) {
@@ -311,7 +316,7 @@ void ServingModel::start_prefill(Request& r, int gpu) {
   if (r.rec.first_node.empty()) r.rec.first_node = node;
   r.rec.final_node = node;
   if (spec_.protection.mode != ProtectionMode::kNone && r.replica < 0 && !handoff) {
-    r.replica = pick_replica(g.node);
+    protect(r, g.node);
   }
   const std::uint32_t epoch = r.epoch;
   const std::uint64_t id = r.rec.id;

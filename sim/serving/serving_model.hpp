@@ -122,7 +122,10 @@ class ServingModel final : public GpuListener {
 
   // Replica streaming.
   void stream(int gpu, const std::vector<std::pair<Request*, std::int64_t>>& items);
-  int pick_replica(int gpu_node);
+  /// Picks and books a replica node for `r`, running on `gpu_node`. When no node has room it
+  /// runs unprotected (counted once) and waits, in order, for room a dropped replica frees.
+  void protect(Request& r, int gpu_node);
+  bool place_replica(Request& r, int gpu_node);
   /// Sends a replica flush unless its path is failed (lost) or stalled (lost after a timeout,
   /// else held until the stall clears).
   void send_stream(int src, int replica, std::int64_t bytes, Fabric::Done done);
@@ -166,7 +169,7 @@ class ServingModel final : public GpuListener {
   /// The one way a move ends: records it once, cancels what it still runs, then lands the
   /// request (done), retries it (failed) or re-plans it (cancelled).
   void end_move(Move& m, MoveOutcome outcome, const std::string& why);
-  void land(Request& r, int dst_gpu, int src_gpu, bool handoff);
+  void land(Request& r, int dst_gpu, int src_gpu);
   /// At the end of the run: moves in flight and waiting recoveries become unfinished records.
   void close_moves();
 
@@ -174,6 +177,16 @@ class ServingModel final : public GpuListener {
   void schedule_events();
   void node_failure(int node, SimTime detection_delay);
   void node_repair(int node);
+  /// One GPU of a node fails: its HBM is lost, the node (its host DRAM, its other GPUs, its
+  /// links) stays up.
+  void gpu_failure(int gpu, SimTime detection_delay);
+  void gpu_repair(int gpu);
+  /// The GPUs `gpus` lose their HBM: they stop, their prefix caches are gone, and moves to or
+  /// from them fail (end_move takes those on). Returns the other requests that lived there.
+  std::vector<std::uint64_t> fail_gpus(const std::vector<int>& gpus, const std::string& why);
+  /// Recovers `lost` requests (failed on `node`) after the detection delay: one still in
+  /// prefill starts over, one decoding moves from its replica (or replays).
+  void recover_lost(const std::vector<std::uint64_t>& lost, int node, SimTime detection_delay);
   void drain(int node);
   void path_fault(int src, int dst, EventKind kind);
   void path_repair(int src, int dst);
@@ -234,6 +247,7 @@ class ServingModel final : public GpuListener {
   std::uint64_t first_live_ = 0;
   std::deque<std::uint64_t> pending_;  ///< waiting for a GPU with room
   std::deque<PendingRecovery> pending_recoveries_;
+  std::deque<std::uint64_t> unprotected_;  ///< waiting for replica room, oldest first
   /// P/D: prefilled requests waiting for a decode GPU with room (id, epoch).
   std::deque<std::pair<std::uint64_t, std::uint32_t>> pending_handoffs_;
   PoolSet arrival_pools_ = kAllPools;  ///< where arrivals prefill

@@ -23,7 +23,9 @@ struct ServingModel::Request {
   std::int64_t replicated = 0;  ///< tokens safely on the replica
   std::int64_t unstreamed = 0;  ///< tokens produced since the last stream
   std::int64_t replica_bytes = 0;
-  std::uint32_t epoch = 0;  ///< bumps whenever the request loses its state
+  std::int64_t replica_booked = 0;  ///< room its replica books there (its final size)
+  bool waited_for_replica = false;  ///< once found no node with room for its replica
+  std::uint32_t epoch = 0;          ///< bumps whenever the request loses its state
   int attempts = 0;
   std::int64_t handoff_since = 0;  ///< P/D: when its prefill ended
   bool scored = false;             ///< ProxyKV scores computed

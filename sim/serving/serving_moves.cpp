@@ -149,8 +149,10 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   if (spec_.transfer_engine.max_inflight_per_destination > 0) {
     accept = [this](int node) { return slot_free(node); };
   }
+  // A recovery may land on its own node (a failed GPU is closed; a repaired node is empty).
+  const int exclude = from_replica ? -1 : from_node;
   const std::vector<int> dests =
-      router_.destinations(r.reserved, from_node, kMoveDestinations, decode_pools_, accept);
+      router_.destinations(r.reserved, exclude, kMoveDestinations, decode_pools_, accept);
   if (dests.empty()) {
     if (from_replica) {
       pending_recoveries_.push_back({r.rec.id, from_node, stall_since, sim_.now().ns});
@@ -438,7 +440,7 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
   const std::int64_t stall = m.stall_since;
   moves_.erase(r.rec.id);  // m is gone from here on
   if (outcome == MoveOutcome::kDone) {
-    land(r, dst_gpu, src_gpu, trigger == MoveTrigger::kHandoff);
+    land(r, dst_gpu, src_gpu);
     return;
   }
   if (dst.worker->up() && router_.holds(dst_gpu, r.rec.id)) unreserve(dst_gpu, r);
@@ -505,7 +507,7 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
   });
 }
 
-void ServingModel::land(Request& r, int dst_gpu, int src_gpu, bool handoff) {
+void ServingModel::land(Request& r, int dst_gpu, int src_gpu) {
   if (src_gpu >= 0 && router_.holds(src_gpu, r.rec.id)) unreserve(src_gpu, r);
   const int dst_node = gpus_[dst_gpu]->node;
   r.gpu = dst_gpu;
@@ -514,13 +516,13 @@ void ServingModel::land(Request& r, int dst_gpu, int src_gpu, bool handoff) {
   r.rec.moves += 1;
   r.rec.final_node = spec_.cluster.nodes[dst_node].name;
   if (r.rec.first_token_ns < 0) r.rec.first_token_ns = sim_.now().ns;  // a handoff landed
-  if (r.replica == dst_node) {  // a request cannot be its own replica
-    drop_replica(r);
-    r.replica = pick_replica(dst_node);
-  }
-  if (handoff && r.replica < 0 && spec_.protection.mode != ProtectionMode::kNone) {
-    r.replica = pick_replica(dst_node);  // protected from its decode GPU on
-  }
+  // A replica lives on another node, or (local placement) on the request's own: after a
+  // move it may have to be placed again.
+  const bool local = spec_.protection.placement == ReplicaPlacement::kLocal;
+  if (r.replica >= 0 && (r.replica == dst_node) != local) drop_replica(r);
+  // A handoff is protected from its decode GPU on; a request that had none (its replica was
+  // lost, or had no room) is placed again.
+  if (r.replica < 0 && spec_.protection.mode != ProtectionMode::kNone) protect(r, dst_node);
   if (r.replica >= 0 && r.replicated < r.context) r.unstreamed = r.context - r.replicated;
   gpus_[dst_gpu]->worker->add_decoding({r.rec.id, r.context, r.remaining});
   admit_pending();

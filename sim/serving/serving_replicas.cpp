@@ -41,14 +41,45 @@ void ServingModel::on_finished(int gpu, std::uint64_t id) {
 void ServingModel::drop_replica(Request& r) {
   if (r.replica < 0) return;
   replicas_->remove(r.replica, r.replica_bytes, kv_bytes(r.replicated));
+  replicas_->unbook(r.replica, r.replica_booked);
   r.replica_bytes = 0;
+  r.replica_booked = 0;
   r.replicated = 0;
   r.replica = -1;
+  // Room came free: the oldest requests still waiting for a replica may take it.
+  while (!unprotected_.empty()) {
+    Request* q = find_request(unprotected_.front());
+    if (!q || q->phase == Phase::kDone || q->replica >= 0 || q->gpu < 0 ||
+        on_prefill_pool(q->gpu)) {
+      unprotected_.pop_front();  // gone, moving (it is placed again where it lands), or P/D
+      continue;
+    }
+    if (!place_replica(*q, node_of(q->gpu))) break;
+    q->unstreamed = q->context;  // its whole KV so far goes to the new replica
+    unprotected_.pop_front();
+  }
 }
 
-int ServingModel::pick_replica(int gpu_node) {
-  return replicas_->pick(
-      gpu_node, [&](int i) { return node_up_[i] && fabric_.path(gpu_node, i).has_value(); });
+void ServingModel::protect(Request& r, int gpu_node) {
+  if (place_replica(r, gpu_node)) return;
+  if (!r.waited_for_replica) {
+    r.waited_for_replica = true;
+    ++result_.unprotected;
+  }
+  unprotected_.push_back(r.rec.id);
+}
+
+bool ServingModel::place_replica(Request& r, int gpu_node) {
+  // The replica books the request's final protected size, as admission books HBM.
+  const std::int64_t bytes =
+      protected_bytes_per_token() * (r.rec.prompt_tokens + r.rec.output_tokens);
+  r.replica = replicas_->pick(gpu_node, bytes, [&](int i) {
+    return node_up_[i] && (i == gpu_node || fabric_.path(gpu_node, i).has_value());
+  });
+  if (r.replica < 0) return false;
+  replicas_->book(r.replica, bytes);
+  r.replica_booked = bytes;
+  return true;
 }
 
 void ServingModel::stream(int gpu, const std::vector<std::pair<Request*, std::int64_t>>& items) {
@@ -59,6 +90,7 @@ void ServingModel::stream(int gpu, const std::vector<std::pair<Request*, std::in
   for (const auto& item : items) by_replica[item.first->replica].push_back(item);
   const int src = node_of(gpu);
   for (auto& [replica, group] : by_replica) {
+    // A local replica (the node's own host DRAM) is written over the host link.
     std::int64_t bytes = 0, descriptors = 0;
     std::vector<std::tuple<std::uint64_t, std::int64_t, std::uint32_t>> parts;
     for (auto [r, tokens] : group) {
@@ -94,6 +126,12 @@ void ServingModel::stream(int gpu, const std::vector<std::pair<Request*, std::in
 }
 
 void ServingModel::send_stream(int src, int replica, std::int64_t bytes, Fabric::Done done) {
+  if (src == replica) {
+    sim_.schedule_after(host_link_time(bytes), [this, src, done = std::move(done)] {
+      done(node_up_[src], "node failed");
+    });
+    return;
+  }
   const auto fault = path_faults_.empty() ? path_faults_.end() : path_faults_.find({src, replica});
   if (fault == path_faults_.end()) {
     fabric_.send(src, replica, bytes, std::move(done));

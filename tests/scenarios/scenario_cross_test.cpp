@@ -126,6 +126,30 @@ TEST(ScenarioCross, DrainNeedsAGpuNode) {
   EXPECT_EQ(problems(j), V{"/events/0/node: drain needs a GPU node (\"s\" is not one)"});
 }
 
+TEST(ScenarioCross, GpuFailureNeedsAGpuThatExists) {
+  json j = minimal_json();
+  j["cluster"]["node"] = {{"gpus", 2}};
+  j["cluster"]["nodes"].push_back({{"name", "s"}, {"kind", "storage"}, {"capacity", "1TB"}});
+  j["cluster"]["links"].push_back({{"a", "s"}, {"b", "a"}, {"bandwidth", "1Gbps"}});
+  j["events"] = {{{"type", "gpu_failure"}, {"at", "1s"}, {"node", "a"}, {"gpu", 2}},
+                 {{"type", "gpu_failure"}, {"at", "2s"}, {"node", "s"}},
+                 {{"type", "gpu_failure"}, {"at", "3s"}, {"node", "b"}, {"gpu", 1}}};
+  EXPECT_EQ(problems(j), (V{"/events/0/gpu: node \"a\" has 2 GPU(s), numbered from 0 (got 2)",
+                            "/events/1/node: gpu_failure needs a GPU node (\"s\" is not one)"}));
+}
+
+TEST(ScenarioCross, LocalReplicasNeedNoSecondNode) {
+  json j = minimal_json();
+  j["cluster"]["nodes"] = {{{"name", "a"}}};
+  j["cluster"]["links"] = json::array();
+  j["protection"] = {{"mode", "full"}, {"placement", "local"}};
+  EXPECT_EQ(problems(j), V{});
+  j["protection"]["placement"] = "next_node";
+  EXPECT_EQ(problems(j),
+            V{"/protection/placement: replicas on another GPU node need at least 2 GPU nodes "
+              "(have 1)"});
+}
+
 TEST(ScenarioCross, StrategiesNeedTheirMethodSections) {
   json j = minimal_json();
   j["policies"] = {{"strategies", {"risk_kv", "proxy_kv"}}};

@@ -277,10 +277,23 @@ TEST(ScenarioRules, EventFieldsMustFitTheType) {
       problems(j),
       (V{"/events/0/link: does not apply to event type \"drain\"",
          "/events/1: link_degrade needs \"bandwidth\" or \"latency\" (the degraded value)",
-         "/events/2/type: expected one of \"node_failure\", \"node_repair\", \"link_degrade\", "
+         "/events/2/type: expected one of \"node_failure\", \"node_repair\", \"gpu_failure\", "
+         "\"link_degrade\", "
          "\"link_failure\", \"link_repair\", \"drain\", \"path_stall\", \"path_failure\" "
          "(got \"node_failur\") (did you mean "
          "\"node_failure\"?)"}));
+}
+
+TEST(ScenarioRules, GpuFailureFieldsAreChecked) {
+  json j = minimal_json();
+  j["events"] = {{{"type", "gpu_failure"}, {"at", "1s"}, {"node", "a"}, {"gpu", -1}},
+                 {{"type", "node_failure"}, {"at", "1s"}, {"node", "a"}, {"gpu", 0}},
+                 {{"type", "gpu_failure"}, {"at", "1s"}, {"node", "a"}, {"repair_after", "0s"}}};
+  const V got = problems(j);
+  ASSERT_EQ(got.size(), 3u) << ::testing::PrintToString(got);
+  EXPECT_EQ(got[0].rfind("/events/0/gpu: ", 0), 0u) << got[0];
+  EXPECT_EQ(got[1], "/events/1/gpu: does not apply to event type \"node_failure\"");
+  EXPECT_EQ(got[2].rfind("/events/2/repair_after: ", 0), 0u) << got[2];
 }
 
 TEST(ScenarioRules, EventsAreSortedByTimeStably) {

@@ -172,6 +172,31 @@ json random_scenario(std::uint64_t seed) {
     out["pools"] = pools;
     out["transfer_engine"] = engine;
   }
+  // Drawn last, so the draws above (and the scenarios they made) stay as they were: two
+  // GPUs a node, single-GPU failures, replicas in the node's own DRAM, DRAM too small for all.
+  if (rng() % 3 == 0) {
+    for (json& n : out["cluster"]["nodes"]) {
+      if (!n.contains("kind")) n["gpus"] = 2;
+    }
+  }
+  for (int f = std::uniform_int_distribution<int>(0, 2)(rng); f > 0; --f) {
+    json e = {
+        {"type", "gpu_failure"},
+        {"at", seconds(uniform(rng, 0.2, duration))},
+        {"node", "gpu" + std::to_string(std::uniform_int_distribution<int>(0, gpus - 1)(rng))},
+        {"detection_delay", pick(rng, std::vector<std::string>{"0s", "200ms"})}};
+    if (rng() % 2) e["repair_after"] = seconds(uniform(rng, 0.5, 5));
+    out["events"].push_back(e);
+  }
+  if (protection["mode"] != "none" && rng() % 4 == 0) {
+    out["protection"]["placement"] = "local";
+    out["protection"].erase("store");
+  }
+  if (rng() % 4 == 0) {
+    for (json& n : out["cluster"]["nodes"]) {
+      if (!n.contains("kind")) n["host_memory"] = "256MiB";
+    }
+  }
   return out;
 }
 
