@@ -5,8 +5,8 @@
 # simulated seconds per wall second, events/s and peak memory.
 # Targets: the hour in <= 36 s (>= 100 simulated s per wall s) within 4 GiB.
 # Usage: bench/serving_hour.sh [build-dir] [repeats] [baseline-build-dir]
-# Each round also runs the same hour with prefix caching on
-# (leafspine-1024-hour-prefix.json: half the requests share one of 64
+# Each round also runs the same hour with prefix caching and its host-DRAM
+# tier on (leafspine-1024-hour-prefix.json: half the requests share one of 64
 # prefixes); target: <= 2x the plain hour's wall time, ratio printed.
 # With a baseline build (e.g. an older commit built in another folder, same
 # CMake options), the binaries run alternately, so all medians come from
@@ -33,7 +33,7 @@ for i in $(seq "$repeats"); do
       /usr/bin/time -f "%e %U %M" -o "$out/time" "$bin" run "$file" --quiet \
       --out "$out/run" > "$out/log" 2>&1; }  # a baseline may predate --force
     if [ "$label" = prefix ]; then
-      python3 -c "import json;c=json.load(open('$out/run/summary.json'))['strategies']['risk_kv']['prefix_cache'];print('prefix   cache: %.1f %% of prompt tokens reused, %d of %d lookups hit, %.0f GPU-s of prefill saved, %d blocks evicted' % (100*c['token_hit_rate'], c['hits'], c['lookups'], c['saved_prefill_gpu_s'], c['evicted_blocks']))"
+      python3 -c "import json;c=json.load(open('$out/run/summary.json'))['strategies']['risk_kv']['prefix_cache'];h=c['host_tier'];print('prefix   cache: %.1f %% of prompt tokens reused, %d of %d lookups hit, %.0f GPU-s of prefill saved, %d blocks evicted; host tier: %d prefills loaded from it, peak %.1f GiB' % (100*c['token_hit_rate'], c['hits'], c['lookups'], c['saved_prefill_gpu_s'], c['evicted_blocks'], h['hits'], h['peak_bytes'] / 2**30))"
     fi
     read -r wall user rss_kb < "$out/time"
     events=$(python3 -c "import json;print(json.load(open('$out/run/summary.json'))['strategies']['risk_kv']['events'])")
@@ -53,7 +53,7 @@ for label in "${labels[@]}"; do
 done
 awk -v a="$(median "${walls[this]}")" -v b="$(median "${walls[prefix]}")" \
     -v ma="$(median "${rss[this]}")" -v mb="$(median "${rss[prefix]}")" \
-    'BEGIN { printf "prefix caching on / off: wall %.3f (target <= 2), peak memory %.3f\n", b / a, mb / ma }'
+    'BEGIN { printf "prefix caching and host tier on / off: wall %.3f (target <= 2), peak memory %.3f\n", b / a, mb / ma }'
 if [ -n "$baseline" ]; then
   awk -v a="$(median "${walls[baseline]}")" -v b="$(median "${walls[this]}")" \
       -v ma="$(median "${rss[baseline]}")" -v mb="$(median "${rss[this]}")" \

@@ -149,6 +149,18 @@ json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) 
                          {"evicted_blocks", c.evicted_blocks},
                          {"lost_blocks", c.lost_blocks},
                          {"resident_bytes_at_end", c.resident_bytes}};
+    if (spec.serving.prefix_cache.host_offload) {
+      const sim::PrefixCacheStats::HostTier& h = c.host;
+      j["prefix_cache"]["host_tier"] = {{"hits", h.hits},
+                                        {"hit_tokens", h.hit_tokens},
+                                        {"read_bytes", h.read_bytes},
+                                        {"written_blocks", h.written_blocks},
+                                        {"written_bytes", h.written_bytes},
+                                        {"evicted_blocks", h.evicted_blocks},
+                                        {"lost_blocks", h.lost_blocks},
+                                        {"resident_bytes_at_end", h.resident_bytes},
+                                        {"peak_bytes", h.peak_bytes}};
+    }
   }
   if (sim::disaggregated(spec)) {
     j["moves"]["handoffs"] = t.handoffs;
@@ -466,6 +478,18 @@ std::string run_table(const json& summary) {
                   c["hits"].get<long long>(), c["lookups"].get<long long>(),
                   c["saved_prefill_gpu_s"].get<double>(), c["evicted_blocks"].get<long long>());
     o << line;
+    if (c.contains("host_tier")) {
+      const json& h = c["host_tier"];
+      std::snprintf(line, sizeof line,
+                    "  host tier: %lld prefills loaded %lld tokens from host DRAM (%.1f GiB read, "
+                    "%.1f GiB written through, not timed), %lld blocks evicted, peak %.1f GiB\n",
+                    h["hits"].get<long long>(), h["hit_tokens"].get<long long>(),
+                    static_cast<double>(h["read_bytes"].get<long long>()) / (1 << 30),
+                    static_cast<double>(h["written_bytes"].get<long long>()) / (1 << 30),
+                    h["evicted_blocks"].get<long long>(),
+                    static_cast<double>(h["peak_bytes"].get<long long>()) / (1 << 30));
+      o << line;
+    }
   }
   if (summary.contains("pools")) {
     o << "pools:";

@@ -133,6 +133,21 @@ void check_memory(const sim::ScenarioSpec& s, Diagnostics& d, const LoadContext&
       said.insert(p);
     }
   }
+  if (s.serving.prefix_cache.enabled && s.serving.prefix_cache.host_offload) {
+    const Bytes block = cost_model::kv_bytes(s.model, s.serving.prefix_cache.block_tokens);
+    for (std::size_t i = 0; i < s.cluster.nodes.size(); ++i) {
+      const sim::NodeSpec& n = s.cluster.nodes[i];
+      if (n.kind != NodeKind::kGpu || n.host_memory >= block) continue;
+      const std::string p = i < ctx.generated_nodes ? "/cluster/node" : node_ptr(ctx, i);
+      if (said.insert(p + "/host_memory").second) {
+        d.add(p + "/host_memory",
+              "the host tier of node \"" + n.name + "\" (" + std::to_string(n.host_memory.count) +
+                  " bytes) is smaller than one prefix block (" + std::to_string(block.count) +
+                  " bytes, serving.prefix_cache.block_tokens " +
+                  std::to_string(s.serving.prefix_cache.block_tokens) + ")");
+      }
+    }
+  }
 }
 
 void check_events(const sim::ScenarioSpec& s, const Names& n, Diagnostics& d,

@@ -135,6 +135,7 @@ sim::ServingSpec parse_serving(const Reader& r) {
     s.prefix_cache.enabled = c->boolean("enabled", false).value_or(true);
     s.prefix_cache.block_tokens =
         int_in(*c, "block_tokens", 1, 1'048'576, false).value_or(s.prefix_cache.block_tokens);
+    s.prefix_cache.host_offload = c->boolean("host_offload", false).value_or(false);
     // Cached blocks are whole paged blocks, so a hit frees exactly the blocks it reuses.
     if (s.prefix_cache.block_tokens % s.kv_block_tokens != 0) {
       c->problem("block_tokens", "must be a multiple of serving.kv_block_tokens (" +

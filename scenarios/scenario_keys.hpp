@@ -48,7 +48,7 @@ inline const List kWorkload = {"arrival",       "rate",         "cv",           
 inline const List kSharedPrefix = {"share", "groups", "tokens"};
 inline const List kTokenDist = {"distribution", "value", "min", "max", "mean", "cv"};
 inline const List kServing = {"max_batch", "kv_block_tokens", "prefix_cache"};
-inline const List kPrefixCache = {"enabled", "block_tokens"};
+inline const List kPrefixCache = {"enabled", "block_tokens", "host_offload"};
 inline const List kProtection = {"mode", "placement", "store", "stream_every_tokens"};
 inline const List kEvent = {
     "type",         "at",        "node",    "gpu",  "link", "detection_delay",

@@ -160,6 +160,9 @@ struct WorkloadSpec {
 struct PrefixCacheSpec {
   bool enabled = false;
   std::int64_t block_tokens = 512;  ///< tokens a key names (Mooncake's hash_ids: 512)
+  /// A second tier in each node's host DRAM: prompt blocks are written through to it after
+  /// prefill, and a block gone from a GPU's HBM loads from it over the host link.
+  bool host_offload = false;
 };
 
 struct ServingSpec {

@@ -38,6 +38,21 @@ void PrefixCache::unpin(std::span<const std::uint64_t> keys) {
   }
 }
 
+std::size_t PrefixCache::touch(std::span<const std::uint64_t> keys) {
+  std::size_t inserted = 0;
+  for (std::uint64_t key : keys) {
+    auto [it, fresh] = blocks_.try_emplace(key);
+    Block& b = it->second;
+    if (fresh) {
+      ++inserted;
+      b.lru = lru_.insert(lru_.end(), key);
+    } else if (b.users == 0) {
+      lru_.splice(lru_.end(), lru_, b.lru);
+    }
+  }
+  return inserted;
+}
+
 std::size_t PrefixCache::evict(std::int64_t bytes) {
   std::size_t evicted = 0;
   for (std::int64_t freed = 0; freed < bytes && !lru_.empty(); freed += block_bytes_) {

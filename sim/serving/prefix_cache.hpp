@@ -11,7 +11,8 @@
 // recently used first whenever a reservation needs the room; a request
 // touches its blocks front to back, so a chain's tail is evicted before its
 // head. A GPU failure loses the whole cache: clear() bumps the generation, so
-// pins taken before it are not released twice.
+// pins taken before it are not released twice. The same class keeps a node's
+// host-DRAM tier, which holds copies and is only touched, never pinned.
 #pragma once
 
 #include <cstdint>
@@ -35,6 +36,9 @@ class PrefixCache {
   std::size_t pin(std::span<const std::uint64_t> keys);
   /// Unpins every key (each pinned by the caller before); blocks nobody uses become evictable.
   void unpin(std::span<const std::uint64_t> keys);
+  /// Inserts the missing keys unpinned and makes every unpinned key most recently used, in
+  /// order (a tier that holds copies and takes no pins); returns how many were inserted.
+  std::size_t touch(std::span<const std::uint64_t> keys);
   /// Evicts least recently used unpinned blocks until `bytes` are freed or none is left;
   /// returns the blocks evicted.
   std::size_t evict(std::int64_t bytes);

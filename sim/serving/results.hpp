@@ -145,6 +145,18 @@ struct PrefixCacheStats {
   std::int64_t evicted_blocks = 0;
   std::int64_t lost_blocks = 0;     ///< dropped with a failed GPU's HBM
   std::int64_t resident_bytes = 0;  ///< cached at the end of the run, over all GPUs
+  /// The host-DRAM tier (serving.prefix_cache.host_offload), over all nodes.
+  struct HostTier {
+    std::int64_t hits = 0;            ///< prefills that loaded at least one block from it
+    std::int64_t hit_tokens = 0;      ///< prompt tokens loaded instead of prefilled
+    std::int64_t read_bytes = 0;      ///< host -> HBM over the host links
+    std::int64_t written_blocks = 0;  ///< blocks written through after prefill (new to the tier)
+    std::int64_t written_bytes = 0;   ///< HBM -> host
+    std::int64_t evicted_blocks = 0;  ///< to make room (for other blocks, or for replicas)
+    std::int64_t lost_blocks = 0;     ///< dropped with a failed node
+    std::int64_t resident_bytes = 0;  ///< held at the end of the run
+    std::int64_t peak_bytes = 0;      ///< the most held at once
+  } host;
 };
 
 /// One trace-event span (Chrome trace format: one track per node or link).

@@ -93,6 +93,11 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
   if (proxy_gpus_[node]) proxy_gpus_[node]->fail();  // scores in flight are lost
   const std::vector<std::uint64_t> lost =
       fail_gpus(node_gpus_[node], "node " + spec_.cluster.nodes[node].name + " failed");
+  if (PrefixCache* host = host_tiers_[static_cast<std::size_t>(node)].get()) {
+    result_.prefix_cache.host.lost_blocks += static_cast<std::int64_t>(host->blocks());
+    count_host_tier(-static_cast<std::int64_t>(host->blocks()) * host->block_bytes());
+    host->clear();
+  }
   // Replicas held here are gone: their requests re-stream to a new replica.
   for (auto& r : requests_) {
     if (r->replica == node && r->phase != Phase::kDone) drop_replica(*r);

@@ -40,6 +40,7 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
   for (std::size_t p = 1; p < spec.pools.size(); ++p) router_.add_pool(spec.pools[p].router);
   node_gpus_.resize(n);
   proxy_gpus_.resize(n);
+  host_tiers_.resize(n);
   node_up_.assign(n, true);
   node_draining_.assign(n, false);
   methods_ = move_methods(spec);
@@ -85,6 +86,10 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
             std::make_unique<PrefixCache>(block_bytes(spec.serving.prefix_cache.block_tokens));
       }
       node_gpus_[i].push_back(index);
+      if (g == 0 && spec.serving.prefix_cache.enabled && spec.serving.prefix_cache.host_offload) {
+        host_tiers_[i] =
+            std::make_unique<PrefixCache>(block_bytes(spec.serving.prefix_cache.block_tokens));
+      }
       if (g == 0 && spec.proxy_kv && spec.proxy_kv->placement == ProxyPlacement::kProxyGpu) {
         proxy_gpus_[i] = std::make_unique<GpuWorker>(sim_, *this, costs_of(static_cast<int>(i)), -1,
                                                      "proxy:" + node.name, 1, 1, result_.gpu_time,
@@ -213,6 +218,7 @@ RunResult ServingModel::finish() {
           static_cast<std::int64_t>(g->cache->blocks()) * g->cache->block_bytes();
     }
   }
+  result_.prefix_cache.host.resident_bytes = host_tier_bytes_;
   result_.predictor_copies = predictors_->copies();
   result_.predictor_bytes_resident = result_.predictor_copies * predictor_bytes_;
   return std::move(result_);
@@ -307,7 +313,8 @@ void ServingModel::start_prefill(Request& r, int gpu) {
   const bool handoff = on_prefill_pool(gpu);
   const std::int64_t booked = handoff ? block_bytes(r.rec.prompt_tokens) : r.reserved;
   // Prefix caching: reuse the longest cached run of the prompt's blocks, prefill the rest.
-  const std::int64_t cached = reuse_prefix(r, gpu);
+  SimTime load;
+  const std::int64_t cached = reuse_prefix(r, gpu, load);
   reserve(gpu, r, booked - pinned_bytes(r));
   r.gpu = gpu;
   r.phase = Phase::kPrefill;
@@ -320,35 +327,44 @@ void ServingModel::start_prefill(Request& r, int gpu) {
   }
   const std::uint32_t epoch = r.epoch;
   const std::uint64_t id = r.rec.id;
-  g.worker->submit({JobKind::kPrefill, id, r.rec.prompt_tokens - cached,
-                    [this, id, epoch, gpu, handoff, booked](SimTime, SimTime end) {
-                      Request* rp = find_request(id);
-                      if (!rp || rp->epoch != epoch) return;
-                      if (gpus_[gpu]->cache) cache_prompt(*rp, gpu, booked);
-                      rp->context = rp->rec.prompt_tokens;
-                      rp->remaining = rp->rec.output_tokens - 1;
-                      // Disaggregated, the first token reaches the user with the handoff.
-                      if (rp->rec.first_token_ns < 0 && (!handoff || rp->remaining <= 0)) {
-                        rp->rec.first_token_ns = end.ns;
-                      }
-                      rp->phase = Phase::kDecoding;
-                      if (rp->remaining <= 0) {
-                        on_finished(gpu, rp->rec.id);
-                        return;
-                      }
-                      if (handoff) {
-                        rp->phase = Phase::kHandingOff;
-                        rp->handoff_since = end.ns;
-                        try_handoff(*rp);
-                        return;
-                      }
-                      gpus_[gpu]->worker->add_decoding({rp->rec.id, rp->context, rp->remaining});
-                      if (rp->replica >= 0) stream(gpu, {{rp, rp->context}});
-                      if (node_draining_[gpus_[gpu]->node]) {
-                        start_move(*rp, MoveTrigger::kDrain, gpus_[gpu]->node, sim_.now().ns);
-                      }
-                    },
-                    cached});
+  GpuJob prefill{JobKind::kPrefill, id, r.rec.prompt_tokens - cached,
+                 [this, id, epoch, gpu, handoff, booked](SimTime, SimTime end) {
+                   Request* rp = find_request(id);
+                   if (!rp || rp->epoch != epoch) return;
+                   if (gpus_[gpu]->cache) cache_prompt(*rp, gpu, booked);
+                   rp->context = rp->rec.prompt_tokens;
+                   rp->remaining = rp->rec.output_tokens - 1;
+                   // Disaggregated, the first token reaches the user with the handoff.
+                   if (rp->rec.first_token_ns < 0 && (!handoff || rp->remaining <= 0)) {
+                     rp->rec.first_token_ns = end.ns;
+                   }
+                   rp->phase = Phase::kDecoding;
+                   if (rp->remaining <= 0) {
+                     on_finished(gpu, rp->rec.id);
+                     return;
+                   }
+                   if (handoff) {
+                     rp->phase = Phase::kHandingOff;
+                     rp->handoff_since = end.ns;
+                     try_handoff(*rp);
+                     return;
+                   }
+                   gpus_[gpu]->worker->add_decoding({rp->rec.id, rp->context, rp->remaining});
+                   if (rp->replica >= 0) stream(gpu, {{rp, rp->context}});
+                   if (node_draining_[gpus_[gpu]->node]) {
+                     start_move(*rp, MoveTrigger::kDrain, gpus_[gpu]->node, sim_.now().ns);
+                   }
+                 },
+                 cached};
+  if (load.ns > 0) {
+    // Blocks from the host tier cross the host link first; the GPU serves others meanwhile.
+    sim_.schedule_after(load, [this, id, epoch, gpu, job = std::move(prefill)]() mutable {
+      Request* rp = find_request(id);
+      if (rp && rp->epoch == epoch && rp->gpu == gpu) gpus_[gpu]->worker->submit(std::move(job));
+    });
+  } else {
+    g.worker->submit(std::move(prefill));
+  }
   // ProxyKV scores come from the proxy, asynchronously to the target's prefill.
   const bool scoring =
       spec_.proxy_kv && (strategy_ == Strategy::kProxyKv || strategy_ == Strategy::kAdaptive ||

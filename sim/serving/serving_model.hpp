@@ -102,8 +102,10 @@ class ServingModel final : public GpuListener {
   /// prompt (its last token is always prefilled, for the first output token).
   std::vector<std::uint64_t> prefix_keys(const RequestArrival& a) const;
   /// At the start of a prefill on `gpu`: pins the cached run of the prompt's leading blocks
-  /// and returns its tokens (0 without a cache or a hit), counting the lookup.
-  std::int64_t reuse_prefix(Request& r, int gpu);
+  /// (in HBM, then continued from the node's host tier) and returns its tokens (0 without a
+  /// cache or a hit), counting the lookup; `load` is how long the host-tier blocks take to
+  /// cross the host link.
+  std::int64_t reuse_prefix(Request& r, int gpu, SimTime& load);
   /// Pins the request's keys [r.pinned, blocks) in `gpu`'s cache; returns those inserted.
   std::size_t pin_prefix(Request& r, int gpu, std::size_t blocks);
   /// The prefill on `gpu` ended: the prompt's blocks join its cache, booked there once
@@ -115,6 +117,9 @@ class ServingModel final : public GpuListener {
   void unpin_prefix(Request& r);
   /// Evicts unpinned blocks until `gpu`'s bookings and its unpinned blocks fit in HBM.
   void fit_cache(int gpu);
+  /// Evicts host-tier blocks of `node` until they fit beside its replicas in host DRAM.
+  void fit_host_tier(int node);
+  void count_host_tier(std::int64_t delta_bytes);
   /// P/D: hands a prefilled request to a decode pool once it may go (scores, room, a slot).
   void try_handoff(Request& r);
   bool on_prefill_pool(int gpu) const;
@@ -238,6 +243,9 @@ class ServingModel final : public GpuListener {
   std::vector<std::vector<int>> node_gpus_;  ///< node -> its GPU indices
   std::vector<std::unique_ptr<GpuWorker>>
       proxy_gpus_;  ///< node -> its proxy GPU (proxy_gpu placement)
+  /// node -> its host-DRAM prefix tier (null unless serving.prefix_cache.host_offload)
+  std::vector<std::unique_ptr<PrefixCache>> host_tiers_;
+  std::int64_t host_tier_bytes_ = 0;  ///< held by every host tier
   std::vector<bool> node_up_, node_draining_;
   std::unique_ptr<ReplicaStore> replicas_;      ///< where protected KV is kept, and how much
   std::unique_ptr<PredictorCache> predictors_;  ///< which nodes hold the RISK-KV predictors

@@ -1,5 +1,5 @@
 // ServingModel: prefix caching — the keys of a request's cacheable blocks, pins
-// in a GPU's PrefixCache, and the HBM the cache may use.
+// in a GPU's PrefixCache, the HBM the cache may use, and the node's host tier.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -26,7 +26,7 @@ std::vector<std::uint64_t> ServingModel::prefix_keys(const RequestArrival& a) co
   return keys;
 }
 
-std::int64_t ServingModel::reuse_prefix(Request& r, int gpu) {
+std::int64_t ServingModel::reuse_prefix(Request& r, int gpu, SimTime& load) {
   unpin_prefix(r);  // pins of a cache lost with a failed GPU
   const Gpu& g = *gpus_[gpu];
   if (!g.cache) return 0;
@@ -37,7 +37,21 @@ std::int64_t ServingModel::reuse_prefix(Request& r, int gpu) {
   if (r.prefix_keys.empty()) return 0;
   ++st.lookups;
   st.lookup_tokens += static_cast<std::int64_t>(r.prefix_keys.size()) * block_tokens;
-  const std::size_t hit = g.cache->match(r.prefix_keys);
+  const std::size_t in_hbm = g.cache->match(r.prefix_keys);
+  std::size_t from_host = 0;
+  if (PrefixCache* host = host_tiers_[static_cast<std::size_t>(g.node)].get()) {
+    const auto rest = std::span<const std::uint64_t>(r.prefix_keys).subspan(in_hbm);
+    from_host = host->match(rest);
+    if (from_host > 0) {
+      host->touch(rest.first(from_host));
+      const std::int64_t bytes = static_cast<std::int64_t>(from_host) * host->block_bytes();
+      load = host_link_time(bytes);
+      ++st.host.hits;
+      st.host.hit_tokens += static_cast<std::int64_t>(from_host) * block_tokens;
+      st.host.read_bytes += bytes;
+    }
+  }
+  const std::size_t hit = in_hbm + from_host;
   if (hit == 0) return 0;
   pin_prefix(r, gpu, hit);
   const std::int64_t cached = static_cast<std::int64_t>(hit) * block_tokens;
@@ -74,6 +88,37 @@ void ServingModel::cache_prompt(Request& r, int gpu, std::int64_t booked) {
   router_.release(gpu, r.rec.id);
   router_.reserve(gpu, r.rec.id, booked - static_cast<std::int64_t>(r.prefix_keys.size()) * block);
   pin_prefix(r, gpu, r.prefix_keys.size());
+  // Written through to the node's host tier (counted, not timed: the copy runs beside decode).
+  const int node = node_of(gpu);
+  if (PrefixCache* host = host_tiers_[static_cast<std::size_t>(node)].get()) {
+    const auto written = static_cast<std::int64_t>(host->touch(r.prefix_keys));
+    result_.prefix_cache.host.written_blocks += written;
+    result_.prefix_cache.host.written_bytes += written * host->block_bytes();
+    count_host_tier(written * host->block_bytes());
+    fit_host_tier(node);
+  }
+}
+
+void ServingModel::fit_host_tier(int node) {
+  PrefixCache* host = host_tiers_[static_cast<std::size_t>(node)].get();
+  if (!host) return;
+  // Replicas come first: the tier keeps what is left of host DRAM.
+  const std::int64_t room = replicas_->capacity(node) - replicas_->booked(node);
+  const std::int64_t over = host->unpinned_bytes() - room;
+  if (over <= 0) return;
+  const auto evicted = static_cast<std::int64_t>(host->evict(over));
+  result_.prefix_cache.host.evicted_blocks += evicted;
+  count_host_tier(-evicted * host->block_bytes());
+  if (host->unpinned_bytes() > room) {
+    throw std::logic_error("invariant: node " + std::to_string(node) +
+                           " holds more replicas and host-tier blocks than its host DRAM");
+  }
+}
+
+void ServingModel::count_host_tier(std::int64_t delta_bytes) {
+  host_tier_bytes_ += delta_bytes;
+  result_.prefix_cache.host.peak_bytes =
+      std::max(result_.prefix_cache.host.peak_bytes, host_tier_bytes_);
 }
 
 std::int64_t ServingModel::pinned_bytes(const Request& r) const {

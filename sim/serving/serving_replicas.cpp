@@ -79,6 +79,7 @@ bool ServingModel::place_replica(Request& r, int gpu_node) {
   if (r.replica < 0) return false;
   replicas_->book(r.replica, bytes);
   r.replica_booked = bytes;
+  fit_host_tier(r.replica);  // the prefix blocks there make room
   return true;
 }
 

@@ -138,6 +138,19 @@ TEST(ScenarioCross, GpuFailureNeedsAGpuThatExists) {
                             "/events/1/node: gpu_failure needs a GPU node (\"s\" is not one)"}));
 }
 
+TEST(ScenarioCross, AHostTierSmallerThanOneBlockIsNamed) {
+  json j = minimal_json();
+  j["cluster"]["nodes"][1]["host_memory"] = "1MiB";
+  j["serving"] = {{"prefix_cache", {{"host_offload", true}}}};
+  EXPECT_EQ(problems(j), V{"/cluster/nodes/1/host_memory: the host tier of node \"b\" (1048576 "
+                           "bytes) is smaller than one prefix block (6291456 bytes, "
+                           "serving.prefix_cache.block_tokens 512)"});
+  j["serving"]["prefix_cache"]["host_offload"] = false;
+  EXPECT_EQ(problems(j), V{}) << "without the tier, host memory holds only replicas";
+  j["serving"]["prefix_cache"]["host_offload"] = "yes";
+  EXPECT_EQ(problems(j).size(), 1u);
+}
+
 TEST(ScenarioCross, LocalReplicasNeedNoSecondNode) {
   json j = minimal_json();
   j["cluster"]["nodes"] = {{{"name", "a"}}};

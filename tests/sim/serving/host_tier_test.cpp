@@ -1,0 +1,145 @@
+// The host-DRAM prefix tier (serving.prefix_cache.host_offload): the closed form
+// of a reload (the blocks cross the host link, then the tail prefills on them),
+// a metamorphic check (a tier that is never needed changes nothing), and the
+// books under pressure and failures (every block written is evicted, lost with
+// its node, or resident; no node holds more than its host DRAM).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cost_model/compute_costs.hpp"
+#include "cost_model/storage.hpp"
+#include "scenarios/scenario_loader.hpp"
+#include "sim/serving/scenario_run.hpp"
+#include "sim/time.hpp"
+
+namespace kvshift::sim {
+namespace {
+
+std::int64_t ttft(const RequestRecord& r) { return r.first_token_ns - r.arrival_ns; }
+
+// Requests far apart, all with one 1,536-token prefix, dealt round robin to the two GPUs of
+// one node: the second finds the prefix only in the node's host tier, the third in HBM.
+std::string one_node(bool host_offload) {
+  return std::string(R"({
+    "name": "host-tier", "model": "qwen2.5-1.5b", "gpu": "h100",
+    "cluster": {"nodes": [{"name": "gpu0", "gpus": 2}]},
+    "workload": {"arrival": "poisson", "rate": 0.2, "max_requests": 4,
+                 "prompt_tokens": 2048, "output_tokens": 1,
+                 "shared_prefix": {"share": 1, "groups": 1, "tokens": 1536}},
+    "serving": {"max_batch": 1,
+                "prefix_cache": {"block_tokens": 512, "host_offload": )") +
+         (host_offload ? "true" : "false") + R"(}},
+    "policies": {"strategies": ["full_kv"], "router": "round_robin"},
+    "seed": 5, "duration": "120s"})";
+}
+
+TEST(HostTier, AReloadCrossesTheHostLinkThenPrefillsTheTail) {
+  for (bool offload : {true, false}) {
+    const ScenarioSpec spec = scenarios::load_scenario_text(one_node(offload), "t");
+    const cost_model::RooflineCosts compute(spec.gpu);
+    const RunResult run = run_scenario(spec, compute, {false, {}}).at(0);
+    ASSERT_EQ(run.requests.size(), 4u);
+    for (std::size_t i = 1; i < 4; ++i) {
+      ASSERT_GT(run.requests[i].arrival_ns, run.requests[i - 1].finish_ns) << "uncontended";
+    }
+    const std::int64_t full = from_seconds(compute.prefill(spec.model, 2048)).ns;
+    const std::int64_t tail = from_seconds(compute.extend(spec.model, 1536, 512)).ns;
+    const std::int64_t bytes = cost_model::kv_bytes(spec.model, 1536).count;
+    const std::int64_t load =
+        from_seconds(8.0 * static_cast<double>(bytes) / spec.gpu.host_link.value).ns;
+    EXPECT_EQ(ttft(run.requests[0]), full);
+    EXPECT_EQ(ttft(run.requests[1]), offload ? load + tail : full)
+        << "the other GPU: the host tier, or nothing";
+    EXPECT_EQ(ttft(run.requests[2]), tail) << "back on the first GPU: its HBM";
+    EXPECT_EQ(ttft(run.requests[3]), tail);
+    const PrefixCacheStats::HostTier& h = run.prefix_cache.host;
+    EXPECT_EQ(h.hits, offload ? 1 : 0);
+    EXPECT_EQ(h.hit_tokens, offload ? 1536 : 0);
+    EXPECT_EQ(h.read_bytes, offload ? bytes : 0);
+    EXPECT_EQ(h.written_blocks, offload ? 3 : 0) << "each block written once";
+    EXPECT_EQ(h.written_bytes, offload ? bytes : 0);
+    EXPECT_EQ(h.resident_bytes, h.written_bytes);
+    EXPECT_EQ(h.peak_bytes, h.written_bytes);
+    EXPECT_EQ(run.prefix_cache.hits, offload ? 3 : 2);
+  }
+}
+
+TEST(HostTier, ATierThatIsNeverNeededChangesNothing) {
+  // One GPU a node and HBM to spare: every prefix a GPU cached is still in its HBM.
+  const std::string base = R"({
+    "name": "m", "model": "qwen2.5-1.5b", "gpu": "h100",
+    "cluster": {"star": {"nodes": 3, "bandwidth": "100Gbps", "latency": "5us"}},
+    "workload": {"arrival": "poisson", "rate": 6, "max_requests": 200,
+                 "prompt_tokens": {"distribution": "uniform", "min": 600, "max": 4000},
+                 "output_tokens": {"distribution": "uniform", "min": 1, "max": 200},
+                 "shared_prefix": {"share": 0.7, "groups": 3, "tokens": 1024}},
+    "serving": {"max_batch": 8, "prefix_cache": {"block_tokens": 256, "host_offload": OFFLOAD}},
+    "policies": {"strategies": ["full_kv"]},
+    "seed": 9, "duration": "60s"})";
+  std::vector<RunResult> runs;
+  for (const char* offload : {"false", "true"}) {
+    std::string text = base;
+    text.replace(text.find("OFFLOAD"), 7, offload);
+    const ScenarioSpec spec = scenarios::load_scenario_text(text, "m");
+    const cost_model::RooflineCosts compute(spec.gpu);
+    runs.push_back(run_scenario(spec, compute, {false, {}}).at(0));
+  }
+  EXPECT_EQ(runs[1].prefix_cache.evicted_blocks, 0) << "the case needs HBM to spare";
+  EXPECT_EQ(runs[1].prefix_cache.host.hits, 0);
+  EXPECT_GT(runs[1].prefix_cache.host.written_blocks, 0);
+  EXPECT_EQ(runs[0].requests, runs[1].requests);
+  EXPECT_EQ(runs[0].prefix_cache.hits, runs[1].prefix_cache.hits);
+}
+
+// Random scenarios with the tier under pressure (1 GiB of host DRAM a node, shared with
+// replicas), GPU and node failures: a breach of HBM or host DRAM throws; every request ends
+// once; every block written is evicted, lost with its node, or resident at the end.
+TEST(HostTier, BooksBalanceUnderPressureAndFailures) {
+  std::int64_t hits = 0, evicted = 0, lost = 0;
+  for (std::uint64_t seed = 1; seed <= 5; ++seed) {
+    const std::string text = R"({
+      "name": "p", "model": "qwen2.5-1.5b", "gpu": "h100",
+      "cluster": {"node": {"gpus": 2, "hbm": "5GiB", "host_memory": "1GiB"},
+                  "star": {"nodes": 4, "bandwidth": "50Gbps", "latency": "5us"}},
+      "workload": {"arrival": "poisson", "rate": )" +
+                             std::to_string(20 + 10 * seed) + R"(,
+                   "prompt_tokens": {"distribution": "lognormal", "mean": 3000, "cv": 0.8},
+                   "output_tokens": {"distribution": "uniform", "min": 1, "max": 400},
+                   "shared_prefix": {"share": 0.8, "groups": )" +
+                             std::to_string(seed * seed * 20) + R"(, "tokens": 2048}},
+      "serving": {"max_batch": 16, "prefix_cache": {"block_tokens": 128, "host_offload": true}},
+      "protection": {"mode": "full", "placement": ")" +
+                             (seed % 2 ? "local" : "next_node") + R"("},
+      "events": [{"type": "gpu_failure", "at": "2s", "node": "gpu0", "gpu": 1},
+                 {"type": "node_failure", "at": "3s", "node": "gpu1", "repair_after": "2s"},
+                 {"type": "drain", "at": "5s", "node": "gpu2"}],
+      "policies": {"strategies": ["full_kv", "token_replay", "adaptive"]},
+      "seed": )" + std::to_string(seed) +
+                             R"(, "duration": "10s"})";
+    const ScenarioSpec spec = scenarios::load_scenario_text(text, "p");
+    const cost_model::RooflineCosts compute(spec.gpu);
+    const std::int64_t block = cost_model::kv_bytes(spec.model, 128).count;
+    for (const RunResult& run : run_scenario(spec, compute, {false, {}})) {
+      const PrefixCacheStats::HostTier& h = run.prefix_cache.host;
+      const RunTally& t = run.tally;
+      EXPECT_EQ(t.arrived, t.completed + t.failed + t.unfinished) << run.strategy;
+      EXPECT_EQ(h.resident_bytes % block, 0);
+      EXPECT_EQ(h.written_blocks, h.evicted_blocks + h.lost_blocks + h.resident_bytes / block)
+          << run.strategy << " seed " << seed;
+      EXPECT_EQ(h.written_bytes, h.written_blocks * block);
+      EXPECT_LE(h.peak_bytes, 4LL << 30) << "four nodes of 1 GiB";
+      EXPECT_LE(h.hit_tokens, run.prefix_cache.hit_tokens);
+      EXPECT_LE(h.hits, run.prefix_cache.hits);
+      hits += h.hits;
+      evicted += h.evicted_blocks;
+      lost += h.lost_blocks;
+    }
+  }
+  EXPECT_GT(hits, 0) << "no run loaded from the host tier";
+  EXPECT_GT(evicted, 0) << "no run put the host tier under pressure";
+  EXPECT_GT(lost, 0) << "no run lost a host tier with its node";
+}
+
+}  // namespace
+}  // namespace kvshift::sim
