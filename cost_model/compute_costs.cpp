@@ -13,4 +13,12 @@ Seconds ComputeCosts::extend(const ModelSpec& m, std::int64_t prefix, std::int64
   return {std::max(alone.value, increment)};
 }
 
+Seconds ComputeCosts::mixed_step(const ModelSpec& m, std::int64_t prefix, std::int64_t tokens,
+                                 std::int64_t batch, std::int64_t context_tokens) const {
+  const Seconds chunk = extend(m, prefix, tokens);
+  if (batch <= 0) return chunk;
+  const double rider = decode_step(m, batch, context_tokens).value - decode_step(m, 1, 0).value;
+  return {chunk.value + std::max(0.0, rider)};
+}
+
 }  // namespace kvshift::cost_model

@@ -44,6 +44,12 @@ class ComputeCosts {
   /// One decode step for `batch` requests holding `context_tokens` KV tokens in total.
   virtual Seconds decode_step(const ModelSpec& m, std::int64_t batch,
                               std::int64_t context_tokens) const = 0;
+  /// A chunk of `tokens` prompt tokens after `prefix` and one decode step of `batch`
+  /// requests holding `context_tokens`, in one forward pass (chunked prefill's mixed batch):
+  /// the chunk, plus what the step adds beyond the pass over the weights both share —
+  /// extend + max(0, decode_step(batch, context) − decode_step(1, 0)).
+  Seconds mixed_step(const ModelSpec& m, std::int64_t prefix, std::int64_t tokens,
+                     std::int64_t batch, std::int64_t context_tokens) const;
   /// RISK-KV reconstruction of `t`'s groups for `requests` requests of `tokens`
   /// tokens that share the predictors (one GEMM of requests·tokens rows per group).
   virtual Seconds reconstruct(const ModelSpec& m, const OmissionPlan& t, std::int64_t tokens,

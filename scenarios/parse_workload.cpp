@@ -130,6 +130,7 @@ sim::ServingSpec parse_serving(const Reader& r) {
   sim::ServingSpec s;
   s.max_batch = static_cast<int>(int_in(r, "max_batch", 1, 65536, false).value_or(s.max_batch));
   s.kv_block_tokens = int_in(r, "kv_block_tokens", 1, 65536, false).value_or(s.kv_block_tokens);
+  s.prefill_chunk_tokens = int_in(r, "prefill_chunk_tokens", 1, 1'048'576, false).value_or(0);
   if (auto c = r.object("prefix_cache", false)) {
     c->allow_only(keys::kPrefixCache);
     s.prefix_cache.enabled = c->boolean("enabled", false).value_or(true);

@@ -47,7 +47,8 @@ inline const List kWorkload = {"arrival",       "rate",         "cv",           
                                "max_requests",  "shared_prefix"};
 inline const List kSharedPrefix = {"share", "groups", "tokens"};
 inline const List kTokenDist = {"distribution", "value", "min", "max", "mean", "cv"};
-inline const List kServing = {"max_batch", "kv_block_tokens", "prefix_cache"};
+inline const List kServing = {"max_batch", "kv_block_tokens", "prefill_chunk_tokens",
+                              "prefix_cache"};
 inline const List kPrefixCache = {"enabled", "block_tokens", "host_offload"};
 inline const List kProtection = {"mode", "placement", "store", "stream_every_tokens"};
 inline const List kEvent = {

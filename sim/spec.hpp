@@ -168,6 +168,9 @@ struct PrefixCacheSpec {
 struct ServingSpec {
   int max_batch = 32;                 ///< requests decoded together on one GPU
   std::int64_t kv_block_tokens = 16;  ///< paged KV block size in tokens
+  /// Chunked prefill: a prompt (or a replay) is computed this many tokens at a time, with a
+  /// decode step of the GPU's batch between chunks; 0: whole.
+  std::int64_t prefill_chunk_tokens = 0;
   PrefixCacheSpec prefix_cache;
 };
 

@@ -32,6 +32,8 @@ void GpuWorker::submit(GpuJob job) {
 
 void GpuWorker::cancel_jobs(std::uint64_t request) {
   std::erase_if(jobs_, [&](const GpuJob& j) { return j.request == request; });
+  // A chunk in flight finishes; the chunks after it do not run.
+  if (running_chunk_ > 0 && running_jobs_.front().request == request) chunk_cancelled_ = true;
 }
 
 void GpuWorker::add_decoding(DecodeState state) {
@@ -81,6 +83,8 @@ std::vector<std::uint64_t> GpuWorker::fail() {
   waiting_.clear();
   jobs_.clear();
   running_jobs_.clear();
+  running_chunk_ = 0;
+  mixed_ = false;
   up_ = false;
   busy_ = false;
   in_epoch_ = false;
@@ -96,6 +100,13 @@ SimTime GpuWorker::backlog() const {
   const SimTime now = sim_.now();
   if (!running_jobs_.empty()) {
     t = job_end_ - now;
+    if (running_chunk_ > 0 && !chunk_cancelled_) {  // the chunks still to come
+      GpuJob rest = running_jobs_.front();
+      rest.tokens -= running_chunk_;
+      rest.prefix += running_chunk_;
+      std::int64_t n = 1;
+      t += job_duration(rest, &n);
+    }
   } else if (in_epoch_) {
     const std::int64_t elapsed = (now - epoch_start_).ns;
     t = SimTime{step_.ns - elapsed % step_.ns};
@@ -119,10 +130,27 @@ void GpuWorker::next_iteration() {
     return;
   }
   fill_batch();
-  if (!batch_.empty()) start_epoch();
+  if (!batch_.empty()) start_epoch(epoch_cap_);
+}
+
+GpuJob GpuWorker::next_chunk(const GpuJob& job) const {
+  GpuJob chunk{job.kind, job.request, job.tokens, {}, job.prefix};
+  const bool prompt = job.kind == JobKind::kPrefill || job.kind == JobKind::kReplay;
+  if (prompt && chunk_ > 0) chunk.tokens = std::min(job.tokens, chunk_);
+  return chunk;
 }
 
 SimTime GpuWorker::job_duration(const GpuJob& job, std::int64_t* batch_requests) const {
+  if (GpuJob chunk = next_chunk(job); chunk.tokens < job.tokens) {
+    // Chunked: the sum of its chunks, each on the prefix the ones before it left.
+    SimTime t{};
+    for (std::int64_t done = 0; done < job.tokens; done += chunk.tokens) {
+      chunk.prefix = job.prefix + done;
+      chunk.tokens = std::min(chunk_, job.tokens - done);
+      t += job_duration(chunk, batch_requests);
+    }
+    return t;
+  }
   switch (job.kind) {
     case JobKind::kPrefill:  // on top of a cached prefix, when it has one
       return job.prefix > 0 ? costs_.extend(job.prefix, job.tokens) : costs_.prefill(job.tokens);
@@ -157,19 +185,53 @@ void GpuWorker::start_job() {
   }
   std::int64_t n = static_cast<std::int64_t>(running_jobs_.size());
   if (n > 1) ++gpu_time_.batched_reconstructions;
-  GpuJob shape{kind, 0, (rows + n - 1) / n, {}, running_jobs_.front().prefix};
-  const SimTime length = job_duration(shape, &n);
   const SimTime start = sim_.now();
+  GpuJob& first = running_jobs_.front();
+  if (first.started_ns < 0) first.started_ns = start.ns;
+  // Chunked prefill runs the job's next chunk (the rest goes back to the queue's front), and
+  // the decode batch rides along for one step in the same pass.
+  GpuJob shape = next_chunk(first);
+  running_chunk_ = shape.tokens < first.tokens ? shape.tokens : 0;
+  chunk_cancelled_ = false;
+  if (n > 1) shape.tokens = (rows + n - 1) / n;
+  SimTime length = job_duration(shape, &n);
+  SimTime prompt_part = length;
+  mixed_ = false;
+  if (chunk_ > 0 && (kind == JobKind::kPrefill || kind == JobKind::kReplay)) {
+    fill_batch();
+    if (!batch_.empty()) {
+      std::int64_t context = 0;
+      for (const DecodeState& s : batch_) context += s.context;
+      mixed_ = true;
+      length = costs_.mixed_step(shape.prefix, shape.tokens,
+                                 static_cast<std::int64_t>(batch_.size()), context);
+      prompt_part = std::min(prompt_part, length);
+    }
+  }
   job_end_ = start + length;
-  *busy_counter(kind) += busy_ns(start, length);
-  record(job_kind_name(kind), start, length);
+  *busy_counter(kind) += busy_ns(start, prompt_part);
+  gpu_time_.decode += busy_ns(start + prompt_part, length - prompt_part);
+  record(mixed_ ? "prefill+decode" : job_kind_name(kind), start, length);
   job_event_ = sim_.schedule_at(job_end_, [this, start] {
     std::vector<GpuJob> finished = std::move(running_jobs_);
     running_jobs_.clear();
+    if (mixed_) {
+      mixed_ = false;
+      advance_batch(1);
+    }
+    if (running_chunk_ > 0) {
+      GpuJob rest = std::move(finished.front());
+      rest.tokens -= running_chunk_;
+      rest.prefix += running_chunk_;
+      running_chunk_ = 0;
+      if (!chunk_cancelled_) jobs_.push_front(std::move(rest));
+      next_iteration();
+      return;
+    }
     // busy_ stays set while owners react, so their submissions queue up instead
     // of starting a second iteration; one iteration starts afterwards.
     for (GpuJob& j : finished) {
-      if (j.done) j.done(start, sim_.now());
+      if (j.done) j.done(j.started_ns >= 0 ? SimTime{j.started_ns} : start, sim_.now());
     }
     next_iteration();
   });
@@ -182,9 +244,9 @@ void GpuWorker::fill_batch() {
   }
 }
 
-void GpuWorker::start_epoch() {
+void GpuWorker::start_epoch(std::int64_t cap) {
   busy_ = true;
-  std::int64_t context = 0, steps = epoch_cap_;
+  std::int64_t context = 0, steps = cap;
   for (const DecodeState& s : batch_) {
     context += s.context;
     steps = std::min(steps, s.remaining);
@@ -214,6 +276,11 @@ void GpuWorker::end_epoch() {
   const std::int64_t k = epoch_steps_;
   gpu_time_.decode += busy_ns(epoch_start_, SimTime{step_.ns * k});
   record("decode", epoch_start_, SimTime{step_.ns * k});
+  advance_batch(k);
+  next_iteration();
+}
+
+void GpuWorker::advance_batch(std::int64_t k) {
   // on_decoded reads the batch in place (it changes no work here); on_finished may add work,
   // so it walks a scratch list, a member so that an epoch allocates nothing.
   finished_.clear();
@@ -225,7 +292,6 @@ void GpuWorker::end_epoch() {
   listener_.on_decoded(index_, batch_, k);
   std::erase_if(batch_, [](const DecodeState& s) { return s.remaining <= 0; });
   for (std::uint64_t r : finished_) listener_.on_finished(index_, r);
-  next_iteration();
 }
 
 std::int64_t GpuWorker::busy_ns(SimTime start, SimTime length) const {

@@ -47,6 +47,8 @@ struct GpuJob {
   std::function<void(SimTime start, SimTime end)> done;  ///< called when the job ends
   /// Replay, or a prefill on a cached prefix: tokens whose KV is in place, attended to.
   std::int64_t prefix = 0;
+  /// Chunked: when its first chunk began (-1: not begun); `done` gets it as the start.
+  std::int64_t started_ns = -1;
 };
 
 /// A request in the decode batch.
@@ -76,6 +78,9 @@ class GpuWorker {
   int index() const { return index_; }
   /// Whether queued reconstructions merge into one GEMM (default true).
   void set_batch_reconstructions(bool on) { batch_reconstructions_ = on; }
+  /// Chunked prefill: prefills and replays run `tokens` at a time (0: whole), and each chunk
+  /// carries one decode step of the batch in the same pass, as vLLM's scheduler mixes them.
+  void set_prefill_chunk(std::int64_t tokens) { chunk_ = tokens; }
   bool up() const { return up_; }
 
   /// The end of the run: busy time is counted up to here, never past it.
@@ -104,9 +109,13 @@ class GpuWorker {
   void kick();
   void next_iteration();
   void start_job();
-  void start_epoch();
+  void start_epoch(std::int64_t cap);
+  /// The job's next chunk (the whole job unless chunked prefill splits it).
+  GpuJob next_chunk(const GpuJob& job) const;
   void end_epoch();
   void interrupt_epoch();
+  /// The batch made `k` steps: its states advance, the listener hears, the finished leave.
+  void advance_batch(std::int64_t k);
   void fill_batch();
   SimTime job_duration(const GpuJob& job, std::int64_t* batch_requests) const;
   void record(const char* name, SimTime start, SimTime length);
@@ -126,6 +135,10 @@ class GpuWorker {
 
   bool up_ = true;
   bool batch_reconstructions_ = true;
+  std::int64_t chunk_ = 0;
+  bool mixed_ = false;              ///< the job in flight carries one decode step of the batch
+  std::int64_t running_chunk_ = 0;  ///< tokens of the chunk in flight (0: a whole job)
+  bool chunk_cancelled_ = false;    ///< its job was cancelled: no further chunks
   bool busy_ = false;
   std::deque<GpuJob> jobs_;
   std::vector<DecodeState> batch_;       ///< decoding now

@@ -29,6 +29,11 @@ SimTime ServingCosts::decode_step(std::int64_t batch, std::int64_t context_token
       compute_->decode_step(*model_, std::max<std::int64_t>(batch, 1), context_tokens));
 }
 
+SimTime ServingCosts::mixed_step(std::int64_t prefix, std::int64_t tokens, std::int64_t batch,
+                                 std::int64_t context_tokens) const {
+  return from_seconds(compute_->mixed_step(*model_, prefix, tokens, batch, context_tokens));
+}
+
 SimTime ServingCosts::reconstruct(std::int64_t tokens, std::int64_t requests) const {
   if (topology_->empty() || tokens <= 0) return {};
   return from_seconds(

@@ -24,6 +24,9 @@ class ServingCosts {
   SimTime extend(std::int64_t prefix, std::int64_t tokens) const;
   /// One decode step of `batch` requests holding `context_tokens` KV tokens in total.
   SimTime decode_step(std::int64_t batch, std::int64_t context_tokens) const;
+  /// A prompt chunk and one decode step of the batch in one pass (ComputeCosts::mixed_step).
+  SimTime mixed_step(std::int64_t prefix, std::int64_t tokens, std::int64_t batch,
+                     std::int64_t context_tokens) const;
   /// RISK-KV reconstruction of `requests` requests of about `tokens` tokens each, in one batch.
   SimTime reconstruct(std::int64_t tokens, std::int64_t requests) const;
   /// ProxyKV's preparation of a move: the proxy's prefill of `tokens` tokens and the mapper,

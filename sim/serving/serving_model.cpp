@@ -81,6 +81,7 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
                                                 spec.serving.max_batch, epoch_cap, result_.gpu_time,
                                                 records_.trace ? &result_.trace : nullptr);
       gpu->worker->set_batch_reconstructions(spec.predictors.batch_reconstruction);
+      gpu->worker->set_prefill_chunk(spec.serving.prefill_chunk_tokens);
       if (spec.serving.prefix_cache.enabled) {
         gpu->cache =
             std::make_unique<PrefixCache>(block_bytes(spec.serving.prefix_cache.block_tokens));

@@ -284,6 +284,16 @@ TEST(ScenarioRules, EventFieldsMustFitTheType) {
          "\"node_failure\"?)"}));
 }
 
+TEST(ScenarioRules, APrefillChunkOfZeroTokensIsRefused) {
+  json j = minimal_json();
+  j["serving"] = {{"prefill_chunk_tokens", 0}};
+  const V got = problems(j);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].rfind("/serving/prefill_chunk_tokens: ", 0), 0u) << got[0];
+  j["serving"]["prefill_chunk_tokens"] = 512;
+  EXPECT_EQ(problems(j), V{});
+}
+
 TEST(ScenarioRules, GpuFailureFieldsAreChecked) {
   json j = minimal_json();
   j["events"] = {{{"type", "gpu_failure"}, {"at", "1s"}, {"node", "a"}, {"gpu", -1}},

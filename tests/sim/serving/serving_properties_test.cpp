@@ -197,6 +197,8 @@ json random_scenario(std::uint64_t seed) {
       if (!n.contains("kind")) n["host_memory"] = "256MiB";
     }
   }
+  if (rng() % 3 == 0)
+    out["serving"]["prefill_chunk_tokens"] = pick(rng, std::vector<int>{1, 256, 1000});
   return out;
 }
 
