@@ -198,6 +198,17 @@ void cross_check(const sim::ScenarioSpec& spec, const Reader& top, const LoadCon
   check_events(spec, names, d, ctx);
   check_methods(spec, d);
   check_placements(spec, d);
+  if (!spec.serving.prefix_cache.enabled) {
+    // Prefix-aware routing places arrivals by what the GPUs have cached.
+    const char* why = "prefix_aware routes by cached prefix: it needs serving.prefix_cache";
+    if (spec.policies.router == sim::Router::kPrefixAware) d.add("/policies/router", why);
+    for (std::size_t i = 0; i < spec.pools.size(); ++i) {
+      if (spec.pools[i].router == sim::Router::kPrefixAware &&
+          spec.policies.router != sim::Router::kPrefixAware) {
+        d.add("/pools/" + std::to_string(i) + "/router", why);
+      }
+    }
+  }
   std::error_code ec;
   if (spec.cost_source.kind == sim::CostSourceKind::kProfile &&
       !std::filesystem::is_regular_file(spec.cost_source.profile_path, ec)) {

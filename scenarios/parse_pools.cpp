@@ -63,7 +63,8 @@ std::optional<sim::Router> parse_router(const Reader& r, bool required) {
                                  {{"least_loaded", sim::Router::kLeastLoaded},
                                   {"kv_aware", sim::Router::kKvAware},
                                   {"round_robin", sim::Router::kRoundRobin},
-                                  {"random", sim::Router::kRandom}},
+                                  {"random", sim::Router::kRandom},
+                                  {"prefix_aware", sim::Router::kPrefixAware}},
                                  required);
 }
 

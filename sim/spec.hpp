@@ -176,8 +176,10 @@ struct ServingSpec {
 
 // ---------------------------------------------------------------- pools and the transfer engine
 
-/// How a pool (or the whole cluster) picks a GPU for a request.
-enum class Router { kLeastLoaded, kKvAware, kRoundRobin, kRandom };
+/// How a pool (or the whole cluster) picks a GPU for a request. kPrefixAware (with
+/// prefix caching): the GPU whose first token would come soonest — its queue, the load of
+/// its cached prefix from the host tier, the prefill of the rest; moves take least loaded.
+enum class Router { kLeastLoaded, kKvAware, kRoundRobin, kRandom, kPrefixAware };
 
 /// What a pool's GPUs do: prefill only, decode only, or both (no disaggregation).
 enum class PoolRole { kMixed, kPrefill, kDecode };

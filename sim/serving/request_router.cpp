@@ -7,7 +7,12 @@
 namespace kvshift::sim {
 namespace {
 
-bool indexed(Router policy) { return policy == Router::kLeastLoaded || policy == Router::kKvAware; }
+// Prefix-aware arrivals are placed by the serving model (it knows the caches); the router
+// orders that pool's GPUs as least loaded, for moves.
+bool indexed(Router policy) {
+  return policy == Router::kLeastLoaded || policy == Router::kKvAware ||
+         policy == Router::kPrefixAware;
+}
 
 bool in(PoolSet pools, int pool) { return pool < 64 && ((pools >> pool) & 1U) != 0; }
 
@@ -142,6 +147,24 @@ int RequestRouter::route_in(Pool& p, std::int64_t bytes, int exclude_node, const
     }
   }
   return candidates.front();
+}
+
+bool RequestRouter::prefix_aware(PoolSet pools) const {
+  for (std::size_t i = 0; i < pools_.size(); ++i) {
+    if (in(pools, static_cast<int>(i)) && pools_[i].policy == Router::kPrefixAware) return true;
+  }
+  return false;
+}
+
+std::vector<int> RequestRouter::fitting(std::int64_t bytes, PoolSet pools) const {
+  std::vector<int> out;
+  for (std::size_t i = 0; i < pools_.size(); ++i) {
+    if (!in(pools, static_cast<int>(i))) continue;
+    for (int gpu : pools_[i].gpus) {
+      if (fits(gpu, bytes, -1)) out.push_back(gpu);
+    }
+  }
+  return out;
 }
 
 int RequestRouter::route(std::int64_t bytes, int exclude_node, PoolSet pools) {

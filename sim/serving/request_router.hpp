@@ -4,11 +4,12 @@
 // its pool's policy: least loaded (an index ordered by reserved share, so the
 // usual pick is O(1) and an update O(log n)), KV-aware (fewest KV bytes booked:
 // admission books a request's final KV, so these are the blocks it will use),
-// round robin, or random (seeded). Every GPU belongs to one pool (pool 0 unless
-// the scenario declares pools); a pick may be limited to a set of pools. A reservation
-// over capacity, or a request reserved twice, is a bug in the caller: it
-// throws std::logic_error, loudly, instead of letting HBM overflow silently.
-// Prefix-cache blocks in use are booked too (set_cached), once per GPU.
+// round robin, or random (seeded); prefix-aware pools are ordered as least loaded
+// and their arrivals placed by the serving model, which knows the caches. Every GPU belongs to one
+// pool (pool 0 unless the scenario declares pools); a pick may be limited to a set of pools. A
+// reservation over capacity, or a request reserved twice, is a bug in the caller: it throws
+// std::logic_error, loudly, instead of letting HBM overflow silently. Prefix-cache blocks in use
+// are booked too (set_cached), once per GPU.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +67,10 @@ class RequestRouter {
   /// The GPU the policy picks for `bytes`, not on `exclude_node`, in `pools`; -1 when none has
   /// room. Over several pools: each pool's pick, the one with the lowest reserved share.
   int route(std::int64_t bytes, int exclude_node, PoolSet pools = kAllPools);
+  /// Whether any of `pools` places its arrivals by cached prefix (Router::kPrefixAware).
+  bool prefix_aware(PoolSet pools) const;
+  /// Every GPU of `pools` that takes new work and has room for `bytes`, by pool and index.
+  std::vector<int> fitting(std::int64_t bytes, PoolSet pools) const;
   /// Up to `k` GPUs with room, one per node, whose node `accept`s: the policy's pick first,
   /// then (least loaded, KV-aware) in load order or (the other policies) by index; over
   /// several pools, pool by pool, the pool of the lowest-share pick first.

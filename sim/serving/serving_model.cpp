@@ -275,7 +275,7 @@ void ServingModel::on_arrival(const RequestArrival& a) {
   Request& req = *r;
   if (first_live_ + requests_.size() != a.id) throw std::logic_error("request ids must be dense");
   requests_.push_back(std::move(r));
-  const int gpu = pending_.empty() ? router_.route(req.reserved, -1, arrival_pools_) : -1;
+  const int gpu = pending_.empty() ? route_arrival(req) : -1;
   if (gpu < 0) {
     pending_.push_back(req.rec.id);
   } else {
@@ -301,7 +301,7 @@ void ServingModel::admit_pending() {
   }
   while (!pending_.empty()) {
     Request& r = request(pending_.front());
-    const int gpu = router_.route(r.reserved, -1, arrival_pools_);
+    const int gpu = route_arrival(r);
     if (gpu < 0) return;
     pending_.pop_front();
     start_prefill(r, gpu);

@@ -94,6 +94,9 @@ class ServingModel final : public GpuListener {
   void schedule_next_arrival();
   void on_arrival(const RequestArrival& a);
   void admit_pending();
+  /// Where an arrival prefills: the router's pick, or (prefix-aware) the GPU with room whose
+  /// first token would come soonest; -1 when none has room.
+  int route_arrival(const Request& r);
   void start_prefill(Request& r, int gpu);
   void release_gpu(Request& r);
 

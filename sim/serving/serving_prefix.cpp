@@ -99,6 +99,41 @@ void ServingModel::cache_prompt(Request& r, int gpu, std::int64_t booked) {
   }
 }
 
+int ServingModel::route_arrival(const Request& r) {
+  if (!router_.prefix_aware(arrival_pools_) || r.prefix_keys.empty()) {
+    return router_.route(r.reserved, -1, arrival_pools_);
+  }
+  // Estimated time to the first token on each GPU with room: its queue, the host-tier load
+  // of what its HBM lacks, and the prefill of the rest; ties go to the lower share.
+  const std::int64_t block_tokens = spec_.serving.prefix_cache.block_tokens;
+  const std::int64_t prompt = r.rec.prompt_tokens;
+  int best = -1;
+  std::int64_t best_ns = 0;
+  for (int gpu : router_.fitting(r.reserved, arrival_pools_)) {
+    const Gpu& g = *gpus_[gpu];
+    const std::size_t in_hbm = g.cache->match(r.prefix_keys);
+    std::size_t from_host = 0;
+    if (const PrefixCache* host = host_tiers_[static_cast<std::size_t>(g.node)].get()) {
+      from_host = host->match(std::span<const std::uint64_t>(r.prefix_keys).subspan(in_hbm));
+    }
+    const std::int64_t cached = static_cast<std::int64_t>(in_hbm + from_host) * block_tokens;
+    const std::int64_t load =
+        from_host == 0
+            ? 0
+            : host_link_time(static_cast<std::int64_t>(from_host) * g.cache->block_bytes()).ns;
+    const std::int64_t ns =
+        g.worker->backlog().ns + load + costs_of(g.node).extend(cached, prompt - cached).ns;
+    const auto share = [&](int i) {
+      return static_cast<double>(router_.reserved(i)) / static_cast<double>(router_.capacity(i));
+    };
+    if (best < 0 || ns < best_ns || (ns == best_ns && share(gpu) < share(best))) {
+      best = gpu;
+      best_ns = ns;
+    }
+  }
+  return best;
+}
+
 void ServingModel::fit_host_tier(int node) {
   PrefixCache* host = host_tiers_[static_cast<std::size_t>(node)].get();
   if (!host) return;

@@ -93,8 +93,9 @@ TEST(HostTier, ATierThatIsNeverNeededChangesNothing) {
 }
 
 // Random scenarios with the tier under pressure (1 GiB of host DRAM a node, shared with
-// replicas), GPU and node failures: a breach of HBM or host DRAM throws; every request ends
-// once; every block written is evicted, lost with its node, or resident at the end.
+// replicas), GPU and node failures, prefix-aware routing or not: a breach of HBM or host DRAM
+// throws; every request ends once; every block written is evicted, lost with its node, or resident
+// at the end.
 TEST(HostTier, BooksBalanceUnderPressureAndFailures) {
   std::int64_t hits = 0, evicted = 0, lost = 0;
   for (std::uint64_t seed = 1; seed <= 5; ++seed) {
@@ -114,7 +115,8 @@ TEST(HostTier, BooksBalanceUnderPressureAndFailures) {
       "events": [{"type": "gpu_failure", "at": "2s", "node": "gpu0", "gpu": 1},
                  {"type": "node_failure", "at": "3s", "node": "gpu1", "repair_after": "2s"},
                  {"type": "drain", "at": "5s", "node": "gpu2"}],
-      "policies": {"strategies": ["full_kv", "token_replay", "adaptive"]},
+      "policies": {"strategies": ["full_kv", "token_replay", "adaptive"], "router": ")" +
+                             (seed % 3 ? "prefix_aware" : "least_loaded") + R"("},
       "seed": )" + std::to_string(seed) +
                              R"(, "duration": "10s"})";
     const ScenarioSpec spec = scenarios::load_scenario_text(text, "p");

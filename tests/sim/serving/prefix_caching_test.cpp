@@ -170,5 +170,60 @@ TEST(PrefixCaching, BooksBalanceUnderPressureAndFailures) {
   EXPECT_GT(lost, 0) << "no run lost a cache to a failure";
 }
 
+// Two single-GPU nodes; the second request arrives while the first (same prefix) still
+// decodes. Least loaded sends it to the idle GPU, which lacks the prefix; prefix-aware
+// sends it where its first token comes sooner: behind the decoder's step, on the prefix.
+TEST(PrefixCaching, PrefixAwareRoutingGoesWhereTheFirstTokenComesSoonest) {
+  for (const char* router : {"least_loaded", "prefix_aware"}) {
+    const std::string text = R"({
+      "name": "route", "model": "qwen2.5-1.5b", "gpu": "h100",
+      "cluster": {"nodes": [{"name": "gpu0"}, {"name": "gpu1"}],
+                  "links": [{"a": "gpu0", "b": "gpu1", "bandwidth": "100Gbps", "latency": "1us"}]},
+      "workload": {"arrival": "poisson", "rate": 2, "max_requests": 2,
+                   "prompt_tokens": 6000, "output_tokens": 4000,
+                   "shared_prefix": {"share": 1, "groups": 1, "tokens": 5120}},
+      "serving": {"max_batch": 8, "prefix_cache": {"block_tokens": 512}},
+      "policies": {"strategies": ["full_kv"], "router": ")" +
+                             std::string(router) + R"("},
+      "seed": 5, "duration": "120s"})";
+    const ScenarioSpec spec = scenarios::load_scenario_text(text, "t");
+    const cost_model::RooflineCosts compute(spec.gpu);
+    const RunResult run = run_scenario(spec, compute, {false, {}}).at(0);
+    ASSERT_EQ(run.requests.size(), 2u);
+    const RequestRecord &a = run.requests[0], &b = run.requests[1];
+    ASSERT_GT(b.arrival_ns, a.first_token_ns);
+    ASSERT_LT(b.arrival_ns, a.finish_ns) << "the case needs the first still decoding";
+    const bool aware = std::string(router) == "prefix_aware";
+    EXPECT_EQ(b.first_node, aware ? a.first_node : std::string("gpu1")) << router;
+    EXPECT_EQ(run.prefix_cache.hits, aware ? 1 : 0) << router;
+    const std::int64_t full = from_seconds(compute.prefill(spec.model, 6000)).ns;
+    const std::int64_t tail = from_seconds(compute.extend(spec.model, 5120, 880)).ns;
+    if (aware) {
+      EXPECT_GE(ttft(b), tail);
+      EXPECT_LT(ttft(b), full) << "the step in flight plus the tail beats a whole prefill";
+    } else {
+      EXPECT_EQ(ttft(b), full);
+    }
+  }
+}
+
+TEST(PrefixCaching, PrefixAwareRoutingNeedsTheCache) {
+  const std::string text = R"({
+    "name": "route", "model": "qwen2.5-1.5b", "gpu": "h100",
+    "cluster": {"nodes": [{"name": "gpu0"}]},
+    "workload": {"arrival": "poisson", "rate": 2, "prompt_tokens": 600, "output_tokens": 40},
+    "policies": {"strategies": ["full_kv"], "router": "prefix_aware"},
+    "duration": "10s"})";
+  try {
+    scenarios::load_scenario_text(text, "t");
+    FAIL() << "loaded";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("/policies/router: prefix_aware routes by cached prefix: "
+                                         "it needs serving.prefix_cache"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace kvshift::sim
