@@ -21,12 +21,16 @@
 //   paged blocks) on its GPU, so HBM use never exceeds capacity and no
 //   admitted request is preempted. Actual use grows token by token.
 // - Prefix caching (when on): a prefill reuses the longest cached run of its
-//   prompt's leading blocks on the GPU it was routed to and prefills the rest
-//   on top of it (ComputeCosts::extend); its blocks join that GPU's cache when
-//   the prefill ends. Blocks in use are booked once, on the GPU; a request
-//   books its final size less the blocks it pins. The router does not yet
-//   route by cached prefix, and moves ship whole KV (no reuse at the
-//   destination).
+//   prompt's leading blocks on the GPU it was routed to (continued from the
+//   node's host tier, loaded over the host link, when there is one) and
+//   prefills the rest on top of it (ComputeCosts::extend); its blocks join that
+//   GPU's cache, and are written through to the host tier, when the prefill
+//   ends. Blocks in use are booked once, on the GPU; a request books its final
+//   size less the blocks it pins. Moves ship whole KV (no reuse of a prefix
+//   cached at the destination).
+// - Replicas book their request's final protected size in the host DRAM (or
+//   storage capacity) of the node holding them; a host tier keeps what is left.
+//   Host-link transfers (local replicas, tier loads) are not contended.
 // - After a failure, a replica holds the tokens streamed so far; the tail that
 //   was never streamed is recomputed on the receiver (a replay of the tail).
 // - Token ids are held by the request's replica (or the router, without one)
@@ -109,6 +113,13 @@ class ServingModel final : public GpuListener {
   /// cache or a hit), counting the lookup; `load` is how long the host-tier blocks take to
   /// cross the host link.
   std::int64_t reuse_prefix(Request& r, int gpu, SimTime& load);
+  /// The cached run of `r`'s leading blocks for `gpu`: in its HBM, then continued in its
+  /// node's host tier (and how long those take over the host link).
+  struct PrefixRun {
+    std::size_t in_hbm = 0, from_host = 0;
+    SimTime load;
+  };
+  PrefixRun prefix_run(const Request& r, int gpu) const;
   /// Pins the request's keys [r.pinned, blocks) in `gpu`'s cache; returns those inserted.
   std::size_t pin_prefix(Request& r, int gpu, std::size_t blocks);
   /// The prefill on `gpu` ended: the prompt's blocks join its cache, booked there once

@@ -37,21 +37,18 @@ std::int64_t ServingModel::reuse_prefix(Request& r, int gpu, SimTime& load) {
   if (r.prefix_keys.empty()) return 0;
   ++st.lookups;
   st.lookup_tokens += static_cast<std::int64_t>(r.prefix_keys.size()) * block_tokens;
-  const std::size_t in_hbm = g.cache->match(r.prefix_keys);
-  std::size_t from_host = 0;
-  if (PrefixCache* host = host_tiers_[static_cast<std::size_t>(g.node)].get()) {
-    const auto rest = std::span<const std::uint64_t>(r.prefix_keys).subspan(in_hbm);
-    from_host = host->match(rest);
-    if (from_host > 0) {
-      host->touch(rest.first(from_host));
-      const std::int64_t bytes = static_cast<std::int64_t>(from_host) * host->block_bytes();
-      load = host_link_time(bytes);
-      ++st.host.hits;
-      st.host.hit_tokens += static_cast<std::int64_t>(from_host) * block_tokens;
-      st.host.read_bytes += bytes;
-    }
+  const PrefixRun run = prefix_run(r, gpu);
+  if (run.from_host > 0) {
+    // Pinned in HBM from now, as the blocks it finds there: a request arriving while they load
+    // finds them too (at most the load early).
+    host_tiers_[static_cast<std::size_t>(g.node)]->touch(
+        std::span<const std::uint64_t>(r.prefix_keys).subspan(run.in_hbm, run.from_host));
+    load = run.load;
+    ++st.host.hits;
+    st.host.hit_tokens += static_cast<std::int64_t>(run.from_host) * block_tokens;
+    st.host.read_bytes += static_cast<std::int64_t>(run.from_host) * g.cache->block_bytes();
   }
-  const std::size_t hit = in_hbm + from_host;
+  const std::size_t hit = run.in_hbm + run.from_host;
   if (hit == 0) return 0;
   pin_prefix(r, gpu, hit);
   const std::int64_t cached = static_cast<std::int64_t>(hit) * block_tokens;
@@ -99,6 +96,19 @@ void ServingModel::cache_prompt(Request& r, int gpu, std::int64_t booked) {
   }
 }
 
+ServingModel::PrefixRun ServingModel::prefix_run(const Request& r, int gpu) const {
+  const Gpu& g = *gpus_[gpu];
+  PrefixRun run;
+  run.in_hbm = g.cache->match(r.prefix_keys);
+  if (const PrefixCache* host = host_tiers_[static_cast<std::size_t>(g.node)].get()) {
+    run.from_host = host->match(std::span<const std::uint64_t>(r.prefix_keys).subspan(run.in_hbm));
+    if (run.from_host > 0) {
+      run.load = host_link_time(static_cast<std::int64_t>(run.from_host) * host->block_bytes());
+    }
+  }
+  return run;
+}
+
 int ServingModel::route_arrival(const Request& r) {
   if (!router_.prefix_aware(arrival_pools_) || r.prefix_keys.empty()) {
     return router_.route(r.reserved, -1, arrival_pools_);
@@ -111,18 +121,11 @@ int ServingModel::route_arrival(const Request& r) {
   std::int64_t best_ns = 0;
   for (int gpu : router_.fitting(r.reserved, arrival_pools_)) {
     const Gpu& g = *gpus_[gpu];
-    const std::size_t in_hbm = g.cache->match(r.prefix_keys);
-    std::size_t from_host = 0;
-    if (const PrefixCache* host = host_tiers_[static_cast<std::size_t>(g.node)].get()) {
-      from_host = host->match(std::span<const std::uint64_t>(r.prefix_keys).subspan(in_hbm));
-    }
-    const std::int64_t cached = static_cast<std::int64_t>(in_hbm + from_host) * block_tokens;
-    const std::int64_t load =
-        from_host == 0
-            ? 0
-            : host_link_time(static_cast<std::int64_t>(from_host) * g.cache->block_bytes()).ns;
+    const PrefixRun run = prefix_run(r, gpu);
+    const std::int64_t cached =
+        static_cast<std::int64_t>(run.in_hbm + run.from_host) * block_tokens;
     const std::int64_t ns =
-        g.worker->backlog().ns + load + costs_of(g.node).extend(cached, prompt - cached).ns;
+        g.worker->backlog().ns + run.load.ns + costs_of(g.node).extend(cached, prompt - cached).ns;
     const auto share = [&](int i) {
       return static_cast<double>(router_.reserved(i)) / static_cast<double>(router_.capacity(i));
     };

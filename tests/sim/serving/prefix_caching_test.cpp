@@ -12,6 +12,7 @@
 #include "sim/serving/scenario_run.hpp"
 #include "sim/time.hpp"
 #include "sim/workload.hpp"
+#include "tests/sim/serving/pressure_scenario.hpp"
 
 namespace kvshift::sim {
 namespace {
@@ -128,23 +129,7 @@ TEST(PrefixCaching, SharedPrefixesLeaveArrivalsAndLengthsAlone) {
 TEST(PrefixCaching, BooksBalanceUnderPressureAndFailures) {
   std::int64_t evicted = 0, lost = 0;
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
-    const std::string text = R"({
-      "name": "p", "model": "qwen2.5-1.5b", "gpu": "h100",
-      "cluster": {"node": {"gpus": 2, "hbm": "5GiB"},
-                  "star": {"nodes": 4, "bandwidth": "50Gbps", "latency": "5us"}},
-      "workload": {"arrival": "poisson", "rate": )" +
-                             std::to_string(20 + 10 * seed) + R"(,
-                   "prompt_tokens": {"distribution": "lognormal", "mean": 3000, "cv": 0.8},
-                   "output_tokens": {"distribution": "uniform", "min": 1, "max": 400},
-                   "shared_prefix": {"share": 0.8, "groups": )" +
-                             std::to_string(seed * seed * 20) + R"(, "tokens": 2048}},
-      "serving": {"max_batch": 16, "prefix_cache": {"block_tokens": 128}},
-      "protection": {"mode": "full"},
-      "events": [{"type": "node_failure", "at": "3s", "node": "gpu1", "repair_after": "2s"},
-                 {"type": "drain", "at": "5s", "node": "gpu2"}],
-      "policies": {"strategies": ["full_kv", "token_replay", "adaptive"]},
-      "seed": )" + std::to_string(seed) +
-                             R"(, "duration": "10s"})";
+    const std::string text = testing::pressure_scenario(seed, false);
     const ScenarioSpec spec = scenarios::load_scenario_text(text, "p");
     const cost_model::RooflineCosts compute(spec.gpu);
     const std::int64_t block = cost_model::kv_bytes(spec.model, 128).count;
