@@ -65,6 +65,17 @@ Bytes predictor_bytes(const MoveMethods& m) {
 }
 
 MovePlan plan_move(Strategy s, const MoveMethods& methods, const MoveState& st) {
+  if (const std::int64_t cached = std::clamp<std::int64_t>(st.dst_cached, 0, st.context - 1);
+      cached > 0) {
+    // The destination holds the prefix: plan the rest as a request of its own.
+    MoveState rest = st;
+    rest.context = st.context - cached;
+    rest.available = std::max<std::int64_t>(0, std::min(st.available, st.context) - cached);
+    rest.dst_cached = 0;
+    MovePlan p = plan_move(s, methods, rest);
+    p.cached_tokens = cached;
+    return p;
+  }
   const std::int64_t available = std::clamp<std::int64_t>(st.available, 0, st.context);
   MovePlan p;
   p.strategy = s;
@@ -179,7 +190,7 @@ MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods, con
   if (plan.front_tokens > 0) {
     // The front is queued when the move starts and runs while the rest of the KV arrives.
     const std::int64_t front_ns =
-        round_to_ns(compute.prefill(*methods.model, plan.front_tokens).value);
+        round_to_ns(compute.extend(*methods.model, plan.cached_tokens, plan.front_tokens).value);
     e.queue_ns = std::max<std::int64_t>(0, gpu_backlog_ns);
     e.compute_ns = front_ns;
     e.overlap_ns = std::min(e.transfer_ns, e.queue_ns + front_ns);
@@ -231,8 +242,9 @@ MovePlan balance_hybrid(MovePlan plan, const MoveMethods& methods, const MoveRou
     const MovePlan p = split(mid);
     const std::int64_t front_end =
         std::max<std::int64_t>(gpu_backlog_ns, 0) +
-        (p.front_tokens > 0 ? round_to_ns(compute.prefill(*methods.model, p.front_tokens).value)
-                            : 0);
+        (p.front_tokens > 0
+             ? round_to_ns(compute.extend(*methods.model, p.cached_tokens, p.front_tokens).value)
+             : 0);
     if (front_end >= estimate(p).transfer_ns) {
       hi = mid;
     } else {

@@ -88,6 +88,9 @@ struct MoveState {
   SourceKv source = SourceKv::kFull;
   bool scored = true;             ///< ProxyKV scores exist for this request
   bool predictor_at_dst = false;  ///< resident at the destination, or already on its way
+  /// Leading tokens whose KV the destination already holds (its prefix cache): every plan
+  /// moves or rebuilds only the tokens after them, which attend to them.
+  std::int64_t dst_cached = 0;
 };
 
 /// Bytes to ship, GPU work at the destination, and the quality it costs.
@@ -103,6 +106,9 @@ struct MovePlan {
   std::int64_t front_tokens = 0;
   /// Prefill on the receiver after the KV is in (all of T, or the tail the source never held).
   std::int64_t replay_tokens = 0;
+  /// Leading tokens already at the destination (MoveState::dst_cached): neither shipped nor
+  /// recomputed; the front, shipped KV and replay are the tokens after them.
+  std::int64_t cached_tokens = 0;
   double delta_nll = 0;    ///< quality paid (nats/token)
   std::string infeasible;  ///< why this strategy cannot run here; empty: it can
   std::string note;        ///< why `strategy` differs from the one asked for; empty: it does not
@@ -110,13 +116,15 @@ struct MovePlan {
   bool feasible() const { return infeasible.empty(); }
   bool needs_gpu() const { return reconstruct_tokens > 0 || front_tokens > 0 || replay_tokens > 0; }
   /// Tokens whose KV is in place when the replay runs (the replayed tail attends to them).
-  std::int64_t replay_prefix() const { return front_tokens + kv_tokens; }
+  std::int64_t replay_prefix() const { return cached_tokens + front_tokens + kv_tokens; }
 };
 
 /// The plan for moving a request with `state` by strategy `s` (not kAdaptive). A KV strategy
 /// whose source holds no KV of the request is a token replay; full_kv from a source holding
 /// only a prefix is a prefix_recompute, and prefix_recompute from a complete source a full_kv
 /// (note says so). A hybrid plan ships all the source holds until balance_hybrid splits it.
+/// With a prefix cached at the destination, the plan is the same strategy's plan for the
+/// tokens after it.
 MovePlan plan_move(Strategy s, const MoveMethods& methods, const MoveState& state);
 
 /// The predictor bytes RISK-KV ships to a node that does not hold them (0 without RISK-KV).

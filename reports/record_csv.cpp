@@ -27,9 +27,10 @@ std::string requests_csv_header() {
 
 std::string recoveries_csv_header() {
   // latency_s of an unfinished move is a lower bound (end of run − start).
-  // shipped/front/tail_tokens: KV shipped, recomputed while it arrived (hybrid), recomputed after.
+  // cached/shipped/front/tail_tokens: KV the destination's prefix cache held, KV shipped,
+  // recomputed while it arrived (hybrid), recomputed after.
   return "strategy_run,request,trigger,from,to,requested,strategy,outcome,context_tokens,"
-         "shipped_tokens,front_tokens,tail_tokens,start_s,"
+         "cached_tokens,shipped_tokens,front_tokens,tail_tokens,start_s,"
          "end_s,latency_s,estimated_s,stall_s,kv_bytes,predictor_bytes,token_bytes,transfer_s,"
          "compute_s,queue_s,delta_nll,fallback,note\n";
 }
@@ -82,8 +83,8 @@ void append_move_row(std::string& o, const std::string& strategy, const sim::Mov
   o += ',';
   append_int(o, m.context_tokens);
   const bool replay = m.strategy == "token_replay";  // its record counts all of T as available
-  for (const std::int64_t tokens :
-       {replay ? std::int64_t{0} : m.available_tokens, m.front_tokens, m.tail_tokens}) {
+  for (const std::int64_t tokens : {m.cached_tokens, replay ? std::int64_t{0} : m.available_tokens,
+                                    m.front_tokens, m.tail_tokens}) {
     o += ',';
     append_int(o, tokens);
   }

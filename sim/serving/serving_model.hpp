@@ -161,8 +161,8 @@ class ServingModel final : public GpuListener {
   };
   cost_model::SourceKv source_kv(bool from_replica, int src) const;
   cost_model::MoveRoute route_of(const cost_model::MovePlan& plan, int src, int dst_node);
-  cost_model::MoveCandidate candidate(Strategy s, const cost_model::MoveState& state, int src,
-                                      int gpu);
+  cost_model::MoveCandidate candidate(Strategy s, const Request& r,
+                                      const cost_model::MoveState& state, int src, int gpu);
   Choice choose_move(const Request& r, bool from_replica, int src,
                      const std::vector<int>& destinations);
   void start_move(Request& r, MoveTrigger trigger, int from_node, std::int64_t stall_since);
@@ -188,7 +188,12 @@ class ServingModel final : public GpuListener {
   /// The one way a move ends: records it once, cancels what it still runs, then lands the
   /// request (done), retries it (failed) or re-plans it (cancelled).
   void end_move(Move& m, MoveOutcome outcome, const std::string& why);
-  void land(Request& r, int dst_gpu, int src_gpu);
+  /// `pins`: the destination's cached prefix blocks the move pinned (count, generation).
+  void land(Request& r, int dst_gpu, int src_gpu, std::pair<std::size_t, std::uint64_t> pins);
+  void release_dst_pins(const Request& r, int dst_gpu, std::pair<std::size_t, std::uint64_t> pins);
+  /// Leading tokens of `r` whose KV `gpu`'s prefix cache holds (what a move there need not
+  /// ship or rebuild).
+  std::int64_t cached_at(const Request& r, int gpu) const;
   /// At the end of the run: moves in flight and waiting recoveries become unfinished records.
   void close_moves();
 

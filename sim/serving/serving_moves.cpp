@@ -66,10 +66,11 @@ MoveRoute ServingModel::route_of(const MovePlan& plan, int src, int dst_node) {
   return route;
 }
 
-MoveCandidate ServingModel::candidate(Strategy s, const cost_model::MoveState& state, int src,
-                                      int gpu) {
+MoveCandidate ServingModel::candidate(Strategy s, const Request& r,
+                                      const cost_model::MoveState& state, int src, int gpu) {
   cost_model::MoveState here = state;
   here.predictor_at_dst = predictors_->at_or_coming(node_of(gpu));
+  here.dst_cached = cached_at(r, gpu);
   MovePlan plan = cost_model::plan_move(s, methods_, here);
   const MoveRoute route = route_of(plan, src, node_of(gpu));
   const std::int64_t backlog = gpus_[gpu]->worker->backlog().ns;
@@ -94,7 +95,7 @@ ServingModel::Choice ServingModel::choose_move(const Request& r, bool from_repli
     std::vector<MoveCandidate> options;
     for (int gpu : destinations) {
       for (Strategy s : cost_model::kConcreteStrategies)
-        options.push_back(candidate(s, state, src, gpu));
+        options.push_back(candidate(s, r, state, src, gpu));
     }
     if (const auto best = cost_model::pick_fastest(options, budget)) {
       return chosen(std::move(options[*best]), src, "");
@@ -102,7 +103,7 @@ ServingModel::Choice ServingModel::choose_move(const Request& r, bool from_repli
   } else {
     std::string why;
     for (int gpu : destinations) {
-      MoveCandidate c = candidate(strategy_, state, src, gpu);
+      MoveCandidate c = candidate(strategy_, r, state, src, gpu);
       if (!c.plan.feasible()) {
         why = c.plan.infeasible;
         break;
@@ -119,7 +120,7 @@ ServingModel::Choice ServingModel::choose_move(const Request& r, bool from_repli
     }
     for (Strategy s : {Strategy::kFullKv, Strategy::kTokenReplay}) {
       for (int gpu : destinations) {
-        MoveCandidate c = candidate(s, state, src, gpu);
+        MoveCandidate c = candidate(s, r, state, src, gpu);
         if (c.plan.feasible() && c.estimate.reachable) {
           return chosen(std::move(c), src,
                         std::string("fallback to ") + strategy_name(c.plan.strategy) + ": " +
@@ -131,7 +132,7 @@ ServingModel::Choice ServingModel::choose_move(const Request& r, bool from_repli
   // Nothing the source can reach: replay from the token ids the router holds.
   cost_model::MoveState none = state;
   none.source = SourceKv::kNone;
-  return chosen(candidate(Strategy::kTokenReplay, none, -1, destinations.front()), -1,
+  return chosen(candidate(Strategy::kTokenReplay, r, none, -1, destinations.front()), -1,
                 "replay from the router's token ids: no destination is reachable from the " +
                     std::string(src >= 0 ? "source" : "replica"));
 }
@@ -181,7 +182,22 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
     c.fallback = "decode-side prefill from the token ids: the handoff from the prefill GPU failed";
   }
   Gpu& dst = *gpus_[c.option.destination];
-  reserve(c.option.destination, r);
+  // The prefix the destination caches is pinned there for the request before its room is
+  // booked (booking may evict unpinned blocks); the request books the rest.
+  const std::size_t cached_blocks =
+      static_cast<std::size_t>(c.option.plan.cached_tokens /
+                               std::max<std::int64_t>(spec_.serving.prefix_cache.block_tokens, 1));
+  std::uint64_t generation = 0;
+  if (cached_blocks > 0) {
+    PrefixCache& cache = *dst.cache;
+    cache.pin(std::span<const std::uint64_t>(r.prefix_keys).first(cached_blocks));
+    router_.set_cached(c.option.destination, cache.pinned_bytes());
+    generation = cache.generation();
+    reserve(c.option.destination, r,
+            r.reserved - static_cast<std::int64_t>(cached_blocks) * cache.block_bytes());
+  } else {
+    reserve(c.option.destination, r);
+  }
   r.phase = Phase::kMoving;
 
   auto m = std::make_unique<Move>();
@@ -193,6 +209,8 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   m->dst_gpu = c.option.destination;
   m->from_node = from_node;
   m->stall_since = stall_since;
+  m->dst_pinned = cached_blocks;
+  m->dst_pin_generation = generation;
   MoveRecord& rec = m->rec;
   rec.request = r.rec.id;
   rec.trigger = trigger;
@@ -206,6 +224,7 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   rec.available_tokens = replay ? r.context : m->plan.kv_tokens;
   rec.front_tokens = m->plan.front_tokens;
   rec.tail_tokens = m->plan.replay_tokens;
+  rec.cached_tokens = m->plan.cached_tokens;
   rec.source = c.src >= 0 ? spec_.cluster.nodes[c.src].name : "";
   rec.start_ns = sim_.now().ns;
   rec.estimated_ns = c.option.estimate.total_ns();
@@ -267,8 +286,8 @@ void ServingModel::launch(std::uint64_t request) {
       mv->front_running = false;
       if (mv->bytes_in) rebuild(*mv);
     };
-    gpus_[m.dst_gpu]->worker->submit(
-        {JobKind::kReplay, request, m.plan.front_tokens, std::move(front_done)});
+    gpus_[m.dst_gpu]->worker->submit({JobKind::kReplay, request, m.plan.front_tokens,
+                                      std::move(front_done), m.plan.cached_tokens});
   }
   const Bytes data = m.plan.kv + m.plan.tokens;
   if (data.count > 0 && m.src >= 0) {
@@ -438,11 +457,13 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
   const int src_gpu = m.src_gpu, dst_gpu = m.dst_gpu, from_node = m.from_node;
   const MoveTrigger trigger = m.rec.trigger;
   const std::int64_t stall = m.stall_since;
+  const std::pair<std::size_t, std::uint64_t> pins{m.dst_pinned, m.dst_pin_generation};
   moves_.erase(r.rec.id);  // m is gone from here on
   if (outcome == MoveOutcome::kDone) {
-    land(r, dst_gpu, src_gpu);
+    land(r, dst_gpu, src_gpu, pins);
     return;
   }
+  release_dst_pins(r, dst_gpu, pins);
   if (dst.worker->up() && router_.holds(dst_gpu, r.rec.id)) unreserve(dst_gpu, r);
   if (trigger == MoveTrigger::kHandoff) {
     const bool prefill_up = src_gpu >= 0 && gpus_[src_gpu]->worker->up();
@@ -507,8 +528,17 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
   });
 }
 
-void ServingModel::land(Request& r, int dst_gpu, int src_gpu) {
+void ServingModel::land(Request& r, int dst_gpu, int src_gpu,
+                        std::pair<std::size_t, std::uint64_t> pins) {
   if (src_gpu >= 0 && router_.holds(src_gpu, r.rec.id)) unreserve(src_gpu, r);
+  if (pins.first > 0) {  // the destination's cached prefix is the request's own from now
+    unpin_prefix(r);     // pins of a cache lost with a failed GPU
+    if (gpus_[dst_gpu]->cache->generation() == pins.second) {
+      r.pinned = pins.first;
+      r.pin_gpu = dst_gpu;
+      r.pin_generation = pins.second;
+    }
+  }
   const int dst_node = gpus_[dst_gpu]->node;
   r.gpu = dst_gpu;
   r.phase = Phase::kDecoding;
@@ -526,6 +556,24 @@ void ServingModel::land(Request& r, int dst_gpu, int src_gpu) {
   if (r.replica >= 0 && r.replicated < r.context) r.unstreamed = r.context - r.replicated;
   gpus_[dst_gpu]->worker->add_decoding({r.rec.id, r.context, r.remaining});
   admit_pending();
+}
+
+void ServingModel::release_dst_pins(const Request& r, int dst_gpu,
+                                    std::pair<std::size_t, std::uint64_t> pins) {
+  PrefixCache* cache = gpus_[dst_gpu]->cache.get();
+  if (pins.first == 0 || cache->generation() != pins.second) return;  // lost with the GPU
+  cache->unpin(std::span<const std::uint64_t>(r.prefix_keys).first(pins.first));
+  router_.set_cached(dst_gpu, cache->pinned_bytes());
+}
+
+std::int64_t ServingModel::cached_at(const Request& r, int gpu) const {
+  const PrefixCache* cache = gpus_[gpu]->cache.get();
+  // The move pins what it reuses and hands the pins over when it lands (after the source's
+  // are given back); a request never pins one cache twice.
+  const bool pinned_here = r.pin_gpu == gpu && cache && cache->generation() == r.pin_generation;
+  if (!cache || r.prefix_keys.empty() || pinned_here) return 0;
+  return static_cast<std::int64_t>(cache->match(r.prefix_keys)) *
+         spec_.serving.prefix_cache.block_tokens;
 }
 
 void ServingModel::fail_request(Request& r, const std::string& reason) {

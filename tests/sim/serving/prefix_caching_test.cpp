@@ -4,6 +4,8 @@
 // failures (every inserted block is evicted, lost or resident at the end).
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "cost_model/compute_costs.hpp"
@@ -207,6 +209,60 @@ TEST(PrefixCaching, PrefixAwareRoutingNeedsTheCache) {
                                          "it needs serving.prefix_cache"),
               std::string::npos)
         << e.what();
+  }
+}
+
+// A drain moves request A (prompt 6,000 tokens, a 5,120-token shared prefix) from gpu0 to
+// gpu1, whose cache holds that prefix from request B (round robin put B there; it finished).
+// Every strategy moves or rebuilds only the tokens after the prefix: the closed form.
+TEST(PrefixCaching, AMoveShipsOnlyWhatTheDestinationLacks) {
+  for (const char* strategy : {"full_kv", "token_replay"}) {
+    const std::string text = R"({
+      "name": "move", "model": "qwen2.5-1.5b", "gpu": "h100",
+      "cluster": {"nodes": [{"name": "gpu0"}, {"name": "gpu1"}],
+                  "links": [{"a": "gpu0", "b": "gpu1", "bandwidth": "10Gbps", "latency": "1ms"}]},
+      "workload": {"arrival": "trace", "trace": "TRACE"},
+      "serving": {"max_batch": 8, "prefix_cache": {"block_tokens": 512}},
+      "events": [{"type": "drain", "at": "5s", "node": "gpu0"}],
+      "policies": {"strategies": [")" +
+                             std::string(strategy) + R"("], "router": "round_robin"},
+      "seed": 5, "duration": "60s"})";
+    const std::string trace = ::testing::TempDir() + "move-reuse-trace.jsonl";
+    // Mooncake-style: the same hash_ids name the same prefix blocks.
+    std::ofstream(trace)
+        << R"({"timestamp": 0, "input_length": 6000, "output_length": 4000, "hash_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]})"
+        << "\n"
+        << R"({"timestamp": 1000, "input_length": 6000, "output_length": 2, "hash_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]})"
+        << "\n";
+    std::string t = text;
+    t.replace(t.find("TRACE"), 5, trace);
+    const ScenarioSpec spec = scenarios::load_scenario_text(t, "t");
+    const cost_model::RooflineCosts compute(spec.gpu);
+    const RunResult run = run_scenario(spec, compute, {false, {}}).at(0);
+    std::filesystem::remove(trace);
+    ASSERT_EQ(run.moves.size(), 1u) << strategy;
+    const MoveRecord& m = run.moves[0];
+    ASSERT_EQ(m.outcome, MoveOutcome::kDone);
+    EXPECT_EQ(m.to, "gpu1");
+    EXPECT_EQ(m.cached_tokens, 5120) << "ten 512-token blocks, short of the whole prompt";
+    const std::int64_t rest = m.context_tokens - 5120;
+    if (std::string(strategy) == "full_kv") {
+      EXPECT_EQ(m.kv_bytes, cost_model::kv_bytes(spec.model, rest).count);
+      EXPECT_EQ(m.end_ns - m.start_ns,
+                1'000'000 + from_seconds(8.0 * static_cast<double>(m.kv_bytes) / 10e9).ns);
+    } else {
+      EXPECT_EQ(m.tail_tokens, rest);
+      EXPECT_EQ(m.token_bytes, 4 * rest) << "only the ids after the prefix";
+      const std::int64_t ids = 1'000'000 + from_seconds(8.0 * 4.0 * rest / 10e9).ns;
+      EXPECT_EQ(m.end_ns - m.start_ns,
+                ids + from_seconds(compute.extend(spec.model, 5120, rest)).ns);
+    }
+    EXPECT_EQ(m.estimated_ns, m.end_ns - m.start_ns) << "the plan's own estimate";
+    ASSERT_EQ(run.requests.size(), 2u);
+    EXPECT_EQ(run.requests[0].outcome, RequestOutcome::kCompleted);
+    EXPECT_EQ(run.prefix_cache.inserted_blocks,
+              run.prefix_cache.evicted_blocks + run.prefix_cache.lost_blocks +
+                  run.prefix_cache.resident_bytes / cost_model::kv_bytes(spec.model, 512).count);
   }
 }
 

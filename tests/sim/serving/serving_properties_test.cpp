@@ -320,7 +320,8 @@ void check_run(const ScenarioSpec& spec, const RunResult& run, const std::string
     if (mv.strategy == "full_kv" || mv.strategy == "prefix_recompute" || mv.strategy == "hybrid")
       kv = cost_model::kv_bytes(m, avail).count;
     if (mv.strategy != "token_replay") {  // every token is shipped, recomputed first, or after
-      EXPECT_EQ(mv.front_tokens + avail + mv.tail_tokens, mv.context_tokens) << what;
+      EXPECT_EQ(mv.cached_tokens + mv.front_tokens + avail + mv.tail_tokens, mv.context_tokens)
+          << what;
     }
     EXPECT_TRUE(mv.front_tokens == 0 || mv.strategy == "hybrid") << what;
     EXPECT_TRUE(mv.strategy != "full_kv" || mv.tail_tokens == 0) << what << ": full means all";
