@@ -26,8 +26,9 @@
 //   prefills the rest on top of it (ComputeCosts::extend); its blocks join that
 //   GPU's cache, and are written through to the host tier, when the prefill
 //   ends. Blocks in use are booked once, on the GPU; a request books its final
-//   size less the blocks it pins. Moves ship whole KV (no reuse of a prefix
-//   cached at the destination).
+//   size less the blocks it pins. A move to a GPU whose HBM caches the
+//   request's leading blocks pins them and moves only the rest (not from the
+//   destination node's host tier).
 // - Replicas book their request's final protected size in the host DRAM (or
 //   storage capacity) of the node holding them; a host tier keeps what is left.
 //   Host-link transfers (local replicas, tier loads) are not contended.
