@@ -11,13 +11,13 @@ std::vector<RunResult> run_scenario(const ScenarioSpec& spec,
                                     const cost_model::ComputeCosts& compute,
                                     const RunOptions& options) {
   const cost_model::OmissionPlan none;
-  const cost_model::OmissionPlan& topology = spec.risk_kv ? spec.risk_kv->omission : none;
+  const cost_model::OmissionPlan& omission = spec.risk_kv ? spec.risk_kv->omission : none;
   const cost_model::DType predictor_dtype =
       spec.risk_kv ? spec.risk_kv->predictor_dtype : cost_model::DType::kF32;
   std::optional<cost_model::ModelSpec> proxy;
   if (spec.proxy_kv) proxy = spec.proxy_kv->proxy_model;
   const double retention = spec.proxy_kv ? spec.proxy_kv->retention : 0.5;
-  const ServingCosts costs(compute, spec.model, topology, predictor_dtype, proxy, retention);
+  const ServingCosts costs(compute, spec.model, omission, predictor_dtype, proxy, retention);
   // A pool with its own GPU is priced by the roofline of that GPU (the loader allows
   // per-pool GPUs only with analytic costs: a profile or live table measures one GPU).
   std::vector<std::unique_ptr<cost_model::RooflineCosts>> rooflines;
@@ -29,7 +29,7 @@ std::vector<RunResult> run_scenario(const ScenarioSpec& spec,
       continue;
     }
     rooflines.push_back(std::make_unique<cost_model::RooflineCosts>(*pool.gpu));
-    pool_costs.push_back(std::make_unique<ServingCosts>(*rooflines.back(), spec.model, topology,
+    pool_costs.push_back(std::make_unique<ServingCosts>(*rooflines.back(), spec.model, omission,
                                                         predictor_dtype, proxy, retention));
     by_pool.push_back(pool_costs.back().get());
   }

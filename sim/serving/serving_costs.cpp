@@ -6,12 +6,12 @@ namespace kvshift::sim {
 
 ServingCosts::ServingCosts(const cost_model::ComputeCosts& compute,
                            const cost_model::ModelSpec& model,
-                           const cost_model::OmissionPlan& topology,
+                           const cost_model::OmissionPlan& omission,
                            cost_model::DType predictor_dtype,
                            std::optional<cost_model::ModelSpec> proxy, double retention)
     : compute_(&compute),
       model_(&model),
-      topology_(&topology),
+      omission_(&omission),
       predictor_dtype_(predictor_dtype),
       proxy_(std::move(proxy)),
       retention_(retention) {}
@@ -35,9 +35,9 @@ SimTime ServingCosts::mixed_step(std::int64_t prefix, std::int64_t tokens, std::
 }
 
 SimTime ServingCosts::reconstruct(std::int64_t tokens, std::int64_t requests) const {
-  if (topology_->empty() || tokens <= 0) return {};
+  if (omission_->empty() || tokens <= 0) return {};
   return from_seconds(
-      compute_->reconstruct(*model_, *topology_, tokens, requests, predictor_dtype_));
+      compute_->reconstruct(*model_, *omission_, tokens, requests, predictor_dtype_));
 }
 
 SimTime ServingCosts::proxy_score(std::int64_t tokens) const {

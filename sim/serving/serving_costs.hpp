@@ -1,6 +1,6 @@
 // ServingCosts: the durations the serving model asks for, in simulated time.
 // Wraps a cost_model::ComputeCosts (analytic roofline, a profiled table or a
-// live backend) for one scenario's target model, RISK-KV topology and proxy
+// live backend) for one scenario's target model, RISK-KV omission plan and proxy
 // model, and rounds each duration to the nanosecond once, here.
 #pragma once
 
@@ -15,7 +15,7 @@ namespace kvshift::sim {
 class ServingCosts {
  public:
   ServingCosts(const cost_model::ComputeCosts& compute, const cost_model::ModelSpec& model,
-               const cost_model::OmissionPlan& topology, cost_model::DType predictor_dtype,
+               const cost_model::OmissionPlan& omission, cost_model::DType predictor_dtype,
                std::optional<cost_model::ModelSpec> proxy, double retention = 0.5);
 
   /// Prefill (and token replay) of `tokens` tokens of one request.
@@ -34,13 +34,13 @@ class ServingCosts {
   SimTime proxy_score(std::int64_t tokens) const;
 
   const cost_model::ModelSpec& model() const { return *model_; }
-  const cost_model::OmissionPlan& topology() const { return *topology_; }
+  const cost_model::OmissionPlan& omission() const { return *omission_; }
   const cost_model::ComputeCosts& compute() const { return *compute_; }
 
  private:
   const cost_model::ComputeCosts* compute_;
   const cost_model::ModelSpec* model_;
-  const cost_model::OmissionPlan* topology_;
+  const cost_model::OmissionPlan* omission_;
   cost_model::DType predictor_dtype_;
   std::optional<cost_model::ModelSpec> proxy_;
   double retention_;
