@@ -49,6 +49,7 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -123,6 +124,16 @@ class ServingModel final : public GpuListener {
   PrefixRun prefix_run(const Request& r, int gpu) const;
   /// Pins the request's keys [r.pinned, blocks) in `gpu`'s cache; returns those inserted.
   std::size_t pin_prefix(Request& r, int gpu, std::size_t blocks);
+  /// Pins `keys` in `gpu`'s cache (inserting the missing ones; returns how many), and gives
+  /// pins of cache generation `generation` back (none when that cache was lost since);
+  /// the router books the cache's pinned bytes either way.
+  std::size_t pin_blocks(int gpu, std::span<const std::uint64_t> keys);
+  void unpin_blocks(int gpu, std::span<const std::uint64_t> keys, std::uint64_t generation);
+  /// Leading blocks of a request pinned in one GPU's cache, of that cache's generation.
+  struct Pins {
+    std::size_t blocks = 0;
+    std::uint64_t generation = 0;
+  };
   /// The prefill on `gpu` ended: the prompt's blocks join its cache, booked there once
   /// instead of by the request (which booked `booked` bytes with its pins).
   void cache_prompt(Request& r, int gpu, std::int64_t booked);
@@ -189,9 +200,8 @@ class ServingModel final : public GpuListener {
   /// The one way a move ends: records it once, cancels what it still runs, then lands the
   /// request (done), retries it (failed) or re-plans it (cancelled).
   void end_move(Move& m, MoveOutcome outcome, const std::string& why);
-  /// `pins`: the destination's cached prefix blocks the move pinned (count, generation).
-  void land(Request& r, int dst_gpu, int src_gpu, std::pair<std::size_t, std::uint64_t> pins);
-  void release_dst_pins(const Request& r, int dst_gpu, std::pair<std::size_t, std::uint64_t> pins);
+  /// `pins`: the destination's cached prefix blocks the move pinned.
+  void land(Request& r, int dst_gpu, int src_gpu, Pins pins);
   /// Leading tokens of `r` whose KV `gpu`'s prefix cache holds (what a move there need not
   /// ship or rebuild).
   std::int64_t cached_at(const Request& r, int gpu) const;

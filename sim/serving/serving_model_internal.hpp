@@ -66,10 +66,9 @@ struct ServingModel::Move {
   bool bytes_in = false;       ///< every transfer (and the predictor) has arrived
   std::int64_t stall_since = 0;
   std::int64_t gpu_ready_ns = 0;  ///< since when the move waits for its next GPU job
-  /// The destination's cached prefix blocks the move pins (plan.cached_tokens), of that
-  /// cache's generation; handed to the request when it lands, given back otherwise.
-  std::size_t dst_pinned = 0;
-  std::uint64_t dst_pin_generation = 0;
+  /// The destination's cached prefix blocks the move pins (plan.cached_tokens); handed to
+  /// the request when it lands, given back otherwise.
+  Pins dst_pins;
   /// One of the move's own flows in the network: what a stall needs to hang and resend it.
   struct Flow {
     std::uint64_t handle = 0;

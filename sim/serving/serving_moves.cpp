@@ -187,14 +187,13 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   const std::size_t cached_blocks =
       static_cast<std::size_t>(c.option.plan.cached_tokens /
                                std::max<std::int64_t>(spec_.serving.prefix_cache.block_tokens, 1));
-  std::uint64_t generation = 0;
+  Pins pins;
   if (cached_blocks > 0) {
-    PrefixCache& cache = *dst.cache;
-    cache.pin(std::span<const std::uint64_t>(r.prefix_keys).first(cached_blocks));
-    router_.set_cached(c.option.destination, cache.pinned_bytes());
-    generation = cache.generation();
+    pin_blocks(c.option.destination,
+               std::span<const std::uint64_t>(r.prefix_keys).first(cached_blocks));
+    pins = {cached_blocks, dst.cache->generation()};
     reserve(c.option.destination, r,
-            r.reserved - static_cast<std::int64_t>(cached_blocks) * cache.block_bytes());
+            r.reserved - static_cast<std::int64_t>(cached_blocks) * dst.cache->block_bytes());
   } else {
     reserve(c.option.destination, r);
   }
@@ -209,8 +208,7 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   m->dst_gpu = c.option.destination;
   m->from_node = from_node;
   m->stall_since = stall_since;
-  m->dst_pinned = cached_blocks;
-  m->dst_pin_generation = generation;
+  m->dst_pins = pins;
   MoveRecord& rec = m->rec;
   rec.request = r.rec.id;
   rec.trigger = trigger;
@@ -457,13 +455,16 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
   const int src_gpu = m.src_gpu, dst_gpu = m.dst_gpu, from_node = m.from_node;
   const MoveTrigger trigger = m.rec.trigger;
   const std::int64_t stall = m.stall_since;
-  const std::pair<std::size_t, std::uint64_t> pins{m.dst_pinned, m.dst_pin_generation};
+  const Pins pins = m.dst_pins;
   moves_.erase(r.rec.id);  // m is gone from here on
   if (outcome == MoveOutcome::kDone) {
     land(r, dst_gpu, src_gpu, pins);
     return;
   }
-  release_dst_pins(r, dst_gpu, pins);
+  if (pins.blocks > 0) {
+    unpin_blocks(dst_gpu, std::span<const std::uint64_t>(r.prefix_keys).first(pins.blocks),
+                 pins.generation);
+  }
   if (dst.worker->up() && router_.holds(dst_gpu, r.rec.id)) unreserve(dst_gpu, r);
   if (trigger == MoveTrigger::kHandoff) {
     const bool prefill_up = src_gpu >= 0 && gpus_[src_gpu]->worker->up();
@@ -528,15 +529,14 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
   });
 }
 
-void ServingModel::land(Request& r, int dst_gpu, int src_gpu,
-                        std::pair<std::size_t, std::uint64_t> pins) {
+void ServingModel::land(Request& r, int dst_gpu, int src_gpu, Pins pins) {
   if (src_gpu >= 0 && router_.holds(src_gpu, r.rec.id)) unreserve(src_gpu, r);
-  if (pins.first > 0) {  // the destination's cached prefix is the request's own from now
-    unpin_prefix(r);     // pins of a cache lost with a failed GPU
-    if (gpus_[dst_gpu]->cache->generation() == pins.second) {
-      r.pinned = pins.first;
+  if (pins.blocks > 0) {  // the destination's cached prefix is the request's own from now
+    unpin_prefix(r);      // pins of a cache lost with a failed GPU
+    if (gpus_[dst_gpu]->cache->generation() == pins.generation) {
+      r.pinned = pins.blocks;
       r.pin_gpu = dst_gpu;
-      r.pin_generation = pins.second;
+      r.pin_generation = pins.generation;
     }
   }
   const int dst_node = gpus_[dst_gpu]->node;
@@ -556,14 +556,6 @@ void ServingModel::land(Request& r, int dst_gpu, int src_gpu,
   if (r.replica >= 0 && r.replicated < r.context) r.unstreamed = r.context - r.replicated;
   gpus_[dst_gpu]->worker->add_decoding({r.rec.id, r.context, r.remaining});
   admit_pending();
-}
-
-void ServingModel::release_dst_pins(const Request& r, int dst_gpu,
-                                    std::pair<std::size_t, std::uint64_t> pins) {
-  PrefixCache* cache = gpus_[dst_gpu]->cache.get();
-  if (pins.first == 0 || cache->generation() != pins.second) return;  // lost with the GPU
-  cache->unpin(std::span<const std::uint64_t>(r.prefix_keys).first(pins.first));
-  router_.set_cached(dst_gpu, cache->pinned_bytes());
 }
 
 std::int64_t ServingModel::cached_at(const Request& r, int gpu) const {

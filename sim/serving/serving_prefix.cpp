@@ -67,14 +67,29 @@ std::size_t ServingModel::pin_prefix(Request& r, int gpu, std::size_t blocks) {
                            " pins prefix blocks on two GPUs");
   }
   const std::span<const std::uint64_t> keys(r.prefix_keys);
-  const std::int64_t before = cache.pinned_bytes();
-  const std::size_t inserted = cache.pin(keys.subspan(r.pinned, blocks - r.pinned));
+  const std::size_t inserted = pin_blocks(gpu, keys.subspan(r.pinned, blocks - r.pinned));
   r.pinned = blocks;
   r.pin_gpu = gpu;
   r.pin_generation = cache.generation();
-  if (cache.pinned_bytes() != before) router_.set_cached(gpu, cache.pinned_bytes());
   result_.prefix_cache.inserted_blocks += static_cast<std::int64_t>(inserted);
   return inserted;
+}
+
+std::size_t ServingModel::pin_blocks(int gpu, std::span<const std::uint64_t> keys) {
+  PrefixCache& cache = *gpus_[gpu]->cache;
+  const std::int64_t before = cache.pinned_bytes();
+  const std::size_t inserted = cache.pin(keys);
+  if (cache.pinned_bytes() != before) router_.set_cached(gpu, cache.pinned_bytes());
+  return inserted;
+}
+
+void ServingModel::unpin_blocks(int gpu, std::span<const std::uint64_t> keys,
+                                std::uint64_t generation) {
+  PrefixCache& cache = *gpus_[gpu]->cache;
+  if (cache.generation() != generation) return;  // lost with a failed GPU
+  const std::int64_t before = cache.pinned_bytes();
+  cache.unpin(keys);
+  if (cache.pinned_bytes() != before) router_.set_cached(gpu, cache.pinned_bytes());
 }
 
 void ServingModel::cache_prompt(Request& r, int gpu, std::int64_t booked) {
@@ -167,12 +182,8 @@ std::int64_t ServingModel::pinned_bytes(const Request& r) const {
 
 void ServingModel::unpin_prefix(Request& r) {
   if (r.pin_gpu < 0) return;
-  PrefixCache& cache = *gpus_[r.pin_gpu]->cache;
-  if (cache.generation() == r.pin_generation) {
-    const std::int64_t before = cache.pinned_bytes();
-    cache.unpin(std::span<const std::uint64_t>(r.prefix_keys).first(r.pinned));
-    if (cache.pinned_bytes() != before) router_.set_cached(r.pin_gpu, cache.pinned_bytes());
-  }
+  unpin_blocks(r.pin_gpu, std::span<const std::uint64_t>(r.prefix_keys).first(r.pinned),
+               r.pin_generation);
   r.pinned = 0;
   r.pin_gpu = -1;
 }
