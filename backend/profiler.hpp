@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -26,6 +25,7 @@ namespace kvshift::backend {
 struct ModelWeights;
 struct GroupPredictor;
 class HybridAxialMapper;
+struct MapperWeights;
 
 /// One measured operation at one shape: a row of the cost table.
 struct OpTiming {
@@ -55,9 +55,9 @@ struct ProfileInputs {
   /// The calibrated predictors, one per group of ProfileRequest::omission, in its order.
   std::shared_ptr<const std::vector<GroupPredictor>> predictors;
   std::shared_ptr<const HybridAxialMapper> mapper;
-  /// `mapper` on the host, for a backend that has not ported it (CUDA): the proxy's attention
-  /// mass [rows = proxy layers·q_heads, T] (row-major) to the mapper's scores. Set with it.
-  std::function<void(const float* mass, std::int64_t rows, std::int64_t tokens)> host_mapper;
+  /// `mapper`'s tensors as plain data (shared_weights(mapper)), for the CUDA backend, which
+  /// does not link the CPU one and uploads them. Set with it.
+  std::shared_ptr<const MapperWeights> mapper_weights;
   InputOrigin target_origin, proxy_origin, predictors_origin, mapper_origin;
 };
 

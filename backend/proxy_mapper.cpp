@@ -59,10 +59,10 @@ void softmax_row(Eigen::Ref<RowVector> r) {
 }  // namespace
 
 std::vector<std::pair<std::string, Shape>> HybridAxialMapper::tensor_shapes() const {
-  const std::int64_t W = cfg_.width, F = cfg_.ffn, C = cfg_.in_channels;
-  std::vector<std::pair<std::string, Shape>> s = {{"stem.weight", {W, C, cfg_.kernel}},
+  const std::int64_t W = w_.config.width, F = w_.config.ffn, C = w_.config.in_channels;
+  std::vector<std::pair<std::string, Shape>> s = {{"stem.weight", {W, C, w_.config.kernel}},
                                                   {"stem.bias", {W}}};
-  for (int l = 0; l < cfg_.layers; ++l) {
+  for (int l = 0; l < w_.config.layers; ++l) {
     const std::string p = "encoder." + std::to_string(l) + ".";
     for (const char* n : {"norm1", "norm2"}) {
       s.push_back({p + n + ".weight", {W}});
@@ -79,7 +79,7 @@ std::vector<std::pair<std::string, Shape>> HybridAxialMapper::tensor_shapes() co
   }
   s.push_back({"encoder.norm.weight", {W}});
   s.push_back({"encoder.norm.bias", {W}});
-  s.push_back({"head.target_queries", {cfg_.targets, W}});
+  s.push_back({"head.target_queries", {w_.config.targets, W}});
   s.push_back({"head.source_embed", {C, W}});
   s.push_back({"head.feature_proj", {W}});
   for (const char* n : {"q", "k", "v"}) s.push_back({std::string("head.") + n + ".weight", {W, W}});
@@ -96,16 +96,16 @@ HybridAxialMapper HybridAxialMapper::build(const MapperConfig& c, Get&& get) {
     throw InputError("mapper config: needs positive sizes, width divisible by heads, odd kernel");
   }
   HybridAxialMapper m;
-  m.cfg_ = c;
+  m.w_.config = c;
   const std::int64_t W = c.width, F = c.ffn;
   auto vec = [&](const std::string& n, std::int64_t size) -> Vector {
     return get(n, Shape{size}).row(0).transpose();
   };
-  m.stem_w = get("stem.weight", Shape{W, c.in_channels, c.kernel});
-  m.stem_b = vec("stem.bias", W).transpose();
+  m.w_.stem_w = get("stem.weight", Shape{W, c.in_channels, c.kernel});
+  m.w_.stem_b = vec("stem.bias", W).transpose();
   for (int l = 0; l < c.layers; ++l) {
     const std::string p = "encoder." + std::to_string(l) + ".";
-    EncoderLayer e;
+    MapperEncoderLayer e;
     e.norm1_w = vec(p + "norm1.weight", W);
     e.norm1_b = vec(p + "norm1.bias", W);
     e.norm2_w = vec(p + "norm2.weight", W);
@@ -122,18 +122,18 @@ HybridAxialMapper HybridAxialMapper::build(const MapperConfig& c, Get&& get) {
     e.b_up = vec(p + "ffn.up.bias", F).transpose();
     e.down = get(p + "ffn.down.weight", Shape{W, F});
     e.b_down = vec(p + "ffn.down.bias", W).transpose();
-    m.enc_.push_back(std::move(e));
+    m.w_.encoder.push_back(std::move(e));
   }
-  m.norm_w = vec("encoder.norm.weight", W);
-  m.norm_b = vec("encoder.norm.bias", W);
-  m.target_queries = get("head.target_queries", Shape{c.targets, W});
-  m.source_embed = get("head.source_embed", Shape{c.in_channels, W});
-  m.feature_proj = vec("head.feature_proj", W).transpose();
-  m.wq = get("head.q.weight", Shape{W, W});
-  m.wk = get("head.k.weight", Shape{W, W});
-  m.wv = get("head.v.weight", Shape{W, W});
-  m.out_w = vec("head.out.weight", W).transpose();
-  m.out_b = get("head.out.bias", Shape{1})(0, 0);
+  m.w_.norm_w = vec("encoder.norm.weight", W);
+  m.w_.norm_b = vec("encoder.norm.bias", W);
+  m.w_.target_queries = get("head.target_queries", Shape{c.targets, W});
+  m.w_.source_embed = get("head.source_embed", Shape{c.in_channels, W});
+  m.w_.feature_proj = vec("head.feature_proj", W).transpose();
+  m.w_.wq = get("head.q.weight", Shape{W, W});
+  m.w_.wk = get("head.k.weight", Shape{W, W});
+  m.w_.wv = get("head.v.weight", Shape{W, W});
+  m.w_.out_w = vec("head.out.weight", W).transpose();
+  m.w_.out_b = get("head.out.bias", Shape{1})(0, 0);
   return m;
 }
 
@@ -157,8 +157,9 @@ HybridAxialMapper HybridAxialMapper::load(const SafetensorsFile& file, const Map
                [&](const std::string& name, const Shape& shape) { return file.read(name, shape); });
 }
 
-Matrix HybridAxialMapper::encoder_attention(const EncoderLayer& l, const Matrix& a) const {
-  const Eigen::Index T = a.rows(), W = cfg_.width, dh = W / cfg_.heads, r = cfg_.window / 2;
+Matrix HybridAxialMapper::encoder_attention(const MapperEncoderLayer& l, const Matrix& a) const {
+  const Eigen::Index T = a.rows(), W = w_.config.width, dh = W / w_.config.heads,
+                     r = w_.config.window / 2;
   Matrix q = a * l.wq.transpose(), k = a * l.wk.transpose(), v = a * l.wv.transpose();
   q.rowwise() += l.bq;
   k.rowwise() += l.bk;
@@ -169,7 +170,7 @@ Matrix HybridAxialMapper::encoder_attention(const EncoderLayer& l, const Matrix&
                                               cpu_threads() > 1) num_threads(cpu_threads())
   for (Eigen::Index t = 0; t < T; ++t) {
     const Eigen::Index lo = std::max<Eigen::Index>(0, t - r), hi = std::min(T - 1, t + r);
-    for (int h = 0; h < cfg_.heads; ++h) {
+    for (int h = 0; h < w_.config.heads; ++h) {
       RowVector s = (k.block(lo, h * dh, hi - lo + 1, dh) * q.block(t, h * dh, 1, dh).transpose())
                         .transpose() *
                     scale;
@@ -184,11 +185,11 @@ Matrix HybridAxialMapper::encoder_attention(const EncoderLayer& l, const Matrix&
 
 Matrix HybridAxialMapper::encode(const Matrix& x) const {
   apply_cpu_threads();
-  if (x.rows() != cfg_.in_channels) {
-    throw InputError("mapper input: expected " + std::to_string(cfg_.in_channels) +
+  if (x.rows() != w_.config.in_channels) {
+    throw InputError("mapper input: expected " + std::to_string(w_.config.in_channels) +
                      " feature rows, got " + std::to_string(x.rows()));
   }
-  const Eigen::Index T = x.cols(), C = x.rows(), k = cfg_.kernel, r = k / 2;
+  const Eigen::Index T = x.cols(), C = x.rows(), k = w_.config.kernel, r = k / 2;
   Matrix cols = Matrix::Zero(T, C * k);  // im2col: column c·k + j holds x[c, t + j − r]
   for (Eigen::Index t = 0; t < T; ++t) {
     for (Eigen::Index j = 0; j < k; ++j) {
@@ -197,11 +198,11 @@ Matrix HybridAxialMapper::encode(const Matrix& x) const {
       for (Eigen::Index c = 0; c < C; ++c) cols(t, c * k + j) = x(c, s);
     }
   }
-  Matrix h = cols * stem_w.transpose();
-  h.rowwise() += stem_b;
+  Matrix h = cols * w_.stem_w.transpose();
+  h.rowwise() += w_.stem_b;
   gelu(h);
-  h += sinusoidal_positions(T, cfg_.width);
-  for (const EncoderLayer& l : enc_) {
+  h += sinusoidal_positions(T, w_.config.width);
+  for (const MapperEncoderLayer& l : w_.encoder) {
     h += encoder_attention(l, layer_norm(h, l.norm1_w, l.norm1_b));
     Matrix f = layer_norm(h, l.norm2_w, l.norm2_b) * l.up.transpose();
     f.rowwise() += l.b_up;
@@ -210,26 +211,26 @@ Matrix HybridAxialMapper::encode(const Matrix& x) const {
     d.rowwise() += l.b_down;
     h += d;
   }
-  return layer_norm(h, norm_w, norm_b);
+  return layer_norm(h, w_.norm_w, w_.norm_b);
 }
 
 Matrix HybridAxialMapper::forward(const Matrix& x) const {
   const Matrix e = encode(x);
   const Eigen::Index T = x.cols();
-  const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.width));
-  const Matrix qb = target_queries * wq.transpose();    // [targets, W]
-  const Matrix kb = source_embed * wk.transpose();      // [C, W]
-  const RowVector kf = feature_proj * wk.transpose();   // [W]
-  const Matrix qe = e * wq.transpose();                 // [T, W]
-  const Matrix g = qb * kb.transpose();                 // [targets, C]
-  const Vector u = qb * kf.transpose();                 // [targets]
-  const Matrix s = qe * kb.transpose();                 // [T, C]
-  const Vector c = qe * kf.transpose();                 // [T]
-  const RowVector wv_out = out_w * wv;                  // value → scalar: v·out_w = (in)·wv_out
-  const Vector vb = source_embed * wv_out.transpose();  // [C]
-  const float vf = feature_proj.dot(wv_out);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(w_.config.width));
+  const Matrix qb = w_.target_queries * w_.wq.transpose();   // [targets, W]
+  const Matrix kb = w_.source_embed * w_.wk.transpose();     // [C, W]
+  const RowVector kf = w_.feature_proj * w_.wk.transpose();  // [W]
+  const Matrix qe = e * w_.wq.transpose();                   // [T, W]
+  const Matrix g = qb * kb.transpose();                      // [targets, C]
+  const Vector u = qb * kf.transpose();                      // [targets]
+  const Matrix s = qe * kb.transpose();                      // [T, C]
+  const Vector c = qe * kf.transpose();                      // [T]
+  const RowVector wv_out = w_.out_w * w_.wv;  // value → scalar: v·out_w = (in)·wv_out
+  const Vector vb = w_.source_embed * wv_out.transpose();  // [C]
+  const float vf = w_.feature_proj.dot(wv_out);
   const Vector ve = e * wv_out.transpose();  // [T]
-  Matrix y(cfg_.targets, T);
+  Matrix y(w_.config.targets, T);
 #pragma omp parallel for schedule(static) if (T * g.size() > 1'000'000 && cpu_threads() > 1) \
     num_threads(cpu_threads())
   for (Eigen::Index t = 0; t < T; ++t) {
@@ -239,24 +240,25 @@ Matrix HybridAxialMapper::forward(const Matrix& x) const {
     logits *= scale;
     const Vector values = vb + vf * xt.transpose();
     for (Eigen::Index j = 0; j < logits.rows(); ++j) softmax_row(logits.row(j));
-    y.col(t) = (logits * values).array() + ve[t] + out_b;
+    y.col(t) = (logits * values).array() + ve[t] + w_.out_b;
   }
   return y;
 }
 
 Matrix HybridAxialMapper::forward_direct(const Matrix& x) const {
   const Matrix e = encode(x);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(cfg_.width));
-  Matrix y(cfg_.targets, x.cols());
+  const float scale = 1.0f / std::sqrt(static_cast<float>(w_.config.width));
+  Matrix y(w_.config.targets, x.cols());
   for (Eigen::Index t = 0; t < x.cols(); ++t) {
-    Matrix qin = target_queries;
+    Matrix qin = w_.target_queries;
     qin.rowwise() += e.row(t);
-    Matrix src = source_embed + x.col(t) * feature_proj;
+    Matrix src = w_.source_embed + x.col(t) * w_.feature_proj;
     src.rowwise() += e.row(t);
-    const Matrix q = qin * wq.transpose(), k = src * wk.transpose(), v = src * wv.transpose();
+    const Matrix q = qin * w_.wq.transpose(), k = src * w_.wk.transpose(),
+                 v = src * w_.wv.transpose();
     Matrix p = q * k.transpose() * scale;
     for (Eigen::Index j = 0; j < p.rows(); ++j) softmax_row(p.row(j));
-    y.col(t) = ((p * v) * out_w.transpose()).array() + out_b;
+    y.col(t) = ((p * v) * w_.out_w.transpose()).array() + w_.out_b;
   }
   return y;
 }

@@ -17,25 +17,16 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "backend/mapper_weights.hpp"
 #include "backend/safetensors.hpp"
 #include "backend/tensor.hpp"
 
 namespace kvshift::backend {
-
-struct MapperConfig {
-  int in_channels = 0;  ///< proxy layers·heads
-  int targets = 0;      ///< target layers·KV heads
-  int width = 64;
-  int layers = 2;    ///< encoder layers
-  int heads = 4;     ///< encoder attention heads (width % heads == 0)
-  int ffn = 128;     ///< encoder MLP inner width
-  int kernel = 3;    ///< stem kernel (odd)
-  int window = 128;  ///< encoder attention span (keys within ±window/2)
-};
 
 class HybridAxialMapper {
  public:
@@ -44,7 +35,9 @@ class HybridAxialMapper {
   /// Weights from `file`; every tensor's shape is checked against `config` (InputError).
   static HybridAxialMapper load(const SafetensorsFile& file, const MapperConfig& config);
 
-  const MapperConfig& config() const { return cfg_; }
+  const MapperConfig& config() const { return w_.config; }
+  /// Every tensor, as plain data (what the CUDA backend uploads).
+  const MapperWeights& weights() const { return w_; }
   /// Ŷ [targets, T] for features [in_channels, T].
   Matrix forward(const Matrix& features) const;
   /// The encoder output E [T, width] (exposed for tests).
@@ -57,24 +50,18 @@ class HybridAxialMapper {
   std::vector<std::pair<std::string, std::vector<std::int64_t>>> tensor_shapes() const;
 
  private:
-  struct EncoderLayer {
-    Vector norm1_w, norm1_b, norm2_w, norm2_b;
-    Matrix wq, wk, wv, wo, up, down;  // [out, in]
-    RowVector bq, bk, bv, bo, b_up, b_down;
-  };
   template <typename Get>
   static HybridAxialMapper build(const MapperConfig& config, Get&& get);
-  Matrix encoder_attention(const EncoderLayer& l, const Matrix& a) const;
+  Matrix encoder_attention(const MapperEncoderLayer& l, const Matrix& a) const;
 
-  MapperConfig cfg_;
-  Matrix stem_w;  // [width, in_channels·kernel]
-  RowVector stem_b;
-  std::vector<EncoderLayer> enc_;
-  Vector norm_w, norm_b;
-  Matrix target_queries, source_embed, wq, wk, wv;  // [targets|in|width, width]
-  RowVector feature_proj, out_w;
-  float out_b = 0;
+  MapperWeights w_;
 };
+
+/// `mapper`'s weights, sharing its ownership (ProfileInputs::mapper_weights).
+inline std::shared_ptr<const MapperWeights> shared_weights(
+    const std::shared_ptr<const HybridAxialMapper>& mapper) {
+  return {mapper, &mapper->weights()};
+}
 
 /// A trained mapper: `path` is a .safetensors file with its architecture in the .json of
 /// the same stem beside it (mapper.safetensors → mapper.json; else mapper.json in that

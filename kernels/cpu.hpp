@@ -19,8 +19,24 @@ void swiglu(const SwigluDesc& d);
 void attention(const AttentionDesc& d);
 /// The same function by materialising each query's full softmax row (oracle for `attention`).
 void attention_naive(const AttentionDesc& d);
-/// Attention mass each key receives, per query head.
+/// Attention mass (sum) or the largest weight (max) each key receives, per query head.
 void attention_mass(const AttentionMassDesc& d);
+/// Non-causal sliding-window multi-head attention (the mapper's encoder).
+void window_attention(const WindowAttentionDesc& d);
+/// Per-query-head scores reduced to KV heads (sum or max over each GQA group).
+void group_reduce(const GroupReduceDesc& d);
+/// Average pooling along each row (zero-padded ends, divided by the kernel).
+void avg_pool(const AvgPoolDesc& d);
+/// log(mass / visible queries + eps), in double.
+void log_mean_attention(const LogMeanAttentionDesc& d);
+/// im2col of a 1-D convolution with same padding.
+void im2col(const Im2ColDesc& d);
+/// In-place bias, optional GELU and sinusoidal positions.
+void bias_act(const BiasActDesc& d);
+/// LayerNorm per row (double accumulation).
+void layer_norm(const LayerNormDesc& d);
+/// The mapper's factored head-axis cross-attention.
+void axial_head(const AxialHeadDesc& d);
 /// Top-K per head with sink and recent tokens.
 void top_k(const TopKDesc& d);
 /// KV compaction by per-head indices (out-of-range indices give NaN rows).

@@ -102,6 +102,16 @@ void attention(const AttentionDesc& d, CUstream_st* stream);
 void attention_simt(const AttentionDesc& d, CUstream_st* stream);
 /// head_dim 64 or 128.
 void attention_mass(const AttentionMassDesc& d, CUstream_st* stream);
+void group_reduce(const GroupReduceDesc& d, CUstream_st* stream);
+void avg_pool(const AvgPoolDesc& d, CUstream_st* stream);
+void log_mean_attention(const LogMeanAttentionDesc& d, CUstream_st* stream);
+void im2col(const Im2ColDesc& d, CUstream_st* stream);
+void bias_act(const BiasActDesc& d, CUstream_st* stream);
+void layer_norm(const LayerNormDesc& d, CUstream_st* stream);
+/// head_dim <= 256.
+void window_attention(const WindowAttentionDesc& d, CUstream_st* stream);
+/// Up to 4096 sources (three shared-memory rows of them per block).
+void axial_head(const AxialHeadDesc& d, CUstream_st* stream);
 void top_k(const TopKDesc& d, CUstream_st* stream);
 void kv_gather(const GatherDesc& d, CUstream_st* stream);
 void embed(const EmbedDesc& d, CUstream_st* stream);

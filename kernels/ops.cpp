@@ -6,6 +6,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace kvshift::kernels {
 namespace {
@@ -176,6 +177,97 @@ void validate(const AttentionMassDesc& d) {
     fail(op, "query_begin must lie in [0, q_tokens] (got " + std::to_string(d.query_begin) + ")");
   }
   if (d.scale < 0) fail(op, "scale must be >= 0");
+}
+
+namespace {
+void check_f32_2d(const char* op, const char* field, const TensorView& v, std::int64_t rows,
+                  std::int64_t cols) {
+  check_view(op, field, v, 2, {DType::kF32});
+  check_dim(op, field, 0, v.shape[0], rows);
+  check_dim(op, field, 1, v.shape[1], cols);
+}
+
+void check_f32_1d(const char* op, const char* field, const TensorView& v, std::int64_t size) {
+  check_view(op, field, v, 1, {DType::kF32});
+  check_dim(op, field, 0, v.shape[0], size);
+}
+
+void check_odd(const char* op, const char* field, std::int64_t k) {
+  if (k <= 0 || k % 2 == 0) {
+    fail(op, std::string(field) + " must be odd and positive (got " + std::to_string(k) + ")");
+  }
+}
+}  // namespace
+
+void validate(const GroupReduceDesc& d) {
+  const char* op = "group_reduce";
+  check_view(op, "in", d.in, 2, {DType::kF32});
+  check_f32_2d(op, "out", d.out, d.out.shape[0], d.in.shape[1]);
+  if (d.out.shape[0] <= 0 || d.in.shape[0] % d.out.shape[0] != 0) {
+    fail(op, "in rows (" + std::to_string(d.in.shape[0]) + ") must be a multiple of out rows (" +
+                 std::to_string(d.out.shape[0]) + ")");
+  }
+}
+
+void validate(const AvgPoolDesc& d) {
+  const char* op = "avg_pool";
+  check_view(op, "in", d.in, 2, {DType::kF32});
+  check_f32_2d(op, "out", d.out, d.in.shape[0], d.in.shape[1]);
+  check_odd(op, "kernel", d.kernel);
+}
+
+void validate(const LogMeanAttentionDesc& d) {
+  const char* op = "log_mean_attention";
+  check_view(op, "mass", d.mass, 2, {DType::kF32});
+  check_f32_2d(op, "out", d.out, d.mass.shape[0], d.mass.shape[1]);
+  if (!(d.eps > 0)) fail(op, "eps must be > 0");
+}
+
+void validate(const Im2ColDesc& d) {
+  const char* op = "im2col";
+  check_view(op, "x", d.x, 2, {DType::kF32});
+  check_odd(op, "kernel", d.kernel);
+  check_f32_2d(op, "cols", d.cols, d.x.shape[1], d.x.shape[0] * d.kernel);
+}
+
+void validate(const BiasActDesc& d) {
+  const char* op = "bias_act";
+  check_view(op, "x", d.x, 2, {DType::kF32});
+  check_f32_1d(op, "bias", d.bias, d.x.shape[1]);
+}
+
+void validate(const LayerNormDesc& d) {
+  const char* op = "layer_norm";
+  check_view(op, "x", d.x, 2, {DType::kF32});
+  check_f32_1d(op, "weight", d.weight, d.x.shape[1]);
+  check_f32_1d(op, "bias", d.bias, d.x.shape[1]);
+  check_f32_2d(op, "out", d.out, d.x.shape[0], d.x.shape[1]);
+  if (!(d.eps > 0)) fail(op, "eps must be > 0");
+}
+
+void validate(const WindowAttentionDesc& d) {
+  const char* op = "window_attention";
+  check_view(op, "q", d.q, 3, {DType::kF32});
+  for (const auto& [field, v] : {std::pair{"k", &d.k}, {"v", &d.v}, {"out", &d.out}}) {
+    check_view(op, field, *v, 3, {DType::kF32});
+    for (int i = 0; i < 3; ++i) check_dim(op, field, i, v->shape[i], d.q.shape[i]);
+  }
+  if (d.radius < 0) fail(op, "radius must be >= 0");
+  if (d.scale < 0) fail(op, "scale must be >= 0");
+}
+
+void validate(const AxialHeadDesc& d) {
+  const char* op = "axial_head";
+  check_view(op, "x", d.x, 2, {DType::kF32});
+  const std::int64_t sources = d.x.shape[0], tokens = d.x.shape[1];
+  check_view(op, "g", d.g, 2, {DType::kF32});
+  const std::int64_t targets = d.g.shape[0];
+  check_dim(op, "g", 1, d.g.shape[1], sources);
+  check_f32_1d(op, "u", d.u, targets);
+  check_f32_1d(op, "vb", d.vb, sources);
+  check_f32_2d(op, "time_terms", d.time_terms, tokens, sources + 2);
+  check_f32_2d(op, "y", d.y, targets, tokens);
+  if (!(d.scale > 0)) fail(op, "scale must be > 0");
 }
 
 void validate(const TopKDesc& d) {

@@ -66,7 +66,11 @@ struct AttentionDesc {
   float scale = 0;  ///< 0 means 1/sqrt(head_dim)
 };
 
-/// Attention mass: out[h, j] = sum over queries i >= query_begin of softmax_i(j), per query head.
+/// How a reduction combines its terms.
+enum class Reduce : std::uint8_t { kSum, kMax };
+
+/// Attention mass: out[h, j] = sum (kSum: H2O, SnapKV, ProxyKV) or max (kMax: KVZip) over
+/// queries i >= query_begin of softmax_i(j), per query head; a key no such query sees gets 0.
 struct AttentionMassDesc {
   TensorView q;    // [q_tokens, q_heads, head_dim]
   TensorView k;    // [kv_tokens, kv_heads, head_dim]
@@ -74,6 +78,87 @@ struct AttentionMassDesc {
   TensorView out;  // [q_heads, kv_tokens] f32
   float scale = 0;
   std::int64_t query_begin = 0;  ///< SnapKV-style window: only queries from here on vote
+  Reduce reduce = Reduce::kSum;
+};
+
+/// GQA group reduction of per-query-head scores to KV heads: out[r, t] = reduce over
+/// in[r·group + i, t], i < group = in rows / out rows (rows layer·heads, so the consecutive
+/// query heads g·group .. g·group + group − 1 of a layer form its KV head g). Sums in row order.
+struct GroupReduceDesc {
+  TensorView in;   // [layers * q_heads, tokens] f32
+  TensorView out;  // [layers * kv_heads, tokens] f32
+  Reduce reduce = Reduce::kSum;
+};
+
+/// SnapKV's pooling along each row: out[r, t] = sum of in[r, s] for |s − t| <= kernel/2 inside
+/// the row, divided by `kernel` (odd; same padding, the ends padded with zeros).
+struct AvgPoolDesc {
+  TensorView in;   // [rows, tokens] f32
+  TensorView out;  // [rows, tokens] f32
+  int kernel = 7;
+};
+
+/// ProxyKV's feature transform ("log_mean_attention") of a prefill's attention mass:
+/// x[c, t] = log(mass[c, t] / (tokens − t) + eps), in double (tokens − t queries see key t).
+struct LogMeanAttentionDesc {
+  TensorView mass;  // [rows, tokens] f32
+  TensorView out;   // [rows, tokens] f32
+  double eps = 1e-6;
+};
+
+/// Stem of a 1-D convolution as a GEMM (im2col, same padding):
+/// cols[t, c·kernel + j] = x[c, t + j − kernel/2], 0 outside [0, tokens).
+struct Im2ColDesc {
+  TensorView x;     // [channels, tokens] f32
+  TensorView cols;  // [tokens, channels * kernel] f32
+  int kernel = 3;   ///< odd
+};
+
+/// A GEMM's epilogue, in place: x = act(x + bias), then (with `positions`) the sinusoidal
+/// position of row t added: column 2m gets sin(t / 10000^(2m/width)), column 2m + 1 its cos.
+struct BiasActDesc {
+  enum class Act : std::uint8_t { kNone, kGelu };  ///< kGelu: exact, 0.5·v·(1 + erf(v/√2))
+  TensorView x;                                    // [rows, width] f32
+  TensorView bias;                                 // [width] f32
+  Act act = Act::kNone;
+  bool positions = false;
+};
+
+/// LayerNorm per row: out = (x − mean) / sqrt(var + eps) · weight + bias (biased variance).
+struct LayerNormDesc {
+  TensorView x;       // [rows, dim] f32
+  TensorView weight;  // [dim] f32
+  TensorView bias;    // [dim] f32
+  TensorView out;     // [rows, dim] f32; may alias x
+  float eps = 1e-5f;
+};
+
+/// Non-causal multi-head attention over a sliding window: query t attends to the keys
+/// |t − j| <= radius (softmax over those only).
+struct WindowAttentionDesc {
+  TensorView q;    // [tokens, heads, head_dim] f32
+  TensorView k;    // [tokens, heads, head_dim] f32
+  TensorView v;    // [tokens, heads, head_dim] f32
+  TensorView out;  // [tokens, heads, head_dim] f32
+  std::int64_t radius = 64;
+  float scale = 0;  ///< 0 means 1/sqrt(head_dim)
+};
+
+/// The HybridAxialMapper's head: at each time t, target j attends over the source channels i,
+/// in the factored form of backend/proxy_mapper.cpp:
+///   y[j, t] = sum_i softmax_i(scale·(g[j, i] + u[j]·x[i, t] + s[t, i] + c[t]·x[i, t]))
+///             · (vb[i] + vf·x[i, t]) + ve[t] + out_bias,
+/// with the per-time terms packed as time_terms[t] = [s[t, 0..sources), c[t], ve[t]].
+struct AxialHeadDesc {
+  TensorView x;           // [sources, tokens] f32: the mapper's input features
+  TensorView g;           // [targets, sources] f32
+  TensorView u;           // [targets] f32
+  TensorView vb;          // [sources] f32
+  TensorView time_terms;  // [tokens, sources + 2] f32
+  TensorView y;           // [targets, tokens] f32
+  float vf = 0;
+  float out_bias = 0;
+  float scale = 1;
 };
 
 /// Top-K per head: the first `sink` and last `recent` tokens are always kept, the rest by
@@ -159,6 +244,14 @@ void validate(const EpilogueDesc& d);
 void validate(const SwigluDesc& d);
 void validate(const AttentionDesc& d);
 void validate(const AttentionMassDesc& d);
+void validate(const GroupReduceDesc& d);
+void validate(const AvgPoolDesc& d);
+void validate(const LogMeanAttentionDesc& d);
+void validate(const Im2ColDesc& d);
+void validate(const BiasActDesc& d);
+void validate(const LayerNormDesc& d);
+void validate(const WindowAttentionDesc& d);
+void validate(const AxialHeadDesc& d);
 void validate(const TopKDesc& d);
 void validate(const GatherDesc& d);
 void validate(const GemmDesc& d);

@@ -1,11 +1,11 @@
 // Scalar math shared verbatim by the CPU twins and the CUDA kernels, so both
-// backends compute RoPE angles, random fills and top-K sort keys identically:
-// RoPE angles in double precision (float angles lose ~1e-3 rad at 32k
-// positions), a splitmix64 hash for seeded fills, and an order-preserving
-// float -> uint32 key.
+// backends compute RoPE angles, sinusoidal positions, GELU, random fills and
+// top-K sort keys alike: RoPE angles and positions in double precision (float
+// angles lose ~1e-3 rad at 32k positions), a splitmix64 hash for seeded fills,
+// and an order-preserving float -> uint32 key.
 #pragma once
 
-#include <math.h>  // NOLINT: ::pow/::sin/::cos are what CUDA device code provides too
+#include <math.h>  // NOLINT: ::pow/::sin/::cos/::erff are what CUDA device code provides too
 
 #include <cstdint>
 #include <cstring>
@@ -26,6 +26,17 @@ KVSHIFT_HD inline void rope_cos_sin(double theta, std::int64_t position, int i, 
   *c = static_cast<float>(::cos(angle));
   *s = static_cast<float>(::sin(angle));
 }
+
+/// Column i of row t of a sinusoidal position table of `width` columns: sin (even i) or cos
+/// (odd i) of t / 10000^(2⌊i/2⌋ / width), in double.
+KVSHIFT_HD inline float sinusoidal_position(std::int64_t t, int i, int width) {
+  const int even = i - (i & 1);
+  const double angle = static_cast<double>(t) / ::pow(10000.0, static_cast<double>(even) / width);
+  return static_cast<float>((i & 1) != 0 ? ::cos(angle) : ::sin(angle));
+}
+
+/// Exact (erf) GELU in fp32.
+KVSHIFT_HD inline float gelu_erf(float v) { return 0.5f * v * (1.0f + ::erff(v * 0.70710678f)); }
 
 /// splitmix64 finaliser.
 KVSHIFT_HD inline std::uint64_t mix64(std::uint64_t x) {

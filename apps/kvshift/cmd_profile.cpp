@@ -161,7 +161,7 @@ backend::ProfileRequest make_request(const ProfileOptions& o) {
       req.inputs.mapper =
           std::make_shared<const backend::HybridAxialMapper>(backend::load_mapper(o.mapper));
       req.inputs.mapper_origin = {o.mapper, backend::calibrate::digest_path(o.mapper)};
-      req.inputs.host_mapper = backend::host_mapper(req.inputs.mapper);
+      req.inputs.mapper_weights = backend::shared_weights(req.inputs.mapper);
     }
   }
   req.tokens = parse_list(o.tokens, "--tokens");

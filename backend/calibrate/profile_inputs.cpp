@@ -138,7 +138,7 @@ ProfileInputs load_profile_inputs(const ProfilePaths& paths,
       proxy = mapper_proxy(manifest, paths.mapper);
     }
     in.mapper = std::make_shared<const HybridAxialMapper>(load_mapper(paths.mapper));
-    in.host_mapper = host_mapper(in.mapper);
+    in.mapper_weights = shared_weights(in.mapper);
     in.mapper_origin = {paths.mapper, digest_path(paths.mapper)};
   }
   if (in.target && !proxy.folder.empty()) {

@@ -4,26 +4,24 @@
 // reconstruction of the request's topology for N requests sharing the
 // predictors (the calibrated ones or seeded random; anchor gather -> cuBLAS GEMM
 // -> bias + RoPE + scatter, replayed from a CUDA Graph when launch-bound);
-// proxy scoring (the proxy's prefill plus attention-mass features, on the
-// proxy's own stream, then the trained mapper on the host); pruning (top-K per KV head + compaction
-// of every layer's K and V); and predictor_load (the real predictors' host -> device copy). Only
-// the ops ProfileRequest::ops asks for run, and only their weights are built.
-// Left out: the HybridAxialMapper is not ported to CUDA. With a mapper,
-// proxy_score copies the features to the host and runs it there
-// (ProfileInputs::host_mapper), timed end to end by the wall clock; without one,
-// it stops at the features.
+// proxy scoring, all on the proxy's own stream: the proxy's prefill with
+// attention mass, log_mean_attention, and the trained mapper (GpuMapper, fp32);
+// pruning (top-K per KV head + compaction of every layer's K and V); and
+// predictor_load (the real predictors' host -> device copy). Only the ops
+// ProfileRequest::ops asks for run, and only their weights are built.
+// Left out: without a trained mapper (ProfileInputs::mapper_weights),
+// proxy_score stops at the mapper's input features.
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <memory>
 
+#include "backend/cuda/gpu_mapper.hpp"
 #include "backend/cuda/gpu_model.hpp"
 #include "backend/cuda/gpu_predictors.hpp"
 #include "backend/cuda/timing.hpp"
 #include "backend/profiler.hpp"
-#include "backend/timing.hpp"
 #include "cost_model/input_error.hpp"
 #include "kernels/cuda.hpp"
 #include "kernels/cuda/check.cuh"
@@ -126,6 +124,18 @@ std::int64_t keep_count(std::int64_t tokens, double retention) {
   return std::min(tokens, std::max(wanted, forced));
 }
 
+/// InputError unless the mapper reads the proxy's layers·q_heads and scores the target's
+/// layers·kv_heads (the CPU backend's check_mapper_fits, which this library cannot call).
+void check_mapper_fits(const MapperConfig& c, const cost_model::ModelSpec& proxy,
+                       const cost_model::ModelSpec& target) {
+  const int in = proxy.layers * proxy.q_heads, out = target.layers * target.kv_heads;
+  if (c.in_channels == in && c.targets == out) return;
+  throw InputError("the ProxyKV mapper: built for " + std::to_string(c.in_channels) + " x " +
+                   std::to_string(c.targets) + ", this proxy/target pair has " +
+                   std::to_string(in) + " x " + std::to_string(out) +
+                   " (proxy layers·heads x target layers·KV heads)");
+}
+
 /// The real weights when given, else seeded random ones of `spec`.
 std::unique_ptr<gpu::GpuModel> make_model(const ModelWeights* real,
                                           const cost_model::ModelSpec& spec, std::uint64_t seed,
@@ -142,8 +152,8 @@ class CudaProfiler final : public Profiler {
 
   std::map<std::string, std::string> notes() const override {
     return {{"proxy_score",
-             "the mapper is not ported to CUDA: it runs on the host CPU after the "
-             "proxy's GPU prefill (without a mapper: the prefill and features only)"},
+             "without a trained mapper: the proxy's prefill and the mapper's input "
+             "features only"},
             {"decode",
              "attention is not split over the key axis: an upper bound at small "
              "batches and long contexts"}};
@@ -178,8 +188,17 @@ class CudaProfiler final : public Profiler {
       const gpu::GpuModelSize size{prefill ? max_t : 1, decode ? largest(req.decode_batches) : 0};
       target = make_model(req.inputs.target.get(), req.model, req.seed, size, ctx_);
     }
-    if (proxy_score)
+    std::unique_ptr<gpu::GpuMapper> mapper;
+    kc::DeviceBuffer features;  // the mapper's input [proxy layers·q_heads, T] f32
+    if (proxy_score) {
       proxy = make_model(req.inputs.proxy.get(), *req.proxy, req.seed + 1, {max_t, 0}, proxy_ctx_);
+      if (req.inputs.mapper_weights) {
+        check_mapper_fits(req.inputs.mapper_weights->config, *req.proxy, req.model);
+        mapper = std::make_unique<gpu::GpuMapper>(*req.inputs.mapper_weights, max_t, proxy_ctx_);
+      }
+      features = kc::DeviceBuffer(static_cast<std::size_t>(req.proxy->layers) * req.proxy->q_heads *
+                                  max_t * sizeof(float));
+    }
     std::vector<gpu::DevicePredictor> preds;
     if (reconstruct) preds = gpu::device_predictors(req, ctx_.stream());
     kc::device_synchronize();  // weights uploaded and filled before any timed launch
@@ -197,12 +216,7 @@ class CudaProfiler final : public Profiler {
                                              ctx_.stream(), [&] { setup->run->launch(); }));
         }
       }
-      if (proxy && req.inputs.host_mapper) {
-        rows.push_back(time_proxy_score_with_host_mapper(req, *proxy, t));
-      } else if (proxy) {
-        rows.push_back(gpu::time_on_stream("proxy_score", t, 1, req.warmup, req.repeats,
-                                           proxy_ctx_.stream(), [&] { proxy->prefill(t, true); }));
-      }
+      if (proxy) rows.push_back(time_proxy_score(req, *proxy, mapper.get(), features, t));
       if (req.wants("prune")) rows.push_back(time_prune(req, t));
     }
     if (decode) {
@@ -217,34 +231,18 @@ class CudaProfiler final : public Profiler {
   }
 
  private:
-  /// The proxy's prefill and features on the GPU, their copy to the host, and the mapper there:
-  /// host work in the op, so the wall clock times it (the stream is drained before each run).
-  OpTiming time_proxy_score_with_host_mapper(const ProfileRequest& req, gpu::GpuModel& proxy,
-                                             std::int64_t t) {
+  /// ProxyKV scoring on the proxy's stream: prefill with attention mass, log_mean_attention
+  /// into `features`, then the mapper (when given) to scores that stay on the device.
+  OpTiming time_proxy_score(const ProfileRequest& req, gpu::GpuModel& proxy, gpu::GpuMapper* mapper,
+                            const kc::DeviceBuffer& features, std::int64_t t) {
     const std::int64_t rows = static_cast<std::int64_t>(req.proxy->layers) * req.proxy->q_heads;
-    std::vector<float> mass(static_cast<std::size_t>(rows * t));
+    const TensorView x = features.view(DType::kF32, {rows, t});
     CUstream_st* s = proxy_ctx_.stream();
-    auto once = [&] {
+    return gpu::time_on_stream("proxy_score", t, 1, req.warmup, req.repeats, s, [&] {
       proxy.prefill(t, true);
-      KVSHIFT_CUDA_CHECK(cudaMemcpyAsync(mass.data(), proxy.features(t).data,
-                                         mass.size() * sizeof(float), cudaMemcpyDeviceToHost, s));
-      KVSHIFT_CUDA_CHECK(cudaStreamSynchronize(s));
-      req.inputs.host_mapper(mass.data(), rows, t);
-    };
-    KVSHIFT_CUDA_CHECK(cudaStreamSynchronize(s));
-    for (int i = 0; i < req.warmup; ++i) once();
-    std::vector<double> seconds;
-    for (int i = 0; i < std::max(1, req.repeats); ++i) {
-      const auto t0 = std::chrono::steady_clock::now();
-      once();
-      seconds.push_back(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
-    OpTiming row;
-    row.op = "proxy_score";
-    row.tokens = t;
-    summarise(seconds, row);
-    return row;
+      kc::log_mean_attention({proxy.features(t), x}, s);
+      if (mapper) mapper->forward(x);
+    });
   }
 
   /// Every timed step writes the same new slot, so each sees exactly c + 1 keys.

@@ -1,6 +1,7 @@
-// CPU twins of causal GQA attention and of the attention-mass reduction. The
-// tiled version keeps a running max, sum and accumulator per query (the same
-// online softmax the CUDA kernel uses); the naive version materialises one
+// CPU twins of causal GQA attention, of the attention-mass reduction (sum or
+// max over queries) and of the mapper's non-causal sliding-window attention.
+// The tiled version keeps a running max, sum and accumulator per query (the
+// same online softmax the CUDA kernel uses); the naive version materialises one
 // query's softmax row and is the oracle the tiled one is tested against.
 #include <algorithm>
 #include <cmath>
@@ -114,11 +115,43 @@ void attention_mass(const AttentionMassDesc& d) {
     for (std::int64_t i = d.query_begin; i < tq; ++i) {
       const float lse = load_float(d.lse, d.lse.offset({i, h}));
       for (std::int64_t j = 0; j <= offset + i; ++j) {
-        mass[j] += std::exp(score(d.q, d.k, i, h, j, kh, scale) - lse);
+        const float p = std::exp(score(d.q, d.k, i, h, j, kh, scale) - lse);
+        mass[j] = d.reduce == Reduce::kSum ? mass[j] + p : std::max<double>(mass[j], p);
       }
     }
     for (std::int64_t j = 0; j < tk; ++j) {
       store_float(d.out, d.out.offset({h, j}), static_cast<float>(mass[j]));
+    }
+  }
+}
+
+}  // namespace kvshift::kernels::cpu
+
+namespace kvshift::kernels::cpu {
+
+void window_attention(const WindowAttentionDesc& d) {
+  validate(d);
+  require_device("window_attention", Device::kHost, {&d.q, &d.k, &d.v, &d.out});
+  const std::int64_t tokens = d.q.shape[0], heads = d.q.shape[1], hd = d.q.shape[2];
+  const float scale = effective_scale(d.scale, hd);
+  std::vector<double> p;
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    const std::int64_t lo = std::max<std::int64_t>(0, t - d.radius);
+    const std::int64_t hi = std::min(tokens - 1, t + d.radius);
+    for (std::int64_t h = 0; h < heads; ++h) {
+      p.assign(hi - lo + 1, 0.0);
+      double m = -std::numeric_limits<double>::infinity(), sum = 0;
+      for (std::int64_t j = lo; j <= hi; ++j) {
+        p[j - lo] = score(d.q, d.k, t, h, j, h, scale);
+        m = std::max(m, p[j - lo]);
+      }
+      for (double& x : p) sum += (x = std::exp(x - m));
+      for (std::int64_t e = 0; e < hd; ++e) {
+        double o = 0;
+        for (std::int64_t j = lo; j <= hi; ++j)
+          o += p[j - lo] * load_float(d.v, d.v.offset({j, h, e}));
+        store_float(d.out, d.out.offset({t, h, e}), static_cast<float>(o / sum));
+      }
     }
   }
 }

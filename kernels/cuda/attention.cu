@@ -12,8 +12,8 @@
 // instead; attention_simt() forces this one.
 //
 // attention_mass_kernel: block = (32-key tile, query head); lane j owns key j,
-// warps stride over the queries that can see the tile and add
-// exp(score - lse(query)); the 8 warps' partial sums are added in a fixed order.
+// warps stride over the queries that can see the tile and add (or take the max
+// of) exp(score - lse(query)); the 8 warps' partials combine in a fixed order.
 #include <cmath>
 
 #include "kernels/cuda/attention_tc.cuh"
@@ -134,6 +134,7 @@ struct MassParams {
   std::int64_t offset;
   std::int64_t query_begin;
   float scale;
+  Reduce reduce;
 };
 
 template <int HD>
@@ -164,15 +165,19 @@ __global__ void __launch_bounds__(kWarps * 32) attention_mass_kernel(MassParams 
     float dot = 0;
 #pragma unroll 16
     for (int e = 0; e < HD; ++e) dot += qw[warp][e] * ks[lane][e];
-    if (key < tk && key <= p.offset + i)
-      acc += expf(dot - p.lse[i * p.lse_stride0 + h * p.lse_stride1]);
+    if (key < tk && key <= p.offset + i) {
+      const float w = expf(dot - p.lse[i * p.lse_stride0 + h * p.lse_stride1]);
+      acc = p.reduce == Reduce::kSum ? acc + w : fmaxf(acc, w);
+    }
     __syncwarp();
   }
   partial[warp][lane] = acc;
   __syncthreads();
   if (warp == 0 && key < tk) {
     float total = 0;
-    for (int w = 0; w < kWarps; ++w) total += partial[w][lane];
+    for (int w = 0; w < kWarps; ++w) {
+      total = p.reduce == Reduce::kSum ? total + partial[w][lane] : fmaxf(total, partial[w][lane]);
+    }
     p.out[h * p.out_stride0 + key] = total;
   }
 }
@@ -244,7 +249,8 @@ void attention_mass(const AttentionMassDesc& d, CUstream_st* stream) {
                static_cast<int>(hq / d.k.shape[1]),
                tk - tq,
                d.query_begin,
-               scale_of(d.scale, hd)};
+               scale_of(d.scale, hd),
+               d.reduce};
   const dim3 grid(static_cast<unsigned>(detail::ceil_div(tk, kKeyTile)), static_cast<unsigned>(hq));
   switch (hd) {
     case 64:
