@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # GPU check, sized to run in minutes on one H200: builds the CUDA kernels, the
 # CUDA backend, their twin tests and the GPU benchmark for sm_90 in its own
-# build folder, runs the twin tests, profiles token replay (prefill) against
+# build folder, runs the twin tests (the kernels, the ProxyKV score ops and
+# mapper ops, GpuMapper against the mapper's op sequence on the CPU twins),
+# profiles token replay (prefill) against
 # RISK-KV local recovery (reconstruction of the paper's topologies) for
 # Qwen2.5-0.5B, Qwen2.5-1.5B and TinyLlama-1.1B at T = 512, 4096 and 32768
 # (batch 1), times the same prefills in PyTorch (random weights, SDPA), and
@@ -24,7 +26,10 @@
 # dependencies: it builds it (in the background, while the GPU is busy) where
 # they are installed, takes $KVSHIFT_BIN where one is given, and is skipped
 # with the reason otherwise, as it is without models/smollm2-135m
-# (tools/prepare_model.sh) or the predictor and mapper files it reads.
+# (tools/prepare_model.sh) or the predictor and mapper files it reads. The same
+# background build makes gpu_mapper_test with the CPU backend linked, which
+# checks GpuMapper against HybridAxialMapper::forward itself; it runs after the
+# benchmarks (skipped with the reason where that build fails).
 #
 # Environment: OUT, KVSHIFT_GPU_DEPS, KVSHIFT_GPU_BUILD (build folder),
 # KVSHIFT_GPU_TOKENS (default 512,4096,32768), KVSHIFT_GPU_MODELS, CUDA_ARCH (90),
@@ -82,7 +87,8 @@ timeout 120 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Re
 
 step "building"
 timeout 420 cmake --build "$build" -j "$(nproc)" \
-  --target kernels_cuda_test kernels_ref_test cuda_profiler_test gpu_recovery_bench >"$logs/build.log" 2>&1 \
+  --target kernels_cuda_test kernels_ref_test cuda_profiler_test gpu_mapper_test gpu_recovery_bench \
+  >"$logs/build.log" 2>&1 \
   || { tail -40 "$logs/build.log"; die "build failed (log: $out/gpu_check.log)"; }
 
 # The whole CLI for the profile step, built while the GPU steps run: niced and on half the
@@ -93,10 +99,10 @@ if [[ -z "$kvshift_bin" ]]; then
   full="$build/full"
   kvshift_bin="$full/apps/kvshift"
   ( timeout 90 cmake -S "$root" -B "$full" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-      -DKVSHIFT_BUILD_TESTS=OFF -DKVSHIFT_BUILD_BENCHMARKS=OFF -DKVSHIFT_ENABLE_CUDA=ON \
+      -DKVSHIFT_BUILD_TESTS=ON -DKVSHIFT_BUILD_BENCHMARKS=OFF -DKVSHIFT_ENABLE_CUDA=ON \
       -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
     && nice -n 10 timeout 330 cmake --build "$full" -j "$(( $(nproc) / 2 > 1 ? $(nproc) / 2 : 1 ))" \
-      --target kvshift ) >"$logs/kvshift_build.log" 2>&1 &
+      --target kvshift gpu_mapper_test kernels_parity_test ) >"$logs/kvshift_build.log" 2>&1 &
   full_pid=$!
 fi
 
@@ -105,6 +111,7 @@ status=0
 timeout 60 "$build/bin/kernels_ref_test" --gtest_brief=1 >"$logs/ref_tests.log" 2>&1 || status=1
 timeout 180 "$build/bin/kernels_cuda_test" --gtest_brief=1 >"$out/twin_tests.log" 2>&1 || status=1
 timeout 120 "$build/bin/cuda_profiler_test" --gtest_brief=1 >"$logs/profiler_test.log" 2>&1 || status=1
+timeout 120 "$build/bin/gpu_mapper_test" --gtest_brief=1 >>"$out/twin_tests.log" 2>&1 || status=1
 grep -hE "^\[  (PASSED|FAILED|SKIPPED) " "$logs/ref_tests.log" "$out/twin_tests.log" "$logs/profiler_test.log" || true
 if [[ $status -ne 0 ]]; then
   grep -h -B2 -A12 "Failure" "$out/twin_tests.log" "$logs/profiler_test.log" | head -80 || true
@@ -127,16 +134,28 @@ step "table"
 python3 "$root/bench/gpu_table.py" "$out/kvshift_gpu.json" "$torch_json" --out "$out/gpu_check.json" \
   | tee "$out/table.txt"
 
-step "kvshift profile --backend cuda: SmolLM2-135M, real weights, predictors and mapper"
-profile_inputs=(models/smollm2-135m/model.safetensors
-  results/calibration/smollm2-135m/predictors.safetensors
-  results/calibration/smollm2-135m/topology.json
-  results/proxykv/smollm2-135m/mapper.safetensors)
 skip=""
 if [[ -n "$full_pid" ]]; then
   wait "$full_pid" || skip="kvshift did not build here (the project's dependencies?); set KVSHIFT_BIN"
   full_pid=""
 fi
+
+step "GpuMapper and the score ops against the CPU backend (the whole project's build)"
+full_tests="${full:-}/tests/kernels"
+if [[ -x "$full_tests/gpu_mapper_test" && -x "$full_tests/kernels_parity_test" ]]; then
+  for t in gpu_mapper_test kernels_parity_test; do
+    timeout 120 "$full_tests/$t" --gtest_brief=1 >>"$out/twin_tests.log" 2>&1 || status=1
+  done
+  grep -hE "^\[  (PASSED|FAILED|SKIPPED) " "$out/twin_tests.log" | tail -6 || true
+else
+  echo "gpu_check: skipped: no whole-project build here (KVSHIFT_BIN was given, or it failed; log: $out/gpu_check.log)" >&2
+fi
+
+step "kvshift profile --backend cuda: SmolLM2-135M, real weights, predictors and mapper"
+profile_inputs=(models/smollm2-135m/model.safetensors
+  results/calibration/smollm2-135m/predictors.safetensors
+  results/calibration/smollm2-135m/topology.json
+  results/proxykv/smollm2-135m/mapper.safetensors)
 if [[ -z "$skip" && ! -x "$kvshift_bin" ]]; then skip="no kvshift at $kvshift_bin"; fi
 for f in "${profile_inputs[@]}"; do
   if [[ -z "$skip" && ! -f "$root/$f" ]]; then
