@@ -2,7 +2,8 @@
 // clear message; compiled but without a device it throws naming the reason;
 // with a device it times every asked op of a small model (seeded, or with
 // real weights and predictors handed over in ProfileRequest::inputs) and
-// returns sane rows. GpuModel's decode step is checked against a prefill of
+// returns sane rows, proxy_score with a trained mapper's weights included.
+// GpuModel's decode step is checked against a prefill of
 // one more token: the same logits for every request of the batch.
 #include <gtest/gtest.h>
 
@@ -20,6 +21,7 @@
 #include "backend/reconstruct.hpp"
 #include "backend/weights.hpp"
 #include "gpu_support.hpp"
+#include "random_mapper.hpp"
 #endif
 
 namespace kvshift::backend {
@@ -179,6 +181,30 @@ TEST(CudaProfiler, RunsOnlyTheAskedOps) {
   EXPECT_EQ(rows[2].op, "decode");
   EXPECT_EQ(rows[2].tokens, 65);
   EXPECT_EQ(rows[2].batch, 2);
+}
+
+TEST(CudaProfiler, ProxyScoreRunsTheMapperItIsGiven) {
+  KVSHIFT_REQUIRE_GPU();
+  ProfileRequest req;
+  req.model = tiny_spec();
+  req.proxy = tiny_spec();
+  req.tokens = {45, 130};
+  req.ops = {"proxy_score"};
+  req.repeats = 2;
+  std::mt19937_64 rng(13);
+  MapperConfig c{.in_channels = 8 * 4, .targets = 8 * 2, .width = 32, .heads = 4, .window = 16};
+  req.inputs.mapper_weights =
+      std::make_shared<const MapperWeights>(testing::random_mapper_weights(c, rng));
+  const auto rows = make_cuda_profiler()->run(req);
+  expect_sane(rows, 2);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].op, "proxy_score");
+  EXPECT_EQ(rows[1].tokens, 130);
+
+  c.targets = 8 * 2 + 1;  // not this target's layers·KV heads
+  req.inputs.mapper_weights =
+      std::make_shared<const MapperWeights>(testing::random_mapper_weights(c, rng));
+  EXPECT_THROW(make_cuda_profiler()->run(req), InputError);
 }
 
 TEST(CudaProfiler, UsesRealWeightsAndLoadsRealPredictors) {

@@ -12,6 +12,7 @@
 #include "backend/cuda/mapper_program.hpp"
 #include "gpu_support.hpp"
 #include "kernels/cpu.hpp"
+#include "random_mapper.hpp"
 #ifdef KVSHIFT_TEST_HAVE_BACKEND
 #include "backend/proxy_mapper.hpp"
 #endif
@@ -44,49 +45,9 @@ const MapperConfig kConfig{.in_channels = 37,
                            .kernel = 3,
                            .window = 16};
 
-Matrix random_matrix(Eigen::Index rows, Eigen::Index cols, std::mt19937_64& rng, float mean,
-                     float sigma) {
-  std::normal_distribution<float> d(mean, sigma);
-  Matrix m(rows, cols);
-  for (Eigen::Index i = 0; i < m.size(); ++i) m.data()[i] = d(rng);
-  return m;
-}
-
-/// Random weights shaped like HybridAxialMapper::random's (norm weights near 1).
-MapperWeights random_weights(const MapperConfig& c, std::mt19937_64& rng) {
-  const auto mat = [&](Eigen::Index r, Eigen::Index k) {
-    return random_matrix(r, k, rng, 0, 1 / std::sqrt(float(k)));
-  };
-  const auto row = [&](Eigen::Index n) -> RowVector { return mat(1, n).row(0); };
-  const auto norm = [&](Eigen::Index n) -> Vector {
-    return random_matrix(n, 1, rng, 1, 0.1f).col(0);
-  };
-  MapperWeights w;
-  w.config = c;
-  const int W = c.width;
-  w.stem_w = mat(W, c.in_channels * c.kernel);
-  w.stem_b = row(W);
-  for (int l = 0; l < c.layers; ++l) {
-    w.encoder.push_back({norm(W), norm(W) - Vector::Ones(W), norm(W), norm(W) - Vector::Ones(W),
-                         mat(W, W), mat(W, W), mat(W, W), mat(W, W), mat(c.ffn, W), mat(W, c.ffn),
-                         row(W), row(W), row(W), row(W), row(c.ffn), row(W)});
-  }
-  w.norm_w = norm(W);
-  w.norm_b = norm(W) - Vector::Ones(W);
-  w.target_queries = mat(c.targets, W);
-  w.source_embed = mat(c.in_channels, W);
-  w.wq = mat(W, W);
-  w.wk = mat(W, W);
-  w.wv = mat(W, W);
-  w.feature_proj = row(W);
-  w.out_w = row(W);
-  w.out_b = 0.3f;
-  return w;
-}
-
 /// Features like log_mean_attention's: logs of weights, mostly in [-14, 0].
 Matrix random_features(std::mt19937_64& rng) {
-  return random_matrix(kConfig.in_channels, kTokens, rng, -6, 3);
+  return testing::random_matrix(kConfig.in_channels, kTokens, rng, -6, 3);
 }
 
 TensorView host_view(const Matrix& m) {
@@ -131,7 +92,7 @@ double relative_error(const Matrix& got, const Matrix& want) {
 
 TEST(MapperProgram, PrepareRejectsMisshapenWeights) {
   std::mt19937_64 rng(5);
-  MapperWeights w = random_weights(kConfig, rng);
+  MapperWeights w = testing::random_mapper_weights(kConfig, rng);
   w.encoder[1].up = Matrix::Zero(kConfig.ffn + 1, kConfig.width);
   EXPECT_THROW(prepare_mapper(w), std::invalid_argument);
 }
@@ -139,7 +100,7 @@ TEST(MapperProgram, PrepareRejectsMisshapenWeights) {
 TEST(GpuMapper, EqualsTheOpSequenceOnTheCpuTwins) {
   KVSHIFT_REQUIRE_GPU();
   std::mt19937_64 rng(6);
-  const MapperWeights w = random_weights(kConfig, rng);
+  const MapperWeights w = testing::random_mapper_weights(kConfig, rng);
   const Matrix x = random_features(rng);
   EXPECT_LE(relative_error(run_on_gpu(w, x), run_on_cpu(w, x)), 1e-5);
 }
