@@ -36,13 +36,4 @@ HybridAxialMapper random_mapper_for(const cost_model::ModelSpec& proxy,
       seed);
 }
 
-std::function<void(const float*, std::int64_t, std::int64_t)> host_mapper(
-    std::shared_ptr<const HybridAxialMapper> mapper) {
-  return [mapper = std::move(mapper)](const float* mass, std::int64_t rows, std::int64_t tokens) {
-    const Matrix x = Eigen::Map<const Matrix>(mass, rows, tokens);
-    const Matrix scores = mapper->forward(log_mean_attention(x));
-    if (scores.cols() != tokens) throw std::logic_error("host mapper: wrong score width");
-  };
-}
-
 }  // namespace kvshift::backend

@@ -9,8 +9,6 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <memory>
 #include <span>
 
 #include "backend/model.hpp"
@@ -33,10 +31,6 @@ Matrix proxy_attention_features(const Model& proxy, std::span<const std::int32_t
 /// Ŷ [target layers·kv_heads, T] = mapper(proxy_attention_features(proxy, tokens)).
 Matrix proxykv_scores(const Model& proxy, const HybridAxialMapper& mapper,
                       std::span<const std::int32_t> tokens);
-
-/// ProfileInputs::host_mapper for `mapper`: log_mean_attention of the mass, then the mapper.
-std::function<void(const float*, std::int64_t, std::int64_t)> host_mapper(
-    std::shared_ptr<const HybridAxialMapper> mapper);
 
 /// A mapper shaped for (proxy, target) with seeded weights (timing, tests).
 HybridAxialMapper random_mapper_for(const cost_model::ModelSpec& proxy,

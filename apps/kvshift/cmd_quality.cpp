@@ -198,6 +198,7 @@ int run_quality_cli(const QualityCliOptions& o) {
     std::printf("  dNLL %+.4f [%+.4f, %+.4f]  PPL %.3f", row.mean, row.ci95_low, row.ci95_high,
                 row.ppl);
     if (row.recall) std::printf("  recall@K %.1f %%", 100.0 * *row.recall);
+    if (row.kvzip_top_kept) std::printf("  top10 kept %.1f %%", 100.0 * *row.kvzip_top_kept);
     if (row.kvzip_share) std::printf("  KVZip recovered %.1f %%", 100.0 * *row.kvzip_share);
     std::printf("\n");
   }

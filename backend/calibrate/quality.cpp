@@ -37,6 +37,7 @@ struct RequestOutcome {
   double exact_mean = 0.0;
   std::vector<double> delta;   // per row
   std::vector<double> recall;  // per row (NaN: not measured)
+  std::vector<double> top;     // per row: KVZip's top band kept (NaN: not measured)
   std::vector<Kept> kept;      // per row (keep_positions only)
   std::map<std::string, double> seconds;
 };
@@ -102,6 +103,22 @@ double kept_recall(const Kept& kept, const Kept& reference) {
     sum += kept[r].empty() ? 1.0 : static_cast<double>(common) / kept[r].size();
   }
   return sum / static_cast<double>(kept.size());
+}
+
+double reference_kept_share(const Kept& kept, const Kept& reference, std::int64_t tokens,
+                            const KeepPolicy& keep) {
+  if (kept.size() != reference.size()) {
+    throw std::invalid_argument("reference_kept_share: the kept sets need the same rows");
+  }
+  std::int64_t held = 0, common = 0;
+  for (std::size_t r = 0; r < kept.size(); ++r) {
+    for (std::int64_t t : reference[r]) {
+      if (t < keep.sink_tokens || t >= tokens - keep.recent_window) continue;
+      ++held;
+      common += std::binary_search(kept[r].begin(), kept[r].end(), t) ? 1 : 0;
+    }
+  }
+  return held == 0 ? std::nan("") : static_cast<double>(common) / static_cast<double>(held);
 }
 
 std::pair<double, double> recovered_share_interval(const std::vector<double>& random,
@@ -234,6 +251,7 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
     out.seconds["target_prefill"] = probe.history_seconds();
     out.exact_mean = probe.exact_mean();
     std::vector<Kept> kvzip_kept;
+    Kept kvzip_top;
     Matrix kvzip_scores_m;
     if (kvzip) {
       KvCache copy = probe.exact_cache();
@@ -244,6 +262,8 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
         kvzip_kept.push_back(
             top_k_per_head(kvzip_scores_m, {rho, o.keep.sink_tokens, o.keep.recent_window}));
       }
+      kvzip_top =
+          top_k_per_head(kvzip_scores_m, {kKvzipTopBand, o.keep.sink_tokens, o.keep.recent_window});
     }
     std::vector<std::optional<Matrix>> scores(policies.size());
     auto scores_of = [&](std::size_t p) -> const Matrix& {
@@ -265,6 +285,7 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
     };
     out.delta.assign(plan.size(), 0.0);
     out.recall.assign(plan.size(), std::nan(""));
+    out.top.assign(plan.size(), std::nan(""));
     if (o.keep_positions) out.kept.resize(plan.size());
     std::vector<double> eval_seconds;
     for (std::size_t r = 0; r < plan.size(); ++r) {
@@ -286,6 +307,7 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
         if (kvzip) {
           const auto at = std::find(o.retentions.begin(), o.retentions.end(), rho);
           out.recall[r] = kept_recall(kept, kvzip_kept[at - o.retentions.begin()]);
+          out.top[r] = reference_kept_share(kept, kvzip_top, keys, o.keep);
         }
         nll = probe.nll_with(compact(probe.exact_cache(), kept, m.kv_heads, m.head_dim), 0);
         if (o.keep_positions) out.kept[r] = std::move(kept);
@@ -323,13 +345,15 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
     row.policy = k.text;
     row.method = method_name(k.kind);
     row.retention = plan[r].retention;
-    std::vector<double> recalls;
+    std::vector<double> recalls, tops;
     for (RequestOutcome& out : outcomes) {
       row.per_request.push_back(out.delta[r]);
       if (!std::isnan(out.recall[r])) recalls.push_back(out.recall[r]);
+      if (!std::isnan(out.top[r])) tops.push_back(out.top[r]);
       if (o.keep_positions) row.kept.push_back(std::move(out.kept[r]));
     }
     if (!recalls.empty()) row.recall = mean_of(recalls);
+    if (!tops.empty()) row.kvzip_top_kept = mean_of(tops);
     pool_row(row, result, o);
     result.rows.push_back(std::move(row));
   }

@@ -6,7 +6,8 @@
 // on it. Per policy and ratio: mean ΔNLL with a 95 % bootstrap interval over
 // requests, the share of requests over ε (Clopper–Pearson), PPL exact →
 // policy, and for pruning policies the recall@K of the kept set against
-// KVZip's and the share of KVZip's quality recovered,
+// KVZip's, the share of KVZip's top 10 % it keeps, and the share of KVZip's
+// quality recovered,
 // (ΔNLL_random − ΔNLL_policy) / (ΔNLL_random − ΔNLL_kvzip), with a paired
 // bootstrap interval. Writes no files.
 #pragma once
@@ -34,6 +35,10 @@ namespace kvshift::backend::calibrate {
 inline constexpr std::int64_t kMinQualityHistory = 64;
 inline constexpr std::int64_t kMinQualityEval = 16;
 inline constexpr int kMinQualityWindows = 8;
+
+/// KVZip's "top band": its kept set at this ratio. Recall@K weighs every kept token alike;
+/// whether a policy keeps the few tokens the oracle rates highest is a separate question.
+inline constexpr double kKvzipTopBand = 0.1;
 
 struct QualityOptions {
   std::int64_t history = 1024;  ///< H: tokens whose KV the policy changes (H−1 are cached)
@@ -68,8 +73,10 @@ struct QualityRow {
   double mean = 0.0, ci95_low = 0.0, ci95_high = 0.0;
   int over_eps = 0;
   double over_share = 0.0, over_ci95_low = 0.0, over_ci95_high = 0.0;
-  double ppl = 0.0;                   ///< exp(mean NLL with the policy)
-  std::optional<double> recall;       ///< mean recall@K against KVZip's kept set
+  double ppl = 0.0;              ///< exp(mean NLL with the policy)
+  std::optional<double> recall;  ///< mean recall@K against KVZip's kept set
+  /// Mean share of KVZip's top kKvzipTopBand tokens per head (forced tokens left out) kept.
+  std::optional<double> kvzip_top_kept;
   std::optional<double> kvzip_share;  ///< of KVZip's quality recovered (needs random + kvzip)
   double kvzip_share_low = 0.0, kvzip_share_high = 0.0;
   /// Kept positions per request, per layer·KV head (options.keep_positions only).
@@ -99,6 +106,13 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
 /// Recall of `kept` against `reference` (same rows): mean over rows of |kept ∩ ref| / |kept|.
 double kept_recall(const std::vector<std::vector<std::int64_t>>& kept,
                    const std::vector<std::vector<std::int64_t>>& reference);
+
+/// Share of `reference`'s positions that `kept` also holds, over all rows pooled, leaving out
+/// the tokens `keep` forces (kept by every policy) of a `tokens`-long row; NaN when `reference`
+/// holds nothing else.
+double reference_kept_share(const std::vector<std::vector<std::int64_t>>& kept,
+                            const std::vector<std::vector<std::int64_t>>& reference,
+                            std::int64_t tokens, const KeepPolicy& keep);
 
 /// The paired 95 % bootstrap interval over requests of the share of the oracle's quality a
 /// policy recovers, (mean(random) − mean(policy)) / (mean(random) − mean(oracle)); a resample

@@ -1,6 +1,7 @@
 // The pooled figures of `kvshift quality` on inputs whose answer is known exactly.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "backend/calibrate/quality.hpp"
@@ -14,6 +15,18 @@ TEST(Quality, RecallCountsTheCommonPositionsPerRow) {
   EXPECT_DOUBLE_EQ(kept_recall(kept, kept), 1.0);
   EXPECT_DOUBLE_EQ(kept_recall(kept, ref), (1.0 + 0.5) / 2);
   EXPECT_THROW(kept_recall(kept, {{0}}), std::invalid_argument);
+}
+
+TEST(Quality, ReferenceKeptShareLeavesOutForcedTokensAndPoolsRows) {
+  // Rows of 20 tokens, 2 sinks and 3 recent forced: positions 0, 1 and 17..19 never count.
+  const KeepPolicy keep{0.5, 2, 3};
+  const std::vector<std::vector<std::int64_t>> ref = {{0, 1, 4, 9, 18}, {0, 1, 5, 6, 7, 19}};
+  const std::vector<std::vector<std::int64_t>> kept = {{0, 1, 4, 10, 18}, {0, 1, 5, 6, 19}};
+  // Row 0 holds 1 of {4, 9}, row 1 2 of {5, 6, 7}: 3 of 5 pooled.
+  EXPECT_DOUBLE_EQ(reference_kept_share(kept, ref, 20, keep), 3.0 / 5.0);
+  EXPECT_DOUBLE_EQ(reference_kept_share(ref, ref, 20, keep), 1.0);
+  EXPECT_TRUE(std::isnan(reference_kept_share(kept, {{0, 1, 18}, {19}}, 20, keep)));
+  EXPECT_THROW(reference_kept_share(kept, {{0}}, 20, keep), std::invalid_argument);
 }
 
 TEST(Quality, RecoveredShareIsExactWhenEveryRequestAgrees) {
