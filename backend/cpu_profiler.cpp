@@ -120,8 +120,9 @@ class CpuProfiler final : public Profiler {
       if (!w.predictors.empty() && req.wants("reconstruct")) time_reconstruct(req, w, T, rng, rows);
       if (w.proxy && req.wants("proxy_score")) {
         const auto proxy_tokens = random_tokens(T, req.proxy->vocab, rng);
-        rows.push_back(time_op("proxy_score", T, 1, req.warmup, req.repeats,
-                               [&] { proxykv_scores(*w.proxy, *w.mapper, proxy_tokens); }));
+        rows.push_back(time_op("proxy_score", T, 1, req.warmup, req.repeats, [&] {
+          proxykv_scores(*w.proxy, *w.mapper, proxy_tokens, req.inputs.repeat_prompt);
+        }));
       }
       if (req.wants("prune")) time_prune(req, T, rng, rows);
     }

@@ -4,11 +4,34 @@
 // (which does not link kvshift_backend) and the GPU-only build can include it.
 #pragma once
 
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/tensor.hpp"
 
 namespace kvshift::backend {
+
+/// What the proxy hands the mapper, per proxy layer·query head and key (mapper.json
+/// dataset.features; proxy_scoring.hpp computes both):
+///   kLogMeanAttention   "log_mean_attention": its prefill's mean attention per key;
+///   kLogRepeatMax       "log_repeat_max_attention": KVZip's repeat pass run on the proxy,
+///                       the log of the largest weight a repeated-context query pays each key
+///                       (one more proxy pass, no target pass).
+enum class MapperFeatures { kLogMeanAttention, kLogRepeatMax };
+
+inline const char* features_name(MapperFeatures f) {
+  return f == MapperFeatures::kLogRepeatMax ? "log_repeat_max_attention" : "log_mean_attention";
+}
+
+/// The kind named `text`, or none.
+inline std::optional<MapperFeatures> features_of(std::string_view text) {
+  for (MapperFeatures f : {MapperFeatures::kLogMeanAttention, MapperFeatures::kLogRepeatMax}) {
+    if (text == features_name(f)) return f;
+  }
+  return std::nullopt;
+}
 
 struct MapperConfig {
   int in_channels = 0;  ///< proxy layers·heads
@@ -19,6 +42,7 @@ struct MapperConfig {
   int ffn = 128;     ///< encoder MLP inner width
   int kernel = 3;    ///< stem kernel (odd)
   int window = 128;  ///< encoder attention span (keys within ±window/2)
+  MapperFeatures features = MapperFeatures::kLogMeanAttention;  ///< what it was trained on
 };
 
 /// One pre-LayerNorm encoder layer; linear weights are [out, in] (y = x·Wᵀ + b).

@@ -58,6 +58,8 @@ struct ProfileInputs {
   /// `mapper`'s tensors as plain data (shared_weights(mapper)), for the CUDA backend, which
   /// does not link the CPU one and uploads them. Set with it.
   std::shared_ptr<const MapperWeights> mapper_weights;
+  /// KVZip's repeat prompt, for a mapper trained on log_repeat_max_attention features.
+  std::vector<std::int32_t> repeat_prompt;
   InputOrigin target_origin, proxy_origin, predictors_origin, mapper_origin;
 };
 

@@ -81,7 +81,7 @@ nlohmann::json manifest_json(const Model& proxy, const Model& target, const Data
           {"in_channels", p.layers * p.q_heads},
           {"targets", t.layers * t.kv_heads},
           {"window_tokens", info.window_tokens},
-          {"features", "log_mean_attention"},
+          {"features", features_name(info.features)},
           {"labels", "kvzip_max"},
           {"corpus",
            {{"file", std::filesystem::path(info.corpus_path).filename().string()},
@@ -103,10 +103,10 @@ nlohmann::json manifest_json(const Model& proxy, const Model& target, const Data
 
 ProxyWindow proxy_window(const Model& proxy, const Model& target,
                          std::span<const std::int32_t> tokens,
-                         std::span<const std::int32_t> repeat_prompt) {
+                         std::span<const std::int32_t> repeat_prompt, MapperFeatures features) {
   ProxyWindow w;
   const auto t0 = Clock::now();
-  w.features = proxy_attention_features(proxy, tokens);
+  w.features = proxy_features(proxy, tokens, features, repeat_prompt);
   w.seconds.proxy_prefill = since(t0);
   const auto t1 = Clock::now();
   KvCache cache = target.new_cache();
@@ -174,7 +174,8 @@ ProxyDataset build_proxy_dataset(const Model& proxy, const Model& target,
   std::mutex progress_mutex;
   std::int64_t done = 0;
   parallel_for(order.size(), options.window_threads, [&](std::size_t i) {
-    windows[i] = proxy_window(proxy, target, corpus.subspan(order[i], T), info.prompt.ids);
+    windows[i] =
+        proxy_window(proxy, target, corpus.subspan(order[i], T), info.prompt.ids, info.features);
     windows[i].start = order[i];
     const std::lock_guard lock(progress_mutex);
     ++done;

@@ -1,6 +1,6 @@
 // The ProxyKV mapper's training data, from real models: for each window of a
-// token corpus, the proxy's features X = proxy_attention_features (log of the
-// mean attention each key receives, per proxy layer·query head) and the target's
+// token corpus, the proxy's features X = proxy_features of the chosen kind (per
+// proxy layer·query head and key; MapperFeatures) and the target's
 // labels Y = kvzip_scores (the largest attention a repeated-context query of the
 // KV head's group pays each key, per target layer·KV head), each op timed.
 // The windows run in parallel on std::threads; the result is a manifest and
@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backend/kvzip_prompt.hpp"
+#include "backend/mapper_weights.hpp"
 #include "backend/model.hpp"
 
 namespace kvshift::backend {
@@ -29,7 +30,7 @@ inline constexpr int kWindowsPerShard = 16;
 
 /// Wall seconds of one window's ops.
 struct WindowTimings {
-  double proxy_prefill = 0;         ///< proxy prefill with attention statistics + transform
+  double proxy_prefill = 0;         ///< the proxy's features: its pass(es) + the transform
   double target_prefill = 0;        ///< the target's prefill of the window
   double kvzip_second_prefill = 0;  ///< repeat prompt + window again on the target's cache
   double total = 0;                 ///< the whole window
@@ -43,11 +44,12 @@ struct ProxyWindow {
   WindowTimings seconds;
 };
 
-/// Features and labels of `tokens` (one window): proxy_attention_features(proxy, tokens) and
-/// kvzip_scores(target, tokens, <target prefill of tokens>, repeat_prompt).
+/// Features and labels of `tokens` (one window): proxy_features(proxy, tokens, features,
+/// repeat_prompt) and kvzip_scores(target, tokens, <target prefill of tokens>, repeat_prompt).
 ProxyWindow proxy_window(const Model& proxy, const Model& target,
                          std::span<const std::int32_t> tokens,
-                         std::span<const std::int32_t> repeat_prompt);
+                         std::span<const std::int32_t> repeat_prompt,
+                         MapperFeatures features = MapperFeatures::kLogMeanAttention);
 
 /// Checks that `proxy` can score for `target`: the same vocabulary (the same token ids mean
 /// the same text), the same family (Qwen2-style q/k/v biases or none, like the target) and no
@@ -66,6 +68,7 @@ struct DatasetInfo {
   std::int64_t window_tokens = 0;
   std::uint64_t seed = 0;
   KvzipPrompt prompt;
+  MapperFeatures features = MapperFeatures::kLogMeanAttention;
 };
 
 struct DatasetOptions {

@@ -345,7 +345,9 @@ nlohmann::json read_mapper_manifest(const std::string& path) {
 
 HybridAxialMapper load_mapper(const std::string& path) {
   const auto [weights, json] = mapper_files(path);
-  const MapperConfig config = read_architecture(read_json(json), json.string());
+  const nlohmann::json manifest = read_json(json);
+  MapperConfig config = read_architecture(manifest, json.string());
+  config.features = mapper_features(manifest, json.string());
   if (!fs::exists(weights)) throw InputError(weights.string() + ": not found (mapper weights)");
   return HybridAxialMapper::load(SafetensorsFile::open(weights.string()), config);
 }
@@ -367,6 +369,22 @@ MapperProxy mapper_proxy(const nlohmann::json& manifest, const std::string& mapp
     return {(*proxy)["folder"].get<std::string>(), 0};
   }
   throw InputError(mapper_path + ": dataset.proxy has neither truncated_layers nor folder");
+}
+
+MapperFeatures mapper_features(const nlohmann::json& manifest, const std::string& mapper_path) {
+  const nlohmann::json* d = manifest.contains("dataset") && manifest["dataset"].is_object()
+                                ? &manifest["dataset"]
+                                : nullptr;
+  if (!d || !d->contains("features") || (*d)["features"].is_null()) {
+    return MapperFeatures::kLogMeanAttention;  // files from before the choice existed
+  }
+  const nlohmann::json& f = (*d)["features"];
+  const auto kind = f.is_string() ? features_of(f.get<std::string>()) : std::nullopt;
+  if (!kind) {
+    throw InputError(mapper_path + ": /dataset/features: must be \"log_mean_attention\" or " +
+                     "\"log_repeat_max_attention\" (got " + f.dump() + ")");
+  }
+  return *kind;
 }
 
 std::string mapper_target(const nlohmann::json& manifest) {

@@ -82,6 +82,9 @@ struct MapperProxy {
 };
 /// dataset.proxy of a manifest; InputError naming `mapper_path` when it names none.
 MapperProxy mapper_proxy(const nlohmann::json& manifest, const std::string& mapper_path);
+/// The features the mapper was trained on (dataset.features; log_mean_attention when the
+/// file predates the choice); InputError naming `mapper_path` for an unknown kind.
+MapperFeatures mapper_features(const nlohmann::json& manifest, const std::string& mapper_path);
 /// The target the mapper was trained for (dataset.target.name), or "" when not recorded.
 std::string mapper_target(const nlohmann::json& manifest);
 

@@ -2,6 +2,9 @@
 #include "backend/proxy_scoring.hpp"
 
 #include <cmath>
+#include <stdexcept>
+
+#include "backend/pruning.hpp"
 
 namespace kvshift::backend {
 
@@ -17,16 +20,26 @@ Matrix log_mean_attention(const Matrix& mass) {
   return x;
 }
 
-Matrix proxy_attention_features(const Model& proxy, std::span<const std::int32_t> tokens) {
+Matrix proxy_features(const Model& proxy, std::span<const std::int32_t> tokens, MapperFeatures kind,
+                      std::span<const std::int32_t> repeat_prompt) {
   KvCache cache = proxy.new_cache();
+  const bool mean = kind == MapperFeatures::kLogMeanAttention;
   const ForwardResult r =
-      proxy.forward(tokens, cache, {.logits = LogitsMode::kNone, .attention_stats = true});
-  return log_mean_attention(r.stats.mass);
+      proxy.forward(tokens, cache, {.logits = LogitsMode::kNone, .attention_stats = mean});
+  if (mean) return log_mean_attention(r.stats.mass);
+  if (repeat_prompt.empty()) {
+    throw std::invalid_argument("proxy_features: log_repeat_max_attention needs KVZip's prompt");
+  }
+  const Matrix max = repeat_max_attention(proxy, tokens, cache, repeat_prompt);
+  return max.unaryExpr([](float v) {
+    return static_cast<float>(std::log(static_cast<double>(v) + kLogMeanAttentionEps));
+  });
 }
 
 Matrix proxykv_scores(const Model& proxy, const HybridAxialMapper& mapper,
-                      std::span<const std::int32_t> tokens) {
-  return mapper.forward(proxy_attention_features(proxy, tokens));
+                      std::span<const std::int32_t> tokens,
+                      std::span<const std::int32_t> repeat_prompt) {
+  return mapper.forward(proxy_features(proxy, tokens, mapper.config().features, repeat_prompt));
 }
 
 HybridAxialMapper random_mapper_for(const cost_model::ModelSpec& proxy,

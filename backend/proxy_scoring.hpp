@@ -1,11 +1,13 @@
-// ProxyKV scoring, end to end: a small proxy model prefills the context and
-// emits, per proxy layer and query head, the attention mass each key receives,
-// transformed once, here, to "log_mean_attention" (the log of the mean weight a key
-// receives from the queries that can see it); the HybridAxialMapper turns those
-// features into target-aligned scores per target layer and KV head, ready for
-// top_k_per_head. The mapper is trained on exactly these features (kvshift proxykv
-// dataset), so training and inference share this one definition. Leaves out:
-// running on a separate stream (the CPU backend is synchronous).
+// ProxyKV scoring, end to end: a small proxy model reads the context and emits,
+// per proxy layer and query head, one number per key — the mapper's features,
+// of the kind it was trained on (MapperFeatures): "log_mean_attention" (the log
+// of the mean weight a key receives from the prefill's queries that can see it)
+// or "log_repeat_max_attention" (KVZip's repeat pass run on the proxy: the log
+// of the largest weight a repeated-context query pays the key). The
+// HybridAxialMapper turns them into target-aligned scores per target layer and
+// KV head, ready for top_k_per_head. Training data (kvshift proxykv dataset)
+// and inference share these definitions. Leaves out: running on a separate
+// stream (the CPU backend is synchronous).
 #pragma once
 
 #include <cstdint>
@@ -24,13 +26,17 @@ inline constexpr double kLogMeanAttentionEps = 1e-6;
 /// x[c, t] = log(mass[c, t] / (T − t) + kLogMeanAttentionEps), computed in double.
 Matrix log_mean_attention(const Matrix& mass);
 
-/// The mapper's input X [proxy layers·q_heads, T]: log_mean_attention of the proxy's
-/// prefill of `tokens` (an empty cache; row = layer·q_heads + head).
-Matrix proxy_attention_features(const Model& proxy, std::span<const std::int32_t> tokens);
+/// The mapper's input X [proxy layers·q_heads, T] (row = layer·q_heads + head) of `kind`,
+/// from the proxy's prefill of `tokens` on an empty cache, and for kLogRepeatMax its repeat
+/// pass behind `repeat_prompt` (KVZip's prompt; unused otherwise):
+/// x = log(repeat_max_attention + kLogMeanAttentionEps), computed in double.
+Matrix proxy_features(const Model& proxy, std::span<const std::int32_t> tokens, MapperFeatures kind,
+                      std::span<const std::int32_t> repeat_prompt = {});
 
-/// Ŷ [target layers·kv_heads, T] = mapper(proxy_attention_features(proxy, tokens)).
+/// Ŷ [target layers·kv_heads, T] = mapper(proxy_features(proxy, tokens, mapper's kind)).
 Matrix proxykv_scores(const Model& proxy, const HybridAxialMapper& mapper,
-                      std::span<const std::int32_t> tokens);
+                      std::span<const std::int32_t> tokens,
+                      std::span<const std::int32_t> repeat_prompt = {});
 
 /// A mapper shaped for (proxy, target) with seeded weights (timing, tests).
 HybridAxialMapper random_mapper_for(const cost_model::ModelSpec& proxy,

@@ -156,14 +156,15 @@ Matrix snapkv_scores(const AttentionStats& stats, const cost_model::ModelSpec& s
       pool_kernel);
 }
 
-Matrix kvzip_scores(const Model& model, std::span<const std::int32_t> context, KvCache& cache,
-                    std::span<const std::int32_t> repeat_prompt, std::int64_t chunk) {
+Matrix repeat_max_attention(const Model& model, std::span<const std::int32_t> context,
+                            KvCache& cache, std::span<const std::int32_t> repeat_prompt,
+                            std::int64_t chunk) {
   const auto& m = model.spec();
   const std::int64_t n = cache.tokens();
   if (static_cast<std::int64_t>(context.size()) != n || chunk <= 0) {
-    throw std::invalid_argument("kvzip_scores: the cache must hold exactly the context");
+    throw std::invalid_argument("repeat_max_attention: the cache must hold exactly the context");
   }
-  Matrix scores = Matrix::Zero(static_cast<Eigen::Index>(m.layers) * m.kv_heads, n);
+  Matrix scores = Matrix::Zero(static_cast<Eigen::Index>(m.layers) * m.q_heads, n);
   for (std::int64_t c0 = 0; c0 < n; c0 += chunk) {
     const std::int64_t len = std::min(chunk, n - c0);
     std::vector<std::int32_t> input(repeat_prompt.begin(), repeat_prompt.end());
@@ -176,11 +177,16 @@ Matrix kvzip_scores(const Model& model, std::span<const std::int32_t> context, K
         model.forward(input, cache, {.logits = LogitsMode::kNone, .attention_stats = true});
     for (auto& k : cache.k) k.conservativeResize(n, Eigen::NoChange);
     for (auto& v : cache.v) v.conservativeResize(n, Eigen::NoChange);
-    const Matrix kv_max =
-        reduce_to_kv_heads(r.stats.max.leftCols(n), m.q_heads, m.kv_heads, GroupReduce::kMax);
-    scores.middleCols(c0, len) = kv_max.middleCols(c0, len);
+    scores.middleCols(c0, len) = r.stats.max.middleCols(c0, len);
   }
   return scores;
+}
+
+Matrix kvzip_scores(const Model& model, std::span<const std::int32_t> context, KvCache& cache,
+                    std::span<const std::int32_t> repeat_prompt, std::int64_t chunk) {
+  const auto& m = model.spec();
+  return reduce_to_kv_heads(repeat_max_attention(model, context, cache, repeat_prompt, chunk),
+                            m.q_heads, m.kv_heads, GroupReduce::kMax);
 }
 
 }  // namespace kvshift::backend

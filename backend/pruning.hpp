@@ -61,9 +61,15 @@ Matrix snapkv_scores(const AttentionStats& stats, const cost_model::ModelSpec& s
 /// Average pooling along each row, odd kernel, same padding, zero-padded ends.
 Matrix average_pool_rows(const Matrix& x, int kernel);
 
-/// KVZip scores of the n_c context tokens held by `cache` (left unchanged): each chunk of
-/// `chunk` context tokens is fed as repeat_prompt + chunk (from the 2nd chunk on, also the
-/// previous chunk's last 8 tokens before the chunk).
+/// KVZip's pass per query head [layers·q_heads, n_c]: the largest attention weight each of
+/// the n_c context tokens held by `cache` (left unchanged) receives from any query of the
+/// "repeat" input, where each chunk of `chunk` context tokens is fed as repeat_prompt + chunk
+/// (from the 2nd chunk on, also the previous chunk's last 8 tokens before the chunk).
+Matrix repeat_max_attention(const Model& model, std::span<const std::int32_t> context,
+                            KvCache& cache, std::span<const std::int32_t> repeat_prompt,
+                            std::int64_t chunk = 2048);
+
+/// KVZip scores [layers·kv_heads, n_c]: repeat_max_attention, max over each GQA group.
 Matrix kvzip_scores(const Model& model, std::span<const std::int32_t> context, KvCache& cache,
                     std::span<const std::int32_t> repeat_prompt, std::int64_t chunk = 2048);
 

@@ -1,6 +1,6 @@
 // `kvshift proxykv <sub-command>`: ProxyKV on real models. `dataset` builds the
 // mapper's training data: evenly spread windows of a token corpus, the proxy's
-// log-mean-attention features and the target's KVZip labels per window, written
+// features (--features) and the target's KVZip labels per window, written
 // as manifest.json + shard-NNNNN.safetensors to a fresh folder (staged under a
 // temporary name and renamed, only after the whole run succeeded). The group
 // takes further sub-commands by adding an entry to kSubcommands.
@@ -39,6 +39,7 @@ struct DatasetCliOptions {
   std::int64_t tokens = 1024;
   std::string span = "0:0.8";
   std::string seed = "1";
+  std::string features = "log_mean_attention";
   int threads = 0;
   bool force = false;
 };
@@ -72,6 +73,11 @@ int run_dataset(const DatasetCliOptions& o, bool proxy_given) {
   const auto t0 = Clock::now();
   check_sizes(o);  // the cheap checks first, before loading a model
   const cal::CorpusSpan span = cal::parse_span(o.span, "--span");
+  const auto features = backend::features_of(o.features);
+  if (!features) {
+    throw InputError("--features: \"" + o.features +
+                     "\": expected log_mean_attention or log_repeat_max_attention");
+  }
   const std::uint64_t seed = parse_seed(o.seed, "--seed");
   const fs::path out(o.out);
   const fs::path tmp = reports::staging_folder(out, o.force);
@@ -114,7 +120,8 @@ int run_dataset(const DatasetCliOptions& o, bool proxy_given) {
                                   span.end,
                                   o.tokens,
                                   seed,
-                                  prompt};
+                                  prompt,
+                                  *features};
   std::fprintf(stderr,
                "proxykv dataset: %d windows of %lld tokens; proxy %s (%d layers) -> target %s (%d "
                "layers); %d window(s) at a time\n",
@@ -141,8 +148,9 @@ int run_dataset(const DatasetCliOptions& o, bool proxy_given) {
   const auto& ts = ds.manifest["timings_s"];
   const double build_s = std::chrono::duration<double>(Clock::now() - build_start).count();
   std::printf(
-      "median per window: proxy prefill %.2f s, target prefill %.2f s, KVZip second prefill %.2f "
+      "median per window: proxy %s %.2f s, target prefill %.2f s, KVZip second prefill %.2f "
       "s, window %.2f s; %.1f windows/min\n",
+      *features == backend::MapperFeatures::kLogRepeatMax ? "prefill + repeat pass" : "prefill",
       ts["proxy_prefill"].get<double>(), ts["target_prefill"].get<double>(),
       ts["kvzip_second_prefill"].get<double>(), ts["per_window"].get<double>(),
       60.0 * o.windows / std::max(build_s, 1e-9));
@@ -170,6 +178,10 @@ Action setup_dataset(CLI::App& sub) {
   sub.add_option("--tokens", o->tokens, "Tokens per window, >= 64");
   sub.add_option("--span", o->span, "Share A:B of the corpus the windows are spread over");
   sub.add_option("--seed", o->seed, "Seed of the window order over the shards");
+  sub.add_option("--features", o->features,
+                 "The proxy's features: log_mean_attention (its prefill's mean attention per "
+                 "key) or log_repeat_max_attention (KVZip's repeat pass on the proxy)")
+      ->capture_default_str();
   sub.add_option("--threads", o->threads, "Windows computed at once (default: all cores)");
   sub.add_flag("--force", o->force, "Replace an existing --out folder (atomically)");
   return [o, proxy] { return run_dataset(*o, proxy->count() > 0); };

@@ -178,6 +178,8 @@ int run_quality_cli(const QualityCliOptions& o) {
       }
       inputs[i].proxy = &*proxy;
       inputs[i].mapper = backend::load_mapper(p.file);
+      if (inputs[i].mapper->config().features == backend::MapperFeatures::kLogRepeatMax)
+        inputs[i].kvzip_prompt = backend::kvzip_repeat_prompt(o.model);
     }
   }
 

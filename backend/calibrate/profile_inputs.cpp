@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "backend/calibrate/predictor_file.hpp"
+#include "backend/kvzip_prompt.hpp"
 #include "backend/proxy_dataset.hpp"
 #include "backend/proxy_mapper.hpp"
 #include "backend/proxy_scoring.hpp"
@@ -139,6 +140,9 @@ ProfileInputs load_profile_inputs(const ProfilePaths& paths,
     }
     in.mapper = std::make_shared<const HybridAxialMapper>(load_mapper(paths.mapper));
     in.mapper_weights = shared_weights(in.mapper);
+    if (in.mapper->config().features == MapperFeatures::kLogRepeatMax) {
+      in.repeat_prompt = kvzip_repeat_prompt(paths.model);  // the proxy shares the tokenizer
+    }
     in.mapper_origin = {paths.mapper, digest_path(paths.mapper)};
   }
   if (in.target && !proxy.folder.empty()) {

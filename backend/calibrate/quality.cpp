@@ -273,7 +273,8 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
         scores[p] = kvzip_scores_m;
       } else if (kind == PolicyKind::kProxyKv) {
         const auto t0 = std::chrono::steady_clock::now();
-        const Matrix x = proxy_attention_features(*inputs[p].proxy, context);
+        const Matrix x = proxy_features(
+            *inputs[p].proxy, context, inputs[p].mapper->config().features, inputs[p].kvzip_prompt);
         out.seconds["proxy_prefill"] = seconds_since(t0);
         const auto t1 = std::chrono::steady_clock::now();
         scores[p] = inputs[p].mapper->forward(x);

@@ -61,7 +61,7 @@ struct PolicyInputs {
   std::optional<HybridAxialMapper> mapper;  ///< proxykv
   std::vector<StoredPredictor> predictors;  ///< risk-kv
   double omitted_fraction = 0.0;            ///< risk-kv: omitted layers / layers
-  std::vector<std::int32_t> kvzip_prompt;   ///< kvzip (taken from the first that has one)
+  std::vector<std::int32_t> kvzip_prompt;   ///< kvzip, and proxykv on repeat-pass features
 };
 
 /// One policy at one retention ratio (none for exact and risk-kv), over all requests.

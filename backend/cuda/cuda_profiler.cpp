@@ -194,6 +194,12 @@ class CudaProfiler final : public Profiler {
       proxy = make_model(req.inputs.proxy.get(), *req.proxy, req.seed + 1, {max_t, 0}, proxy_ctx_);
       if (req.inputs.mapper_weights) {
         check_mapper_fits(req.inputs.mapper_weights->config, *req.proxy, req.model);
+        if (req.inputs.mapper_weights->config.features != MapperFeatures::kLogMeanAttention) {
+          throw InputError(std::string("the ProxyKV mapper: trained on ") +
+                           features_name(req.inputs.mapper_weights->config.features) +
+                           " features; the CUDA profiler computes log_mean_attention only "
+                           "(time this mapper with --backend cpu)");
+        }
         mapper = std::make_unique<gpu::GpuMapper>(*req.inputs.mapper_weights, max_t, proxy_ctx_);
       }
       features = kc::DeviceBuffer(static_cast<std::size_t>(req.proxy->layers) * req.proxy->q_heads *

@@ -158,6 +158,7 @@ TEST_F(ProxykvCli, BadInputExitsTwoNamingTheFlag) {
   expect_refused(base() + " --proxy-layers 1 --span 0.9:0.1", "--span");
   expect_refused(base(20) + " --proxy-layers 1", "--corpus");  // 20 x 64 > 800 tokens
   expect_refused(base() + " --proxy-layers 1 --seed -3", "--seed");
+  expect_refused(base() + " --proxy-layers 1 --features attention_mass", "--features");
   write_proxy(dir_ / "proxy120", 120);
   expect_refused(base() + " --proxy " + (dir_ / "proxy120").string(), "--proxy");
   const auto r = run_kvshift(base() + " --proxy " + (dir_ / "proxy120").string());

@@ -134,6 +134,19 @@ TEST_F(MapperLoaderErrors, MissingAndIllTypedFieldsAreAllNamed) {
   EXPECT_HAS(e, "/architecture/heads: must be an integer ≥ 1 (got \"2\")");
 }
 
+TEST_F(MapperLoaderErrors, TheFeatureKindComesFromTheDatasetAndAnUnknownOneIsRefused) {
+  meta_["dataset"]["features"] = "log_repeat_max_attention";
+  write_json(meta_.dump());
+  EXPECT_EQ(load_mapper((dir_ / "mapper.safetensors").string()).config().features,
+            MapperFeatures::kLogRepeatMax);
+  meta_["dataset"].erase("features");  // files from before the choice: the prefill's mean
+  write_json(meta_.dump());
+  EXPECT_EQ(load_mapper((dir_ / "mapper.safetensors").string()).config().features,
+            MapperFeatures::kLogMeanAttention);
+  meta_["dataset"]["features"] = "attention_mass";
+  EXPECT_HAS(error(), "mapper.json: /dataset/features: must be \"log_mean_attention\" or");
+}
+
 TEST_F(MapperLoaderErrors, AnEvenKernelIsRefused) {
   meta_["architecture"]["kernel"] = 4;
   EXPECT_HAS(error(), "/architecture/kernel: must be odd (got 4)");

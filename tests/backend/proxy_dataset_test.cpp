@@ -125,7 +125,7 @@ TEST(ProxyWindow, FeaturesAreTheLogMeanOfTheProxysRawAttentionMass) {
     EXPECT_NEAR(row_sum, double(kT), 1e-3);  // every query's weights sum to one
   }
   // One definition: the dataset's features are what the mapper gets at inference.
-  EXPECT_EQ(proxy_attention_features(tiny_proxy(), tokens), w.features);
+  EXPECT_EQ(proxy_features(tiny_proxy(), tokens, MapperFeatures::kLogMeanAttention), w.features);
 }
 
 TEST(ProxyWindow, LabelsAreKVZipScoresOfTheSameWindow) {
@@ -139,6 +139,26 @@ TEST(ProxyWindow, LabelsAreKVZipScoresOfTheSameWindow) {
   EXPECT_EQ(w.labels, want);
   EXPECT_GT(w.seconds.total, 0.0);
   EXPECT_GE(w.seconds.total, w.seconds.proxy_prefill + w.seconds.target_prefill);
+}
+
+TEST(ProxyWindow, RepeatFeaturesOfATruncatedProxyHoldTheTargetsFirstLayersExactly) {
+  // The proxy is the target's first layer, and a layer reads only the layers below it: KVZip's
+  // repeat pass run on the proxy, reduced over each GQA group, is the target's label of that
+  // layer bit for bit (log is monotonic, so the max commutes with it).
+  const auto tokens = corpus(kT);
+  const ProxyWindow w =
+      proxy_window(tiny_proxy(), tiny(), tokens, kPrompt, MapperFeatures::kLogRepeatMax);
+  ASSERT_EQ(w.features.rows(), 1 * 4);
+  const Matrix reduced = reduce_to_kv_heads(w.features, 4, 2, GroupReduce::kMax);
+  const Matrix first_layer = w.labels.topRows(2).unaryExpr([](float v) {
+    return static_cast<float>(std::log(static_cast<double>(v) + kLogMeanAttentionEps));
+  });
+  EXPECT_EQ(reduced, first_layer);
+  // The second layer is not the proxy's: its labels differ from anything the proxy computed.
+  EXPECT_NE(w.labels.row(2), w.labels.row(0));
+  // Without the prompt there is no repeat pass to run.
+  EXPECT_THROW(proxy_features(tiny_proxy(), tokens, MapperFeatures::kLogRepeatMax),
+               std::invalid_argument);
 }
 
 TEST(ProxyDataset, ShardsHoldFeaturesLabelsAndStartsOfEveryWindow) {

@@ -112,7 +112,7 @@ namespace {
 TEST(ProxyScoring, FeaturesAreTheLogMeanAttentionEachKeyReceives) {
   const Model proxy(load_hf_model(std::string(KVSHIFT_SOURCE_DIR) + "/tests/fixtures/tiny_qwen2"));
   const std::vector<std::int32_t> tokens{3, 14, 15, 92, 65, 35, 89, 79, 32, 38};
-  const Matrix x = proxy_attention_features(proxy, tokens);
+  const Matrix x = proxy_features(proxy, tokens, MapperFeatures::kLogMeanAttention);
   const auto& p = proxy.spec();
   ASSERT_EQ(x.rows(), p.layers * p.q_heads);
   ASSERT_EQ(x.cols(), 10);
