@@ -8,7 +8,8 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <optional>
+#include <map>
+#include <memory>
 #include <thread>
 
 #include "apps/kvshift/command.hpp"
@@ -78,7 +79,7 @@ void check_held_out(const scenarios::Json& manifest, const std::string& mapper_p
   }
 }
 
-/// kept/<method>-rho<ρ>.safetensors per pruning row: "kept" I32 [requests, layers·KV heads, K]
+/// kept/<label>-rho<ρ>.safetensors per pruning row: "kept" I32 [requests, layers·KV heads, K]
 /// (ascending positions in the history) and "starts" I64 [requests] (first corpus token).
 void write_kept(const cal::QualityResult& r, const fs::path& dir) {
   for (const cal::QualityRow& row : r.rows) {
@@ -98,7 +99,7 @@ void write_kept(const cal::QualityResult& r, const fs::path& dir) {
     backend::RawTensor starts{"starts", "I64", {requests}, {}};
     for (const std::int64_t s : r.starts) backend::append_raw(starts.bytes, &s, sizeof s);
     char name[64];
-    std::snprintf(name, sizeof name, "%s-rho%g.safetensors", row.method.c_str(), *row.retention);
+    std::snprintf(name, sizeof name, "%s-rho%g.safetensors", row.label.c_str(), *row.retention);
     reports::write_file_atomic(
         dir / name,
         backend::safetensors_image(
@@ -141,7 +142,8 @@ int run_quality_cli(const QualityCliOptions& o) {
   const auto& spec = target.spec();
 
   std::vector<cal::PolicyInputs> inputs(policies.size());
-  std::optional<backend::Model> proxy;
+  // One proxy per (folder, truncated layers): mappers trained with the same proxy share it.
+  std::map<std::pair<std::string, int>, std::unique_ptr<backend::Model>> proxies;
   std::string proxy_name;
   for (std::size_t i = 0; i < policies.size(); ++i) {
     const cal::KvPolicy& p = policies[i];
@@ -167,16 +169,17 @@ int run_quality_cli(const QualityCliOptions& o) {
         throw InputError("--policy " + p.text + ": the mapper was trained for " + trained_for +
                          ", not for --model " + spec.name);
       }
+      const backend::MapperProxy c = proxy_for(o, manifest, p.file);
+      std::unique_ptr<backend::Model>& proxy = proxies[{c.folder, c.truncated_layers}];
       if (!proxy) {
-        const backend::MapperProxy c = proxy_for(o, manifest, p.file);
         backend::ModelWeights pw =
             c.folder.empty() ? backend::truncate_layers(target.weights(), c.truncated_layers)
                              : load_model(c.folder, "--proxy");
         if (!c.folder.empty()) backend::check_proxy_pair(pw.spec, spec, "--proxy");
-        proxy_name = pw.spec.name;
-        proxy.emplace(std::move(pw));
+        proxy_name += (proxy_name.empty() ? "" : ", ") + pw.spec.name;
+        proxy = std::make_unique<backend::Model>(std::move(pw));
       }
-      inputs[i].proxy = &*proxy;
+      inputs[i].proxy = proxy.get();
       inputs[i].mapper = backend::load_mapper(p.file);
       if (inputs[i].mapper->config().features == backend::MapperFeatures::kLogRepeatMax)
         inputs[i].kvzip_prompt = backend::kvzip_repeat_prompt(o.model);
@@ -195,7 +198,7 @@ int run_quality_cli(const QualityCliOptions& o) {
       r.starts.size(), static_cast<long long>(q.history), static_cast<long long>(q.eval));
   for (const cal::QualityRow& row : r.rows) {
     if (row.method == "exact") continue;
-    std::printf("  %-10s", row.method.c_str());
+    std::printf("  %-10s", row.label.c_str());
     if (row.retention) std::printf(" rho %.2f", *row.retention);
     std::printf("  dNLL %+.4f [%+.4f, %+.4f]  PPL %.3f", row.mean, row.ci95_low, row.ci95_high,
                 row.ppl);
@@ -243,7 +246,7 @@ Action setup(CLI::App& sub) {
   sub.add_option("--out", o->out, "Output folder for quality.json, quality.md, quality.svg");
   sub.add_flag("--dump-kept", o->dump_kept,
                "Also write each pruning row's kept positions per layer and KV head to "
-               "OUT/kept/<method>-rho<ρ>.safetensors");
+               "OUT/kept/<method>-rho<ρ>.safetensors (a method's later policies: <method>-2, …)");
   return [o] { return run_quality_cli(*o); };
 }
 

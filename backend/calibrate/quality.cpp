@@ -340,11 +340,21 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
     std::sort(v.begin(), v.end());
     result.timings_s[step] = util::percentile(v, 0.5);
   }
+  // Two mappers (or two topologies) in one run: the later policies of a method get a suffix.
+  std::vector<std::string> labels;
+  for (std::size_t p = 0; p < policies.size(); ++p) {
+    const std::string method = method_name(policies[p].kind);
+    const auto earlier =
+        std::count_if(policies.begin(), policies.begin() + std::ssize(labels),
+                      [&](const KvPolicy& k) { return method_name(k.kind) == method; });
+    labels.push_back(earlier == 0 ? method : method + "-" + std::to_string(earlier + 1));
+  }
   for (std::size_t r = 0; r < plan.size(); ++r) {
     const KvPolicy& k = policies[plan[r].policy];
     QualityRow row;
     row.policy = k.text;
     row.method = method_name(k.kind);
+    row.label = labels[plan[r].policy];
     row.retention = plan[r].retention;
     std::vector<double> recalls, tops;
     for (RequestOutcome& out : outcomes) {

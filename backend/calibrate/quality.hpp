@@ -68,6 +68,7 @@ struct PolicyInputs {
 struct QualityRow {
   std::string policy;  ///< as given
   std::string method;  ///< method_name
+  std::string label;   ///< method, with "-2", "-3", … for a method's later policies (file names)
   std::optional<double> retention;
   std::vector<double> per_request;  ///< ΔNLL_r = mean NLL with the policy − exact, nats/token
   double mean = 0.0, ci95_low = 0.0, ci95_high = 0.0;

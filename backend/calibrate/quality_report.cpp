@@ -74,6 +74,7 @@ json quality_json(const QualityResult& r, const cost_model::ModelSpec& spec,
     }
     rows.push_back({{"policy", row.policy},
                     {"method", row.method},
+                    {"label", row.label},
                     {"retention", optional_number(row.retention)},
                     {"delta_nll_mean", row.mean},
                     {"delta_nll_ci95", {row.ci95_low, row.ci95_high}},
@@ -171,7 +172,7 @@ std::string quality_markdown(const QualityResult& r, const cost_model::ModelSpec
           "|\n|---|---|---|---|---|---|---|\n";
     for (const QualityRow& row : r.rows) {
       if (row.retention != rho) continue;
-      md << "| " << row.method << " | " << fmt("%+.4f", row.mean) << " "
+      md << "| " << row.label << " | " << fmt("%+.4f", row.mean) << " "
          << interval(row.ci95_low, row.ci95_high, "%+.4f") << " | " << fmt("%.3f", row.ppl) << " | "
          << pct(row.over_share) << " "
          << interval(100 * row.over_ci95_low, 100 * row.over_ci95_high, "%.0f") << " | "
@@ -233,20 +234,20 @@ std::string quality_svg(const QualityResult& r, const cost_model::ModelSpec& spe
     << ")\" text-anchor=\"middle\">mean ΔNLL (nats/token)</text>\n";
   std::vector<std::string> methods;
   for (const QualityRow& row : r.rows) {
-    if (row.retention && std::find(methods.begin(), methods.end(), row.method) == methods.end()) {
-      methods.push_back(row.method);
+    if (row.retention && std::find(methods.begin(), methods.end(), row.label) == methods.end()) {
+      methods.push_back(row.label);
     }
   }
   for (std::size_t i = 0; i < methods.size(); ++i) {
     const char* col = colours[i % 6];
     std::string pts;
     for (const QualityRow& row : r.rows) {
-      if (row.method != methods[i] || !row.retention) continue;
+      if (row.label != methods[i] || !row.retention) continue;
       const double x = X(*row.retention);
       pts += fmt("%.1f", x) + "," + fmt("%.1f", Y(row.mean)) + " ";
       s << "<line x1=\"" << x << "\" x2=\"" << x << "\" y1=\"" << Y(row.ci95_low) << "\" y2=\""
         << Y(row.ci95_high) << "\" stroke=\"" << col << "\"/><circle cx=\"" << x << "\" cy=\""
-        << Y(row.mean) << "\" r=\"3\" fill=\"" << col << "\"><title>" << row.method
+        << Y(row.mean) << "\" r=\"3\" fill=\"" << col << "\"><title>" << row.label
         << " ρ=" << *row.retention << ": " << fmt("%+.4f", row.mean) << "</title></circle>\n";
     }
     s << "<polyline fill=\"none\" stroke=\"" << col << "\" stroke-width=\"1.5\" points=\"" << pts

@@ -84,6 +84,26 @@ TEST(QualityCli, MeasuresEveryPolicyAndKeepingEverythingIsExact) {
   EXPECT_TRUE(fs::exists(w.dir / "out/quality.svg"));
 }
 
+TEST(QualityCli, APolicyGivenTwiceGetsItsOwnLabelAndFiles) {
+  // Two mappers (here: the random floor twice) in one run: rows, tables and kept files of the
+  // second are labelled <method>-2, so neither overwrites the other.
+  const Workspace w("twice");
+  const CommandResult r =
+      run_kvshift(w.base() +
+                  " --policy prune:random --policy prune:random --retention 0.5 "
+                  "--dump-kept --out " +
+                  (w.dir / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json q = json::parse(slurp((w.dir / "out/quality.json").string()));
+  ASSERT_EQ(q["rows"].size(), 2u);
+  EXPECT_EQ(q["rows"][0]["label"], "random");
+  EXPECT_EQ(q["rows"][1]["label"], "random-2");
+  EXPECT_EQ(q["rows"][0]["per_request"], q["rows"][1]["per_request"]);  // same seed, same draw
+  EXPECT_TRUE(fs::exists(w.dir / "out/kept/random-rho0.5.safetensors"));
+  EXPECT_TRUE(fs::exists(w.dir / "out/kept/random-2-rho0.5.safetensors"));
+  EXPECT_NE(slurp((w.dir / "out/quality.md").string()).find("| random-2 |"), std::string::npos);
+}
+
 TEST(QualityCli, ExactAloneAnswersThePlainQuestion) {
   const Workspace w("exact");
   const CommandResult r = run_kvshift(w.base() + " --policy exact");
