@@ -231,6 +231,15 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
     }
   }
 
+  // Two mappers (or two topologies) in one run: the later policies of a method get a suffix.
+  std::vector<std::string> labels;
+  for (std::size_t p = 0; p < policies.size(); ++p) {
+    const std::string method = method_name(policies[p].kind);
+    const auto earlier =
+        std::count_if(policies.begin(), policies.begin() + std::ssize(labels),
+                      [&](const KvPolicy& k) { return method_name(k.kind) == method; });
+    labels.push_back(earlier == 0 ? method : method + "-" + std::to_string(earlier + 1));
+  }
   QualityResult result;
   result.options = o;
   result.starts = spread_windows(static_cast<std::int64_t>(corpus.size()), o.span,
@@ -275,10 +284,12 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
         const auto t0 = std::chrono::steady_clock::now();
         const Matrix x = proxy_features(
             *inputs[p].proxy, context, inputs[p].mapper->config().features, inputs[p].kvzip_prompt);
-        out.seconds["proxy_prefill"] = seconds_since(t0);
+        // A second mapper's timings carry its label, so neither overwrites the other.
+        const std::string of = labels[p] == "proxykv" ? "" : " (" + labels[p] + ")";
+        out.seconds["proxy_prefill" + of] = seconds_since(t0);
         const auto t1 = std::chrono::steady_clock::now();
         scores[p] = inputs[p].mapper->forward(x);
-        out.seconds["mapper_forward"] = seconds_since(t1);
+        out.seconds["mapper_forward" + of] = seconds_since(t1);
       } else {
         scores[p] = baseline_scores(kind, probe, m, keys, o.seed * 1'000'003 + w);
       }
@@ -339,15 +350,6 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
   for (auto& [step, v] : step_seconds) {
     std::sort(v.begin(), v.end());
     result.timings_s[step] = util::percentile(v, 0.5);
-  }
-  // Two mappers (or two topologies) in one run: the later policies of a method get a suffix.
-  std::vector<std::string> labels;
-  for (std::size_t p = 0; p < policies.size(); ++p) {
-    const std::string method = method_name(policies[p].kind);
-    const auto earlier =
-        std::count_if(policies.begin(), policies.begin() + std::ssize(labels),
-                      [&](const KvPolicy& k) { return method_name(k.kind) == method; });
-    labels.push_back(earlier == 0 ? method : method + "-" + std::to_string(earlier + 1));
   }
   for (std::size_t r = 0; r < plan.size(); ++r) {
     const KvPolicy& k = policies[plan[r].policy];

@@ -5,29 +5,15 @@
 
 #include <cmath>
 
-#include "host_tensor.hpp"
 #include "kernels/cpu.hpp"
+#include "ref_support.hpp"
 
 namespace kvshift::kernels {
 namespace {
 
+using testing::expect_values;
+using testing::filled;
 using testing::HostTensor;
-
-HostTensor filled(std::initializer_list<std::int64_t> shape, std::initializer_list<float> values) {
-  HostTensor t(DType::kF32, shape);
-  std::int64_t i = 0;
-  for (float v : values) t.set(i++, v);
-  return t;
-}
-
-void expect_values(const HostTensor& got, std::initializer_list<double> want, double tol = 1e-6) {
-  ASSERT_EQ(got.numel(), static_cast<std::int64_t>(want.size()));
-  std::int64_t i = 0;
-  for (double w : want) {
-    EXPECT_NEAR(got.get(i), w, tol) << "element " << i;
-    ++i;
-  }
-}
 
 TEST(Im2ColRef, ShiftsEachChannelWithZerosOutside) {
   const HostTensor x = filled({2, 3}, {1, 2, 3, 4, 5, 6});
