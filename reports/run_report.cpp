@@ -27,11 +27,12 @@ json distribution(std::vector<double> v) {
   double sum = 0;
   for (double x : v) sum += x;
   d["mean_s"] = r9(sum / static_cast<double>(v.size()));
-  std::sort(v.begin(), v.end());
-  d["p50_s"] = r9(util::nearest_rank_percentile(v, 0.50));
-  d["p90_s"] = r9(util::nearest_rank_percentile(v, 0.90));
-  d["p99_s"] = r9(util::nearest_rank_percentile(v, 0.99));
-  d["max_s"] = r9(v.back());
+  static constexpr double kQs[] = {0.50, 0.90, 0.99, 1.0};
+  const std::vector<double> p = util::nearest_rank_percentiles(v, kQs);
+  d["p50_s"] = r9(p[0]);
+  d["p90_s"] = r9(p[1]);
+  d["p99_s"] = r9(p[2]);
+  d["max_s"] = r9(p[3]);
   return d;
 }
 

@@ -72,7 +72,7 @@ TransferId Network::submit(TransferRequest r) {
   } else {
     flows_.emplace_back();
   }
-  if (!options_.keep_ended) records_.emplace(id, fr);
+  if (!options_.keep_ended) records_.insert(id, fr);
   Flow& f = flows_[fr];
   f.explicit_route = std::move(explicit_route);
   f.info.id = id;
@@ -90,9 +90,7 @@ TransferId Network::submit(TransferRequest r) {
 std::optional<Network::FlowRecord> Network::find_record(TransferId id) const {
   if (id >= next_id_) throw std::out_of_range("transfer " + std::to_string(id) + ": unknown");
   if (options_.keep_ended) return id;
-  const auto it = records_.find(id);
-  if (it == records_.end()) return std::nullopt;
-  return it->second;
+  return records_.find(id);
 }
 
 Network::FlowRecord Network::record_of(TransferId id) const {
@@ -306,9 +304,8 @@ void Network::end(Flow& f, TransferState s, std::string reason) {
   if (done) done(f.info);
   notify(&NetworkObserver::on_done, f);
   if (!options_.keep_ended) {  // only now: the callbacks above may have read `f`
-    const auto it = records_.find(f.info.id);
-    free_flows_.push_back(it->second);
-    records_.erase(it);
+    free_flows_.push_back(*records_.find(f.info.id));
+    records_.erase(f.info.id);
   }
 }
 

@@ -59,10 +59,10 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "cost_model/units.hpp"
+#include "sim/id_map.hpp"
 #include "sim/simulator.hpp"
 #include "sim/topology.hpp"
 
@@ -298,8 +298,8 @@ class Network {
   NetworkOptions options_;
   std::deque<Flow> flows_;  // stable addresses: callbacks may submit more transfers
   TransferId next_id_ = 0;
-  std::vector<FlowRecord> free_flows_;                  ///< ended records (!keep_ended)
-  std::unordered_map<TransferId, FlowRecord> records_;  ///< id -> record (!keep_ended)
+  std::vector<FlowRecord> free_flows_;  ///< ended records (!keep_ended)
+  IdMap records_;                       ///< id -> record (!keep_ended)
   std::vector<Hot> hot_;
   std::vector<double> rates_;         ///< per Hot record: current rate (0 outside the sharing)
   std::vector<std::uint64_t> marks_;  ///< per Hot record: epoch_ refilled, epoch_ + 1 fixed

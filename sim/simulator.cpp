@@ -39,15 +39,18 @@ void Simulator::release_slot(std::uint32_t i) {
   free_.push_back(i);
 }
 
-bool Simulator::refill() {
-  buckets_[0].clear();
-  head_ = 0;
+bool Simulator::refill(std::uint64_t until) {
   int b = 1;
   while (b < 65 && buckets_[b].empty()) ++b;
   if (b == 65) return false;
   std::vector<Key>& from = buckets_[b];
   std::uint64_t lowest = from.front().time;
   for (const Key& k : from) lowest = k.time < lowest ? k.time : lowest;
+  // Past `until` the queue stays as it is: the clock may stop short of `lowest`, and
+  // events scheduled in between must still sort below it.
+  if (lowest > until) return false;
+  buckets_[0].clear();
+  head_ = 0;
   last_ = lowest;
   for (const Key& k : from)
     buckets_[bucket_of(k.time, last_)].push_back(k);  // all below b, in order
@@ -55,16 +58,16 @@ bool Simulator::refill() {
   return true;
 }
 
-bool Simulator::front_ready() {
+bool Simulator::front_ready(std::uint64_t until) {
   for (;;) {
     std::vector<Key>& front = buckets_[0];
     while (head_ < front.size()) {
       const std::uint32_t i = front[head_].slot;
-      if (state_[i] != State::kCancelled) return true;
+      if (state_[i] != State::kCancelled) return last_ <= until;
       release_slot(i);
       ++head_;
     }
-    if (!refill()) return false;
+    if (!refill(until)) return false;
   }
 }
 
@@ -106,8 +109,10 @@ SimTime Simulator::next_time() {
   return SimTime::max();
 }
 
-bool Simulator::step() {
-  if (!front_ready()) return false;
+bool Simulator::step() { return step_until(~std::uint64_t{0}); }
+
+bool Simulator::step_until(std::uint64_t until) {
+  if (!front_ready(until)) return false;
   const Key k = buckets_[0][head_++];
   const SimTime t{static_cast<std::int64_t>(k.time)};
   if (t < now_) throw std::logic_error("Simulator: time went backwards");
@@ -138,7 +143,9 @@ void Simulator::run() {
 
 void Simulator::run_until(SimTime t) {
   stop_requested_ = false;
-  while (!stop_requested_ && next_time() <= t) step();
+  const auto until = static_cast<std::uint64_t>(t.ns);
+  while (!stop_requested_ && step_until(until)) {
+  }
   if (!stop_requested_ && t > now_) now_ = t;
 }
 

@@ -125,10 +125,13 @@ class Simulator {
     return time == last ? 0 : 64 - __builtin_clzll(time ^ last);
   }
   void push_key(Key k) { buckets_[bucket_of(k.time, last_)].push_back(k); }
-  /// Moves the earliest keys into bucket 0; false when the queue is empty.
-  bool refill();
-  /// Drops cancelled keys from the front; false when no live event is left.
-  bool front_ready();
+  /// Moves the earliest keys into bucket 0 if they are due by `until`; false when the
+  /// queue is empty or its earliest key is later.
+  bool refill(std::uint64_t until);
+  /// Drops cancelled keys from the front; false when no live event is due by `until`.
+  bool front_ready(std::uint64_t until);
+  /// Runs the next live event if it is due by `until` (ns); false when none is.
+  bool step_until(std::uint64_t until);
   void check_time(SimTime t) const;
 
   template <class Fn>

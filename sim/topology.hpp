@@ -159,6 +159,13 @@ class Topology {
 
   void invalidate_routes();
   const SourceTree& tree(NodeId src) const;
+  SourceTree dijkstra_tree(NodeId src) const;
+  /// A node on one link, whose neighbour has others: no shortest path passes through it.
+  bool is_host(NodeId n) const;
+  /// A host's tree, from its neighbour's.
+  SourceTree host_tree(NodeId src) const;
+  /// route() without the per-source memo: the pair cache, else a walk of src's tree.
+  const Route* cached_route(NodeId src, NodeId dst) const;
 
   std::vector<ClusterNode> nodes_;
   std::vector<ClusterLink> links_;
@@ -173,6 +180,16 @@ class Topology {
   mutable std::unordered_map<NodeId, SourceTree> trees_;
   mutable std::deque<NodeId> tree_order_;  ///< trees_' sources, oldest first (evicted first)
   mutable std::unordered_map<std::uint64_t, std::optional<Route>> routes_;
+  /// Per source, the last pair route() answered: a source mostly sends to one place (a
+  /// GPU streams to its replica node), and one slot by index beats a hash lookup that
+  /// misses the cache in a fleet of 10,000 sources. Valid while `version` is current
+  /// (routes_' entries, which `route` points into, are only erased by routing changes).
+  struct LastRoute {
+    std::uint64_t version = ~std::uint64_t{0};
+    NodeId dst = 0;
+    const Route* route = nullptr;
+  };
+  mutable std::vector<LastRoute> last_route_;
 };
 
 }  // namespace kvshift::sim

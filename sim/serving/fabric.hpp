@@ -36,6 +36,8 @@ class Fabric {
   virtual void cancel(std::uint64_t transfer) = 0;
   /// The uncontended path now (one-way latency, bottleneck bandwidth), or empty if unreachable.
   virtual std::optional<cost_model::Path> path(int src, int dst) = 0;
+  /// Whether a path exists now (path() without pricing it).
+  virtual bool reachable(int src, int dst) = 0;
   /// Bandwidth a new flow would get now on that path (max-min share estimate), for decisions.
   virtual double available_bps(int src, int dst) = 0;
 

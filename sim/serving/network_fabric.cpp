@@ -54,9 +54,21 @@ std::uint64_t NetworkFabric::send(int src, int dst, std::int64_t bytes, Done don
   req.dst = static_cast<NodeId>(dst);
   req.size = Bytes{bytes};
   req.start = network_->simulator().now();
-  req.on_done = [done = std::move(done)](const TransferInfo& info) {
+  std::uint32_t slot;
+  if (free_dones_.empty()) {
+    slot = static_cast<std::uint32_t>(dones_.size());
+    dones_.push_back(std::move(done));
+  } else {
+    slot = free_dones_.back();
+    free_dones_.pop_back();
+    dones_[slot] = std::move(done);
+  }
+  req.on_done = [this, slot](const TransferInfo& info) {
+    const Done finished = std::move(dones_[slot]);  // the slot is free before it runs
+    dones_[slot] = nullptr;
+    free_dones_.push_back(slot);
     if (info.state == TransferState::kCancelled) return;
-    done(info.state == TransferState::kFinished, info.reason);
+    finished(info.state == TransferState::kFinished, info.reason);
   };
   return network_->submit(std::move(req));
 }
@@ -69,6 +81,10 @@ std::optional<cost_model::Path> NetworkFabric::path(int src, int dst) {
   const Route* r = topology_.route(static_cast<NodeId>(src), static_cast<NodeId>(dst));
   if (!r) return std::nullopt;
   return cost_model::Path{topology_.bottleneck(*r), r->latency.to_seconds()};
+}
+
+bool NetworkFabric::reachable(int src, int dst) {
+  return topology_.route(static_cast<NodeId>(src), static_cast<NodeId>(dst)) != nullptr;
 }
 
 double NetworkFabric::available_bps(int src, int dst) {

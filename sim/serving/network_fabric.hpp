@@ -23,6 +23,7 @@ class NetworkFabric final : public Fabric {
   std::uint64_t send(int src, int dst, std::int64_t bytes, Done done) override;
   void cancel(std::uint64_t transfer) override;
   std::optional<cost_model::Path> path(int src, int dst) override;
+  bool reachable(int src, int dst) override;
   double available_bps(int src, int dst) override;
   void fail_node(int node) override;
   void repair_node(int node) override;
@@ -43,6 +44,10 @@ class NetworkFabric final : public Fabric {
   std::vector<SimTime> declared_latency_;
   std::unique_ptr<Network> network_;
   std::vector<LinkCounter> counters_;  ///< names built once; numbers refreshed per call
+  /// Each transfer's Done, in a slot its callback names: a callback that captured the Done
+  /// itself would not fit std::function's inline buffer, and a fleet run sends millions.
+  std::vector<Done> dones_;
+  std::vector<std::uint32_t> free_dones_;
 };
 
 }  // namespace kvshift::sim

@@ -351,7 +351,10 @@ void ServingModel::start_prefill(Request& r, int gpu) {
                      return;
                    }
                    gpus_[gpu]->worker->add_decoding({rp->rec.id, rp->context, rp->remaining});
-                   if (rp->replica >= 0) stream(gpu, {{rp, rp->context}});
+                   if (rp->replica >= 0) {
+                     std::pair<Request*, std::int64_t> first{rp, rp->context};
+                     stream(gpu, {&first, 1});
+                   }
                    if (node_draining_[gpus_[gpu]->node]) {
                      start_move(*rp, MoveTrigger::kDrain, gpus_[gpu]->node, sim_.now().ns);
                    }

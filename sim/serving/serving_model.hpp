@@ -152,7 +152,11 @@ class ServingModel final : public GpuListener {
   const ServingCosts& costs_of(int node) const;
 
   // Replica streaming.
-  void stream(int gpu, const std::vector<std::pair<Request*, std::int64_t>>& items);
+  /// Streams `tokens` new tokens of each request to its replica: one flush per replica
+  /// node, in replica order. Reorders `items`.
+  void stream(int gpu, std::span<std::pair<Request*, std::int64_t>> items);
+  /// A flush that landed: its requests' replicas grow (those still streaming to it).
+  void on_flushed(std::uint32_t flush, bool delivered);
   /// Picks and books a replica node for `r`, running on `gpu_node`. When no node has room it
   /// runs unprotected (counted once) and waits, in order, for room a dropped replica frees.
   void protect(Request& r, int gpu_node);
@@ -297,6 +301,21 @@ class ServingModel final : public GpuListener {
   std::map<std::pair<int, int>, std::vector<std::function<void()>>> stalled_;
   std::map<std::uint64_t, std::unique_ptr<Move>> moves_;  ///< in flight, by request
   std::vector<std::int64_t> last_link_bytes_;  ///< per link direction, at the last sample
+  /// Replica flushes in flight, by slot (a Done then names only its slot and fits
+  /// std::function's inline buffer; slots are reused, so streaming allocates nothing).
+  struct StreamFlush {
+    int replica = -1;
+    std::int64_t per_token = 0;  ///< protected bytes per token
+    struct Part {
+      std::uint64_t request;
+      std::int64_t tokens;
+      std::uint32_t epoch;
+    };
+    std::vector<Part> parts;
+  };
+  std::vector<StreamFlush> flushes_;
+  std::vector<std::uint32_t> free_flushes_;
+  std::vector<std::pair<Request*, std::int64_t>> due_flushes_;  ///< on_decoded's scratch
   int storage_node_ = -1;
   int predictor_source_ = -1;
   std::int64_t predictor_bytes_ = 0;

@@ -1,9 +1,6 @@
 // ServingModel: decode progress and KV replica streaming.
 #include "sim/serving/serving_model_internal.hpp"
 
-#include <map>
-#include <tuple>
-
 namespace kvshift::sim {
 
 using namespace serving_detail;
@@ -11,7 +8,7 @@ using namespace serving_detail;
 // ------------------------------------------------------------ decoding and replicas
 
 void ServingModel::on_decoded(int gpu, const std::vector<DecodeState>& batch, std::int64_t steps) {
-  std::vector<std::pair<Request*, std::int64_t>> flush;
+  due_flushes_.clear();
   for (const DecodeState& s : batch) {
     Request& r = request(s.request);
     r.context = s.context;
@@ -19,11 +16,11 @@ void ServingModel::on_decoded(int gpu, const std::vector<DecodeState>& batch, st
     if (r.replica < 0 || s.remaining <= 0) continue;
     r.unstreamed += steps;
     if (r.unstreamed >= spec_.protection.stream_every_tokens) {
-      flush.emplace_back(&r, r.unstreamed);
+      due_flushes_.emplace_back(&r, r.unstreamed);
       r.unstreamed = 0;
     }
   }
-  if (!flush.empty()) stream(gpu, flush);
+  if (!due_flushes_.empty()) stream(gpu, due_flushes_);
 }
 
 void ServingModel::on_finished(int gpu, std::uint64_t id) {
@@ -74,7 +71,7 @@ bool ServingModel::place_replica(Request& r, int gpu_node) {
   const std::int64_t bytes =
       protected_bytes_per_token() * (r.rec.prompt_tokens + r.rec.output_tokens);
   r.replica = replicas_->pick(gpu_node, bytes, [&](int i) {
-    return node_up_[i] && (i == gpu_node || fabric_.path(gpu_node, i).has_value());
+    return node_up_[i] && (i == gpu_node || fabric_.reachable(gpu_node, i));
   });
   if (r.replica < 0) return false;
   replicas_->book(r.replica, bytes);
@@ -83,46 +80,67 @@ bool ServingModel::place_replica(Request& r, int gpu_node) {
   return true;
 }
 
-void ServingModel::stream(int gpu, const std::vector<std::pair<Request*, std::int64_t>>& items) {
+void ServingModel::stream(int gpu, std::span<std::pair<Request*, std::int64_t>> items) {
   const std::int64_t per_token = protected_bytes_per_token();
   if (per_token <= 0) return;
-  // One flow per replica node carries every request's new KV from this GPU.
-  std::map<int, std::vector<std::pair<Request*, std::int64_t>>> by_replica;
-  for (const auto& item : items) by_replica[item.first->replica].push_back(item);
+  // One flush per replica node carries every request's new KV from this GPU. A stable
+  // insertion sort groups them (a batch is small, and it allocates nothing).
+  for (std::size_t i = 1; i < items.size(); ++i) {
+    for (std::size_t j = i; j > 0 && items[j - 1].first->replica > items[j].first->replica; --j)
+      std::swap(items[j - 1], items[j]);
+  }
   const int src = node_of(gpu);
-  for (auto& [replica, group] : by_replica) {
+  for (std::size_t begin = 0, end; begin < items.size(); begin = end) {
+    const int replica = items[begin].first->replica;
+    std::uint32_t slot;
+    if (free_flushes_.empty()) {
+      slot = static_cast<std::uint32_t>(flushes_.size());
+      flushes_.emplace_back();
+    } else {
+      slot = free_flushes_.back();
+      free_flushes_.pop_back();
+    }
+    StreamFlush& flush = flushes_[slot];
+    flush.replica = replica;
+    flush.per_token = per_token;
+    flush.parts.clear();
     // A local replica (the node's own host DRAM) is written over the host link.
     std::int64_t bytes = 0, descriptors = 0;
-    std::vector<std::tuple<std::uint64_t, std::int64_t, std::uint32_t>> parts;
-    for (auto [r, tokens] : group) {
+    for (end = begin; end < items.size() && items[end].first->replica == replica; ++end) {
+      const auto [r, tokens] = items[end];
       bytes += tokens * per_token;
       if (!methods_.engine.ideal()) descriptors += stream_descriptors(tokens);
-      parts.emplace_back(r->rec.id, tokens, r->epoch);
+      flush.parts.push_back({r->rec.id, tokens, r->epoch});
     }
-    Fabric::Done done = [this, replica = replica, per_token, parts = std::move(parts)](
-                            bool delivered, const std::string&) {
-      if (!delivered) return;  // the request re-streams if it still needs to
-      for (auto [id, tokens, epoch] : parts) {
-        result_.bytes.replica_stream += tokens * per_token;
-        Request* r = find_request(id);
-        if (!r || r->epoch != epoch || r->phase == Phase::kDone || r->replica != replica) {
-          continue;
-        }
-        r->replicated += tokens;
-        r->replica_bytes += tokens * per_token;
-        replicas_->add(replica, tokens * per_token, kv_bytes(tokens));
-      }
+    Fabric::Done done = [this, slot](bool delivered, const std::string&) {
+      on_flushed(slot, delivered);
     };
     // The transfer engine posts the flush's descriptors first, as for any KV transfer.
     const std::int64_t setup = cost_model::engine_ns(methods_.engine, descriptors);
     if (setup > 0) {
       sim_.schedule_after(SimTime{setup},
-                          [this, src, replica = replica, bytes, done = std::move(done)]() mutable {
+                          [this, src, replica, bytes, done = std::move(done)]() mutable {
                             send_stream(src, replica, bytes, std::move(done));
                           });
     } else {
       send_stream(src, replica, bytes, std::move(done));
     }
+  }
+}
+
+void ServingModel::on_flushed(std::uint32_t slot, bool delivered) {
+  free_flushes_.push_back(slot);  // free already: nothing below sends a flush
+  const StreamFlush& flush = flushes_[slot];
+  if (!delivered) return;  // the request re-streams if it still needs to
+  for (const auto& [id, tokens, epoch] : flush.parts) {
+    result_.bytes.replica_stream += tokens * flush.per_token;
+    Request* r = find_request(id);
+    if (!r || r->epoch != epoch || r->phase == Phase::kDone || r->replica != flush.replica) {
+      continue;
+    }
+    r->replicated += tokens;
+    r->replica_bytes += tokens * flush.per_token;
+    replicas_->add(flush.replica, tokens * flush.per_token, kv_bytes(tokens));
   }
 }
 

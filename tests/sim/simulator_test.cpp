@@ -3,9 +3,12 @@
 
 #include <algorithm>
 #include <array>
+#include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <stdexcept>
+#include <utility>
 #include <vector>
 
 #include "sim/simulator.hpp"
@@ -197,6 +200,82 @@ TEST(EventQueue, RandomScheduleAndCancelMatchesASortedReference) {
     }
     ASSERT_EQ(ran.size(), expected.size());
     for (std::size_t i = 0; i < ran.size(); ++i) ASSERT_EQ(ran[i], expected[i].seq);
+  }
+}
+
+// The same random program on the engine and on a brute-force queue ordered by (time, seq):
+// events schedule and cancel others (some at now, some between now and the next pending
+// event), and the driver runs it in run_until slices of random length. Both logs agree.
+TEST(EventQueue, RunUntilSlicesMatchASortedReference) {
+  struct RefSim {  // the reference: a map ordered by (time, scheduling order)
+    std::int64_t now = 0, seq = 0;
+    std::map<std::pair<std::int64_t, std::int64_t>, std::function<void()>> queue;
+    std::int64_t schedule_at(std::int64_t t, std::function<void()> fn) {
+      queue.emplace(std::pair{t, seq}, std::move(fn));
+      return seq++;
+    }
+    void cancel(std::int64_t t, std::int64_t id) { queue.erase({t, id}); }
+    void run_until(std::int64_t t) {
+      while (!queue.empty() && queue.begin()->first.first <= t) {
+        auto node = queue.extract(queue.begin());
+        now = node.key().first;
+        node.mapped()();
+      }
+      now = std::max(now, t);
+    }
+  };
+  for (int round = 0; round < 30; ++round) {
+    // run(engine): the program, written once against either queue.
+    auto program = [round](auto& q, auto now, auto schedule, auto cancel, auto run_until) {
+      std::mt19937_64 rng(1000 + round);
+      std::vector<std::int64_t> log;
+      std::vector<std::pair<std::int64_t, decltype(schedule(0, nullptr))>> handles;
+      std::function<void(int)> event = [&](int tag) {
+        log.push_back(now() * 1000 + tag);
+        for (int i = 0, n = static_cast<int>(rng() % 3); i < n; ++i) {
+          const std::int64_t delay = rng() % 4 == 0 ? 0 : static_cast<std::int64_t>(rng() % 300);
+          const int child = static_cast<int>(rng() % 1000);
+          handles.emplace_back(now() + delay,
+                               schedule(now() + delay, [&, child] { event(child); }));
+        }
+        if (!handles.empty() && rng() % 5 == 0) {
+          const auto& [t, h] = handles[rng() % handles.size()];
+          if (t > now()) cancel(t, h);
+        }
+      };
+      for (int i = 0; i < 50; ++i) {
+        const std::int64_t t = static_cast<std::int64_t>(rng() % 2000);
+        handles.emplace_back(t, schedule(t, [&, i] { event(i); }));
+      }
+      for (std::int64_t t = 0; t < 6000;) {
+        t += static_cast<std::int64_t>(rng() % 200);
+        run_until(t);
+        log.push_back(-now());
+        // From outside an event: just after now, before whatever is pending next.
+        const std::int64_t at = now() + static_cast<std::int64_t>(rng() % 3);
+        const int tag = static_cast<int>(rng() % 1000);
+        handles.emplace_back(at, schedule(at, [&, tag] { event(tag); }));
+      }
+      (void)q;
+      return log;
+    };
+    Simulator sim;
+    std::vector<EventId> ids;
+    const auto got = program(
+        sim, [&] { return sim.now().ns; },
+        [&](std::int64_t t, std::function<void()> fn) {
+          return sim.schedule_at(SimTime{t}, std::move(fn));
+        },
+        [&](std::int64_t, EventId id) { sim.cancel(id); },
+        [&](std::int64_t t) { sim.run_until(SimTime{t}); });
+    RefSim ref;
+    const auto want = program(
+        ref, [&] { return ref.now; },
+        [&](std::int64_t t, std::function<void()> fn) { return ref.schedule_at(t, std::move(fn)); },
+        [&](std::int64_t t, std::int64_t id) { ref.cancel(t, id); },
+        [&](std::int64_t t) { ref.run_until(t); });
+    ASSERT_GT(want.size(), 200u);
+    ASSERT_EQ(got, want) << "round " << round;
   }
 }
 

@@ -3,9 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <random>
 #include <stdexcept>
 #include <vector>
 
@@ -62,6 +64,32 @@ TEST(NearestRankPercentile, TheSummaryQuantilesAreRankCeilQNAtEveryCount) {
       ASSERT_EQ(nearest_rank_percentile(v, q), rank) << "n = " << n << ", q = " << q;
     }
   }
+}
+
+TEST(NearestRankPercentiles, SelectTheSameValuesAsSortingFirst) {
+  std::mt19937_64 rng(7);
+  const std::vector<double> qs{0.0, 0.5, 0.5, 0.9, 0.99, 1.0};
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<double> v(1 + rng() % 3000);
+    for (double& x : v) x = static_cast<double>(rng() % 97);  // many ties
+    std::vector<double> sorted = v;
+    std::sort(sorted.begin(), sorted.end());
+    const std::vector<double> got = nearest_rank_percentiles(v, qs);
+    ASSERT_EQ(got.size(), qs.size());
+    for (std::size_t i = 0; i < qs.size(); ++i) {
+      ASSERT_EQ(got[i], nearest_rank_percentile(sorted, qs[i])) << "n = " << v.size();
+    }
+    std::sort(v.begin(), v.end());
+    ASSERT_EQ(v, sorted);  // reordered, nothing lost or changed
+  }
+}
+
+TEST(NearestRankPercentiles, RefuseNoValuesAndQsOutOfOrderOrOutsideZeroOne) {
+  std::vector<double> none, v{3, 1, 2};
+  const std::vector<double> half{0.5}, descending{0.9, 0.5}, outside{1.5};
+  EXPECT_THROW(nearest_rank_percentiles(none, half), std::invalid_argument);
+  EXPECT_THROW(nearest_rank_percentiles(v, descending), std::invalid_argument);
+  EXPECT_THROW(nearest_rank_percentiles(v, outside), std::invalid_argument);
 }
 
 TEST(Percentile, RefusesNoValuesUnsortedValuesAndQOutsideZeroOne) {
