@@ -66,9 +66,7 @@ TransferId Network::submit(TransferRequest r) {
   if (!options_.keep_ended && !free_flows_.empty()) {
     fr = free_flows_.back();
     free_flows_.pop_back();
-    Route keep = std::move(flows_[fr].route);  // its capacity, so routing allocates nothing
     flows_[fr] = Flow{};
-    flows_[fr].route = std::move(keep);
   } else {
     flows_.emplace_back();
   }
@@ -99,14 +97,35 @@ Network::FlowRecord Network::record_of(TransferId id) const {
   return *fr;
 }
 
-const Route* Network::route_of(TransferId id) const {
+std::optional<Route> Network::route_of(TransferId id) const {
   const std::optional<FlowRecord> fr = find_record(id);
-  if (!fr) return nullptr;  // ended and forgotten
+  if (!fr) return std::nullopt;  // ended and forgotten
   const Flow& f = flows_[*fr];
   const bool routed =
       f.info.state == TransferState::kRunning &&
       (f.info.phase == TransferPhase::kLatency || f.info.phase == TransferPhase::kSharing);
-  return routed ? &f.route : nullptr;
+  if (!routed) return std::nullopt;
+  // The hops from the channels: a channel names its link, and the walk from the source
+  // says which way each is crossed.
+  Route r{f.info.src, f.info.dst, {}, f.route_latency};
+  const Hot& h = hot_[f.slot];
+  NodeId at = f.info.src;
+  for (std::uint32_t k = 0; k < h.hop_count; ++k) {
+    const LinkId l = hop_arena_[h.hop_begin + k] / 2;
+    const ClusterLink& link = topo_.link(l);
+    r.hops.push_back({l, link.a == at});
+    at = link.a == at ? link.b : link.a;
+  }
+  return r;
+}
+
+bool Network::route_usable(const Flow& f) const {
+  if (!topo_.node_up(f.info.src) || !topo_.node_up(f.info.dst)) return false;
+  const Hot& h = hot_[f.slot];
+  for (std::uint32_t k = 0; k < h.hop_count; ++k) {
+    if (!topo_.link_usable(hop_arena_[h.hop_begin + k] / 2)) return false;
+  }
+  return true;
 }
 
 void Network::notify(void (NetworkObserver::*fn)(const TransferInfo&), const Flow& f) {
@@ -150,6 +169,7 @@ void Network::start(FlowRecord fr) {
 void Network::try_route(FlowRecord fr, bool rerouting) {
   Flow& f = flows_[fr];
   const Route* r = nullptr;
+  const RouteMemo* memo = nullptr;
   std::optional<Route> hashed;
   std::string why;
   if (f.explicit_route) {
@@ -165,28 +185,56 @@ void Network::try_route(FlowRecord fr, bool rerouting) {
       hashed = topo_.ecmp_route(f.info.src, f.info.dst,
                                 (options_.ecmp_seed * 0x9e3779b97f4a7c15ULL) ^ f.info.id);
       if (hashed) r = &*hashed;
-    } else {
+    } else if (!(memo = memo_route(f.info.src, f.info.dst))) {
       r = topo_.route(f.info.src, f.info.dst);
     }
-    if (!r)
+    if (!r && !memo)
       why = "no route from " + topo_.node(f.info.src).name + " to " + topo_.node(f.info.dst).name;
   }
-  if (!r) {
+  if (memo) {
+    begin_channels(fr, std::span(memo->channels).first(memo->hops), memo->latency);
+  } else if (r) {
+    begin_route(fr, *r);
+  } else {
     stall(f, std::move(why));
     return;
   }
-  begin_route(fr, *r);
   if (rerouting) {
     ++f.info.reroutes;
     notify(&NetworkObserver::on_rerouted, f);
   }
 }
 
+const Network::RouteMemo* Network::memo_route(NodeId src, NodeId dst) {
+  if (route_memo_.size() < topo_.node_count()) route_memo_.resize(topo_.node_count());
+  RouteMemo& m = route_memo_[src];
+  if (m.version == topo_.routing_version() && m.dst == dst) return &m;
+  const Route* r = topo_.route(src, dst);
+  if (!r || r->hops.size() > kMemoHops) return nullptr;  // the caller routes it unmemoised
+  m.version = topo_.routing_version();
+  m.dst = dst;
+  m.hops = static_cast<std::uint32_t>(r->hops.size());
+  m.latency = r->latency;
+  for (std::size_t k = 0; k < r->hops.size(); ++k) m.channels[k] = topo_.channel(r->hops[k]);
+  return &m;
+}
+
 void Network::begin_route(FlowRecord fr, const Route& r) {
+  std::array<std::uint32_t, kMemoHops> small;
+  std::vector<std::uint32_t> large;
+  std::span<std::uint32_t> channels =
+      r.hops.size() <= kMemoHops ? std::span(small).first(r.hops.size())
+                                 : std::span((large = std::vector<std::uint32_t>(r.hops.size())));
+  for (std::size_t k = 0; k < r.hops.size(); ++k) channels[k] = topo_.channel(r.hops[k]);
+  begin_channels(fr, channels, r.latency);
+}
+
+void Network::begin_channels(FlowRecord fr, std::span<const std::uint32_t> channels,
+                             SimTime latency) {
   Flow& f = flows_[fr];
-  f.route = r;
+  f.route_latency = latency;
   f.info.reason.clear();
-  const std::uint32_t hops = static_cast<std::uint32_t>(r.hops.size());
+  const auto hops = static_cast<std::uint32_t>(channels.size());
   if (region_size_[f.slot] < hops) {  // a longer route than this record had: a new region
     region_begin_[f.slot] = static_cast<std::uint32_t>(hop_arena_.size());
     region_size_[f.slot] = hops;
@@ -196,9 +244,9 @@ void Network::begin_route(FlowRecord fr, const Route& r) {
   Hot& h = hot_[f.slot];
   h.hop_begin = region_begin_[f.slot];
   h.hop_count = static_cast<std::uint16_t>(hops);
-  for (std::uint32_t k = 0; k < hops; ++k) hop_arena_[h.hop_begin + k] = topo_.channel(r.hops[k]);
+  std::copy(channels.begin(), channels.end(), hop_arena_.begin() + h.hop_begin);
   f.info.phase = TransferPhase::kLatency;
-  h.event = sim_.schedule_after(r.latency, [this, fr] { enter_sharing(fr); });
+  h.event = sim_.schedule_after(latency, [this, fr] { enter_sharing(fr); });
 }
 
 void Network::enter_sharing(FlowRecord fr) {
@@ -299,7 +347,6 @@ void Network::end(Flow& f, TransferState s, std::string reason) {
   // An ended transfer keeps only its TransferInfo: long runs end millions of them.
   TransferCallback done = std::move(f.on_done);
   f.on_done = nullptr;
-  if (options_.keep_ended) f.route = Route{};  // else the record's reuse keeps its capacity
   f.explicit_route.reset();
   if (done) done(f.info);
   notify(&NetworkObserver::on_done, f);

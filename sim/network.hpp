@@ -52,12 +52,14 @@
 // multipath, the TCP RTT bias of real max-min sharing, the reverse ACK traffic.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -173,8 +175,9 @@ class Network {
   std::size_t hops_held() const { return hop_arena_.size(); }
   /// Transfers that are pending or running.
   std::size_t active_count() const { return active_; }
-  /// The route a running transfer follows (nullptr when none: pending, stalled, ended).
-  const Route* route_of(TransferId id) const;
+  /// The route a running transfer follows (none when pending, stalled or ended), with the
+  /// latency it had when the transfer took it.
+  std::optional<Route> route_of(TransferId id) const;
 
   // Run-time changes (call them from events to schedule them).
   /// Degrades or restores a link's bandwidth (> 0); rates are re-shared.
@@ -208,8 +211,8 @@ class Network {
     TransferInfo info;
     TransferCallback on_done;
     std::optional<Route> explicit_route;
-    Route route;          ///< current route (running phases)
-    EventId start_event;  ///< while pending
+    SimTime route_latency;  ///< of the route it follows (its channels: the Hot record's hops)
+    EventId start_event;    ///< while pending
     double cap_bps = std::numeric_limits<double>::infinity();
     std::uint32_t slot = kNoSlot;  ///< its Hot record while running
     std::uint32_t running_index = 0;
@@ -267,6 +270,10 @@ class Network {
   FlowRecord record_of(TransferId id) const;
   void start(FlowRecord fr);
   void begin_route(FlowRecord fr, const Route& r);
+  /// Takes the route whose channels are `channels`: its latency first, then the sharing.
+  void begin_channels(FlowRecord fr, std::span<const std::uint32_t> channels, SimTime latency);
+  /// Whether every link of the running transfer's route is usable (and its ends are up).
+  bool route_usable(const Flow& f) const;
   void enter_sharing(FlowRecord fr);
   void complete(FlowRecord fr);
   void leave_sharing(Flow& f);
@@ -318,6 +325,22 @@ class Network {
   /// Lowest rate a change since the last reshare can move (0: recompute all of it).
   double change_level_ = std::numeric_limits<double>::infinity();
   std::vector<FlowRecord> running_;  ///< running transfers (any phase), unordered
+  /// Per source, the channels of the pair it last routed: a source mostly sends to one
+  /// place (a GPU streams to its replica node), and one cache line by index spares a fleet
+  /// run a route lookup and a copy of the route per transfer. Valid while `version` is the
+  /// topology's routing version.
+  static constexpr std::size_t kMemoHops = 8;
+  struct alignas(64) RouteMemo {
+    std::uint64_t version = ~std::uint64_t{0};
+    NodeId dst = 0;
+    std::uint32_t hops = 0;
+    SimTime latency;
+    std::array<std::uint32_t, kMemoHops> channels{};
+  };
+  std::vector<RouteMemo> route_memo_;
+  /// The memo of src's shortest route to dst, filled on a miss; nullptr when there is no
+  /// route or it is longer than kMemoHops.
+  const RouteMemo* memo_route(NodeId src, NodeId dst);
   // solver scratch, kept between calls so a reshare allocates nothing once warm
   std::vector<std::uint32_t> comp_channels_;
   std::vector<std::uint32_t> comp_flows_;  ///< Hot records to refill

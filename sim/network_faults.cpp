@@ -56,7 +56,7 @@ void Network::on_route_change(std::optional<LinkId> link, std::optional<NodeId> 
       try_route(fr, false);
       continue;
     }
-    if (topo_.usable(f.route)) continue;
+    if (route_usable(f)) continue;
     settle(f.slot);
     leave_sharing(f);
     sim_.cancel(hot_[f.slot].event);

@@ -16,12 +16,12 @@ GpuWorker::GpuWorker(Simulator& sim, GpuListener& listener, const ServingCosts& 
     : sim_(sim),
       listener_(listener),
       costs_(costs),
-      index_(index),
-      track_(std::move(track)),
+      gpu_time_(gpu_time),
+      trace_(trace),
       max_batch_(static_cast<std::size_t>(std::max(max_batch, 1))),
       epoch_cap_(std::max<std::int64_t>(epoch_cap_steps, 1)),
-      gpu_time_(gpu_time),
-      trace_(trace) {}
+      index_(index),
+      track_(std::move(track)) {}
 
 void GpuWorker::submit(GpuJob job) {
   if (!up_) throw std::logic_error("GpuWorker::submit on a failed GPU");
@@ -289,8 +289,12 @@ void GpuWorker::advance_batch(std::int64_t k) {
     s.remaining -= k;
     if (s.remaining <= 0) finished_.push_back(s.request);
   }
-  listener_.on_decoded(index_, batch_, k);
-  std::erase_if(batch_, [](const DecodeState& s) { return s.remaining <= 0; });
+  listener_.on_decoded(index_, {batch_.data(), batch_.size()}, k);
+  if (!finished_.empty()) {
+    batch_.erase(std::remove_if(batch_.begin(), batch_.end(),
+                                [](const DecodeState& s) { return s.remaining <= 0; }),
+                 batch_.end());
+  }
   for (std::uint64_t r : finished_) listener_.on_finished(index_, r);
 }
 

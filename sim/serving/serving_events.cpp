@@ -99,16 +99,16 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
     host->clear();
   }
   // Replicas held here are gone: their requests re-stream to a new replica.
-  for (auto& r : requests_) {
-    if (r->replica == node && r->phase != Phase::kDone) drop_replica(*r);
+  for (Request& r : requests_) {
+    if (r.replica == node && r.phase != Phase::kDone) drop_replica(r);
   }
   fabric_.fail_node(node);
   recover_lost(lost, node, detection_delay);
-  for (auto& r : requests_) {
-    if (r->phase != Phase::kDone && r->replica < 0 && r->gpu >= 0 && !on_prefill_pool(r->gpu) &&
+  for (Request& r : requests_) {
+    if (r.phase != Phase::kDone && r.replica < 0 && r.gpu >= 0 && !on_prefill_pool(r.gpu) &&
         spec_.protection.mode != ProtectionMode::kNone) {
-      protect(*r, node_of(r->gpu));
-      r->unstreamed = r->context;
+      protect(r, node_of(r.gpu));
+      r.unstreamed = r.context;
     }
   }
   admit_pending();

@@ -204,13 +204,13 @@ RunResult ServingModel::finish() {
   result_.replica_room_peak_share = replicas_->peak_share();
   result_.replica_bytes_full_equiv = replicas_->peak_full_equiv();
   close_moves();
-  for (auto& r : requests_) {
-    if (r->phase != Phase::kDone) {
-      r->rec.outcome = RequestOutcome::kUnfinished;
-      if (r->gpu >= 0) r->rec.final_node = spec_.cluster.nodes[node_of(r->gpu)].name;
-      if (r->rec.reason.empty()) r->rec.reason = unfinished_reason(*r);
+  for (Request& r : requests_) {
+    if (r.phase != Phase::kDone) {
+      r.rec.outcome = RequestOutcome::kUnfinished;
+      if (r.gpu >= 0) r.rec.final_node = spec_.cluster.nodes[node_of(r.gpu)].name;
+      if (r.rec.reason.empty()) r.rec.reason = unfinished_reason(r);
     }
-    record(r->rec);
+    record(r.rec);
   }
   requests_.clear();
   for (const auto& g : gpus_) {
@@ -229,12 +229,12 @@ RunResult ServingModel::finish() {
 
 ServingModel::Request* ServingModel::find_request(std::uint64_t id) {
   if (id < first_live_ || id - first_live_ >= requests_.size()) return nullptr;
-  return requests_[id - first_live_].get();
+  return &requests_[id - first_live_];
 }
 
 void ServingModel::retire_done() {
-  while (!requests_.empty() && requests_.front()->phase == Phase::kDone) {
-    record(requests_.front()->rec);
+  while (!requests_.empty() && requests_.front().phase == Phase::kDone) {
+    record(requests_.front().rec);
     requests_.pop_front();
     ++first_live_;
   }
@@ -265,16 +265,14 @@ void ServingModel::schedule_next_arrival() {
 
 void ServingModel::on_arrival(const RequestArrival& a) {
   retire_done();
-  auto r = std::make_unique<Request>();
-  r->rec.id = a.id;
-  r->rec.prompt_tokens = a.prompt_tokens;
-  r->rec.output_tokens = a.output_tokens;
-  r->rec.arrival_ns = a.arrival_ns;
-  r->reserved = block_bytes(a.prompt_tokens + a.output_tokens);
-  if (spec_.serving.prefix_cache.enabled) r->prefix_keys = prefix_keys(a);
-  Request& req = *r;
   if (first_live_ + requests_.size() != a.id) throw std::logic_error("request ids must be dense");
-  requests_.push_back(std::move(r));
+  Request& req = requests_.emplace_back();
+  req.rec.id = a.id;
+  req.rec.prompt_tokens = a.prompt_tokens;
+  req.rec.output_tokens = a.output_tokens;
+  req.rec.arrival_ns = a.arrival_ns;
+  req.reserved = block_bytes(a.prompt_tokens + a.output_tokens);
+  if (spec_.serving.prefix_cache.enabled) req.prefix_keys = prefix_keys(a);
   const int gpu = pending_.empty() ? route_arrival(req) : -1;
   if (gpu < 0) {
     pending_.push_back(req.rec.id);

@@ -84,7 +84,7 @@ class ServingModel final : public GpuListener {
   RunResult finish();
 
   // GpuListener
-  void on_decoded(int gpu, const std::vector<DecodeState>& batch, std::int64_t steps) override;
+  void on_decoded(int gpu, std::span<const DecodeState> batch, std::int64_t steps) override;
   void on_finished(int gpu, std::uint64_t request) override;
 
  private:
@@ -236,7 +236,7 @@ class ServingModel final : public GpuListener {
   /// nullptr once the request is retired (done, and every earlier request too).
   Request* find_request(std::uint64_t id);
   /// A request that cannot have been retired (it runs, waits or moves).
-  Request& request(std::uint64_t id) { return *requests_[id - first_live_]; }
+  Request& request(std::uint64_t id);  // inline, in serving_model_internal.hpp
   /// Records and frees the done requests at the front of requests_ (id order). Called only
   /// from top-level events (arrivals), never while a caller holds a Request&.
   void retire_done();
@@ -285,7 +285,7 @@ class ServingModel final : public GpuListener {
   std::unique_ptr<PredictorCache> predictors_;  ///< which nodes hold the RISK-KV predictors
   cost_model::MoveMethods methods_;             ///< the scenario's methods, for move plans
   /// Requests from first_live_ on, by id: every live one, and done ones not yet retired.
-  std::deque<std::unique_ptr<Request>> requests_;
+  std::deque<Request> requests_;  ///< in place: one pointer less per lookup
   std::uint64_t first_live_ = 0;
   std::deque<std::uint64_t> pending_;  ///< waiting for a GPU with room
   std::deque<PendingRecovery> pending_recoveries_;

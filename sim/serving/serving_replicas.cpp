@@ -7,7 +7,7 @@ using namespace serving_detail;
 
 // ------------------------------------------------------------ decoding and replicas
 
-void ServingModel::on_decoded(int gpu, const std::vector<DecodeState>& batch, std::int64_t steps) {
+void ServingModel::on_decoded(int gpu, std::span<const DecodeState> batch, std::int64_t steps) {
   due_flushes_.clear();
   for (const DecodeState& s : batch) {
     Request& r = request(s.request);

@@ -153,7 +153,7 @@ TEST(Ecmp, AFlowWhoseSpineFailsIsReroutedToAnotherEqualCostPath) {
   sim.run_until(microseconds(10));
   const int before = spine_of(t, *net.route_of(id));
   net.fail_link(*t.find_link("leaf0-spine" + std::to_string(before)));
-  ASSERT_NE(net.route_of(id), nullptr) << net.info(id).reason;
+  ASSERT_TRUE(net.route_of(id)) << net.info(id).reason;
   EXPECT_NE(spine_of(t, *net.route_of(id)), before);
   EXPECT_EQ(net.info(id).reroutes, 1);
   sim.run();

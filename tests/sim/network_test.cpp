@@ -132,7 +132,16 @@ TEST(Network, FullDuplexDirectionsAreIndependentHalfDuplexShares) {
     Network net(sim, t);
     const TransferId fwd = net.submit(req(0, 1, 125'000'000));
     const TransferId back = net.submit(req(1, 0, 125'000'000));
+    sim.run_until(SimTime{1});
+    // route_of gives each the topology's route back, whichever way it crosses the link.
+    for (const TransferId id : {fwd, back}) {
+      const std::optional<Route> r = net.route_of(id);
+      ASSERT_TRUE(r);
+      EXPECT_EQ(r->hops, t.route(net.info(id).src, net.info(id).dst)->hops);
+      EXPECT_EQ(r->latency, t.route(net.info(id).src, net.info(id).dst)->latency);
+    }
     sim.run();
+    EXPECT_FALSE(net.route_of(fwd)) << "an ended transfer follows no route";
     const SimTime expected = d == LinkDuplex::kFull ? seconds(1) : seconds(2);
     EXPECT_EQ(net.info(fwd).finish, expected);
     EXPECT_EQ(net.info(back).finish, expected);

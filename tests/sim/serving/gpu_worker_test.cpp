@@ -33,7 +33,7 @@ struct Recorder final : GpuListener {
   std::vector<std::pair<std::uint64_t, std::int64_t>> finished;  // (request, time)
   std::int64_t tokens = 0;
   Simulator* sim = nullptr;
-  void on_decoded(int, const std::vector<DecodeState>& batch, std::int64_t steps) override {
+  void on_decoded(int, std::span<const DecodeState> batch, std::int64_t steps) override {
     tokens += steps * static_cast<std::int64_t>(batch.size());
   }
   void on_finished(int, std::uint64_t r) override { finished.emplace_back(r, sim->now().ns); }
