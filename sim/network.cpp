@@ -82,6 +82,8 @@ TransferId Network::submit(TransferRequest r) {
   if (r.rate_cap) f.cap_bps = r.rate_cap->value;
   ++active_;
   f.start_event = sim_.schedule_at(r.start, [this, fr] { start(fr); });
+  // Its start will read the source's route memo: fetch that line while events run before it.
+  if (r.src < route_memo_.size()) __builtin_prefetch(&route_memo_[r.src]);
   return id;
 }
 

@@ -12,9 +12,9 @@
 // are booked too (set_cached), once per GPU.
 #pragma once
 
+#include <boost/container/flat_map.hpp>
 #include <cstdint>
 #include <functional>
-#include <map>
 #include <utility>
 #include <vector>
 
@@ -30,6 +30,10 @@ inline constexpr PoolSet kAllPools = ~PoolSet{0};
 
 class RequestRouter {
  public:
+  /// A GPU's requests and the bytes each holds, by request id: a sorted array that keeps its
+  /// capacity (a node-based map allocated a node per request and missed the cache for it).
+  using Members = boost::container::flat_map<std::uint64_t, std::int64_t>;
+
   /// Pool 0 routes by `policy`.
   RequestRouter(Router policy, std::uint64_t seed);
 
@@ -44,7 +48,7 @@ class RequestRouter {
   /// Bytes booked on `gpu`: its requests' reservations and its pinned prefix-cache blocks.
   std::int64_t reserved(int gpu) const { return at(gpu).reserved; }
   /// Requests holding a reservation on `gpu`, with their bytes.
-  const std::map<std::uint64_t, std::int64_t>& members(int gpu) const { return at(gpu).members; }
+  const Members& members(int gpu) const { return at(gpu).members; }
   bool holds(int gpu, std::uint64_t request) const { return at(gpu).members.count(request) > 0; }
   /// The bytes `request` holds on `gpu` (0 when none).
   std::int64_t held(int gpu, std::uint64_t request) const;
@@ -85,7 +89,7 @@ class RequestRouter {
     std::int64_t reserved = 0;  ///< members' bytes plus `cached`
     std::int64_t cached = 0;
     bool open = true;
-    std::map<std::uint64_t, std::int64_t> members;
+    Members members;
   };
   struct Pool {
     Router policy = Router::kLeastLoaded;

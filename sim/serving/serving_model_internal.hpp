@@ -12,20 +12,20 @@
 
 namespace kvshift::sim {
 
-struct ServingModel::Request {
-  // What each decode epoch reads and writes come first, in one cache line: a fleet run
-  // touches a request per epoch, long after it last did.
+struct alignas(64) ServingModel::Request {
+  // What a decode epoch and a replica flush read and write come first, in one cache line:
+  // a fleet run touches a request per epoch, long after it last did.
   std::int64_t context = 0;     ///< KV tokens held
   std::int64_t remaining = 0;   ///< output tokens still to produce
   std::int64_t unstreamed = 0;  ///< tokens produced since the last stream
-  int replica = -1;             ///< node holding its protected KV, -1 = none
-  std::uint32_t epoch = 0;      ///< bumps whenever the request loses its state
+  std::int64_t replicated = 0;  ///< tokens safely on the replica
+  std::int64_t replica_bytes = 0;
+  int replica = -1;         ///< node holding its protected KV, -1 = none
+  std::uint32_t epoch = 0;  ///< bumps whenever the request loses its state
   Phase phase = Phase::kQueued;
   int gpu = -1;  ///< where it runs (during a migration: the GPU it leaves)
   RequestRecord rec;
-  std::int64_t reserved = 0;    ///< KV bytes its final size books (a prefill GPU books the prompt)
-  std::int64_t replicated = 0;  ///< tokens safely on the replica
-  std::int64_t replica_bytes = 0;
+  std::int64_t reserved = 0;  ///< KV bytes its final size books (a prefill GPU books the prompt)
   std::int64_t replica_booked = 0;  ///< room its replica books there (its final size)
   bool waited_for_replica = false;  ///< once found no node with room for its replica
   int attempts = 0;
