@@ -53,6 +53,7 @@
 #pragma once
 
 #include <array>
+#include <boost/container/small_vector.hpp>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -311,8 +312,10 @@ class Network {
   std::vector<double> rates_;         ///< per Hot record: current rate (0 outside the sharing)
   std::vector<std::uint64_t> marks_;  ///< per Hot record: epoch_ refilled, epoch_ + 1 fixed
   std::vector<Channel> channels_;
-  std::vector<std::uint32_t> free_hot_;                    ///< recycled Hot records
-  std::vector<std::vector<std::uint32_t>> channel_flows_;  ///< Hot records in the sharing
+  std::vector<std::uint32_t> free_hot_;  ///< recycled Hot records
+  /// Hot records in the sharing, per channel; a few inline (a host's link carries a flow or
+  /// two, and a join or leave then reads no second cache line per hop).
+  std::vector<boost::container::small_vector<std::uint32_t, 3>> channel_flows_;
   std::vector<ChannelLog> logs_;
   std::vector<NetworkObserver*> observers_;
   /// Channels of each Hot record's route, in a region of the arena that the record keeps
