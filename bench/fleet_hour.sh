@@ -17,10 +17,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
-# run LABEL BINARY SCENARIO [ENV...]: one run; prints wall, cpu, peak KiB, events
+# run LABEL BINARY SCENARIO: one run; prints wall, cpu, peak KiB, events
 run() {
   rm -rf "$out/run"
-  env "${@:4}" /usr/bin/time -f "%e %U %M" -o "$out/time" "$2" run "$3" --quiet --out "$out/run" \
+  /usr/bin/time -f "%e %U %M" -o "$out/time" "$2" run "$3" --quiet --out "$out/run" \
     > "$out/log" 2>&1 || { cat "$out/log" >&2; exit 1; }
   read -r wall user rss_kb < "$out/time"
   events=$(python3 -c "import json;print(json.load(open('$out/run/summary.json'))['strategies']['risk_kv']['events'])")
@@ -51,13 +51,6 @@ if [[ -n "${wall_of[10]:-}" ]]; then
   awk -v w="${wall_of[10]}" -v m="${peak_of[10]}" 'BEGIN {
     printf "10,240-GPU hour: %.1f s wall (target <= 90 s: %s), peak %.0f MiB (target <= 4096: %s)\n",
            w, w <= 90 ? "met" : "NOT met", m / 1024, m <= 4 * 1048576 ? "met" : "NOT met" }'
-  # A fleet run reads tens of MB at random: with glibc's malloc on transparent huge pages
-  # (an environment setting, not the default) fewer of those reads miss the TLB.
-  read -r wall _ rss _ < <(run this "$build/apps/kvshift" "$out/scale-10.json" \
-    GLIBC_TUNABLES=glibc.malloc.hugetlb=1)
-  awk -v w="$wall" -v w0="${wall_of[10]}" -v m="$rss" 'BEGIN {
-    printf "10,240-GPU hour with GLIBC_TUNABLES=glibc.malloc.hugetlb=1: %.1f s wall (x%.2f), peak %.0f MiB\n",
-           w, w / w0, m / 1024 }'
 fi
 
 if [[ -n "$baseline" ]]; then

@@ -116,7 +116,7 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
 
 void ServingModel::gpu_failure(int gpu, SimTime detection_delay) {
   const int node = node_of(gpu);
-  if (!node_up_[node] || !gpus_[gpu]->worker->up()) return;
+  if (!node_up_[node] || !gpus_[gpu].worker->up()) return;
   // The node's host DRAM survives: replicas kept there (local placement) recover over the
   // host link.
   const auto& on_node = node_gpus_[node];
@@ -128,8 +128,8 @@ void ServingModel::gpu_failure(int gpu, SimTime detection_delay) {
 }
 
 void ServingModel::gpu_repair(int gpu) {
-  if (!node_up_[node_of(gpu)] || gpus_[gpu]->worker->up()) return;
-  gpus_[gpu]->worker->repair();
+  if (!node_up_[node_of(gpu)] || gpus_[gpu].worker->up()) return;
+  gpus_[gpu].worker->repair();
   update_open(gpu);
   admit_pending();
 }
@@ -141,9 +141,9 @@ std::vector<std::uint64_t> ServingModel::fail_gpus(const std::vector<int>& gpus,
   for (int g : gpus) {
     // The requests that live here are those holding a reservation; queued work of others
     // (a ProxyKV scoring job of a request that has since migrated) is dropped, not lost.
-    gpus_[g]->worker->fail();
+    gpus_[g].worker->fail();
     for (std::uint64_t id : router_.clear(g)) lost.push_back(id);
-    if (PrefixCache* cache = gpus_[g]->cache.get()) {
+    if (PrefixCache* cache = gpus_[g].cache.get()) {
       result_.prefix_cache.lost_blocks += static_cast<std::int64_t>(cache->blocks());
       cache->clear();
     }
@@ -195,7 +195,7 @@ void ServingModel::node_repair(int node) {
   node_draining_[node] = false;
   if (proxy_gpus_[node]) proxy_gpus_[node]->repair();
   for (int g : node_gpus_[node]) {
-    gpus_[g]->worker->repair();
+    gpus_[g].worker->repair();
     update_open(g);
   }
   fabric_.repair_node(node);
@@ -214,7 +214,7 @@ void ServingModel::drain(int node) {
   // Moves heading here are re-planned elsewhere: no move lands on a draining node.
   std::vector<std::uint64_t> inbound;
   for (const auto& [id, m] : moves_) {
-    if (gpus_[m->dst_gpu]->node == node) inbound.push_back(id);
+    if (gpus_[m->dst_gpu].node == node) inbound.push_back(id);
   }
   for (std::uint64_t id : inbound) {
     end_move(*moves_.at(id), MoveOutcome::kCancelled,
@@ -277,7 +277,7 @@ void ServingModel::path_repair(int src, int dst) {
 void ServingModel::rebalance_check() {
   const RebalanceSpec& rb = spec_.policies.rebalance;
   for (int g = 0; g < static_cast<int>(gpus_.size()); ++g) {
-    const Gpu& gpu = *gpus_[g];
+    const Gpu& gpu = gpus_[g];
     if (!gpu.worker->up() || static_cast<double>(router_.reserved(g)) <=
                                  rb.threshold * static_cast<double>(router_.capacity(g))) {
       continue;

@@ -69,21 +69,21 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
       predictor_source_ = static_cast<int>(i);
     }
     for (int g = 0; g < node.gpus; ++g) {
-      auto gpu = std::make_unique<Gpu>();
-      gpu->node = static_cast<int>(i);
+      Gpu& gpu = gpus_.emplace_back();
+      gpu.node = static_cast<int>(i);
       const std::int64_t capacity = node.hbm_per_gpu.count - weights;
       if (capacity <= 0) {
         throw std::runtime_error("node " + node.name + ": the model's weights do not fit in HBM");
       }
       const int index = router_.add_gpu(static_cast<int>(i), capacity, node.pool);
-      gpu->worker = std::make_unique<GpuWorker>(sim_, *this, costs_of(static_cast<int>(i)), index,
-                                                "gpu:" + node.name + "/" + std::to_string(g),
-                                                spec.serving.max_batch, epoch_cap, result_.gpu_time,
-                                                records_.trace ? &result_.trace : nullptr);
-      gpu->worker->set_batch_reconstructions(spec.predictors.batch_reconstruction);
-      gpu->worker->set_prefill_chunk(spec.serving.prefill_chunk_tokens);
+      gpu.worker = std::make_unique<GpuWorker>(sim_, *this, costs_of(static_cast<int>(i)), index,
+                                               "gpu:" + node.name + "/" + std::to_string(g),
+                                               spec.serving.max_batch, epoch_cap, result_.gpu_time,
+                                               records_.trace ? &result_.trace : nullptr);
+      gpu.worker->set_batch_reconstructions(spec.predictors.batch_reconstruction);
+      gpu.worker->set_prefill_chunk(spec.serving.prefill_chunk_tokens);
       if (spec.serving.prefix_cache.enabled) {
-        gpu->cache =
+        gpu.cache =
             std::make_unique<PrefixCache>(block_bytes(spec.serving.prefix_cache.block_tokens));
       }
       node_gpus_[i].push_back(index);
@@ -96,12 +96,10 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
                                                      "proxy:" + node.name, 1, 1, result_.gpu_time,
                                                      records_.trace ? &result_.trace : nullptr);
       }
-      gpus_.push_back(std::move(gpu));
     }
   }
   if (gpus_.empty()) throw std::runtime_error("the cluster has no GPU");
-  if (predictor_source_ < 0)
-    predictor_source_ = storage_node_ >= 0 ? storage_node_ : gpus_[0]->node;
+  if (predictor_source_ < 0) predictor_source_ = storage_node_ >= 0 ? storage_node_ : gpus_[0].node;
   std::vector<NodeKind> kinds;
   std::vector<std::int64_t> room;  // host DRAM of gpu nodes, capacity of storage nodes
   for (const NodeSpec& node : spec.cluster.nodes) {
@@ -116,13 +114,13 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
     }
   }
   result_.gpus = static_cast<std::int64_t>(gpus_.size());
-  for (auto& g : gpus_) g->worker->set_horizon(SimTime{end_ns_});
+  for (auto& g : gpus_) g.worker->set_horizon(SimTime{end_ns_});
   if (records_.sink) records_.sink->begin_run(result_.strategy);
 }
 
 ServingModel::~ServingModel() = default;
 
-int ServingModel::node_of(int gpu) const { return gpus_[gpu]->node; }
+int ServingModel::node_of(int gpu) const { return gpus_[gpu].node; }
 
 const ServingCosts& ServingModel::costs_of(int node) const {
   const auto pool = static_cast<std::size_t>(spec_.cluster.nodes[node].pool);
@@ -148,7 +146,7 @@ void ServingModel::unreserve(int gpu, Request& r) {
 }
 
 void ServingModel::update_open(int gpu) {
-  router_.set_open(gpu, gpus_[gpu]->worker->up() && !node_draining_[gpus_[gpu]->node]);
+  router_.set_open(gpu, gpus_[gpu].worker->up() && !node_draining_[gpus_[gpu].node]);
 }
 
 std::int64_t ServingModel::kv_bytes(std::int64_t tokens) const {
@@ -214,9 +212,9 @@ RunResult ServingModel::finish() {
   }
   requests_.clear();
   for (const auto& g : gpus_) {
-    if (g->cache) {
+    if (g.cache) {
       result_.prefix_cache.resident_bytes +=
-          static_cast<std::int64_t>(g->cache->blocks()) * g->cache->block_bytes();
+          static_cast<std::int64_t>(g.cache->blocks()) * g.cache->block_bytes();
     }
   }
   result_.prefix_cache.host.resident_bytes = host_tier_bytes_;
@@ -255,10 +253,11 @@ void ServingModel::record(const MoveRecord& m) {
 // ------------------------------------------------------------ workload and admission
 
 void ServingModel::schedule_next_arrival() {
-  std::optional<RequestArrival> a = workload_.next();
-  if (!a || a->arrival_ns >= end_ns_) return;
-  sim_.schedule_at(SimTime{a->arrival_ns}, [this, arrival = *a] {
-    on_arrival(arrival);
+  next_arrival_ = workload_.next();
+  if (!next_arrival_ || next_arrival_->arrival_ns >= end_ns_) return;
+  // One arrival is pending at a time: the event names only the model (fits inline).
+  sim_.schedule_at(SimTime{next_arrival_->arrival_ns}, [this] {
+    on_arrival(*next_arrival_);
     schedule_next_arrival();
   });
 }
@@ -307,7 +306,7 @@ void ServingModel::admit_pending() {
 }
 
 void ServingModel::start_prefill(Request& r, int gpu) {
-  Gpu& g = *gpus_[gpu];
+  Gpu& g = gpus_[gpu];
   // A prefill-pool GPU holds only the prompt's KV, until the handoff lands.
   const bool handoff = on_prefill_pool(gpu);
   const std::int64_t booked = handoff ? block_bytes(r.rec.prompt_tokens) : r.reserved;
@@ -330,7 +329,7 @@ void ServingModel::start_prefill(Request& r, int gpu) {
                  [this, id, epoch, gpu, handoff, booked](SimTime, SimTime end) {
                    Request* rp = find_request(id);
                    if (!rp || rp->epoch != epoch) return;
-                   if (gpus_[gpu]->cache) cache_prompt(*rp, gpu, booked);
+                   if (gpus_[gpu].cache) cache_prompt(*rp, gpu, booked);
                    rp->context = rp->rec.prompt_tokens;
                    rp->remaining = rp->rec.output_tokens - 1;
                    // Disaggregated, the first token reaches the user with the handoff.
@@ -348,13 +347,13 @@ void ServingModel::start_prefill(Request& r, int gpu) {
                      try_handoff(*rp);
                      return;
                    }
-                   gpus_[gpu]->worker->add_decoding({rp->rec.id, rp->context, rp->remaining});
+                   gpus_[gpu].worker->add_decoding({rp->rec.id, rp->context, rp->remaining});
                    if (rp->replica >= 0) {
                      std::pair<Request*, std::int64_t> first{rp, rp->context};
                      stream(gpu, {&first, 1});
                    }
-                   if (node_draining_[gpus_[gpu]->node]) {
-                     start_move(*rp, MoveTrigger::kDrain, gpus_[gpu]->node, sim_.now().ns);
+                   if (node_draining_[gpus_[gpu].node]) {
+                     start_move(*rp, MoveTrigger::kDrain, gpus_[gpu].node, sim_.now().ns);
                    }
                  },
                  cached};
@@ -362,7 +361,7 @@ void ServingModel::start_prefill(Request& r, int gpu) {
     // Blocks from the host tier cross the host link first; the GPU serves others meanwhile.
     sim_.schedule_after(load, [this, id, epoch, gpu, job = std::move(prefill)]() mutable {
       Request* rp = find_request(id);
-      if (rp && rp->epoch == epoch && rp->gpu == gpu) gpus_[gpu]->worker->submit(std::move(job));
+      if (rp && rp->epoch == epoch && rp->gpu == gpu) gpus_[gpu].worker->submit(std::move(job));
     });
   } else {
     g.worker->submit(std::move(prefill));

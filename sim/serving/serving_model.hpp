@@ -273,7 +273,7 @@ class ServingModel final : public GpuListener {
   Workload workload_;
   RequestRouter router_;  ///< HBM bookings and the routing policy
 
-  std::vector<std::unique_ptr<Gpu>> gpus_;
+  std::vector<Gpu> gpus_;
   std::vector<std::vector<int>> node_gpus_;  ///< node -> its GPU indices
   std::vector<std::unique_ptr<GpuWorker>>
       proxy_gpus_;  ///< node -> its proxy GPU (proxy_gpu placement)
@@ -321,6 +321,7 @@ class ServingModel final : public GpuListener {
   std::int64_t predictor_bytes_ = 0;
   std::int64_t end_ns_ = 0;
   std::uint64_t move_seq_ = 0;
+  std::optional<RequestArrival> next_arrival_;  ///< the one arrival scheduled
 };
 
 }  // namespace kvshift::sim

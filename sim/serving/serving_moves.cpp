@@ -73,7 +73,7 @@ MoveCandidate ServingModel::candidate(Strategy s, const Request& r,
   here.dst_cached = cached_at(r, gpu);
   MovePlan plan = cost_model::plan_move(s, methods_, here);
   const MoveRoute route = route_of(plan, src, node_of(gpu));
-  const std::int64_t backlog = gpus_[gpu]->worker->backlog().ns;
+  const std::int64_t backlog = gpus_[gpu].worker->backlog().ns;
   const cost_model::ComputeCosts& compute = costs_of(node_of(gpu)).compute();
   plan = cost_model::balance_hybrid(std::move(plan), methods_, route, backlog, compute);
   const cost_model::MoveEstimate e =
@@ -171,7 +171,7 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
     if (src_gpu < 0) src = -1;
   } else {
     src_gpu = r.gpu;
-    std::optional<DecodeState> st = gpus_[src_gpu]->worker->remove_decoding(r.rec.id);
+    std::optional<DecodeState> st = gpus_[src_gpu].worker->remove_decoding(r.rec.id);
     if (!st) return;  // not decoding (still in prefill): it moves after its prefill
     r.unstreamed += st->context - r.context;
     r.context = st->context;
@@ -181,7 +181,7 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   if (handoff && src < 0) {
     c.fallback = "decode-side prefill from the token ids: the handoff from the prefill GPU failed";
   }
-  Gpu& dst = *gpus_[c.option.destination];
+  Gpu& dst = gpus_[c.option.destination];
   // The prefix the destination caches is pinned there for the request before its room is
   // booked (booking may evict unpinned blocks); the request books the rest.
   const std::size_t cached_blocks =
@@ -284,8 +284,8 @@ void ServingModel::launch(std::uint64_t request) {
       mv->front_running = false;
       if (mv->bytes_in) rebuild(*mv);
     };
-    gpus_[m.dst_gpu]->worker->submit({JobKind::kReplay, request, m.plan.front_tokens,
-                                      std::move(front_done), m.plan.cached_tokens});
+    gpus_[m.dst_gpu].worker->submit({JobKind::kReplay, request, m.plan.front_tokens,
+                                     std::move(front_done), m.plan.cached_tokens});
   }
   const Bytes data = m.plan.kv + m.plan.tokens;
   if (data.count > 0 && m.src >= 0) {
@@ -416,7 +416,7 @@ void ServingModel::on_transfers_done(Move& m) {
 
 void ServingModel::rebuild(Move& m) {
   m.gpu_ready_ns = sim_.now().ns;
-  GpuWorker& worker = *gpus_[m.dst_gpu]->worker;
+  GpuWorker& worker = *gpus_[m.dst_gpu].worker;
   const std::uint64_t request = m.r->rec.id, id = m.id;
   auto job_done = [this, request, id](SimTime start, SimTime end) {
     Move* mv = find_move(request, id);
@@ -443,7 +443,7 @@ void ServingModel::rebuild(Move& m) {
 void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why) {
   release_slot(m);
   for (const Move::Flow& f : m.flows) fabric_.cancel(f.handle);
-  Gpu& dst = *gpus_[m.dst_gpu];
+  Gpu& dst = gpus_[m.dst_gpu];
   if (outcome != MoveOutcome::kDone && dst.worker->up()) dst.worker->cancel_jobs(m.r->rec.id);
   m.rec.outcome = outcome;
   m.rec.end_ns = sim_.now().ns;
@@ -467,7 +467,7 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
   }
   if (dst.worker->up() && router_.holds(dst_gpu, r.rec.id)) unreserve(dst_gpu, r);
   if (trigger == MoveTrigger::kHandoff) {
-    const bool prefill_up = src_gpu >= 0 && gpus_[src_gpu]->worker->up();
+    const bool prefill_up = src_gpu >= 0 && gpus_[src_gpu].worker->up();
     // The destination went away (drain or failure) while the prefill GPU still holds the KV:
     // hand off elsewhere. Otherwise the transfer itself failed (path, stall, source).
     if (prefill_up && (outcome == MoveOutcome::kCancelled || !dst.worker->up())) {
@@ -490,12 +490,12 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
     });
     return;
   }
-  if (src_gpu >= 0 && gpus_[src_gpu]->worker->up()) {
+  if (src_gpu >= 0 && gpus_[src_gpu].worker->up()) {
     // A migration that did not happen: the source still holds the KV; carry on there.
     r.phase = Phase::kDecoding;
-    gpus_[src_gpu]->worker->add_decoding({r.rec.id, r.context, r.remaining});
-    if (outcome == MoveOutcome::kCancelled && node_draining_[gpus_[src_gpu]->node]) {
-      const int node = gpus_[src_gpu]->node;
+    gpus_[src_gpu].worker->add_decoding({r.rec.id, r.context, r.remaining});
+    if (outcome == MoveOutcome::kCancelled && node_draining_[gpus_[src_gpu].node]) {
+      const int node = gpus_[src_gpu].node;
       sim_.schedule_after(SimTime{}, [this, id = r.rec.id, node, stall, epoch = r.epoch] {
         Request* q = find_request(id);
         if (q && q->epoch == epoch && q->phase == Phase::kDecoding)
@@ -533,13 +533,13 @@ void ServingModel::land(Request& r, int dst_gpu, int src_gpu, Pins pins) {
   if (src_gpu >= 0 && router_.holds(src_gpu, r.rec.id)) unreserve(src_gpu, r);
   if (pins.blocks > 0) {  // the destination's cached prefix is the request's own from now
     unpin_prefix(r);      // pins of a cache lost with a failed GPU
-    if (gpus_[dst_gpu]->cache->generation() == pins.generation) {
+    if (gpus_[dst_gpu].cache->generation() == pins.generation) {
       r.pinned = pins.blocks;
       r.pin_gpu = dst_gpu;
       r.pin_generation = pins.generation;
     }
   }
-  const int dst_node = gpus_[dst_gpu]->node;
+  const int dst_node = gpus_[dst_gpu].node;
   r.gpu = dst_gpu;
   r.phase = Phase::kDecoding;
   r.attempts = 0;
@@ -554,12 +554,12 @@ void ServingModel::land(Request& r, int dst_gpu, int src_gpu, Pins pins) {
   // lost, or had no room) is placed again.
   if (r.replica < 0 && spec_.protection.mode != ProtectionMode::kNone) protect(r, dst_node);
   if (r.replica >= 0 && r.replicated < r.context) r.unstreamed = r.context - r.replicated;
-  gpus_[dst_gpu]->worker->add_decoding({r.rec.id, r.context, r.remaining});
+  gpus_[dst_gpu].worker->add_decoding({r.rec.id, r.context, r.remaining});
   admit_pending();
 }
 
 std::int64_t ServingModel::cached_at(const Request& r, int gpu) const {
-  const PrefixCache* cache = gpus_[gpu]->cache.get();
+  const PrefixCache* cache = gpus_[gpu].cache.get();
   // The move pins what it reuses and hands the pins over when it lands (after the source's
   // are given back); a request never pins one cache twice.
   const bool pinned_here = r.pin_gpu == gpu && cache && cache->generation() == r.pin_generation;

@@ -28,7 +28,7 @@ std::vector<std::uint64_t> ServingModel::prefix_keys(const RequestArrival& a) co
 
 std::int64_t ServingModel::reuse_prefix(Request& r, int gpu, SimTime& load) {
   unpin_prefix(r);  // pins of a cache lost with a failed GPU
-  const Gpu& g = *gpus_[gpu];
+  const Gpu& g = gpus_[gpu];
   if (!g.cache) return 0;
   PrefixCacheStats& st = result_.prefix_cache;
   const std::int64_t block_tokens = spec_.serving.prefix_cache.block_tokens;
@@ -61,7 +61,7 @@ std::int64_t ServingModel::reuse_prefix(Request& r, int gpu, SimTime& load) {
 }
 
 std::size_t ServingModel::pin_prefix(Request& r, int gpu, std::size_t blocks) {
-  PrefixCache& cache = *gpus_[gpu]->cache;
+  PrefixCache& cache = *gpus_[gpu].cache;
   if (r.pin_gpu >= 0 && r.pin_gpu != gpu) {
     throw std::logic_error("invariant: request " + std::to_string(r.rec.id) +
                            " pins prefix blocks on two GPUs");
@@ -76,7 +76,7 @@ std::size_t ServingModel::pin_prefix(Request& r, int gpu, std::size_t blocks) {
 }
 
 std::size_t ServingModel::pin_blocks(int gpu, std::span<const std::uint64_t> keys) {
-  PrefixCache& cache = *gpus_[gpu]->cache;
+  PrefixCache& cache = *gpus_[gpu].cache;
   const std::int64_t before = cache.pinned_bytes();
   const std::size_t inserted = cache.pin(keys);
   if (cache.pinned_bytes() != before) router_.set_cached(gpu, cache.pinned_bytes());
@@ -85,7 +85,7 @@ std::size_t ServingModel::pin_blocks(int gpu, std::span<const std::uint64_t> key
 
 void ServingModel::unpin_blocks(int gpu, std::span<const std::uint64_t> keys,
                                 std::uint64_t generation) {
-  PrefixCache& cache = *gpus_[gpu]->cache;
+  PrefixCache& cache = *gpus_[gpu].cache;
   if (cache.generation() != generation) return;  // lost with a failed GPU
   const std::int64_t before = cache.pinned_bytes();
   cache.unpin(keys);
@@ -96,7 +96,7 @@ void ServingModel::cache_prompt(Request& r, int gpu, std::int64_t booked) {
   if (r.prefix_keys.empty()) return;
   // Shrink the request's booking before pinning: a block another prefill cached meanwhile
   // is pinned from the free room, and the request's own copy of it is dropped.
-  const std::int64_t block = gpus_[gpu]->cache->block_bytes();
+  const std::int64_t block = gpus_[gpu].cache->block_bytes();
   router_.release(gpu, r.rec.id);
   router_.reserve(gpu, r.rec.id, booked - static_cast<std::int64_t>(r.prefix_keys.size()) * block);
   pin_prefix(r, gpu, r.prefix_keys.size());
@@ -112,7 +112,7 @@ void ServingModel::cache_prompt(Request& r, int gpu, std::int64_t booked) {
 }
 
 ServingModel::PrefixRun ServingModel::prefix_run(const Request& r, int gpu) const {
-  const Gpu& g = *gpus_[gpu];
+  const Gpu& g = gpus_[gpu];
   PrefixRun run;
   run.in_hbm = g.cache->match(r.prefix_keys);
   if (const PrefixCache* host = host_tiers_[static_cast<std::size_t>(g.node)].get()) {
@@ -135,7 +135,7 @@ int ServingModel::route_arrival(const Request& r) {
   int best = -1;
   std::int64_t best_ns = 0;
   for (int gpu : router_.fitting(r.reserved, arrival_pools_)) {
-    const Gpu& g = *gpus_[gpu];
+    const Gpu& g = gpus_[gpu];
     const PrefixRun run = prefix_run(r, gpu);
     const std::int64_t cached =
         static_cast<std::int64_t>(run.in_hbm + run.from_host) * block_tokens;
@@ -177,7 +177,7 @@ void ServingModel::count_host_tier(std::int64_t delta_bytes) {
 std::int64_t ServingModel::pinned_bytes(const Request& r) const {
   return r.pinned == 0
              ? 0
-             : static_cast<std::int64_t>(r.pinned) * gpus_[r.pin_gpu]->cache->block_bytes();
+             : static_cast<std::int64_t>(r.pinned) * gpus_[r.pin_gpu].cache->block_bytes();
 }
 
 void ServingModel::unpin_prefix(Request& r) {
@@ -189,7 +189,7 @@ void ServingModel::unpin_prefix(Request& r) {
 }
 
 void ServingModel::fit_cache(int gpu) {
-  PrefixCache* cache = gpus_[gpu]->cache.get();
+  PrefixCache* cache = gpus_[gpu].cache.get();
   if (!cache) return;
   const std::int64_t over = router_.reserved(gpu) + cache->unpinned_bytes() - router_.capacity(gpu);
   if (over <= 0) return;
