@@ -30,6 +30,7 @@ std::uint32_t Simulator::acquire_slot() {
     blocks_.push_back(std::make_unique<Slot[]>(kBlockSize));
   state_.push_back(State::kFree);
   generation_.push_back(1);
+  hint_.push_back(nullptr);
   return slot_count_++;
 }
 
@@ -131,8 +132,24 @@ bool Simulator::step_until(std::uint64_t until) {
       sim->release_slot(index);
     }
   } release{this, k.slot};
+  prefetch_next();
   s.invoke(s.storage);
   return true;
+}
+
+void Simulator::prefetch_next() const {
+  constexpr std::size_t kAhead = 2;
+  const std::vector<Key>* next = &buckets_[0];
+  std::size_t from = head_;
+  if (from >= next->size()) {
+    int b = 1;
+    while (b < 65 && buckets_[b].empty()) ++b;
+    if (b == 65 || buckets_[b].size() > kAhead) return;  // the next one is not known yet
+    next = &buckets_[b];
+    from = 0;
+  }
+  for (std::size_t i = from; i < next->size() && i < from + kAhead; ++i)
+    __builtin_prefetch(hint_[(*next)[i].slot]);
 }
 
 void Simulator::run() {

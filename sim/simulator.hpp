@@ -30,6 +30,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -132,6 +133,11 @@ class Simulator {
   bool front_ready(std::uint64_t until);
   /// Runs the next live event if it is due by `until` (ns); false when none is.
   bool step_until(std::uint64_t until);
+  /// Prefetches what the events after the running one will touch first, when the queue
+  /// knows them without a search: the rest of bucket 0, or a lowest bucket of few keys.
+  /// A large run's events each start with a cache miss on their own object; fetched
+  /// while the running event works, that miss is mostly hidden.
+  void prefetch_next() const;
   void check_time(SimTime t) const;
 
   template <class Fn>
@@ -155,6 +161,7 @@ class Simulator {
   std::vector<std::uint32_t> free_;
   std::vector<State> state_;               ///< per slot
   std::vector<std::uint32_t> generation_;  ///< per slot; never 0
+  std::vector<const void*> hint_;          ///< per slot: what its callable will touch first
 };
 
 template <class F>
@@ -174,6 +181,10 @@ EventId Simulator::schedule_at(SimTime t, F&& fn) {
     s.destroy = &destroy_fn<Box>;
   }
   state_[i] = s.destroy ? State::kPendingOwning : State::kPending;
+  // Most callables capture the object they work on first ([this, ...]): its address is
+  // the line to fetch ahead of the event (prefetch_next). Anything else is a harmless hint.
+  hint_[i] = nullptr;
+  if constexpr (sizeof(Fn) >= sizeof(void*)) std::memcpy(&hint_[i], s.storage, sizeof(void*));
   ++live_;
   push_key({static_cast<std::uint64_t>(t.ns), i});
   return {i, generation_[i]};
