@@ -222,13 +222,9 @@ const Network::RouteMemo* Network::memo_route(NodeId src, NodeId dst) {
 }
 
 void Network::begin_route(FlowRecord fr, const Route& r) {
-  std::array<std::uint32_t, kMemoHops> small;
-  std::vector<std::uint32_t> large;
-  std::span<std::uint32_t> channels =
-      r.hops.size() <= kMemoHops ? std::span(small).first(r.hops.size())
-                                 : std::span((large = std::vector<std::uint32_t>(r.hops.size())));
-  for (std::size_t k = 0; k < r.hops.size(); ++k) channels[k] = topo_.channel(r.hops[k]);
-  begin_channels(fr, channels, r.latency);
+  route_channels_.clear();
+  for (const Hop& h : r.hops) route_channels_.push_back(topo_.channel(h));
+  begin_channels(fr, route_channels_, r.latency);
 }
 
 void Network::begin_channels(FlowRecord fr, std::span<const std::uint32_t> channels,

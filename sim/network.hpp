@@ -341,6 +341,7 @@ class Network {
     std::array<std::uint32_t, kMemoHops> channels{};
   };
   std::vector<RouteMemo> route_memo_;
+  std::vector<std::uint32_t> route_channels_;  ///< begin_route's scratch
   /// The memo of src's shortest route to dst, filled on a miss; nullptr when there is no
   /// route or it is longer than kMemoHops.
   const RouteMemo* memo_route(NodeId src, NodeId dst);
