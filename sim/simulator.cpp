@@ -1,4 +1,4 @@
-// The event engine's non-template half: slot pool, 4-ary heap, run loops.
+// The event engine's non-template half: slot pool, radix heap, run loops, look-ahead.
 #include "sim/simulator.hpp"
 
 #include <string>
