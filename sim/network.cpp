@@ -29,8 +29,7 @@ std::string_view to_string(TransferState s) {
 Network::Network(Simulator& sim, Topology& topology, NetworkOptions options)
     : sim_(sim), topo_(topology), options_(options) {
   channels_.resize(2 * topo_.link_count());
-  channel_flows_.resize(channels_.size());
-  logs_.resize(channels_.size());
+  timelines_.resize(channels_.size());
   for (LinkId l = 0; l < topo_.link_count(); ++l) {
     channels_[2 * l].capacity = topo_.bandwidth(l).value;
     channels_[2 * l + 1].capacity = topo_.bandwidth(l).value;
@@ -263,8 +262,9 @@ void Network::enter_sharing(FlowRecord fr) {
   h.last_settle = sim_.now().ns;
   for (std::uint32_t k = 0; k < h.hop_count; ++k) {
     const std::uint32_t c = hop_arena_[h.hop_begin + k];
-    pos_arena_[h.hop_begin + k] = static_cast<std::uint32_t>(channel_flows_[c].size());
-    channel_flows_[c].push_back(f.slot);
+    auto& list = channels_[c].flows;
+    pos_arena_[h.hop_begin + k] = static_cast<std::uint32_t>(list.size());
+    list.push_back(f.slot);
     mark_dirty(c);
   }
   request_reshare();
@@ -285,7 +285,7 @@ void Network::leave_sharing(Flow& f) {
   Hot& h = hot_[f.slot];
   for (std::uint32_t k = 0; k < h.hop_count; ++k) {
     const std::uint32_t c = hop_arena_[h.hop_begin + k];
-    auto& list = channel_flows_[c];
+    auto& list = channels_[c].flows;
     const std::uint32_t pos = pos_arena_[h.hop_begin + k];
     const std::uint32_t moved = list.back();
     list[pos] = moved;
@@ -298,7 +298,7 @@ void Network::leave_sharing(Flow& f) {
     }
     mark_dirty(c);
     // Its channels carried what it delivered on this route (they count it from here).
-    logs_[c].bits += h.route_bits - h.remaining_bits;
+    channels_[c].bits += h.route_bits - h.remaining_bits;
   }
   change_level_ = std::min(change_level_, rates_[f.slot]);
   rates_[f.slot] = 0;
@@ -374,12 +374,12 @@ bool Network::cancel(TransferId id, std::string reason) {
 ChannelStats Network::channel_stats(LinkId link, bool forward) const {
   const std::uint32_t c = topo_.channel(Hop{link, forward});
   // Flows in the sharing book their bits on leaving; until then they count as settled.
-  double bits = logs_.at(c).bits;
-  for (const std::uint32_t slot : channel_flows_[c]) {
+  const Channel& ch = channels_.at(c);
+  double bits = ch.bits;
+  for (const std::uint32_t slot : ch.flows) {
     bits += hot_[slot].route_bits - hot_[slot].remaining_bits;
   }
-  return {bits / 8, channels_[c].capacity, channel_flows_[c].size(), channels_[c].allocated,
-          logs_[c].timeline};
+  return {bits / 8, ch.capacity, ch.flows.size(), ch.allocated, timelines_[c]};
 }
 
 }  // namespace kvshift::sim

@@ -242,10 +242,16 @@ class Network {
     std::uint16_t hop_count = 0;
     std::uint8_t sharing = 0;  ///< in the sharing phase
   };
-  /// The solver's view of a channel: 48 bytes, contiguous.
-  struct Channel {
+  /// Everything a join, a leave and the solver read of a channel, in one 128-byte
+  /// record: a fleet run's flows each cross a few of tens of thousands of channels, and
+  /// a record the hardware fetches as one aligned pair of lines costs one miss per hop
+  /// where three arrays cost three.
+  struct alignas(128) Channel {
+    /// Hot records in the sharing; a few inline (a host's link carries a flow or two).
+    boost::container::small_vector<std::uint32_t, 4> flows;
     double capacity = 0;
     double allocated = 0;
+    double bits = 0;            ///< carried by the flows that left it (those in it: their Hot)
     double rem = 0;             ///< solver scratch
     double demand = 0;          ///< solver scratch: sum of its refilled flows' maxima
     std::uint64_t mark = 0;     ///< component search epoch
@@ -253,11 +259,7 @@ class Network {
     std::uint32_t version = 0;  ///< solver scratch
     bool binding = false;       ///< solver scratch: can be saturated
   };
-  /// What reports read about a channel.
-  struct ChannelLog {
-    double bits = 0;
-    std::vector<RateSample> timeline;
-  };
+  static_assert(sizeof(Channel) == 128);
   struct HeapItem {
     double share;
     std::uint32_t channel;
@@ -313,10 +315,8 @@ class Network {
   std::vector<std::uint64_t> marks_;  ///< per Hot record: epoch_ refilled, epoch_ + 1 fixed
   std::vector<Channel> channels_;
   std::vector<std::uint32_t> free_hot_;  ///< recycled Hot records
-  /// Hot records in the sharing, per channel; a few inline (a host's link carries a flow or
-  /// two, and a join or leave then reads no second cache line per hop).
-  std::vector<boost::container::small_vector<std::uint32_t, 3>> channel_flows_;
-  std::vector<ChannelLog> logs_;
+  /// Per channel: its allocated rate over time (NetworkOptions::record_utilisation).
+  std::vector<std::vector<RateSample>> timelines_;
   std::vector<NetworkObserver*> observers_;
   /// Channels of each Hot record's route, in a region of the arena that the record keeps
   /// when it is recycled (grown only for a longer route), so the arena stays bounded.

@@ -70,8 +70,8 @@ double Network::refill_level() {
     level = std::min(level, h.cap_bps);
     const std::uint32_t* hop = &hop_arena_[h.hop_begin];
     for (std::uint32_t k = 0; k < h.hop_count; ++k) {
-      const auto n = static_cast<double>(channel_flows_[hop[k]].size());
-      level = std::min(level, channels_[hop[k]].capacity / n);
+      const Channel& ch = channels_[hop[k]];
+      level = std::min(level, ch.capacity / static_cast<double>(ch.flows.size()));
     }
   }
   // Flows within rounding noise of the level are refilled too.
@@ -93,7 +93,7 @@ void Network::collect_component(double level) {
     const std::uint32_t c = comp_channels_[i];
     double kept = 0, demand = 0;
     std::uint32_t count = 0;
-    for (const std::uint32_t slot : channel_flows_[c]) {
+    for (const std::uint32_t slot : channels_[c].flows) {
       // A flow below the level keeps its rate (a joiner has none yet: refilled).
       const double rate = rates_[slot];
       if (rate > 0 && rate < level) {
@@ -195,7 +195,7 @@ void Network::progressive_filling() {
     const std::uint32_t c = heap_.front().channel;
     std::pop_heap(heap_.begin(), heap_.end(), HeapLater{});
     heap_.pop_back();
-    for (const std::uint32_t slot : channel_flows_[c]) {
+    for (const std::uint32_t slot : channels_[c].flows) {
       if (marks_[slot] != epoch_) continue;  // kept, or fixed already
       fix_flow(slot, share);
       --unfixed;
@@ -227,7 +227,7 @@ void Network::apply_rates() {
     if (allocated == ch.allocated) continue;
     ch.allocated = allocated;
     if (!options_.record_utilisation) continue;
-    auto& timeline = logs_[c].timeline;
+    auto& timeline = timelines_[c];
     if (!timeline.empty() && timeline.back().time == now) {
       timeline.back().rate_bps = ch.allocated;
     } else {
