@@ -111,17 +111,17 @@ void write_flows_file(const NetCase& c, const std::string& path) {
     std::fprintf(stderr, "--write-flows: cannot write %s\n", path.c_str());
     std::exit(2);
   }
-  std::fprintf(f, "{\"nodes\": [");
-  for (int i = 0; i < c.nodes; ++i) std::fprintf(f, "%s\"n%d\"", i ? ", " : "", i);
+  std::fprintf(f, "{\"cluster\": {\"nodes\": [");
+  for (int i = 0; i < c.nodes; ++i) std::fprintf(f, "%s{\"name\": \"n%d\"}", i ? ", " : "", i);
   std::fprintf(f, "],\n \"links\": [");
   for (std::size_t j = 0; j < c.links.size(); ++j) {
     const NetLink& l = c.links[j];
     std::fprintf(f,
-                 "%s\n  {\"id\": \"l%zu\", \"src\": \"n%d\", \"dst\": \"n%d\", \"bandwidth\": "
+                 "%s\n  {\"name\": \"l%zu\", \"a\": \"n%d\", \"b\": \"n%d\", \"bandwidth\": "
                  "\"%.17gbps\", \"latency\": \"%lldns\"}",
                  j ? "," : "", j, l.a, l.b, l.bandwidth_bps, static_cast<long long>(l.latency_ns));
   }
-  std::fprintf(f, "],\n \"transfers\": [");
+  std::fprintf(f, "]},\n \"transfers\": [");
   for (std::size_t k = 0; k < c.flows.size(); ++k) {
     const NetFlow& t = c.flows[k];
     std::fprintf(f,

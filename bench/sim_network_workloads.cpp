@@ -27,7 +27,7 @@ void copy_links(const Topology& t, NetCase& c) {
 }  // namespace
 
 NetCase make_leaf_spine_case(const LeafSpineWorkload& w) {
-  Topology t;
+  Cluster cluster;
   LeafSpineParams p;
   p.leaves = w.leaves;
   p.spines = w.spines;
@@ -35,7 +35,8 @@ NetCase make_leaf_spine_case(const LeafSpineWorkload& w) {
   p.host = LinkParams{BitsPerSecond{100e9}, microseconds(1)};
   p.oversubscription = 2;
   p.uplink_latency = microseconds(1);
-  const GeneratedNodes g = add_leaf_spine(t, p);
+  const GeneratedNodes g = add_leaf_spine(cluster, p);
+  Topology t(cluster);
   NetCase c;
   c.name = "leaf-spine";
   copy_links(t, c);

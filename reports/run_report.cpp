@@ -364,8 +364,8 @@ json run_summary(const sim::ScenarioSpec& spec, const std::vector<sim::RunResult
     json pools = json::array();
     for (std::size_t p = 0; p < spec.pools.size(); ++p) {
       std::int64_t gpus = 0;
-      for (const sim::NodeSpec& n : spec.cluster.nodes) {
-        if (n.kind == sim::NodeKind::kGpu && n.pool == static_cast<int>(p)) gpus += n.gpus;
+      for (const sim::ClusterNode& n : spec.cluster.nodes) {
+        if (n.kind == sim::NodeKind::kGpu && n.pool == static_cast<int>(p)) gpus += n.gpu_count;
       }
       const sim::PoolSpec& pool = spec.pools[p];
       pools.push_back(

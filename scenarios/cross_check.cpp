@@ -21,12 +21,12 @@ namespace {
 using sim::NodeKind;
 
 struct Names {
-  std::map<std::string, const sim::NodeSpec*> nodes;
+  std::map<std::string, const sim::ClusterNode*> nodes;
   std::set<std::string> links;
 };
 
 std::string suggestion(const std::string& word,
-                       const std::map<std::string, const sim::NodeSpec*>& m) {
+                       const std::map<std::string, const sim::ClusterNode*>& m) {
   std::vector<std::string> names;
   for (const auto& [name, node] : m) names.push_back(name);
   return closest_name(word, names);
@@ -38,36 +38,30 @@ std::string gib(Bytes b) {
   return buf;
 }
 
-// Pointer of the JSON that defined cluster node/link `i`.
+// Pointer of the JSON that defined cluster node `i`.
 std::string node_ptr(const LoadContext& ctx, std::size_t i) {
   return i < ctx.generated_nodes ? ctx.generator_pointer
                                  : "/cluster/nodes/" + std::to_string(i - ctx.generated_nodes);
 }
-std::string link_ptr(const LoadContext& ctx, std::size_t i) {
-  return i < ctx.generated_links ? ctx.generator_pointer
-                                 : "/cluster/links/" + std::to_string(i - ctx.generated_links);
-}
 
-Names check_cluster(const sim::ClusterSpec& c, Diagnostics& d, const LoadContext& ctx) {
+Names cluster_names(const sim::ClusterSpec& c, Diagnostics& d, const LoadContext& ctx) {
   Names n;
   for (std::size_t i = 0; i < c.nodes.size(); ++i) {
     if (!n.nodes.emplace(c.nodes[i].name, &c.nodes[i]).second) {
       d.add(node_ptr(ctx, i) + "/name", "duplicate node name \"" + c.nodes[i].name + "\"");
     }
   }
+  // (A link's ends were resolved, and checked to differ, when it was read.)
   for (std::size_t i = 0; i < c.links.size(); ++i) {
-    const sim::LinkSpec& l = c.links[i];
-    const std::string p = link_ptr(ctx, i);
-    if (!n.links.insert(l.name).second)
-      d.add(p + "/name", "duplicate link name \"" + l.name + "\"");
-    for (const auto& [key, end] : {std::pair{"/a", &l.a}, std::pair{"/b", &l.b}}) {
-      if (!n.nodes.count(*end)) {
-        d.add(p + key, "unknown node \"" + *end + "\"" + suggestion(*end, n.nodes));
-      }
+    if (!n.links.insert(c.links[i].name).second) {
+      d.add(ctx.link_pointers[i] + "/name", "duplicate link name \"" + c.links[i].name + "\"");
     }
-    if (l.a == l.b)
-      d.add(p + "/b", "a link must join two different nodes (got \"" + l.b + "\" twice)");
   }
+  return n;
+}
+
+Names check_cluster(const sim::ClusterSpec& c, Diagnostics& d, const LoadContext& ctx) {
+  Names n = cluster_names(c, d, ctx);
   if (!d.empty()) return n;  // reachability is meaningless with broken links
   if (std::none_of(c.nodes.begin(), c.nodes.end(),
                    [](const auto& x) { return x.kind == NodeKind::kGpu; })) {
@@ -75,23 +69,27 @@ Names check_cluster(const sim::ClusterSpec& c, Diagnostics& d, const LoadContext
     return n;
   }
   // Reachability from the first node over the links (undirected).
-  std::map<std::string, std::vector<std::string>> adj;
+  std::vector<std::vector<sim::NodeId>> adj(c.nodes.size());
   for (const auto& l : c.links) {
     adj[l.a].push_back(l.b);
     adj[l.b].push_back(l.a);
   }
-  std::set<std::string> seen{c.nodes.front().name};
-  std::vector<std::string> stack{c.nodes.front().name};
+  std::vector<bool> seen(c.nodes.size());
+  seen[0] = true;
+  std::vector<sim::NodeId> stack{0};
   while (!stack.empty()) {
-    const std::string x = stack.back();
+    const sim::NodeId x = stack.back();
     stack.pop_back();
-    for (const auto& y : adj[x]) {
-      if (seen.insert(y).second) stack.push_back(y);
+    for (const sim::NodeId y : adj[x]) {
+      if (!seen[y]) {
+        seen[y] = true;
+        stack.push_back(y);
+      }
     }
   }
   int reported = 0;
   for (std::size_t i = 0; i < c.nodes.size() && c.nodes.size() > 1; ++i) {
-    if (seen.count(c.nodes[i].name) || reported++ >= 5) continue;
+    if (seen[i] || reported++ >= 5) continue;
     d.add(node_ptr(ctx, i), "node \"" + c.nodes[i].name + "\" is not connected to \"" +
                                 c.nodes.front().name + "\" by any path of links");
   }
@@ -118,7 +116,7 @@ void check_memory(const sim::ScenarioSpec& s, Diagnostics& d, const LoadContext&
   const Bytes kv = cost_model::kv_bytes(s.model, tokens);
   std::set<std::string> said;
   for (std::size_t i = 0; i < s.cluster.nodes.size(); ++i) {
-    const sim::NodeSpec& n = s.cluster.nodes[i];
+    const sim::ClusterNode& n = s.cluster.nodes[i];
     if (n.kind != NodeKind::kGpu) continue;
     const std::string& p = ctx.hbm_origin[i];
     if (said.count(p)) continue;
@@ -136,7 +134,7 @@ void check_memory(const sim::ScenarioSpec& s, Diagnostics& d, const LoadContext&
   if (s.serving.prefix_cache.enabled && s.serving.prefix_cache.host_offload) {
     const Bytes block = cost_model::kv_bytes(s.model, s.serving.prefix_cache.block_tokens);
     for (std::size_t i = 0; i < s.cluster.nodes.size(); ++i) {
-      const sim::NodeSpec& n = s.cluster.nodes[i];
+      const sim::ClusterNode& n = s.cluster.nodes[i];
       if (n.kind != NodeKind::kGpu || n.host_memory >= block) continue;
       const std::string p = i < ctx.generated_nodes ? "/cluster/node" : node_ptr(ctx, i);
       if (said.insert(p + "/host_memory").second) {
@@ -167,8 +165,8 @@ void check_events(const sim::ScenarioSpec& s, const Names& n, Diagnostics& d,
         d.add(p + "/node", "drain needs a GPU node (\"" + e.node + "\" is not one)");
       } else if (e.kind == sim::EventKind::kGpuFailure && it->second->kind != NodeKind::kGpu) {
         d.add(p + "/node", "gpu_failure needs a GPU node (\"" + e.node + "\" is not one)");
-      } else if (e.kind == sim::EventKind::kGpuFailure && e.gpu >= it->second->gpus) {
-        d.add(p + "/gpu", "node \"" + e.node + "\" has " + std::to_string(it->second->gpus) +
+      } else if (e.kind == sim::EventKind::kGpuFailure && e.gpu >= it->second->gpu_count) {
+        d.add(p + "/gpu", "node \"" + e.node + "\" has " + std::to_string(it->second->gpu_count) +
                               " GPU(s), numbered from 0 (got " + std::to_string(e.gpu) + ")");
       }
     }
@@ -189,6 +187,10 @@ void check_events(const sim::ScenarioSpec& s, const Names& n, Diagnostics& d,
 }
 
 }  // namespace
+
+void check_cluster_names(const sim::ClusterSpec& cluster, Diagnostics& d, const LoadContext& ctx) {
+  cluster_names(cluster, d, ctx);
+}
 
 void cross_check(const sim::ScenarioSpec& spec, const Reader& top, const LoadContext& ctx) {
   Diagnostics& d = top.diagnostics();

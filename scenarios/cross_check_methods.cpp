@@ -69,7 +69,7 @@ void check_methods(const sim::ScenarioSpec& s, Diagnostics& d) {
 }
 
 void check_placements(const sim::ScenarioSpec& s, Diagnostics& d) {
-  auto find = [&](const std::string& name) -> const sim::NodeSpec* {
+  auto find = [&](const std::string& name) -> const sim::ClusterNode* {
     for (const auto& n : s.cluster.nodes) {
       if (n.name == name) return &n;
     }
@@ -80,7 +80,7 @@ void check_placements(const sim::ScenarioSpec& s, Diagnostics& d) {
   const auto& pr = s.protection;
   if (pr.mode != sim::ProtectionMode::kNone) {
     if (pr.placement == sim::ReplicaPlacement::kStorage) {
-      const sim::NodeSpec* n = find(pr.store);
+      const sim::ClusterNode* n = find(pr.store);
       if (!n)
         d.add("/protection/store", "unknown node \"" + pr.store + "\"");
       else if (n->kind != sim::NodeKind::kStorage) {
@@ -94,7 +94,7 @@ void check_placements(const sim::ScenarioSpec& s, Diagnostics& d) {
   }
   if (s.proxy_kv && s.proxy_kv->placement == sim::ProxyPlacement::kProxyGpu) {
     for (const auto& n : s.cluster.nodes) {
-      if (n.kind == sim::NodeKind::kGpu && n.gpus < 2) {
+      if (n.kind == sim::NodeKind::kGpu && n.gpu_count < 2) {
         d.add("/proxy_kv/placement",
               "\"proxy_gpu\" reserves one GPU per node for the proxy, but node \"" + n.name +
                   "\" has 1 GPU");

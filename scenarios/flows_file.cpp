@@ -5,7 +5,7 @@
 
 #include "cost_model/input_error.hpp"
 #include "scenarios/json_stream.hpp"
-#include "sim/generators.hpp"
+#include "scenarios/scenario_parts.hpp"
 
 namespace kvshift::scenarios {
 namespace {
@@ -14,41 +14,13 @@ using sim::NodeId;
 
 std::string in_quotes(const std::string& s) { return "\"" + s + "\""; }
 
-void read_node(const Reader& r, sim::Topology& t) {
-  sim::ClusterNode n;
-  n.kind = sim::NodeType::kGpu;
-  if (r.node().is_string()) {
-    n.name = r.node().get<std::string>();
-  } else if (r.node().is_object()) {
-    r.allow_only({"name", "kind"});
-    n.name = r.string("name").value_or("");
-    if (auto kind = r.string("kind", false)) {
-      if (*kind == "switch") {
-        n.kind = sim::NodeType::kSwitch;
-      } else if (*kind == "storage") {
-        n.kind = sim::NodeType::kStorage;
-      } else if (*kind != "gpu") {
-        r.problem("kind", "must be gpu, switch or storage (got " + in_quotes(*kind) + ")");
-      }
-    }
-  } else {
-    r.problem("expected a node name or {\"name\": ..., \"kind\": ...}");
-    return;
-  }
-  if (n.name.empty()) {
-    r.problem("node name must not be empty");
-  } else if (t.find_node(n.name)) {
-    r.problem("duplicate node " + in_quotes(n.name));
-  } else {
-    t.add_node(std::move(n));
-  }
-}
-
 std::optional<NodeId> node_ref(const Reader& r, std::string_view key, const sim::Topology& t) {
   const auto name = r.string(key);
   if (!name) return std::nullopt;
   if (auto id = t.find_node(*name)) return id;
-  r.problem(key, "unknown node " + in_quotes(*name));
+  std::vector<std::string> names;
+  for (NodeId n = 0; n < t.node_count(); ++n) names.push_back(t.node(n).name);
+  r.problem(key, "unknown node " + in_quotes(*name) + detail::closest_name(*name, names));
   return std::nullopt;
 }
 
@@ -64,98 +36,6 @@ std::optional<BitsPerSecond> positive_bandwidth(const Reader& r, std::string_vie
 
 sim::SimTime time_of(const std::optional<Seconds>& s) {
   return s ? sim::from_seconds(*s) : sim::SimTime{};
-}
-
-void read_link(const Reader& r, sim::Topology& t) {
-  r.allow_only({"id", "src", "dst", "bandwidth", "latency", "duplex"});
-  const auto id = r.string("id", false);
-  const auto a = node_ref(r, "src", t);
-  const auto b = node_ref(r, "dst", t);
-  const auto bw = positive_bandwidth(r, "bandwidth");
-  const auto latency = r.duration("latency", false);
-  sim::LinkDuplex duplex = sim::LinkDuplex::kFull;
-  if (auto d = r.string("duplex", false)) {
-    if (*d == "half") {
-      duplex = sim::LinkDuplex::kHalf;
-    } else if (*d != "full") {
-      r.problem("duplex", "must be full or half (got " + in_quotes(*d) + ")");
-    }
-  }
-  if (id && t.find_link(*id)) {
-    r.problem("id", "duplicate link id " + in_quotes(*id));
-    return;
-  }
-  if (a && b && *a == *b) {
-    r.problem("dst",
-              "a link needs two different nodes (both are " + in_quotes(t.node(*a).name) + ")");
-    return;
-  }
-  if (!a || !b || !bw) return;
-  t.add_link(sim::ClusterLink{id.value_or(""), *a, *b, *bw, time_of(latency), duplex});
-}
-
-int count(const Reader& r, std::string_view key, int minimum) {
-  const auto v = r.integer(key);
-  if (v && *v < minimum) {
-    r.problem(key, "must be >= " + std::to_string(minimum) + " (got " + std::to_string(*v) + ")");
-    return minimum;
-  }
-  return v ? static_cast<int>(*v) : minimum;
-}
-
-sim::LeafSpineParams leaf_spine_params(const Reader& r) {
-  sim::LeafSpineParams p;
-  p.leaves = count(r, "leaves", 1);
-  p.spines = count(r, "spines", 1);
-  p.nodes_per_leaf = count(r, "nodes_per_leaf", 1);
-  p.host.bandwidth = positive_bandwidth(r, "bandwidth").value_or(BitsPerSecond{1});
-  p.host.latency = time_of(r.duration("latency", false));
-  p.uplink_latency =
-      r.has("uplink_latency") ? time_of(r.duration("uplink_latency")) : p.host.latency;
-  if (auto o = r.number("oversubscription", false)) {
-    if (*o > 0) {
-      p.oversubscription = *o;
-    } else {
-      r.problem("oversubscription", "must be > 0 (got " + std::to_string(*o) + ")");
-    }
-  }
-  return p;
-}
-
-void read_generator(const Reader& r, sim::Topology& t) {
-  const auto kind = r.string("kind");
-  if (!kind) return;
-  const Diagnostics& d = r.diagnostics();
-  const std::size_t before = d.items().size();
-  if (*kind == "star" || *kind == "ring") {
-    r.allow_only({"kind", "nodes", "bandwidth", "latency"});
-    const int nodes = count(r, "nodes", *kind == "ring" ? 3 : 1);
-    const sim::LinkParams link{positive_bandwidth(r, "bandwidth").value_or(BitsPerSecond{1}),
-                               time_of(r.duration("latency", false))};
-    if (d.items().size() != before) return;
-    *kind == "star" ? sim::add_star(t, nodes, link) : sim::add_ring(t, nodes, link);
-  } else if (*kind == "leaf_spine") {
-    r.allow_only({"kind", "leaves", "spines", "nodes_per_leaf", "bandwidth", "latency",
-                  "uplink_latency", "oversubscription"});
-    const sim::LeafSpineParams p = leaf_spine_params(r);
-    if (d.items().size() == before) sim::add_leaf_spine(t, p);
-  } else if (*kind == "multi_site") {
-    r.allow_only({"kind", "sites", "leaves", "spines", "nodes_per_leaf", "bandwidth", "latency",
-                  "uplink_latency", "oversubscription", "wan_bandwidth", "wan_latency"});
-    sim::WanParams w;
-    w.sites = count(r, "sites", 2);
-    w.site = leaf_spine_params(r);
-    w.wan.bandwidth = positive_bandwidth(r, "wan_bandwidth").value_or(BitsPerSecond{1});
-    w.wan.latency = time_of(r.duration("wan_latency"));
-    w.gateway =
-        sim::LinkParams{BitsPerSecond{w.site.host.bandwidth.value * w.site.nodes_per_leaf *
-                                      w.site.leaves / (w.site.spines * w.site.oversubscription)},
-                        w.site.uplink_latency};
-    if (d.items().size() == before) sim::add_multi_site(t, w);
-  } else {
-    r.problem("kind",
-              "must be star, ring, leaf_spine or multi_site (got " + in_quotes(*kind) + ")");
-  }
 }
 
 void read_transfer(const Reader& r, FlowsFile& f, std::map<std::string, std::string>& ids) {
@@ -225,21 +105,38 @@ void read_ecmp(const Reader& root, FlowsFile& f) {
   }
 }
 
-/// Everything but the transfers: root checks, generator, nodes, links. Returns false when
-/// the document is not an object (nothing else can be read).
+/// Everything but the transfers: root checks, "ecmp" and the "cluster" section, read as a
+/// scenario's. Returns false when the transfers cannot be read (no object, no cluster).
 bool read_topology(const Reader& root, FlowsFile& f) {
   if (!root.node().is_object()) {
-    root.problem("expected a JSON object with nodes, links and transfers");
+    root.problem("expected a JSON object with a cluster and transfers");
     return false;
   }
-  root.allow_only({"nodes", "generator", "links", "transfers", "ecmp"});
+  root.allow_only({"cluster", "transfers", "ecmp"});
   read_ecmp(root, f);
-  const bool generated = root.has("generator");
-  if (auto g = root.object("generator", false)) read_generator(*g, f.topology);
-  root.each(
-      "nodes", [&](const Reader& r) { read_node(r, f.topology); }, !generated);
-  root.each(
-      "links", [&](const Reader& r) { read_link(r, f.topology); }, !generated);
+  const auto c = root.object("cluster");
+  if (!c) return false;
+  Diagnostics& d = root.diagnostics();
+  const std::size_t before = d.items().size();
+  detail::LoadContext ctx;
+  const sim::ClusterSpec cluster = detail::parse_cluster(*c, cost_model::GpuSpec{}, ctx);
+  detail::check_cluster_names(cluster, d, ctx);
+  if (d.items().size() == before) {
+    f.topology = sim::Topology(cluster);
+    return true;
+  }
+  // Already an input error: keep what is sound (each name's first node, the links that
+  // join two of them) so the transfers are checked too and every problem is reported.
+  std::vector<std::optional<NodeId>> id(cluster.nodes.size());
+  for (std::size_t i = 0; i < cluster.nodes.size(); ++i) {
+    if (!f.topology.find_node(cluster.nodes[i].name)) id[i] = f.topology.add_node(cluster.nodes[i]);
+  }
+  for (sim::ClusterLink l : cluster.links) {
+    if (!id[l.a] || !id[l.b] || !(l.bandwidth.value > 0) || f.topology.find_link(l.name)) continue;
+    l.a = *id[l.a];
+    l.b = *id[l.b];
+    f.topology.add_link(std::move(l));
+  }
   return true;
 }
 

@@ -1,22 +1,21 @@
-// Flows files: a topology and a set of transfers for `kvshift flows`, which runs
+// Flows files: a cluster and a set of transfers for `kvshift flows`, which runs
 // them through the network model alone (sim::Network). Format:
-//   {"nodes": ["A", "B", {"name": "S", "kind": "storage"}],
-//    "generator": {"kind": "leaf_spine", "leaves": 2, ...},         (optional)
-//    "links": [{"id": "L1", "src": "A", "dst": "B", "bandwidth": "1Gbps",
-//               "latency": "1ms", "duplex": "half"}, ...],
+//   {"cluster": {...},                                   (a scenario's "cluster" section)
 //    "transfers": [{"id": "t1", "src": "A", "dst": "B", "bytes": 1000000000,
-//                   "start": "0.5s", "route": ["L1"], "max_rate": "400Mbps"}, ...]}
-// duplex: "full" (default) or "half"; bytes: an integer or a unit string; start
-// defaults to 0s; route (link ids) and max_rate are optional. "ecmp": true or
-// {"seed": N} (optional, default off) spreads routed transfers over the
-// equal-cost shortest paths, one path per transfer picked by a hash of the seed
-// and the transfer's position (sim::NetworkOptions::ecmp); off, every transfer
-// takes the lowest-id shortest path. A generator
-// (star, ring, leaf_spine, multi_site) adds its nodes ("gpu0", ...) and links
-// before the explicit ones. Every problem is reported with its JSON path.
-// A transfer whose source and destination are not connected is an input error
-// that names both nodes (the file describes a static topology, so the stall
-// it would cause in the simulator is known before running).
+//                   "start": "0.5s", "route": ["A-B"], "max_rate": "400Mbps"}, ...],
+//    "ecmp": true}                                       (optional)
+// The cluster is read exactly as a scenario's: explicit "nodes" ({"name", "kind"})
+// and "links" ({"name", "a", "b", "bandwidth", "latency", "duplex"}), or a
+// generator (star, ring, leaf_spine, multi_site; names as sim/generators.hpp
+// makes them) plus explicit additions. A transfer's bytes are an integer or a
+// unit string; start defaults to 0s; route (link names) and max_rate are
+// optional. "ecmp": true or {"seed": N} (default off) spreads routed transfers
+// over the equal-cost shortest paths, one path per transfer picked by a hash of
+// the seed and the transfer's position (sim::NetworkOptions::ecmp); off, every
+// transfer takes the lowest-id shortest path. Every problem is reported with
+// its JSON path. A transfer whose source and destination are not connected is
+// an input error that names both nodes (the file describes a static topology,
+// so the stall it would cause in the simulator is known before running).
 #pragma once
 
 #include <cstdint>

@@ -100,7 +100,7 @@ std::vector<sim::PoolSpec> parse_pools(const Reader& top, sim::ScenarioSpec& s, 
     const std::vector<std::size_t> nodes = members(p, s.cluster);
     int gpus = 0;
     for (std::size_t i : nodes) {
-      sim::NodeSpec& node = s.cluster.nodes[i];
+      sim::ClusterNode& node = s.cluster.nodes[i];
       if (owner[i] >= 0 && owner[i] != index) {
         p.problem("node \"" + node.name + "\" is already in pool \"" +
                   pools[static_cast<std::size_t>(owner[i])].name + "\"");
@@ -108,7 +108,7 @@ std::vector<sim::PoolSpec> parse_pools(const Reader& top, sim::ScenarioSpec& s, 
       }
       owner[i] = index;
       node.pool = index;
-      gpus += node.gpus;
+      gpus += node.gpu_count;
       // A pool's GPU brings its HBM, unless the node says otherwise.
       if (pool.gpu && ctx.hbm_origin[i] == "/gpu") {
         node.hbm_per_gpu = pool.gpu->hbm_capacity;

@@ -39,7 +39,7 @@ inline const List kLink = {"name", "a", "b", "bandwidth", "latency", "duplex"};
 inline const List kStar = {"nodes", "bandwidth", "latency"};
 inline const List kLeafSpine = {"leaves",         "spines",           "nodes_per_leaf",
                                 "node_bandwidth", "uplink_bandwidth", "oversubscription",
-                                "latency"};
+                                "latency",        "uplink_latency"};
 inline const List kMultiSite = {"sites", "wan_bandwidth", "wan_latency"};
 inline const List kSite = {"name", "nodes", "lan_bandwidth", "lan_latency"};
 inline const List kWorkload = {"arrival",       "rate",         "cv",           "prompt_tokens",

@@ -142,7 +142,7 @@ std::string summarize(const sim::ScenarioSpec& s) {
   for (const auto& n : s.cluster.nodes) {
     if (n.kind == sim::NodeKind::kGpu) {
       ++gpu_nodes;
-      gpus += n.gpus;
+      gpus += n.gpu_count;
     }
   }
   std::string strategies;

@@ -20,10 +20,10 @@ namespace kvshift::scenarios::detail {
 struct LoadContext {
   std::filesystem::path base_dir;
   std::size_t generated_nodes = 0;  ///< cluster.nodes[0, generated_nodes) come from a generator
-  std::size_t generated_links = 0;
-  std::string generator_pointer;         ///< e.g. "/cluster/leaf_spine"
-  std::vector<std::string> hbm_origin;   ///< per cluster node: the pointer its HBM size came from
-  std::vector<std::size_t> event_order;  ///< spec.events[i] came from /events/event_order[i]
+  std::string generator_pointer;    ///< e.g. "/cluster/leaf_spine"
+  std::vector<std::string> link_pointers;  ///< per cluster link: the JSON that declared it
+  std::vector<std::string> hbm_origin;     ///< per cluster node: the pointer its HBM size came from
+  std::vector<std::size_t> event_order;    ///< spec.events[i] came from /events/event_order[i]
   bool workload_uses_trace = false;
 };
 
@@ -104,16 +104,6 @@ void check_live(const Reader& top, const sim::ScenarioSpec& spec);
 sim::SloSpec parse_slo(const Reader& r);
 sim::OutputSpec parse_outputs(const Reader& r);
 
-// Generators -> explicit nodes and links (called by parse_cluster).
-void expand_star(const sim::StarSpec& s, const sim::NodeTemplate& t, Bytes hbm,
-                 sim::ClusterSpec& out);
-void expand_ring(const sim::RingSpec& s, const sim::NodeTemplate& t, Bytes hbm,
-                 sim::ClusterSpec& out);
-void expand_leaf_spine(const sim::LeafSpineSpec& s, const sim::NodeTemplate& t, Bytes hbm,
-                       sim::ClusterSpec& out);
-void expand_multi_site(const sim::MultiSiteSpec& s, const sim::NodeTemplate& t, Bytes hbm,
-                       sim::ClusterSpec& out);
-
 /// Pass two, methods: strategies and protection have their sections; quality budget; proxy model.
 void check_methods(const sim::ScenarioSpec& s, Diagnostics& d);
 /// Pass two, placements: replica store, proxy GPUs, predictor source and budget.
@@ -121,5 +111,7 @@ void check_placements(const sim::ScenarioSpec& s, Diagnostics& d);
 
 /// Pass two: cross-references. `top` is the document root (for pointers only).
 void cross_check(const sim::ScenarioSpec& spec, const Reader& top, const LoadContext& ctx);
+/// Node and link names are unique (a flows file's one cluster check; cross_check does more).
+void check_cluster_names(const sim::ClusterSpec& cluster, Diagnostics& d, const LoadContext& ctx);
 
 }  // namespace kvshift::scenarios::detail

@@ -1,10 +1,9 @@
 // ScenarioSpec: everything a scenario file says, as plain typed structs. The
 // loader (scenarios/scenario_loader.hpp) fills it from JSON, converting every
-// unit string once; nothing here knows about JSON, files or Boost. Cluster
-// generators (star, ring, leaf-spine, multi-site) are kept as written AND
-// expanded into explicit nodes and links (names as sim/generators.hpp makes
-// them: hub, gpu<i>, leaf<l>, spine<s>), so the simulator only needs to read
-// `ClusterSpec::nodes` / `links`. Paths are already resolved against the
+// unit string once; nothing here knows about JSON, files or Boost. A cluster
+// generator (star, ring, leaf-spine, multi-site) is expanded into its nodes and
+// links (sim/generators.hpp), so the simulator only reads `ClusterSpec::nodes`
+// and `links`. Paths are already resolved against the
 // scenario file's folder, and a trace file is already read into `trace`.
 #pragma once
 
@@ -18,93 +17,18 @@
 #include "cost_model/move_plan.hpp"
 #include "cost_model/omission_plan.hpp"
 #include "cost_model/units.hpp"
+#include "sim/cluster.hpp"
 
 namespace kvshift::sim {
 
 // ---------------------------------------------------------------- cluster
 
-/// What a node is: a GPU server, a switch (forwards only) or a KV/predictor store.
-enum class NodeKind { kGpu, kSwitch, kStorage };
-
-struct NodeSpec {
-  std::string name;
-  NodeKind kind = NodeKind::kGpu;
-  int gpus = 0;       ///< GPUs on a gpu node (0 for switches and stores)
-  Bytes hbm_per_gpu;  ///< HBM of each GPU (the GPU spec's capacity unless overridden)
-  Bytes host_memory;  ///< host DRAM (gpu nodes) or capacity (storage nodes)
-  std::string site;   ///< multi-site generator: the site's name; else empty
-  int pool = 0;       ///< gpu nodes: index into ScenarioSpec::pools (0 without pools)
-};
-
-/// Full duplex: each direction has the full bandwidth. Half: both directions share it.
-enum class Duplex { kFull, kHalf };
-
-struct LinkSpec {
-  std::string name;  ///< "a-b" unless given
-  std::string a;     ///< endpoint node names
-  std::string b;
-  BitsPerSecond bandwidth;
-  Seconds latency;  ///< one-way propagation latency
-  Duplex duplex = Duplex::kFull;
-};
-
-/// Per-node template used by the generators.
-struct NodeTemplate {
-  int gpus = 1;
-  std::optional<Bytes> hbm_per_gpu;  ///< default: the GPU spec's capacity
-  Bytes host_memory{256LL << 30};
-};
-
-/// Star: `nodes` gpu nodes around one switch "hub".
-struct StarSpec {
-  int nodes = 0;
-  BitsPerSecond bandwidth;
-  Seconds latency;
-};
-
-/// Ring: `nodes` (>= 3) gpu nodes, node i linked to node i+1 (mod n).
-struct RingSpec {
-  int nodes = 0;
-  BitsPerSecond bandwidth;
-  Seconds latency;
-};
-
-/// Two-tier Clos: every leaf links to every spine; gpu nodes hang off leaves.
-struct LeafSpineSpec {
-  int leaves = 0;
-  int spines = 0;
-  int nodes_per_leaf = 0;
-  BitsPerSecond node_bandwidth;    ///< node <-> leaf
-  BitsPerSecond uplink_bandwidth;  ///< each leaf <-> spine link
-  double oversubscription = 1.0;   ///< leaf downlink / uplink capacity (derived if not given)
-  Seconds latency;                 ///< per hop
-};
-
-struct SiteSpec {
-  std::string name;
-  int nodes = 0;
-  BitsPerSecond lan_bandwidth;
-  Seconds lan_latency;
-};
-
-/// Sites, each a star around its gateway switch "<site>/gw"; gateways fully meshed by WAN links.
-struct MultiSiteSpec {
-  std::vector<SiteSpec> sites;
-  BitsPerSecond wan_bandwidth;
-  Seconds wan_latency;
-};
-
+/// Which generator (sim/generators.hpp) made the cluster's first nodes and links.
 enum class ClusterGenerator { kExplicit, kStar, kRing, kLeafSpine, kMultiSite };
 
-struct ClusterSpec {
+/// The scenario's cluster: generated nodes and links first, then the explicit ones.
+struct ClusterSpec : Cluster {
   ClusterGenerator generator = ClusterGenerator::kExplicit;
-  NodeTemplate node_template;
-  std::optional<StarSpec> star;
-  std::optional<RingSpec> ring;
-  std::optional<LeafSpineSpec> leaf_spine;
-  std::optional<MultiSiteSpec> multi_site;
-  std::vector<NodeSpec> nodes;  ///< generated nodes first, then the explicit ones
-  std::vector<LinkSpec> links;  ///< generated links first, then the explicit ones
 };
 
 // ---------------------------------------------------------------- workload

@@ -43,16 +43,21 @@ std::uint64_t splitmix64(std::uint64_t x) {
 
 }  // namespace
 
-std::string_view to_string(NodeType k) {
+std::string_view to_string(NodeKind k) {
   switch (k) {
-    case NodeType::kGpu:
+    case NodeKind::kGpu:
       return "gpu";
-    case NodeType::kSwitch:
+    case NodeKind::kSwitch:
       return "switch";
-    case NodeType::kStorage:
+    case NodeKind::kStorage:
       return "storage";
   }
   return "?";
+}
+
+Topology::Topology(const Cluster& cluster) {
+  for (const ClusterNode& n : cluster.nodes) add_node(n);
+  for (const ClusterLink& l : cluster.links) add_link(l);
 }
 
 NodeId Topology::add_node(ClusterNode spec) {
@@ -72,7 +77,7 @@ NodeId Topology::add_node(ClusterNode spec) {
 NodeId Topology::add_switch(std::string name) {
   ClusterNode s;
   s.name = std::move(name);
-  s.kind = NodeType::kSwitch;
+  s.kind = NodeKind::kSwitch;
   return add_node(std::move(s));
 }
 
@@ -102,7 +107,7 @@ LinkId Topology::add_link(ClusterLink spec) {
 }
 
 LinkId Topology::add_link(std::string name, std::string_view a, std::string_view b,
-                          BitsPerSecond bandwidth, SimTime latency, LinkDuplex duplex) {
+                          BitsPerSecond bandwidth, SimTime latency, Duplex duplex) {
   const std::string field = "link \"" + name + "\"";
   ClusterLink s{
       std::move(name), node_id(a, field + " src"), node_id(b, field + " dst"), bandwidth, latency,
@@ -127,7 +132,7 @@ NodeId Topology::node_id(std::string_view name, std::string_view field) const {
   throw InputError(std::string(field) + ": unknown node \"" + std::string(name) + "\"");
 }
 
-std::vector<NodeId> Topology::nodes_of_kind(NodeType k) const {
+std::vector<NodeId> Topology::nodes_of_kind(NodeKind k) const {
   std::vector<NodeId> out;
   for (NodeId i = 0; i < nodes_.size(); ++i) {
     if (nodes_[i].kind == k) out.push_back(i);

@@ -32,39 +32,10 @@
 #include <vector>
 
 #include "cost_model/units.hpp"
+#include "sim/cluster.hpp"
 #include "sim/time.hpp"
 
 namespace kvshift::sim {
-
-using NodeId = std::uint32_t;
-using LinkId = std::uint32_t;
-
-enum class NodeType { kGpu, kSwitch, kStorage };
-/// "gpu", "switch", "storage".
-std::string_view to_string(NodeType k);
-
-/// A node of the cluster. GPU fields are meaningful for kGpu nodes only.
-struct ClusterNode {
-  std::string name;
-  NodeType kind = NodeType::kSwitch;
-  std::string gpu_model;  ///< e.g. "h200"
-  int gpu_count = 0;      ///< GPUs in the node
-  Bytes hbm_per_gpu;      ///< HBM capacity of one GPU
-  Bytes host_memory;      ///< host DRAM (KV offload, replicas)
-};
-
-/// full: each direction has the whole bandwidth; half: both directions share it.
-enum class LinkDuplex { kFull, kHalf };
-
-/// A link between two nodes, as declared (its run-time state is separate).
-struct ClusterLink {
-  std::string name;
-  NodeId a = 0;
-  NodeId b = 0;
-  BitsPerSecond bandwidth;
-  SimTime latency;  ///< one way
-  LinkDuplex duplex = LinkDuplex::kFull;
-};
 
 /// One link of a route and the direction it is crossed in.
 struct Hop {
@@ -83,6 +54,10 @@ struct Route {
 
 class Topology {
  public:
+  Topology() = default;
+  /// The cluster's nodes and links, in order (a NodeId or LinkId is its index there).
+  explicit Topology(const Cluster& cluster);
+
   /// Adds a node; throws InputError on an empty or duplicate name.
   NodeId add_node(ClusterNode spec);
   /// Adds a switch named `name`.
@@ -92,7 +67,7 @@ class Topology {
   LinkId add_link(ClusterLink spec);
   /// add_link with the ends given by node name.
   LinkId add_link(std::string name, std::string_view a, std::string_view b, BitsPerSecond bandwidth,
-                  SimTime latency, LinkDuplex duplex = LinkDuplex::kFull);
+                  SimTime latency, Duplex duplex = Duplex::kFull);
 
   std::size_t node_count() const { return nodes_.size(); }
   std::size_t link_count() const { return links_.size(); }
@@ -103,7 +78,7 @@ class Topology {
   /// find_node that throws InputError naming `field` when the node is unknown.
   NodeId node_id(std::string_view name, std::string_view field = "node") const;
   /// Nodes of one kind, in id order.
-  std::vector<NodeId> nodes_of_kind(NodeType k) const;
+  std::vector<NodeId> nodes_of_kind(NodeKind k) const;
 
   // --- run-time state -------------------------------------------------------
   /// Current bandwidth (the declared one until changed).
@@ -139,8 +114,8 @@ class Topology {
 
   /// Resource (sharing) index of crossing `h`: full duplex links have one per direction,
   /// half duplex links one for both. Indices are < 2·link_count().
-  static std::uint32_t channel(const Hop& h, LinkDuplex d) {
-    return 2 * h.link + ((d == LinkDuplex::kFull && !h.forward) ? 1u : 0u);
+  static std::uint32_t channel(const Hop& h, Duplex d) {
+    return 2 * h.link + ((d == Duplex::kFull && !h.forward) ? 1u : 0u);
   }
   std::uint32_t channel(const Hop& h) const { return channel(h, links_[h.link].duplex); }
 

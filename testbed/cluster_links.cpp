@@ -13,13 +13,15 @@ ClusterLinks::ClusterLinks(const sim::ClusterSpec& cluster) : cluster_(cluster) 
   }
   out_.resize(cluster.nodes.size());
   for (std::size_t i = 0; i < cluster.links.size(); ++i) {
-    const sim::LinkSpec& l = cluster.links[i];
-    const int a = index_.at(l.a), b = index_.at(l.b);
-    shapers_.push_back(std::make_unique<LinkShaper>(l.a + "->" + l.b, l.bandwidth, kBurst));
+    const sim::ClusterLink& l = cluster.links[i];
+    const auto a = static_cast<int>(l.a), b = static_cast<int>(l.b);
+    const std::string& an = cluster.nodes[l.a].name;
+    const std::string& bn = cluster.nodes[l.b].name;
+    shapers_.push_back(std::make_unique<LinkShaper>(an + "->" + bn, l.bandwidth, kBurst));
     LinkShaper* ab = shapers_.back().get();
     LinkShaper* ba = ab;
     if (l.duplex == sim::Duplex::kFull) {
-      shapers_.push_back(std::make_unique<LinkShaper>(l.b + "->" + l.a, l.bandwidth, kBurst));
+      shapers_.push_back(std::make_unique<LinkShaper>(bn + "->" + an, l.bandwidth, kBurst));
       ba = shapers_.back().get();
     }
     out_[static_cast<std::size_t>(a)].push_back({b, i, ab});
@@ -31,20 +33,20 @@ std::vector<ClusterLinks::Hop> ClusterLinks::route(const std::string& src,
                                                    const std::string& dst) const {
   const auto s = index_.find(src), d = index_.find(dst);
   if (s == index_.end() || d == index_.end()) throw std::invalid_argument("route: unknown node");
-  using Cost = std::tuple<double, int, std::size_t>;  // latency, hops, tie-break on link index
+  using Cost = std::tuple<std::int64_t, int, std::size_t>;  // latency ns, hops, link index
   const std::size_t n = out_.size();
-  std::vector<Cost> best(n, {std::numeric_limits<double>::infinity(), 0, 0});
+  std::vector<Cost> best(n, {std::numeric_limits<std::int64_t>::max(), 0, 0});
   std::vector<Hop> via(n);
   std::vector<int> from(n, -1);
   std::priority_queue<std::pair<Cost, int>, std::vector<std::pair<Cost, int>>, std::greater<>> q;
-  best[static_cast<std::size_t>(s->second)] = {0.0, 0, 0};
+  best[static_cast<std::size_t>(s->second)] = {0, 0, 0};
   q.push({best[static_cast<std::size_t>(s->second)], s->second});
   while (!q.empty()) {
     auto [cost, u] = q.top();
     q.pop();
     if (cost > best[static_cast<std::size_t>(u)]) continue;
     for (const Hop& h : out_[static_cast<std::size_t>(u)]) {
-      const Cost c{std::get<0>(cost) + cluster_.links[h.link].latency.value, std::get<1>(cost) + 1,
+      const Cost c{std::get<0>(cost) + cluster_.links[h.link].latency.ns, std::get<1>(cost) + 1,
                    h.link};
       if (c < best[static_cast<std::size_t>(h.to)]) {
         best[static_cast<std::size_t>(h.to)] = c;
@@ -66,12 +68,12 @@ std::vector<ClusterLinks::Hop> ClusterLinks::route(const std::string& src,
 
 ShapedPath ClusterLinks::path(const std::string& src, const std::string& dst) const {
   ShapedPath p;
-  double latency = 0;
+  std::int64_t latency_ns = 0;
   for (const Hop& h : route(src, dst)) {
     p.links.push_back(h.shaper);
-    latency += cluster_.links[h.link].latency.value;
+    latency_ns += cluster_.links[h.link].latency.ns;
   }
-  p.latency = std::chrono::nanoseconds(static_cast<std::int64_t>(latency * 1e9 + 0.5));
+  p.latency = std::chrono::nanoseconds(latency_ns);
   return p;
 }
 

@@ -64,12 +64,12 @@ std::vector<double> transfer_together(int flows, std::uint64_t bytes, const Shap
 /// The network model's finish times for `flows` transfers that start together on one link.
 std::vector<double> simulated(const ProbeCase& c) {
   nlohmann::json doc;
-  doc["nodes"] = {"src", "dst"};
-  doc["links"] = {{{"id", "L"},
-                   {"src", "src"},
-                   {"dst", "dst"},
-                   {"bandwidth", std::to_string(c.bandwidth.value) + "bps"},
-                   {"latency", std::to_string(c.latency.value * 1e9) + "ns"}}};
+  doc["cluster"]["nodes"] = {{{"name", "src"}}, {{"name", "dst"}}};
+  doc["cluster"]["links"] = {{{"name", "L"},
+                              {"a", "src"},
+                              {"b", "dst"},
+                              {"bandwidth", std::to_string(c.bandwidth.value) + "bps"},
+                              {"latency", std::to_string(c.latency.value * 1e9) + "ns"}}};
   doc["transfers"] = nlohmann::json::array();
   for (int i = 0; i < c.flows; ++i) {
     doc["transfers"].push_back({{"id", "t" + std::to_string(i)},

@@ -6,41 +6,22 @@
 #include <stdexcept>
 
 namespace kvshift::sim {
-namespace {
-
-NodeType node_type(NodeKind k) {
-  switch (k) {
-    case NodeKind::kGpu:
-      return NodeType::kGpu;
-    case NodeKind::kSwitch:
-      return NodeType::kSwitch;
-    case NodeKind::kStorage:
-      return NodeType::kStorage;
-  }
-  return NodeType::kSwitch;
-}
-
-}  // namespace
-
 Topology build_topology(const ClusterSpec& cluster, const std::string& gpu_model) {
   Topology t;
-  for (const NodeSpec& n : cluster.nodes) {
-    t.add_node({n.name, node_type(n.kind), n.kind == NodeKind::kGpu ? gpu_model : "", n.gpus,
-                n.hbm_per_gpu, n.host_memory});
+  for (ClusterNode n : cluster.nodes) {
+    if (n.kind == NodeKind::kGpu) n.gpu_model = gpu_model;
+    t.add_node(std::move(n));
   }
-  for (const LinkSpec& l : cluster.links) {
-    t.add_link(l.name, l.a, l.b, l.bandwidth, from_seconds(l.latency),
-               l.duplex == Duplex::kHalf ? LinkDuplex::kHalf : LinkDuplex::kFull);
-  }
+  for (const ClusterLink& l : cluster.links) t.add_link(l);
   return t;
 }
 
 NetworkFabric::NetworkFabric(Simulator& sim, const ClusterSpec& cluster,
                              const std::string& gpu_model)
     : topology_(build_topology(cluster, gpu_model)) {
-  for (const LinkSpec& l : cluster.links) {
+  for (const ClusterLink& l : cluster.links) {
     declared_bandwidth_.push_back(l.bandwidth.value);
-    declared_latency_.push_back(from_seconds(l.latency));
+    declared_latency_.push_back(l.latency);
   }
   NetworkOptions options;
   options.record_utilisation = false;
@@ -130,12 +111,12 @@ const std::vector<LinkCounter>& NetworkFabric::link_counters() {
       const ClusterLink& link = topology_.link(l);
       const std::string a = topology_.node(link.a).name, b = topology_.node(link.b).name;
       counters_.push_back({a + "->" + b});
-      if (link.duplex == LinkDuplex::kFull) counters_.push_back({b + "->" + a});
+      if (link.duplex == Duplex::kFull) counters_.push_back({b + "->" + a});
     }
   }
   std::size_t i = 0;
   for (LinkId l = 0; l < topology_.link_count(); ++l) {
-    const bool both = topology_.link(l).duplex == LinkDuplex::kFull;
+    const bool both = topology_.link(l).duplex == Duplex::kFull;
     for (const bool forward : {true, false}) {
       if (!forward && !both) continue;
       const ChannelStats c = network_->channel_stats(l, forward);

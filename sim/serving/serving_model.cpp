@@ -56,7 +56,7 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
   const std::int64_t epoch_cap =
       spec.protection.mode == ProtectionMode::kNone ? 64 : spec.protection.stream_every_tokens;
   for (std::size_t i = 0; i < n; ++i) {
-    const NodeSpec& node = spec.cluster.nodes[i];
+    const ClusterNode& node = spec.cluster.nodes[i];
     if (node.kind == NodeKind::kStorage && storage_node_ < 0) storage_node_ = static_cast<int>(i);
     if (node.kind == NodeKind::kStorage && node.name == spec.protection.store) {
       storage_node_ = static_cast<int>(i);
@@ -68,7 +68,7 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
     if (predictor_source_ < 0 && node.name == spec.predictors.source) {
       predictor_source_ = static_cast<int>(i);
     }
-    for (int g = 0; g < node.gpus; ++g) {
+    for (int g = 0; g < node.gpu_count; ++g) {
       Gpu& gpu = gpus_.emplace_back();
       gpu.node = static_cast<int>(i);
       const std::int64_t capacity = node.hbm_per_gpu.count - weights;
@@ -102,7 +102,7 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& s
   if (predictor_source_ < 0) predictor_source_ = storage_node_ >= 0 ? storage_node_ : gpus_[0].node;
   std::vector<NodeKind> kinds;
   std::vector<std::int64_t> room;  // host DRAM of gpu nodes, capacity of storage nodes
-  for (const NodeSpec& node : spec.cluster.nodes) {
+  for (const ClusterNode& node : spec.cluster.nodes) {
     kinds.push_back(node.kind);
     room.push_back(node.host_memory.count);
   }

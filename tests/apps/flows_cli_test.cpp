@@ -44,8 +44,8 @@ TEST(FlowsCli, ShippedLeafSpineExampleRuns) {
 }
 
 TEST(FlowsCli, OutWritesTheSameLines) {
-  const std::string in = write_temp(R"({"nodes": ["A", "B"],
-    "links": [{"id": "L", "src": "A", "dst": "B", "bandwidth": "1Gbps", "latency": "1ms"}],
+  const std::string in = write_temp(R"({"cluster": {"nodes": [{"name": "A"}, {"name": "B"}],
+    "links": [{"name": "L", "a": "A", "b": "B", "bandwidth": "1Gbps", "latency": "1ms"}]},
     "transfers": [{"id": "x", "src": "A", "dst": "B", "bytes": "125MB", "start": "1s"}]})");
   const std::string out = in + ".out";
   const auto r = run_kvshift("flows " + in + " --out " + out);
@@ -57,13 +57,13 @@ TEST(FlowsCli, OutWritesTheSameLines) {
 }
 
 TEST(FlowsCli, BadInputExitsTwoWithTheJsonPath) {
-  const std::string in = write_temp(R"({"nodes": ["A", "B"],
-    "links": [{"id": "L", "src": "A", "dst": "B", "bandwidth": "fast"}],
+  const std::string in = write_temp(R"({"cluster": {"nodes": [{"name": "A"}, {"name": "B"}],
+    "links": [{"name": "L", "a": "A", "b": "B", "bandwidth": "fast"}]},
     "transfers": [{"id": "x", "src": "A", "dst": "C", "bytes": 1}]})");
   const auto r = run_kvshift("flows " + in);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("kvshift: error:"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("/links/0/bandwidth"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("/cluster/links/0/bandwidth"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("/transfers/0/dst: unknown node \"C\""), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "");
   std::remove(in.c_str());

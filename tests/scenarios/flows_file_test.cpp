@@ -26,9 +26,10 @@ std::string error_of(const std::string& text) {
   return "";
 }
 
-const char* kIssueExample = R"({"nodes": ["A", "B", "C"],
- "links": [{"id": "L1", "src": "A", "dst": "B", "bandwidth": "1Gbps", "latency": "1ms", "duplex": "half"},
-           {"id": "L2", "src": "B", "dst": "C", "bandwidth": "10Gbps", "latency": "50us"}],
+const char* kIssueExample = R"({"cluster": {
+   "nodes": [{"name": "A"}, {"name": "B"}, {"name": "C"}],
+   "links": [{"name": "L1", "a": "A", "b": "B", "bandwidth": "1Gbps", "latency": "1ms", "duplex": "half"},
+             {"name": "L2", "a": "B", "b": "C", "bandwidth": "10Gbps", "latency": "50us"}]},
  "transfers": [{"id": "t1", "src": "A", "dst": "C", "bytes": 1000000000, "start": "0.5s",
                 "route": ["L1", "L2"]}]})";
 
@@ -40,8 +41,8 @@ TEST(FlowsFile, ReadsTheDocumentedFormat) {
   EXPECT_EQ(l1.name, "L1");
   EXPECT_EQ(l1.bandwidth.value, 1e9);
   EXPECT_EQ(l1.latency, sim::milliseconds(1));
-  EXPECT_EQ(l1.duplex, sim::LinkDuplex::kHalf);
-  EXPECT_EQ(f.topology.link(1).duplex, sim::LinkDuplex::kFull);
+  EXPECT_EQ(l1.duplex, sim::Duplex::kHalf);
+  EXPECT_EQ(f.topology.link(1).duplex, sim::Duplex::kFull);
   ASSERT_EQ(f.transfers.size(), 1u);
   const FlowTransfer& t = f.transfers[0];
   EXPECT_EQ(t.id, "t1");
@@ -60,8 +61,8 @@ TEST(FlowsFile, IssueExampleFinishesAtTheClosedForm) {
 }
 
 TEST(FlowsFile, BytesAcceptUnitStringsAndStartDefaultsToZero) {
-  FlowsFile f = parse(R"({"nodes": ["A", "B"],
-    "links": [{"src": "A", "dst": "B", "bandwidth": "8Gbps"}],
+  FlowsFile f = parse(R"({"cluster": {"nodes": [{"name": "A"}, {"name": "B"}],
+    "links": [{"a": "A", "b": "B", "bandwidth": "8Gbps"}]},
     "transfers": [{"id": "x", "src": "B", "dst": "A", "bytes": "1GiB"}]})");
   EXPECT_EQ(f.transfers[0].bytes.count, 1LL << 30);
   EXPECT_EQ(f.transfers[0].start, sim::SimTime{0});
@@ -69,41 +70,45 @@ TEST(FlowsFile, BytesAcceptUnitStringsAndStartDefaultsToZero) {
 }
 
 TEST(FlowsFile, GeneratorsAddNodesAndLinksBeforeExplicitOnes) {
-  const FlowsFile f = parse(R"({"generator": {"kind": "leaf_spine", "leaves": 2, "spines": 2,
-      "nodes_per_leaf": 3, "bandwidth": "100Gbps", "latency": "1us", "oversubscription": 3},
-    "nodes": [{"name": "store", "kind": "storage"}],
-    "links": [{"id": "s", "src": "store", "dst": "spine1", "bandwidth": "400Gbps"}],
+  const FlowsFile f = parse(R"({"cluster": {"leaf_spine": {"leaves": 2, "spines": 2,
+      "nodes_per_leaf": 3, "node_bandwidth": "100Gbps", "latency": "1us", "oversubscription": 3},
+    "nodes": [{"name": "store", "kind": "storage", "capacity": "1TB"}],
+    "links": [{"name": "s", "a": "store", "b": "spine1", "bandwidth": "400Gbps"}]},
     "transfers": [{"id": "a", "src": "gpu0", "dst": "store", "bytes": 1}]})");
   EXPECT_EQ(f.topology.node_count(), 6u + 2 + 2 + 1);
   EXPECT_EQ(f.topology.link(*f.topology.find_link("leaf0-spine0")).bandwidth.value, 50e9);
-  EXPECT_EQ(f.topology.node(*f.topology.find_node("store")).kind, sim::NodeType::kStorage);
+  EXPECT_EQ(f.topology.node(*f.topology.find_node("store")).kind, sim::NodeKind::kStorage);
   for (const char* kind : {"star", "ring"}) {
-    const FlowsFile g = parse(std::string(R"({"generator": {"kind": ")") + kind +
-                              R"(", "nodes": 4, "bandwidth": "1Gbps"},
+    const FlowsFile g = parse(std::string(R"({"cluster": {")") + kind +
+                              R"(": {"nodes": 4, "bandwidth": "1Gbps"}},
         "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu2", "bytes": 1}]})");
-    EXPECT_EQ(g.topology.nodes_of_kind(sim::NodeType::kGpu).size(), 4u) << kind;
+    EXPECT_EQ(g.topology.nodes_of_kind(sim::NodeKind::kGpu).size(), 4u) << kind;
   }
-  const FlowsFile w = parse(R"({"generator": {"kind": "multi_site", "sites": 2, "leaves": 1,
-      "spines": 1, "nodes_per_leaf": 2, "bandwidth": "100Gbps", "wan_bandwidth": "10Gbps",
-      "wan_latency": "20ms"},
-    "transfers": [{"id": "a", "src": "site0/gpu0", "dst": "site1/gpu1", "bytes": 1}]})");
-  EXPECT_EQ(w.transfers.size(), 1u);
+  FlowsFile w = parse(R"({"cluster": {"multi_site": {
+      "sites": [{"name": "east", "nodes": 2, "lan_bandwidth": "100Gbps", "lan_latency": "1us"},
+                {"name": "west", "nodes": 2, "lan_bandwidth": "100Gbps", "lan_latency": "1us"}],
+      "wan_bandwidth": "10Gbps", "wan_latency": "20ms"}},
+    "transfers": [{"id": "a", "src": "east/gpu0", "dst": "west/gpu1", "bytes": "1GB"}]})");
+  ASSERT_EQ(w.transfers.size(), 1u);
+  // 20 ms + 2 µs of latency, then 8e9 bit at the 10 Gbps WAN.
+  EXPECT_EQ(simulate_flows(w)[0].finish, sim::SimTime{820'002'000});
 }
 
 TEST(FlowsFile, EveryProblemIsReportedWithItsJsonPath) {
-  const std::string e = error_of(R"({"nodes": ["A", "B", "A"],
-    "links": [{"id": "L1", "src": "A", "dst": "Z", "bandwidth": "1Gbps"},
-              {"id": "L2", "src": "A", "dst": "B", "bandwidth": "0Gbps", "latency": "-1ms"},
-              {"id": "L3", "src": "A", "dst": "B", "bandwith": "1Gbps", "duplex": "simplex"}],
+  const std::string e = error_of(R"({"cluster": {
+    "nodes": [{"name": "A"}, {"name": "B"}, {"name": "A"}],
+    "links": [{"name": "L1", "a": "A", "b": "Z", "bandwidth": "1Gbps"},
+              {"name": "L2", "a": "A", "b": "B", "bandwidth": "0Gbps", "latency": "-1ms"},
+              {"name": "L3", "a": "A", "b": "B", "bandwith": "1Gbps", "duplex": "simplex"}]},
     "transfers": [{"id": "t1", "src": "A", "dst": "B", "bytes": -5, "start": "soon"},
                   {"id": "t1", "src": "A", "dst": "B", "bytes": 1, "route": ["L9"]}],
     "extra": 1})");
   for (const char* expected :
-       {"f.json: /nodes/2: duplicate node \"A\"", "/links/0/dst: unknown node \"Z\"",
-        "/links/1/bandwidth: must be > 0", "/links/1/latency:", "/links/2/bandwith: unknown key",
-        "did you mean \"bandwidth\"", "/links/2/bandwidth: is required",
-        "/links/2/duplex: must be full or half (got \"simplex\")",
-        "/transfers/0/bytes:", "/transfers/0/start:",
+       {"f.json: /cluster/nodes/2/name: duplicate node name \"A\"",
+        "/cluster/links/0/b: unknown node \"Z\"", "/cluster/links/1/bandwidth: must be > 0",
+        "/cluster/links/1/latency:", "/cluster/links/2/bandwith: unknown key",
+        "did you mean \"bandwidth\"", "/cluster/links/2/bandwidth: is required",
+        "/cluster/links/2/duplex:", "/transfers/0/bytes:", "/transfers/0/start:",
         "/transfers/1/id: duplicate transfer id \"t1\" (first at /transfers/0)",
         "/transfers/1/route/0: unknown link \"L9\"", "/extra: unknown key"}) {
     EXPECT_NE(e.find(expected), std::string::npos) << "missing: " << expected << "\nin:\n" << e;
@@ -111,35 +116,41 @@ TEST(FlowsFile, EveryProblemIsReportedWithItsJsonPath) {
 }
 
 TEST(FlowsFile, DisconnectedTransferNamesBothNodes) {
-  const std::string e = error_of(R"({"nodes": ["A", "B", "C"],
-    "links": [{"src": "A", "dst": "B", "bandwidth": "1Gbps"}],
+  const std::string e = error_of(R"({"cluster": {
+    "nodes": [{"name": "A"}, {"name": "B"}, {"name": "C"}],
+    "links": [{"a": "A", "b": "B", "bandwidth": "1Gbps"}]},
     "transfers": [{"id": "t", "src": "A", "dst": "C", "bytes": 1}]})");
   EXPECT_NE(e.find("/transfers/0: no route from \"A\" to \"C\""), std::string::npos) << e;
 }
 
 TEST(FlowsFile, ExplicitRouteMustLeadFromSourceToDestination) {
-  const std::string e = error_of(R"({"nodes": ["A", "B", "C"],
-    "links": [{"id": "L1", "src": "A", "dst": "B", "bandwidth": "1Gbps"},
-              {"id": "L2", "src": "B", "dst": "C", "bandwidth": "1Gbps"}],
+  const std::string e = error_of(R"({"cluster": {
+    "nodes": [{"name": "A"}, {"name": "B"}, {"name": "C"}],
+    "links": [{"name": "L1", "a": "A", "b": "B", "bandwidth": "1Gbps"},
+              {"name": "L2", "a": "B", "b": "C", "bandwidth": "1Gbps"}]},
     "transfers": [{"id": "t", "src": "A", "dst": "C", "bytes": 1, "route": ["L2"]}]})");
   EXPECT_NE(e.find("/transfers/0/route:"), std::string::npos) << e;
   EXPECT_NE(e.find("does not touch node \"A\""), std::string::npos) << e;
 }
 
 TEST(FlowsFile, BadGeneratorsAreInputErrors) {
-  EXPECT_NE(error_of(R"({"generator": {"kind": "torus"}, "transfers": []})")
-                .find("/generator/kind: must be star, ring, leaf_spine or multi_site"),
+  EXPECT_NE(error_of(R"({"cluster": {"torus": {}}, "transfers": []})")
+                .find("/cluster/torus: unknown key"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"generator": {"kind": "ring", "nodes": 2, "bandwidth": "1Gbps"},
+  EXPECT_NE(error_of(R"({"cluster": {"ring": {"nodes": 2, "bandwidth": "1Gbps"}},
                          "transfers": []})")
-                .find("/generator/nodes: must be >= 3"),
+                .find("/cluster/ring/nodes: must be"),
             std::string::npos);
+  EXPECT_NE(error_of(R"({"generator": {"kind": "star"}, "transfers": []})")
+                .find("/generator: unknown key"),
+            std::string::npos)
+      << "the format before the cluster section";
   EXPECT_NE(error_of("[1, 2]").find("expected a JSON object"), std::string::npos);
 }
 
 TEST(FlowsFile, EcmpIsOffByDefaultAndTakesASeed) {
-  const std::string topo = R"("generator": {"kind": "leaf_spine", "leaves": 2, "spines": 4,
-      "nodes_per_leaf": 4, "bandwidth": "100Gbps"},
+  const std::string topo = R"("cluster": {"leaf_spine": {"leaves": 2, "spines": 4,
+      "nodes_per_leaf": 4, "node_bandwidth": "100Gbps"}},
     "transfers": [{"id": "a", "src": "gpu0", "dst": "gpu4", "bytes": "1GB"},
                   {"id": "b", "src": "gpu1", "dst": "gpu5", "bytes": "1GB"},
                   {"id": "c", "src": "gpu2", "dst": "gpu6", "bytes": "1GB"},
@@ -191,9 +202,9 @@ TEST(FlowsFile, StreamedReadEqualsTheDomReadWhereverTheTransfersSit) {
       R"({"transfers": [{"id": "t1", "src": "A", "dst": "C", "bytes": 1000000000,
       "start": "0.5s", "route": ["L1", "L2"]}, {"id": "t2", "src": "C", "dst": "A", "bytes": "1GiB",
       "max_rate": "1Mbps", "extra": {"nested": [1, [2, 3], {"x": null}]}}],
-    "nodes": ["A", "B", "C"],
-    "links": [{"id": "L1", "src": "A", "dst": "B", "bandwidth": "1Gbps", "latency": "1ms"},
-              {"id": "L2", "src": "B", "dst": "C", "bandwidth": "10Gbps", "latency": "50us"}]})";
+    "cluster": {"nodes": [{"name": "A"}, {"name": "B"}, {"name": "C"}],
+    "links": [{"name": "L1", "a": "A", "b": "B", "bandwidth": "1Gbps", "latency": "1ms"},
+              {"name": "L2", "a": "B", "b": "C", "bandwidth": "10Gbps", "latency": "50us"}]}})";
   FlowsFile streamed;
   EXPECT_NE(streamed_error(text).find("/transfers/1/extra: unknown key"), std::string::npos);
   std::string fixed = text;
@@ -218,22 +229,21 @@ TEST(FlowsFile, StreamedReadEqualsTheDomReadWhereverTheTransfersSit) {
 }
 
 TEST(FlowsFile, StreamedReadReportsPathsAndSyntaxErrors) {
-  const std::string e = streamed_error(R"({"nodes": ["A", "B"], "links": [{"src": "A", "dst": "B",
-      "bandwidth": "1Gbps"}], "transfers": [{"id": "a", "src": "A", "dst": "B", "bytes": 1},
+  const std::string e = streamed_error(R"({"cluster": {"nodes": [{"name": "A"}, {"name": "B"}],
+      "links": [{"a": "A", "b": "B", "bandwidth": "1Gbps"}]}, "transfers": [{"id": "a", "src": "A", "dst": "B", "bytes": 1},
       {"id": "a", "src": "Q", "dst": "B", "bytes": 1}, 7], "extra": [1]})");
   for (const char* expected :
        {"/transfers/1/id: duplicate transfer id \"a\" (first at /transfers/0)",
         "/transfers/1/src: unknown node \"Q\"", "/transfers/2:", "/extra: unknown key"}) {
     EXPECT_NE(e.find(expected), std::string::npos) << "missing: " << expected << "\nin:\n" << e;
   }
-  EXPECT_NE(streamed_error(R"({"nodes": ["A"], "transfers": {"id": 1}})")
+  const std::string one = R"("cluster": {"nodes": [{"name": "A"}]})";
+  EXPECT_NE(streamed_error("{" + one + R"(, "transfers": {"id": 1}})")
                 .find("/transfers: expected an array"),
             std::string::npos);
-  EXPECT_NE(streamed_error(R"({"nodes": ["A"]})").find("/transfers: is required"),
+  EXPECT_NE(streamed_error("{" + one + "}").find("/transfers: is required"), std::string::npos);
+  EXPECT_NE(streamed_error("{" + one + R"(, "transfers": [{"id": )").find("not valid JSON at byte"),
             std::string::npos);
-  EXPECT_NE(
-      streamed_error(R"({"nodes": ["A"], "transfers": [{"id": )").find("not valid JSON at byte"),
-      std::string::npos);
   EXPECT_NE(streamed_error("[1, 2]").find("expected a JSON object"), std::string::npos);
 }
 

@@ -276,8 +276,8 @@ TEST(ScenarioCross, ACostTableMustBeForTheModelAndHoldEveryOpTheScenarioUses) {
 
 TEST(ScenarioCross, CrossChecksWaitForACleanFirstPass) {
   json j = minimal_json();
-  j["cluster"]["links"][0]["b"] = "c";  // would be a cross-reference problem
-  j["seed"] = "x";                      // a pass-one problem
+  j["events"] = {{{"type", "node_failure"}, {"at", "1s"}, {"node", "zz"}}};  // a cross-reference
+  j["seed"] = "x";                                                           // a pass-one problem
   EXPECT_EQ(problems(j), V{"/seed: expected an integer (got \"x\")"});
 }
 

@@ -24,7 +24,7 @@ TEST(ScenarioRules, MinimalScenarioLoadsWithDefaults) {
   EXPECT_EQ(s.seed, 1u);
   EXPECT_EQ(s.serving.max_batch, 32);
   EXPECT_EQ(s.cluster.links[0].name, "a-b");
-  EXPECT_EQ(s.cluster.nodes[0].gpus, 1);
+  EXPECT_EQ(s.cluster.nodes[0].gpu_count, 1);
 }
 
 TEST(ScenarioRules, TopLevelMustBeAnObject) {
@@ -257,8 +257,14 @@ TEST(ScenarioRules, LeafSpineTakesUplinkOrOversubscriptionNotBoth) {
   EXPECT_EQ(problems(j), V{"/cluster/leaf_spine/oversubscription: give either uplink_bandwidth or "
                            "oversubscription, not both (the other is derived)"});
   j["cluster"]["leaf_spine"].erase("oversubscription");
+  j["cluster"]["leaf_spine"]["latency"] = "2us";
+  j["cluster"]["leaf_spine"]["uplink_latency"] = "3us";
   const sim::ScenarioSpec s = testing::load(j);
-  EXPECT_DOUBLE_EQ(s.cluster.leaf_spine->oversubscription, 2.0);  // 2·100G / (2·50G)
+  for (const sim::ClusterLink& l : s.cluster.links) {
+    const bool uplink = s.cluster.nodes[l.a].name.starts_with("leaf");
+    EXPECT_DOUBLE_EQ(l.bandwidth.value, uplink ? 50e9 : 100e9) << l.name;
+    EXPECT_EQ(l.latency, uplink ? sim::microseconds(3) : sim::microseconds(2)) << l.name;
+  }
 }
 
 TEST(ScenarioRules, StorageNodesTakeCapacityNotGpus) {

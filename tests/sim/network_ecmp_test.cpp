@@ -17,14 +17,14 @@ constexpr int kSpines = 4;
 constexpr int kFlows = 64;
 
 Topology leaf_spine() {
-  Topology t;
+  Cluster cluster;
   LeafSpineParams p;
   p.leaves = 2;
   p.spines = kSpines;
   p.nodes_per_leaf = 8;
   p.host = LinkParams{BitsPerSecond{100e9}, microseconds(1)};
-  add_leaf_spine(t, p);
-  return t;
+  add_leaf_spine(cluster, p);
+  return Topology(cluster);
 }
 
 /// The spine a route crosses ("spineJ" -> J), -1 if none.

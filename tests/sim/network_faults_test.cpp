@@ -45,8 +45,9 @@ TEST(Network, LatencyChangeReachesTransfersRoutedAfterIt) {
 }
 
 TEST(Network, FailedLinkReroutesOrStallsAndRepairResumes) {
-  Topology t;
-  add_ring(t, 4, LinkParams{BitsPerSecond{1 * kGbps}, SimTime{0}});
+  Cluster cluster;
+  add_ring(cluster, 4, LinkParams{BitsPerSecond{1 * kGbps}, SimTime{0}});
+  Topology t(cluster);
   Simulator sim;
   Network net(sim, t);
   EndCounter obs;

@@ -14,12 +14,12 @@ constexpr double kGbps = 1e9;
 
 /// A chain n0 - n1 - ... with the given bandwidths (bit/s) and latencies.
 inline Topology chain(const std::vector<double>& bw, const std::vector<SimTime>& lat = {},
-                      LinkDuplex duplex = LinkDuplex::kFull) {
+                      Duplex duplex = Duplex::kFull) {
   Topology t;
   for (std::size_t i = 0; i <= bw.size(); ++i) {
     ClusterNode n;
     n.name = "n" + std::to_string(i);
-    n.kind = NodeType::kGpu;
+    n.kind = NodeKind::kGpu;
     t.add_node(n);
   }
   for (std::size_t i = 0; i < bw.size(); ++i) {

@@ -32,14 +32,15 @@ struct Outcome {
 // callbacks, cancels of running and of already ended transfers, a spine link failing
 // and coming back, a node failing.
 Outcome run(bool keep_ended) {
-  Topology t;
+  Cluster cluster;
   LeafSpineParams p;
   p.leaves = 4;
   p.spines = 2;
   p.nodes_per_leaf = 4;
   p.host.bandwidth = BitsPerSecond{10e9};
   p.host.latency = SimTime{2'000};
-  const GeneratedNodes g = add_leaf_spine(t, p);
+  const GeneratedNodes g = add_leaf_spine(cluster, p);
+  Topology t(cluster);
   Simulator sim;
   NetworkOptions options;
   options.keep_ended = keep_ended;
@@ -104,8 +105,9 @@ TEST(NetworkForget, SameEndsAsKeepingEveryRecord) {
 }
 
 TEST(NetworkForget, AnEndedTransferIsGone) {
-  Topology t;
-  const GeneratedNodes g = add_star(t, 2, {BitsPerSecond{1e9}, SimTime{0}});
+  Cluster cluster;
+  const GeneratedNodes g = add_star(cluster, 2, {BitsPerSecond{1e9}, SimTime{0}});
+  Topology t(cluster);
   Simulator sim;
   NetworkOptions options;
   options.keep_ended = false;

@@ -126,7 +126,7 @@ TEST(Network, RateCapLimitsAFlowAndFreesCapacityForOthers) {
 }
 
 TEST(Network, FullDuplexDirectionsAreIndependentHalfDuplexShares) {
-  for (const LinkDuplex d : {LinkDuplex::kFull, LinkDuplex::kHalf}) {
+  for (const Duplex d : {Duplex::kFull, Duplex::kHalf}) {
     Topology t = chain({1 * kGbps}, {}, d);
     Simulator sim;
     Network net(sim, t);
@@ -142,7 +142,7 @@ TEST(Network, FullDuplexDirectionsAreIndependentHalfDuplexShares) {
     }
     sim.run();
     EXPECT_FALSE(net.route_of(fwd)) << "an ended transfer follows no route";
-    const SimTime expected = d == LinkDuplex::kFull ? seconds(1) : seconds(2);
+    const SimTime expected = d == Duplex::kFull ? seconds(1) : seconds(2);
     EXPECT_EQ(net.info(fwd).finish, expected);
     EXPECT_EQ(net.info(back).finish, expected);
   }
@@ -233,15 +233,16 @@ TEST(Network, BadRequestsAreRejected) {
 TEST(Network, RandomLoadsConserveBytesAndRespectCapacity) {
   std::mt19937_64 rng(2024);
   for (int round = 0; round < 10; ++round) {
-    Topology t;
+    Cluster cluster;
     LeafSpineParams p;
     p.leaves = 3;
     p.spines = 2;
     p.nodes_per_leaf = 3;
     p.host = LinkParams{BitsPerSecond{10 * kGbps}, microseconds(2),
-                        round % 2 ? LinkDuplex::kHalf : LinkDuplex::kFull};
+                        round % 2 ? Duplex::kHalf : Duplex::kFull};
     p.oversubscription = 1.5;
-    const GeneratedNodes g = add_leaf_spine(t, p);
+    const GeneratedNodes g = add_leaf_spine(cluster, p);
+    Topology t(cluster);
     Simulator sim;
     Network net(sim, t);
     EndCounter obs;
@@ -291,8 +292,9 @@ TEST(Network, RandomLoadsConserveBytesAndRespectCapacity) {
 
 TEST(Network, SameInputsGiveTheSameEventSequence) {
   auto run = [] {
-    Topology t;
-    add_star(t, 6, LinkParams{BitsPerSecond{25 * kGbps}, microseconds(5)});
+    Cluster cluster;
+    add_star(cluster, 6, LinkParams{BitsPerSecond{25 * kGbps}, microseconds(5)});
+    Topology t(cluster);
     Simulator sim;
     Network net(sim, t);
     std::mt19937_64 rng(99);

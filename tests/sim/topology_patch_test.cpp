@@ -22,8 +22,9 @@ LeafSpineParams fabric() {
 }
 
 TEST(TopologyPatch, HostFailuresAndRepairsGiveTheRoutesOfAFreshTopology) {
-  Topology cached;
-  const GeneratedNodes g = add_leaf_spine(cached, fabric());
+  Cluster cluster;
+  const GeneratedNodes g = add_leaf_spine(cluster, fabric());
+  Topology cached(cluster);
   std::mt19937_64 rng(5);
   const auto n = static_cast<NodeId>(cached.node_count());
   for (int step = 0; step < 300; ++step) {
@@ -31,8 +32,7 @@ TEST(TopologyPatch, HostFailuresAndRepairsGiveTheRoutesOfAFreshTopology) {
     const bool host = rng() % 5 != 0;
     const NodeId v = host ? g.gpus[rng() % g.gpus.size()] : g.switches[rng() % g.switches.size()];
     cached.set_node_up(v, !cached.node_up(v));
-    Topology fresh;
-    add_leaf_spine(fresh, fabric());
+    Topology fresh(cluster);
     for (NodeId u = 0; u < n; ++u) fresh.set_node_up(u, cached.node_up(u));
     for (int q = 0; q < 40; ++q) {
       const NodeId s = g.gpus[rng() % g.gpus.size()], d = g.gpus[rng() % g.gpus.size()];
@@ -51,15 +51,15 @@ TEST(TopologyPatch, HostFailuresAndRepairsGiveTheRoutesOfAFreshTopology) {
 TEST(TopologyPatch, ManySourcesRouteAsAFreshTopology) {
   LeafSpineParams p = fabric();
   p.nodes_per_leaf = 90;  // 360 hosts
-  Topology cached;
-  const GeneratedNodes g = add_leaf_spine(cached, p);
+  Cluster cluster;
+  const GeneratedNodes g = add_leaf_spine(cluster, p);
+  Topology cached(cluster);
   std::mt19937_64 rng(9);
   const std::size_t hosts = g.gpus.size();
   for (int round = 0; round < 3; ++round) {
     const NodeId down = g.gpus[rng() % hosts];
     cached.set_node_up(down, false);
-    Topology fresh;
-    add_leaf_spine(fresh, p);
+    Topology fresh(cluster);
     fresh.set_node_up(down, false);
     for (std::size_t i = 0; i < hosts; ++i) {
       for (const std::size_t step : {std::size_t{1}, std::size_t{97}}) {

@@ -72,12 +72,12 @@ TEST(RoutingReference, RandomGraphsWithHostsRouteAsTheBruteForceReference) {
     for (int i = 0; i < switches + hosts + 2; ++i) {
       ClusterNode node;
       node.name = "n" + std::to_string(i);
-      node.kind = i < switches ? NodeType::kSwitch : NodeType::kGpu;
+      node.kind = i < switches ? NodeKind::kSwitch : NodeKind::kGpu;
       t.add_node(node);
     }
     auto latency = [&] { return SimTime{static_cast<std::int64_t>(rng() % 4) * 500}; };  // ties
     auto link = [&](NodeId a, NodeId b) {
-      t.add_link({"", a, b, BitsPerSecond{1e9}, latency(), LinkDuplex::kFull});
+      t.add_link({"", a, b, BitsPerSecond{1e9}, latency(), Duplex::kFull});
     };
     for (int i = 1; i < switches; ++i) link(i, static_cast<NodeId>(rng() % i));  // connected
     for (int e = static_cast<int>(rng() % (2 * switches)); e > 0; --e) {

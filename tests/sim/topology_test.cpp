@@ -11,7 +11,7 @@ namespace {
 ClusterNode gpu(std::string name) {
   ClusterNode n;
   n.name = std::move(name);
-  n.kind = NodeType::kGpu;
+  n.kind = NodeKind::kGpu;
   n.gpu_count = 8;
   return n;
 }
@@ -112,14 +112,15 @@ TEST(Routing, ExplicitRoutesMustBeWalksFromSourceToDestination) {
 }
 
 TEST(Generators, LeafSpineHasTheRightShapeAndOversubscription) {
-  Topology t;
+  Cluster c;
   LeafSpineParams p;
   p.leaves = 4;
   p.spines = 2;
   p.nodes_per_leaf = 8;
   p.host.bandwidth = BitsPerSecond{100e9};
   p.oversubscription = 2;
-  const GeneratedNodes g = add_leaf_spine(t, p);
+  const GeneratedNodes g = add_leaf_spine(c, p);
+  const Topology t(c);
   EXPECT_EQ(g.gpus.size(), 32u);
   EXPECT_EQ(t.node_count(), 32u + 4 + 2);
   EXPECT_EQ(t.link_count(), 32u + 4 * 2);
@@ -134,24 +135,36 @@ TEST(Generators, LeafSpineHasTheRightShapeAndOversubscription) {
 }
 
 TEST(Generators, StarRingAndMultiSite) {
-  Topology star;
-  add_star(star, 5, LinkParams{});
+  Cluster sc;
+  add_star(sc, 5, LinkParams{});
+  const Topology star(sc);
   EXPECT_EQ(star.route(*star.find_node("gpu0"), *star.find_node("gpu4"))->hops.size(), 2u);
-  Topology ring;
-  add_ring(ring, 6, LinkParams{});
+  Cluster rc;
+  add_ring(rc, 6, LinkParams{});
+  const Topology ring(rc);
   EXPECT_EQ(ring.route(*ring.find_node("gpu0"), *ring.find_node("gpu3"))->hops.size(), 3u);
   EXPECT_EQ(ring.route(*ring.find_node("gpu0"), *ring.find_node("gpu5"))->hops.size(), 1u);
-  EXPECT_THROW(add_ring(ring, 2, LinkParams{}, {}, "x"), InputError);
-  Topology wan;
-  WanParams w;
-  w.sites = 3;
+  EXPECT_THROW(add_ring(rc, 2, LinkParams{}, {}, "x"), InputError);
+  Cluster wc;
+  MultiSiteParams w;
+  for (const char* site : {"east", "west", "north"})
+    w.sites.push_back({site, 4, LinkParams{BitsPerSecond{100e9}, microseconds(2)}});
   w.wan = LinkParams{BitsPerSecond{10e9}, milliseconds(20)};
-  const GeneratedNodes g = add_multi_site(wan, w);
-  EXPECT_EQ(g.gpus.size(), 3u * 2 * 4);
-  const Route* r = wan.route(*wan.find_node("site0/gpu0"), *wan.find_node("site2/gpu7"));
+  const GeneratedNodes g = add_multi_site(wc, w);
+  const Topology wan(wc);
+  EXPECT_EQ(g.gpus.size(), 3u * 4);
+  EXPECT_EQ(g.switches.size(), 3u);
+  EXPECT_EQ(wan.link_count(), 3u * 4 + 3);  // LANs, then the WAN mesh
+  EXPECT_EQ(wan.node(*wan.find_node("west/gpu3")).site, "west");
+  EXPECT_EQ(wan.node(*wan.find_node("west/gw")).site, "west");
+  const Route* r = wan.route(*wan.find_node("east/gpu0"), *wan.find_node("north/gpu3"));
   ASSERT_NE(r, nullptr);
-  EXPECT_EQ(r->hops.size(), 7u) << "node-leaf-spine-gw ~ gw-spine-leaf-node";
-  EXPECT_GE(r->latency, milliseconds(20));
+  EXPECT_EQ(r->hops.size(), 3u) << "node-gw ~ gw-node";
+  EXPECT_EQ(r->latency, milliseconds(20) + microseconds(4));
+  w.sites[2].name = "east";
+  EXPECT_THROW(add_multi_site(wc, w), InputError) << "two sites named east";
+  w.sites.resize(1);
+  EXPECT_THROW(add_multi_site(wc, w), InputError) << "one site";
 }
 
 }  // namespace

@@ -207,7 +207,7 @@ json random_scenario(std::uint64_t seed) {
 void check_pools(const ScenarioSpec& spec, const RunResult& run, const std::string& label) {
   if (!disaggregated(spec)) return;
   std::map<std::string, PoolRole> role;
-  for (const NodeSpec& n : spec.cluster.nodes) {
+  for (const ClusterNode& n : spec.cluster.nodes) {
     if (n.kind == NodeKind::kGpu) role[n.name] = spec.pools.at(n.pool).role;
   }
   std::map<std::uint64_t, int> landed;

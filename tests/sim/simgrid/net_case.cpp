@@ -10,15 +10,14 @@ Topology make_topology(const NetCase& c) {
   for (int i = 0; i < c.nodes; ++i) {
     ClusterNode n;
     n.name = "n" + std::to_string(i);
-    n.kind = NodeType::kGpu;
+    n.kind = NodeKind::kGpu;
     t.add_node(n);
   }
   for (std::size_t j = 0; j < c.links.size(); ++j) {
     const NetLink& l = c.links[j];
     t.add_link(ClusterLink{"l" + std::to_string(j), static_cast<NodeId>(l.a),
                            static_cast<NodeId>(l.b), BitsPerSecond{l.bandwidth_bps},
-                           SimTime{l.latency_ns},
-                           l.half_duplex ? LinkDuplex::kHalf : LinkDuplex::kFull});
+                           SimTime{l.latency_ns}, l.half_duplex ? Duplex::kHalf : Duplex::kFull});
   }
   return t;
 }
