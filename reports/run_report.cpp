@@ -207,11 +207,12 @@ std::string links_csv(const std::vector<sim::RunResult>& runs) {
   std::ostringstream o;
   o << "# one row per link direction that carried traffic in the interval; idle ones are left "
        "out\n";
-  o << "strategy,t_s,link,utilisation,bytes\n";
+  o << "strategy,t_s,link,utilisation,bytes,capacity_bps\n";
   for (const sim::RunResult& run : runs) {
     for (const sim::LinkSample& s : run.link_samples) {
       o << run.strategy << ',' << fmt("%.9f", s_of(s.t_ns)) << ',' << util::csv_escape(s.link)
-        << ',' << fmt("%.6f", s.utilisation) << ',' << s.bytes << '\n';
+        << ',' << fmt("%.6f", s.utilisation) << ',' << s.bytes << ','
+        << fmt("%.17g", s.capacity_bps) << '\n';
     }
   }
   return o.str();

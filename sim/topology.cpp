@@ -100,7 +100,7 @@ LinkId Topology::add_link(ClusterLink spec) {
   }
   link_by_name_.emplace(spec.name, id);
   boost::add_edge(spec.a, spec.b, id, graph_);
-  state_.push_back({spec.bandwidth, true});
+  state_.push_back({spec.bandwidth, spec.latency, true});
   links_.push_back(std::move(spec));
   invalidate_routes();
   return id;
@@ -156,8 +156,8 @@ void Topology::set_link_latency(LinkId l, SimTime latency) {
   if (latency.ns < 0) {
     throw InputError("link \"" + links_.at(l).name + "\": latency must be >= 0");
   }
-  if (links_.at(l).latency == latency) return;
-  links_[l].latency = latency;
+  if (state_.at(l).latency == latency) return;
+  state_[l].latency = latency;
   invalidate_routes();
 }
 
@@ -188,7 +188,7 @@ void Topology::set_node_up(NodeId n, bool up) {
     t.latency[n] = -1;
     t.hops[n] = 0;
     if (uplink && link_usable(uplink->first) && t.latency[uplink->second] >= 0) {
-      t.latency[n] = t.latency[uplink->second] + links_[uplink->first].latency.ns;
+      t.latency[n] = t.latency[uplink->second] + state_[uplink->first].latency.ns;
       t.hops[n] = t.hops[uplink->second] + 1;
     }
   }
@@ -236,7 +236,7 @@ Topology::SourceTree Topology::host_tree(NodeId src) const {
     t = tree(via);  // a copy: inserting src's tree may evict via's
     for (std::size_t v = 0; v < t.latency.size(); ++v) {
       if (t.latency[v] < 0) continue;
-      t.latency[v] += links_[l].latency.ns;
+      t.latency[v] += state_[l].latency.ns;
       t.hops[v] += 1;
     }
   } else {
@@ -261,7 +261,7 @@ Topology::SourceTree Topology::dijkstra_tree(NodeId src) const {
   std::vector<Graph::vertex_descriptor> pred(n);
   auto weight = boost::make_function_property_map<Graph::edge_descriptor, Dist>(
       [this](Graph::edge_descriptor e) {
-        return Dist{links_[boost::get(boost::edge_index, graph_, e)].latency.ns, 1};
+        return Dist{state_[boost::get(boost::edge_index, graph_, e)].latency.ns, 1};
       });
   boost::dijkstra_shortest_paths(g, src,
                                  boost::weight_map(weight)
@@ -311,7 +311,7 @@ const Route* Topology::cached_route(NodeId src, NodeId dst) const {
           if (l >= best || !link_usable(l)) continue;
           const auto u = static_cast<NodeId>(boost::target(*e, graph_));
           if (t.latency[u] < 0) continue;
-          if (t.latency[u] + links_[l].latency.ns == t.latency[v] && t.hops[u] + 1 == t.hops[v]) {
+          if (t.latency[u] + state_[l].latency.ns == t.latency[v] && t.hops[u] + 1 == t.hops[v]) {
             best = l;
             best_u = u;
           }
@@ -340,7 +340,7 @@ std::optional<Route> Topology::ecmp_route(NodeId src, NodeId dst, std::uint64_t 
       if (!link_usable(l)) continue;
       const auto u = static_cast<NodeId>(boost::target(*e, graph_));
       if (t.latency[u] < 0) continue;
-      if (t.latency[u] + links_[l].latency.ns == t.latency[v] && t.hops[u] + 1 == t.hops[v]) {
+      if (t.latency[u] + state_[l].latency.ns == t.latency[v] && t.hops[u] + 1 == t.hops[v]) {
         next.emplace_back(l, u);
       }
     }
@@ -368,7 +368,7 @@ Route Topology::make_route(NodeId src, NodeId dst, const std::vector<LinkId>& li
       throw InputError("route: link \"" + l.name + "\" (hop " + std::to_string(i) +
                        ") does not touch node \"" + nodes_[at].name + "\"");
     }
-    r.latency += l.latency;
+    r.latency += state_[links[i]].latency;
   }
   if (at != dst) {
     throw InputError("route: ends at node \"" + nodes_[at].name + "\", not at the destination \"" +

@@ -72,6 +72,7 @@ class Topology {
   std::size_t node_count() const { return nodes_.size(); }
   std::size_t link_count() const { return links_.size(); }
   const ClusterNode& node(NodeId n) const { return nodes_.at(n); }
+  /// A link as declared (its current bandwidth and latency: bandwidth(l), latency(l)).
   const ClusterLink& link(LinkId l) const { return links_.at(l); }
   std::optional<NodeId> find_node(std::string_view name) const;
   std::optional<LinkId> find_link(std::string_view name) const;
@@ -83,6 +84,8 @@ class Topology {
   // --- run-time state -------------------------------------------------------
   /// Current bandwidth (the declared one until changed).
   BitsPerSecond bandwidth(LinkId l) const { return state_.at(l).bandwidth; }
+  /// Current one-way latency (the declared one until changed).
+  SimTime latency(LinkId l) const { return state_.at(l).latency; }
   bool link_up(LinkId l) const { return state_.at(l).up; }
   bool node_up(NodeId n) const { return node_up_.at(n); }
   /// Up, and both ends up.
@@ -122,6 +125,7 @@ class Topology {
  private:
   struct LinkState {
     BitsPerSecond bandwidth;
+    SimTime latency;
     bool up = true;
   };
   /// Undirected multigraph; each edge carries its LinkId.

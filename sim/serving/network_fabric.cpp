@@ -19,10 +19,6 @@ Topology build_topology(const ClusterSpec& cluster, const std::string& gpu_model
 NetworkFabric::NetworkFabric(Simulator& sim, const ClusterSpec& cluster,
                              const std::string& gpu_model)
     : topology_(build_topology(cluster, gpu_model)) {
-  for (const ClusterLink& l : cluster.links) {
-    declared_bandwidth_.push_back(l.bandwidth.value);
-    declared_latency_.push_back(l.latency);
-  }
   NetworkOptions options;
   options.record_utilisation = false;
   options.keep_ended = false;  // a serving run ends millions of transfers
@@ -101,8 +97,9 @@ void NetworkFabric::fail_link(const std::string& link) { network_->fail_link(lin
 void NetworkFabric::repair_link(const std::string& link) {
   const LinkId id = link_id(link);
   network_->repair_link(id);
-  network_->set_link_bandwidth(id, BitsPerSecond{declared_bandwidth_[id]});
-  network_->set_link_latency(id, declared_latency_[id]);
+  // A repair restores the link as declared.
+  network_->set_link_bandwidth(id, topology_.link(id).bandwidth);
+  network_->set_link_latency(id, topology_.link(id).latency);
 }
 
 const std::vector<LinkCounter>& NetworkFabric::link_counters() {

@@ -40,8 +40,6 @@ class NetworkFabric final : public Fabric {
   LinkId link_id(const std::string& name) const;
 
   Topology topology_;
-  std::vector<double> declared_bandwidth_;
-  std::vector<SimTime> declared_latency_;
   std::unique_ptr<Network> network_;
   std::vector<LinkCounter> counters_;  ///< names built once; numbers refreshed per call
   /// Each transfer's Done, in a slot its callback names: a callback that captured the Done

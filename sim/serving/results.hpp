@@ -111,8 +111,9 @@ struct MoveRecord {
 struct LinkSample {
   std::int64_t t_ns = 0;
   std::string link;
-  double utilisation = 0;  ///< allocated rate / capacity at t
-  std::int64_t bytes = 0;  ///< bytes settled since the previous sample
+  double utilisation = 0;   ///< allocated rate / capacity at t
+  std::int64_t bytes = 0;   ///< bytes settled since the previous sample
+  double capacity_bps = 0;  ///< the direction's capacity at t (a degraded link's is lower)
 };
 
 /// Bytes moved over the network, by what they were.

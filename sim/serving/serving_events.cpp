@@ -309,7 +309,7 @@ void ServingModel::sample_links() {
         now[i].capacity_bps > 0 ? std::min(1.0, now[i].allocated_bps / now[i].capacity_bps) : 0.0;
     // Idle directions are left out: memory and links.csv grow with traffic, not with links.
     if (bytes == 0 && util == 0) continue;
-    result_.link_samples.push_back({sim_.now().ns, now[i].name, util, bytes});
+    result_.link_samples.push_back({sim_.now().ns, now[i].name, util, bytes, now[i].capacity_bps});
   }
   if (sim_.now().ns + interval.ns <= end_ns_) {
     sim_.schedule_after(interval, [this] { sample_links(); });

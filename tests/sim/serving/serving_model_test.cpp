@@ -99,6 +99,29 @@ TEST(ServingModel, SameScenarioAndSeedGiveByteIdenticalFiles) {
   EXPECT_TRUE(a == b);
 }
 
+// A link degraded for a while: links.csv's samples carry the capacity each direction had,
+// and the repair restores the link as declared (the topology's own copy).
+TEST(ServingModel, LinkSamplesCarryTheCapacityADegradeLowersAndARepairRestores) {
+  std::string text = single_drain_scenario(R"("full_kv")");
+  text.replace(text.find(R"("events": [)"), std::string(R"("events": [)").size(),
+               R"("outputs": {"link_sample_interval": "250ms"},
+    "events": [{"type": "link_degrade", "at": "1100ms", "link": "gpu0-gpu1",
+                "bandwidth": "20Mbps", "repair_after": "1s"},)");
+  const ScenarioSpec spec = scenarios::load_scenario_text(text, "test");
+  const cost_model::RooflineCosts compute(spec.gpu);
+  const std::vector<RunResult> runs = run_scenario(spec, compute, {false, {}});
+  ASSERT_EQ(runs.size(), 1u);
+  int degraded = 0, repaired = 0;
+  for (const LinkSample& s : runs[0].link_samples) {
+    const bool during = s.t_ns > 1'100'000'000 && s.t_ns < 2'100'000'000;
+    EXPECT_EQ(s.capacity_bps, during ? 20e6 : 100e6) << s.link << " at " << s.t_ns;
+    degraded += during;
+    repaired += s.t_ns > 2'100'000'000;
+  }
+  EXPECT_GT(degraded, 0);
+  EXPECT_GT(repaired, 0) << "the move outlasts the degrade";
+}
+
 // Random small clusters under load with failures, repairs and drains: nothing
 // lost, nothing duplicated, time never backwards, HBM never over capacity (the
 // model throws on that), every move accounted for.
