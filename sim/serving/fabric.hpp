@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "cost_model/latency.hpp"
+#include "cost_model/units.hpp"
+#include "sim/cluster.hpp"
 #include "sim/time.hpp"
 
 namespace kvshift::sim {
@@ -31,21 +33,22 @@ class Fabric {
 
   /// Starts moving `bytes` from node `src` to node `dst` (node indices of the scenario).
   /// A zero-byte transfer still pays the path latency. Returns a handle for cancel().
-  virtual std::uint64_t send(int src, int dst, std::int64_t bytes, Done done) = 0;
+  virtual std::uint64_t send(NodeId src, NodeId dst, Bytes bytes, Done done) = 0;
   /// Cancels a transfer in flight; its Done is not called.
   virtual void cancel(std::uint64_t transfer) = 0;
   /// The uncontended path now (one-way latency, bottleneck bandwidth), or empty if unreachable.
-  virtual std::optional<cost_model::Path> path(int src, int dst) = 0;
+  virtual std::optional<cost_model::Path> path(NodeId src, NodeId dst) = 0;
   /// Whether a path exists now (path() without pricing it).
-  virtual bool reachable(int src, int dst) = 0;
-  /// Bandwidth a new flow would get now on that path (max-min share estimate), for decisions.
-  virtual double available_bps(int src, int dst) = 0;
+  virtual bool reachable(NodeId src, NodeId dst) = 0;
+  /// Bandwidth a new flow would get now on that path (max-min share estimate), for decisions;
+  /// zero when there is no path.
+  virtual BitsPerSecond available_bandwidth(NodeId src, NodeId dst) = 0;
 
-  virtual void fail_node(int node) = 0;
-  virtual void repair_node(int node) = 0;
-  /// Link by scenario name: degrade (new bandwidth/latency), fail, repair.
-  virtual void degrade_link(const std::string& link, std::optional<double> bandwidth_bps,
-                            std::optional<double> latency_s) = 0;
+  virtual void fail_node(NodeId node) = 0;
+  virtual void repair_node(NodeId node) = 0;
+  /// Link by scenario name: degrade (new bandwidth and/or one-way latency), fail, repair.
+  virtual void degrade_link(const std::string& link, std::optional<BitsPerSecond> bandwidth,
+                            std::optional<SimTime> latency) = 0;
   virtual void fail_link(const std::string& link) = 0;
   virtual void repair_link(const std::string& link) = 0;
 

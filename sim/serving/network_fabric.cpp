@@ -25,11 +25,11 @@ NetworkFabric::NetworkFabric(Simulator& sim, const ClusterSpec& cluster,
   network_ = std::make_unique<Network>(sim, topology_, options);
 }
 
-std::uint64_t NetworkFabric::send(int src, int dst, std::int64_t bytes, Done done) {
+std::uint64_t NetworkFabric::send(NodeId src, NodeId dst, Bytes bytes, Done done) {
   TransferRequest req;
-  req.src = static_cast<NodeId>(src);
-  req.dst = static_cast<NodeId>(dst);
-  req.size = Bytes{bytes};
+  req.src = src;
+  req.dst = dst;
+  req.size = bytes;
   req.start = network_->simulator().now();
   std::uint32_t slot;
   if (free_dones_.empty()) {
@@ -54,29 +54,29 @@ void NetworkFabric::cancel(std::uint64_t transfer) {
   network_->cancel(static_cast<TransferId>(transfer));
 }
 
-std::optional<cost_model::Path> NetworkFabric::path(int src, int dst) {
-  const Route* r = topology_.route(static_cast<NodeId>(src), static_cast<NodeId>(dst));
+std::optional<cost_model::Path> NetworkFabric::path(NodeId src, NodeId dst) {
+  const Route* r = topology_.route(src, dst);
   if (!r) return std::nullopt;
   return cost_model::Path{topology_.bottleneck(*r), r->latency.to_seconds()};
 }
 
-bool NetworkFabric::reachable(int src, int dst) {
-  return topology_.route(static_cast<NodeId>(src), static_cast<NodeId>(dst)) != nullptr;
+bool NetworkFabric::reachable(NodeId src, NodeId dst) {
+  return topology_.route(src, dst) != nullptr;
 }
 
-double NetworkFabric::available_bps(int src, int dst) {
-  const Route* r = topology_.route(static_cast<NodeId>(src), static_cast<NodeId>(dst));
-  if (!r) return 0.0;
+BitsPerSecond NetworkFabric::available_bandwidth(NodeId src, NodeId dst) {
+  const Route* r = topology_.route(src, dst);
+  if (!r) return BitsPerSecond{0};
   double best = std::numeric_limits<double>::infinity();
   for (const Hop& h : r->hops) {
     const ChannelStats s = network_->channel_stats(h.link, h.forward);
     best = std::min(best, s.capacity_bps / static_cast<double>(s.active_flows + 1));
   }
-  return best;
+  return BitsPerSecond{best};
 }
 
-void NetworkFabric::fail_node(int node) { network_->fail_node(static_cast<NodeId>(node)); }
-void NetworkFabric::repair_node(int node) { network_->repair_node(static_cast<NodeId>(node)); }
+void NetworkFabric::fail_node(NodeId node) { network_->fail_node(node); }
+void NetworkFabric::repair_node(NodeId node) { network_->repair_node(node); }
 
 LinkId NetworkFabric::link_id(const std::string& name) const {
   const std::optional<LinkId> id = topology_.find_link(name);
@@ -84,12 +84,12 @@ LinkId NetworkFabric::link_id(const std::string& name) const {
   return *id;
 }
 
-void NetworkFabric::degrade_link(const std::string& link, std::optional<double> bandwidth_bps,
-                                 std::optional<double> latency_s) {
+void NetworkFabric::degrade_link(const std::string& link, std::optional<BitsPerSecond> bandwidth,
+                                 std::optional<SimTime> latency) {
   // A latency change reaches transfers routed after it; running ones keep their route.
   const LinkId id = link_id(link);
-  if (bandwidth_bps) network_->set_link_bandwidth(id, BitsPerSecond{*bandwidth_bps});
-  if (latency_s) network_->set_link_latency(id, from_seconds(*latency_s));
+  if (bandwidth) network_->set_link_bandwidth(id, *bandwidth);
+  if (latency) network_->set_link_latency(id, *latency);
 }
 
 void NetworkFabric::fail_link(const std::string& link) { network_->fail_link(link_id(link)); }

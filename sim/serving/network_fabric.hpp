@@ -20,15 +20,15 @@ class NetworkFabric final : public Fabric {
   /// Node i of `cluster` becomes NodeId i; links keep their names.
   NetworkFabric(Simulator& sim, const ClusterSpec& cluster, const std::string& gpu_model);
 
-  std::uint64_t send(int src, int dst, std::int64_t bytes, Done done) override;
+  std::uint64_t send(NodeId src, NodeId dst, Bytes bytes, Done done) override;
   void cancel(std::uint64_t transfer) override;
-  std::optional<cost_model::Path> path(int src, int dst) override;
-  bool reachable(int src, int dst) override;
-  double available_bps(int src, int dst) override;
-  void fail_node(int node) override;
-  void repair_node(int node) override;
-  void degrade_link(const std::string& link, std::optional<double> bandwidth_bps,
-                    std::optional<double> latency_s) override;
+  std::optional<cost_model::Path> path(NodeId src, NodeId dst) override;
+  bool reachable(NodeId src, NodeId dst) override;
+  BitsPerSecond available_bandwidth(NodeId src, NodeId dst) override;
+  void fail_node(NodeId node) override;
+  void repair_node(NodeId node) override;
+  void degrade_link(const std::string& link, std::optional<BitsPerSecond> bandwidth,
+                    std::optional<SimTime> latency) override;
   void fail_link(const std::string& link) override;
   void repair_link(const std::string& link) override;
   const std::vector<LinkCounter>& link_counters() override;

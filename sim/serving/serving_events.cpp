@@ -51,11 +51,11 @@ void ServingModel::schedule_events() {
         break;
       }
       case EventKind::kLinkDegrade: {
-        std::optional<double> bw, lat;
-        if (e.bandwidth) bw = e.bandwidth->value;
-        if (e.latency) lat = e.latency->value;
-        sim_.schedule_at(at,
-                         [this, link = e.link, bw, lat] { fabric_.degrade_link(link, bw, lat); });
+        std::optional<SimTime> lat;
+        if (e.latency) lat = from_seconds(*e.latency);
+        sim_.schedule_at(at, [this, link = e.link, bw = e.bandwidth, lat] {
+          fabric_.degrade_link(link, bw, lat);
+        });
         if (e.repair_after) {
           sim_.schedule_at(at + from_seconds(*e.repair_after),
                            [this, link = e.link] { fabric_.repair_link(link); });
@@ -102,7 +102,7 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
   for (Request& r : requests_) {
     if (r.replica == node && r.phase != Phase::kDone) drop_replica(r);
   }
-  fabric_.fail_node(node);
+  fabric_.fail_node(node_id(node));
   recover_lost(lost, node, detection_delay);
   for (Request& r : requests_) {
     if (r.phase != Phase::kDone && r.replica < 0 && r.gpu >= 0 && !on_prefill_pool(r.gpu) &&
@@ -198,7 +198,7 @@ void ServingModel::node_repair(int node) {
     gpus_[g].worker->repair();
     update_open(g);
   }
-  fabric_.repair_node(node);
+  fabric_.repair_node(node_id(node));
   if (spec_.risk_kv && spec_.predictors.placement == PredictorPlacement::kPreloaded &&
       !node_gpus_[node].empty()) {
     predictors_->preload(node);

@@ -39,6 +39,9 @@ struct alignas(64) ServingModel::Request {
   std::uint64_t pin_generation = 0;
 };
 
+/// The serving model numbers nodes with int (-1: none); the fabric takes a real one.
+inline NodeId node_id(int node) { return static_cast<NodeId>(node); }
+
 inline ServingModel::Request& ServingModel::request(std::uint64_t id) {
   return requests_[id - first_live_];
 }

@@ -43,9 +43,9 @@ MoveRoute ServingModel::route_of(const MovePlan& plan, int src, int dst_node) {
       kind = MoveRoute::Leg::kNone;
     } else if (from == dst_node) {
       kind = MoveRoute::Leg::kLocal;
-    } else if (const auto p = fabric_.path(from, dst_node)) {
+    } else if (const auto p = fabric_.path(node_id(from), node_id(dst_node))) {
       kind = MoveRoute::Leg::kNetwork;
-      path = {BitsPerSecond{fabric_.available_bps(from, dst_node)}, p->latency};
+      path = {fabric_.available_bandwidth(node_id(from), node_id(dst_node)), p->latency};
     } else {
       kind = MoveRoute::Leg::kUnreachable;
     }
@@ -341,7 +341,8 @@ void ServingModel::start_flow(std::uint64_t request, std::uint64_t id, int src, 
     sim_.schedule_after(host_link_time(bytes), [done] { done(true, ""); });
     return;
   }
-  m->flows.push_back({fabric_.send(src, dst, bytes, done), src, dst, bytes, done});
+  m->flows.push_back(
+      {fabric_.send(node_id(src), node_id(dst), Bytes{bytes}, done), src, dst, bytes, done});
 }
 
 void ServingModel::hang(std::uint64_t request, std::uint64_t id, int src, int dst,
@@ -398,7 +399,7 @@ void ServingModel::begin_predictor_fetch(int node) {
                         [this, node, done] { done(node_up_[node], "node failed"); });
     return;
   }
-  fabric_.send(predictor_source_, node, bytes, done);
+  fabric_.send(node_id(predictor_source_), node_id(node), Bytes{bytes}, done);
 }
 
 SimTime ServingModel::host_link_time(std::int64_t bytes) const {

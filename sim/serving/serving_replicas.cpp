@@ -71,7 +71,7 @@ bool ServingModel::place_replica(Request& r, int gpu_node) {
   const std::int64_t bytes =
       protected_bytes_per_token() * (r.rec.prompt_tokens + r.rec.output_tokens);
   r.replica = replicas_->pick(gpu_node, bytes, [&](int i) {
-    return node_up_[i] && (i == gpu_node || fabric_.reachable(gpu_node, i));
+    return node_up_[i] && (i == gpu_node || fabric_.reachable(node_id(gpu_node), node_id(i)));
   });
   if (r.replica < 0) return false;
   replicas_->book(r.replica, bytes);
@@ -153,7 +153,7 @@ void ServingModel::send_stream(int src, int replica, std::int64_t bytes, Fabric:
   }
   const auto fault = path_faults_.empty() ? path_faults_.end() : path_faults_.find({src, replica});
   if (fault == path_faults_.end()) {
-    fabric_.send(src, replica, bytes, std::move(done));
+    fabric_.send(node_id(src), node_id(replica), Bytes{bytes}, std::move(done));
   } else if (fault->second == EventKind::kPathFailure || spec_.transfer_engine.stall_timeout) {
     // A failed path loses the flush; so does a stall with a timeout (the flush would time out).
     sim_.schedule_after(SimTime{}, [done] { done(false, "path fault"); });
