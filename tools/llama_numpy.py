@@ -1,21 +1,55 @@
-"""A plain numpy Llama forward pass over a Hugging Face-style folder (config.json + model.safetensors).
+"""The numpy Llama forward pass over a Hugging Face-style folder (config.json + safetensors).
 
 What it models: token embedding, per layer RMSNorm -> grouped-query attention with half-split RoPE
-(HF `rotate_half`: pairs (i, i + d/2)) and a causal mask -> residual -> RMSNorm -> SwiGLU MLP ->
-residual, final RMSNorm and the (tied or separate) LM head; mean next-token NLL in float64 log-softmax.
-Everything is float32 matmuls, one window at a time, no KV cache (teacher-forced scoring only). It is
-the reference the C++ backends are checked against, so it is written to be obviously right, not fast.
-Leaves out rope scaling, sliding windows, biases and batching of unequal lengths.
+(HF `rotate_half`: pairs (i, i + d/2)), optional q/k/v biases (Qwen2) and a causal mask -> residual ->
+RMSNorm -> SwiGLU MLP -> residual, final RMSNorm and the (tied or separate) LM head; next-token NLL
+in float64 log-softmax. Matmuls in float32 (or float64 when asked: the test fixtures' references),
+one window at a time, no KV cache (teacher-forced scoring only). It is the one reference the C++
+backends are checked against (reference_forward.py, selfcheck.py, tiny_llama/make_fixture.py), so it
+is written to be obviously right, not fast. Reads F32, F16 and BF16 tensors, one file or shards with
+model.safetensors.index.json. Leaves out rope scaling, sliding windows and batching of unequal lengths.
 """
 
 from __future__ import annotations
 
 import json
+import struct
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from safetensors.numpy import load_file
+
+_STORED = {"F32": "<f4", "F16": "<f2", "BF16": "<u2"}
+
+
+def read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    """Every tensor of one safetensors file as float32 (bf16 widened exactly), mapped, not read whole."""
+    raw = np.memmap(path, dtype=np.uint8, mode="r")
+    (n,) = struct.unpack("<Q", raw[:8].tobytes())
+    header = json.loads(raw[8:8 + n].tobytes())
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        if t["dtype"] not in _STORED:
+            raise ValueError(f"{path}: tensor {name}: dtype {t['dtype']} is not F32, F16 or BF16")
+        a, b = t["data_offsets"]
+        values = raw[8 + n + a:8 + n + b].view(_STORED[t["dtype"]])
+        if t["dtype"] == "BF16":
+            values = (values.astype(np.uint32) << 16).view(np.float32)
+        out[name] = values.astype(np.float32).reshape(t["shape"])
+    return out
+
+
+def read_weights(folder: Path) -> dict[str, np.ndarray]:
+    """model.safetensors, or every shard model.safetensors.index.json names."""
+    index = folder / "model.safetensors.index.json"
+    if not index.exists():
+        return read_safetensors(folder / "model.safetensors")
+    w = {}
+    for shard in sorted(set(json.loads(index.read_text())["weight_map"].values())):
+        w.update(read_safetensors(folder / shard))
+    return w
 
 
 @dataclass
@@ -51,21 +85,24 @@ class LlamaConfig:
 class LlamaModel:
     """Weights of one model folder plus the forward pass."""
 
-    def __init__(self, folder: Path, gguf_qk_order: bool = False, adjacent_rope: bool = False):
+    def __init__(self, folder: Path, gguf_qk_order: bool = False, adjacent_rope: bool = False,
+                 dtype=np.float32):
         """Loads the model; gguf_qk_order=True re-permutes Q/K rows to llama.cpp order (the wrong
         layout for half-split RoPE), to show what a missed un-permutation does; adjacent_rope=True
-        rotates pairs (2i, 2i + 1) as llama.cpp does (right only together with gguf_qk_order)."""
+        rotates pairs (2i, 2i + 1) as llama.cpp does (right only together with gguf_qk_order);
+        dtype: of the weights and every activation (float64 for exact references)."""
         folder = Path(folder)
         self.adjacent_rope = adjacent_rope
+        self.dtype = np.dtype(dtype)
         self.cfg = LlamaConfig.load(folder / "config.json")
-        self.w = load_file(str(folder / "model.safetensors"))
+        self.w = read_weights(folder)
         if gguf_qk_order:
             from gguf_quants import permute_for_gguf
             for i in range(self.cfg.layers):
                 p = f"model.layers.{i}.self_attn."
                 self.w[p + "q_proj.weight"] = permute_for_gguf(self.w[p + "q_proj.weight"], self.cfg.heads)
                 self.w[p + "k_proj.weight"] = permute_for_gguf(self.w[p + "k_proj.weight"], self.cfg.kv_heads)
-        self.w = {k: v.astype(np.float32, copy=False) for k, v in self.w.items()}
+        self.w = {k: v.astype(self.dtype, copy=False) for k, v in self.w.items()}
         self.head = self.w["model.embed_tokens.weight"] if self.cfg.tied else self.w["lm_head.weight"]
 
     def rope_tables(self, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -74,11 +111,11 @@ class LlamaModel:
         inv = 1.0 / (self.cfg.theta ** (np.arange(0, d, 2, dtype=np.float64) / d))
         ang = np.outer(np.arange(n, dtype=np.float64), inv)
         ang = np.concatenate([ang, ang], axis=1)
-        return np.cos(ang).astype(np.float32), np.sin(ang).astype(np.float32)
+        return np.cos(ang).astype(self.dtype), np.sin(ang).astype(self.dtype)
 
     def rms_norm(self, x: np.ndarray, weight: np.ndarray) -> np.ndarray:
         """x * rsqrt(mean(x^2) + eps) * weight, per row."""
-        var = np.mean(x.astype(np.float32) ** 2, axis=-1, keepdims=True)
+        var = np.mean(x.astype(self.dtype) ** 2, axis=-1, keepdims=True)
         return (x / np.sqrt(var + self.cfg.eps)) * weight
 
     def apply_rope(self, x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
@@ -95,14 +132,18 @@ class LlamaModel:
         """One layer's causal GQA attention output (after o_proj), x [n, hidden] already normalised."""
         c, p = self.cfg, f"model.layers.{i}.self_attn."
         n = x.shape[0]
-        q = (x @ self.w[p + "q_proj.weight"].T).reshape(n, c.heads, c.head_dim).transpose(1, 0, 2)
-        k = (x @ self.w[p + "k_proj.weight"].T).reshape(n, c.kv_heads, c.head_dim).transpose(1, 0, 2)
-        v = (x @ self.w[p + "v_proj.weight"].T).reshape(n, c.kv_heads, c.head_dim).transpose(1, 0, 2)
+        def proj(name: str, heads: int) -> np.ndarray:
+            y = x @ self.w[p + name + ".weight"].T
+            if p + name + ".bias" in self.w:
+                y = y + self.w[p + name + ".bias"]
+            return y.reshape(n, heads, c.head_dim).transpose(1, 0, 2)
+
+        q, k, v = proj("q_proj", c.heads), proj("k_proj", c.kv_heads), proj("v_proj", c.kv_heads)
         q, k = self.apply_rope(q, cos, sin), self.apply_rope(k, cos, sin)
         group = c.heads // c.kv_heads
         k, v = np.repeat(k, group, axis=0), np.repeat(v, group, axis=0)  # [heads, n, head_dim]
-        scores = (q @ k.transpose(0, 2, 1)) / np.float32(np.sqrt(c.head_dim))
-        scores = scores + np.triu(np.full((n, n), -np.inf, dtype=np.float32), k=1)
+        scores = (q @ k.transpose(0, 2, 1)) / self.dtype.type(np.sqrt(c.head_dim))
+        scores = scores + np.triu(np.full((n, n), -np.inf, dtype=self.dtype), k=1)
         scores = scores - scores.max(axis=-1, keepdims=True)
         probs = np.exp(scores)
         probs /= probs.sum(axis=-1, keepdims=True)

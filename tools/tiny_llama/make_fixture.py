@@ -4,15 +4,15 @@
 Two models with seeded random weights, each as a Hugging Face folder
 (config.json + safetensors written by hand: 8-byte little-endian header length,
 JSON header, raw little-endian tensor bytes) plus reference.json with the token
-ids, the logits and the per-token NLL computed here independently, in float64
-numpy, from the very values stored in the files:
+ids, the logits and the per-token NLL of the one numpy reference forward
+(tools/llama_numpy.py) run in float64 on the files just written:
 
   tiny_llama  llama, untied lm_head, no biases; fp32 embeddings/norms, fp16 linear weights
   tiny_qwen2  qwen2, tied embeddings, q/k/v biases, all bf16, sharded in two files
               with model.safetensors.index.json
 
 Usage: python3 tools/tiny_llama/make_fixture.py [OUT_DIR]   (default tests/fixtures)
-Needs numpy only. The outputs are committed; tests never run Python.
+Run with tools/.venv/bin/python (numpy). The outputs are committed; tests never run Python.
 """
 import json
 import os
@@ -20,6 +20,9 @@ import struct
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from llama_numpy import LlamaModel  # noqa: E402
 
 
 def bf16_round(x):
@@ -29,21 +32,15 @@ def bf16_round(x):
     return ((bits + rounding) >> 16).astype(np.uint16)
 
 
-def bf16_to_f32(bits):
-    return (bits.astype(np.uint32) << 16).view(np.float32)
-
-
 def encode(arr, dtype):
-    """Returns (stored bytes, the float64 values the file really holds)."""
+    """The bytes a safetensors file stores for `arr` as `dtype`."""
     arr = np.asarray(arr, dtype=np.float32)
     if dtype == "F32":
-        return arr.astype("<f4").tobytes(), arr.astype(np.float64)
+        return arr.astype("<f4").tobytes()
     if dtype == "F16":
-        h = arr.astype("<f2")
-        return h.tobytes(), h.astype(np.float64)
+        return arr.astype("<f2").tobytes()
     if dtype == "BF16":
-        b = bf16_round(arr)
-        return b.astype("<u2").tobytes(), bf16_to_f32(b).astype(np.float64)
+        return bf16_round(arr).astype("<u2").tobytes()
     raise ValueError(dtype)
 
 
@@ -63,63 +60,6 @@ def write_safetensors(path, tensors):
         f.write(text)
         for b in blobs:
             f.write(b)
-
-
-def rms_norm(x, w, eps):
-    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
-
-
-def rope(x, positions, theta):
-    """HF half-split RoPE on x [T, heads, d]."""
-    d = x.shape[-1]
-    inv = theta ** (-np.arange(0, d, 2, dtype=np.float64) / d)
-    ang = positions[:, None] * inv[None, :]
-    cos = np.concatenate([np.cos(ang)] * 2, axis=-1)[:, None, :]
-    sin = np.concatenate([np.sin(ang)] * 2, axis=-1)[:, None, :]
-    rot = np.concatenate([-x[..., d // 2:], x[..., : d // 2]], axis=-1)
-    return x * cos + rot * sin
-
-
-def forward(cfg, w, tokens):
-    n_h, n_kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    d = cfg["hidden_size"] // n_h
-    eps, theta = cfg["rms_norm_eps"], cfg["rope_theta"]
-    T = len(tokens)
-    pos = np.arange(T, dtype=np.float64)
-    x = w["model.embed_tokens.weight"][tokens]
-    mask = np.triu(np.full((T, T), -np.inf), 1)
-    for l in range(cfg["num_hidden_layers"]):
-        p = f"model.layers.{l}."
-        h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
-        q = h @ w[p + "self_attn.q_proj.weight"].T
-        k = h @ w[p + "self_attn.k_proj.weight"].T
-        v = h @ w[p + "self_attn.v_proj.weight"].T
-        if p + "self_attn.q_proj.bias" in w:
-            q = q + w[p + "self_attn.q_proj.bias"]
-            k = k + w[p + "self_attn.k_proj.bias"]
-            v = v + w[p + "self_attn.v_proj.bias"]
-        q = rope(q.reshape(T, n_h, d), pos, theta)
-        k = rope(k.reshape(T, n_kv, d), pos, theta)
-        v = v.reshape(T, n_kv, d)
-        out = np.zeros((T, n_h, d))
-        for hh in range(n_h):
-            g = hh // (n_h // n_kv)
-            s = q[:, hh] @ k[:, g].T / np.sqrt(d) + mask
-            s = np.exp(s - s.max(axis=-1, keepdims=True))
-            s /= s.sum(axis=-1, keepdims=True)
-            out[:, hh] = s @ v[:, g]
-        x = x + out.reshape(T, n_h * d) @ w[p + "self_attn.o_proj.weight"].T
-        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
-        gate = h @ w[p + "mlp.gate_proj.weight"].T
-        up = h @ w[p + "mlp.up_proj.weight"].T
-        x = x + (gate / (1 + np.exp(-gate)) * up) @ w[p + "mlp.down_proj.weight"].T
-    x = rms_norm(x, w["model.norm.weight"], eps)
-    head = w.get("lm_head.weight", w["model.embed_tokens.weight"])
-    logits = x @ head.T
-    m = logits.max(axis=-1, keepdims=True)
-    logp = logits - m - np.log(np.exp(logits - m).sum(axis=-1, keepdims=True))
-    nll = [-logp[i, tokens[i + 1]] for i in range(T - 1)]
-    return logits, nll
 
 
 def make(out_dir, name, cfg, dtype_of, shards, seed):
@@ -147,7 +87,7 @@ def make(out_dir, name, cfg, dtype_of, shards, seed):
                            p + "self_attn.v_proj.bias": (n_kv * d,)})
     if not cfg["tie_word_embeddings"]:
         shapes["lm_head.weight"] = (vocab, hid)
-    values, stored = {}, []
+    stored = []
     for tname, shape in shapes.items():
         if tname.endswith("norm.weight"):
             arr = 1.0 + 0.1 * rng.standard_normal(shape)
@@ -156,9 +96,7 @@ def make(out_dir, name, cfg, dtype_of, shards, seed):
         else:
             arr = rng.standard_normal(shape) / np.sqrt(shape[-1])
         dt = dtype_of(tname)
-        data, exact = encode(arr, dt)
-        values[tname] = exact
-        stored.append((tname, dt, shape, data))
+        stored.append((tname, dt, shape, encode(arr, dt)))
     path = os.path.join(out_dir, name)
     os.makedirs(path, exist_ok=True)
     with open(os.path.join(path, "config.json"), "w") as f:
@@ -177,7 +115,8 @@ def make(out_dir, name, cfg, dtype_of, shards, seed):
             json.dump({"metadata": {"total_size": sum(len(t[3]) for t in stored)},
                        "weight_map": weight_map}, f, indent=1)
     tokens = [int(t) for t in rng.integers(0, vocab, size=9)]
-    logits, nll = forward(cfg, values, tokens)
+    model = LlamaModel(path, dtype=np.float64)
+    logits, nll = model.logits(tokens), model.token_nll(tokens)
     ref = {"tokens": tokens,
            "logits": [[float(f"{v:.7g}") for v in row] for row in logits],
            "nll": [float(f"{v:.9g}") for v in nll]}
