@@ -44,9 +44,9 @@ void Network::mark_dirty(std::uint32_t channel) { dirty_.push_back(channel); }
 void Network::request_reshare() {
   if (reshare_pending_ || dirty_.empty()) return;
   reshare_pending_ = true;
-  // Runs after every event already scheduled for this instant, so simultaneous
-  // arrivals and departures are shared out once.
-  sim_.schedule_after(SimTime{0}, [this] { reshare(); });
+  // At the end of the instant, so everything that joins or leaves at one time is
+  // shared out once (and no event is spent on it).
+  sim_.at_instant_end([this] { reshare(); });
 }
 
 void Network::reshare() {

@@ -112,7 +112,26 @@ SimTime Simulator::next_time() {
 
 bool Simulator::step() { return step_until(~std::uint64_t{0}); }
 
+bool Simulator::due_now() {
+  std::vector<Key>& front = buckets_[0];
+  while (head_ < front.size() && state_[front[head_].slot] == State::kCancelled) {
+    release_slot(front[head_++].slot);
+  }
+  // Bucket 0 holds the keys of time last_; after run_until moved the clock past it,
+  // events due now sit in a higher bucket (only work registered outside an event sees that).
+  return head_ < front.size() && last_ == static_cast<std::uint64_t>(now_.ns);
+}
+
+void Simulator::end_instant() {
+  while (!instant_end_.empty()) {
+    ending_.swap(instant_end_);
+    for (auto& fn : ending_) fn();
+    ending_.clear();
+  }
+}
+
 bool Simulator::step_until(std::uint64_t until) {
+  if (!instant_end_.empty() && !due_now()) end_instant();
   if (!front_ready(until)) return false;
   const Key k = buckets_[0][head_++];
   const SimTime t{static_cast<std::int64_t>(k.time)};
@@ -154,14 +173,14 @@ void Simulator::prefetch_next() const {
 
 void Simulator::run() {
   stop_requested_ = false;
-  while (!stop_requested_ && step()) {
+  while (!stop_requested_ && (step() || !instant_end_.empty())) {
   }
 }
 
 void Simulator::run_until(SimTime t) {
   stop_requested_ = false;
   const auto until = static_cast<std::uint64_t>(t.ns);
-  while (!stop_requested_ && step_until(until)) {
+  while (!stop_requested_ && (step_until(until) || !instant_end_.empty())) {
   }
   if (!stop_requested_ && t > now_) now_ = t;
 }

@@ -20,6 +20,10 @@
 // monotone, which a simulator guarantees. Buckets are append-only vectors and
 // are redistributed in order, so keys of equal time leave in the order they
 // were scheduled with no sequence number to compare.
+// Work that batches what one instant changed (the network's re-sharing) runs at
+// the end of the instant instead of as an event: at_instant_end(fn) runs fn once
+// every event due now has run, those it scheduled for now included, before the
+// clock moves on. It is not an event (executed_count() does not count it).
 // Callables live in pooled slots (stable addresses, recycled through a free
 // list) with 48 bytes of inline storage, so the hot path allocates nothing once
 // the buffers are warm and calls through one plain function pointer: no
@@ -31,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <new>
 #include <stdexcept>
@@ -68,6 +73,10 @@ class Simulator {
   EventId schedule_after(SimTime delay, F&& fn) {
     return schedule_at(now_ + delay, std::forward<F>(fn));
   }
+  /// Runs `fn()` at the end of this instant: after every event due now (and those they
+  /// schedule for now), before any later one; in registration order. run() and
+  /// run_until() run them; a lone step() leaves them for the next step.
+  void at_instant_end(std::function<void()> fn) { instant_end_.push_back(std::move(fn)); }
   /// Cancels a pending event in O(1). False if it already ran, was cancelled or is running.
   bool cancel(EventId id);
   /// True while the event is scheduled and neither run nor cancelled.
@@ -131,8 +140,13 @@ class Simulator {
   bool refill(std::uint64_t until);
   /// Drops cancelled keys from the front; false when no live event is due by `until`.
   bool front_ready(std::uint64_t until);
-  /// Runs the next live event if it is due by `until` (ns); false when none is.
+  /// Runs the next live event if it is due by `until` (ns); false when none is. First runs
+  /// the instant-end work if no event is due now.
   bool step_until(std::uint64_t until);
+  /// Whether a live event is due at now() (drops cancelled keys from the front).
+  bool due_now();
+  /// Runs the instant-end work, including what it registers itself.
+  void end_instant();
   /// Prefetches what the events after the running one will touch first, when the queue
   /// knows them without a search: the rest of bucket 0, or a lowest bucket of few keys.
   /// A large run's events each start with a cache miss on their own object; fetched
@@ -154,6 +168,7 @@ class Simulator {
   std::size_t live_ = 0;
   bool stop_requested_ = false;
   std::array<std::vector<Key>, 65> buckets_;
+  std::vector<std::function<void()>> instant_end_, ending_;
   std::size_t head_ = 0;    ///< next key of bucket 0
   std::uint64_t last_ = 0;  ///< time of bucket 0's keys
   std::vector<std::unique_ptr<Slot[]>> blocks_;

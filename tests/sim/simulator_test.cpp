@@ -8,6 +8,7 @@
 #include <memory>
 #include <random>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -275,6 +276,103 @@ TEST(EventQueue, RunUntilSlicesMatchASortedReference) {
         [&](std::int64_t t, std::int64_t id) { ref.cancel(t, id); },
         [&](std::int64_t t) { ref.run_until(t); });
     ASSERT_GT(want.size(), 200u);
+    ASSERT_EQ(got, want) << "round " << round;
+  }
+}
+
+TEST(EventQueue, InstantEndWorkRunsAfterEveryEventDueNowAndIsNoEvent) {
+  Simulator sim;
+  std::vector<std::string> log;
+  sim.schedule_at(SimTime{10}, [&] {
+    log.push_back("a");
+    sim.at_instant_end([&] {
+      log.push_back("end@" + std::to_string(sim.now().ns));
+      sim.at_instant_end([&] { log.push_back("nested"); });
+      sim.schedule_at(sim.now(), [&] { log.push_back("from-end"); });
+    });
+    sim.schedule_at(SimTime{10}, [&] { log.push_back("b"); });
+  });
+  sim.schedule_at(SimTime{10}, [&] { log.push_back("c"); });
+  sim.schedule_at(SimTime{11}, [&] { log.push_back("d"); });
+  sim.run();
+  EXPECT_EQ(log, (std::vector<std::string>{"a", "c", "b", "end@10", "nested", "from-end", "d"}));
+  EXPECT_EQ(sim.executed_count(), 5u);
+  // run_until finishes the instant it stops in.
+  sim.schedule_at(SimTime{20}, [&] { sim.at_instant_end([&] { log.push_back("end@20"); }); });
+  sim.run_until(SimTime{20});
+  EXPECT_EQ(log.back(), "end@20");
+}
+
+// Random programs whose events register instant-end work, against a reference that runs
+// that work when the next event is later than now (or none is left by the bound).
+TEST(EventQueue, InstantEndWorkMatchesAReference) {
+  struct RefSim {
+    std::int64_t now = 0, seq = 0;
+    std::map<std::pair<std::int64_t, std::int64_t>, std::function<void()>> queue;
+    std::vector<std::function<void()>> ending;
+    void schedule_at(std::int64_t t, std::function<void()> fn) {
+      queue.emplace(std::pair{t, seq++}, std::move(fn));
+    }
+    void end_instant() {
+      while (!ending.empty()) {
+        auto fns = std::move(ending);
+        ending.clear();
+        for (auto& f : fns) f();
+      }
+    }
+    void run_until(std::int64_t t) {
+      for (;;) {
+        if (!ending.empty() && (queue.empty() || queue.begin()->first.first > now)) end_instant();
+        if (queue.empty() || queue.begin()->first.first > t) break;
+        auto node = queue.extract(queue.begin());
+        now = node.key().first;
+        node.mapped()();
+      }
+      now = std::max(now, t);
+    }
+  };
+  for (int round = 0; round < 30; ++round) {
+    auto program = [round](auto now, auto schedule, auto at_end, auto run_until) {
+      std::mt19937_64 rng(77 + round);
+      std::vector<std::int64_t> log;
+      std::function<void(int, int)> event = [&](int tag, int depth) {
+        log.push_back(now() * 1000 + tag);
+        for (int i = 0, n = static_cast<int>(rng() % 3); i < n && depth < 6; ++i) {
+          const std::int64_t delay = rng() % 3 == 0 ? 0 : static_cast<std::int64_t>(rng() % 50);
+          const int child = static_cast<int>(rng() % 500);
+          schedule(now() + delay, [&, child, depth] { event(child, depth + 1); });
+        }
+        if (rng() % 3 == 0) {
+          const int tag2 = 500 + static_cast<int>(rng() % 500);
+          at_end([&, tag2, depth] {
+            log.push_back(-(now() * 1000 + tag2));
+            if (rng() % 2 && depth < 6) schedule(now(), [&, depth] { event(999, depth + 1); });
+          });
+        }
+      };
+      for (int i = 0; i < 40; ++i) {
+        const std::int64_t t = static_cast<std::int64_t>(rng() % 400);
+        schedule(t, [&, i] { event(i, 0); });
+      }
+      for (std::int64_t t = 0; t < 1500; t += 1 + static_cast<std::int64_t>(rng() % 60)) {
+        run_until(t);
+      }
+      return log;
+    };
+    Simulator sim;
+    const auto got = program([&] { return sim.now().ns; },
+                             [&](std::int64_t t, std::function<void()> fn) {
+                               sim.schedule_at(SimTime{t}, std::move(fn));
+                             },
+                             [&](std::function<void()> fn) { sim.at_instant_end(std::move(fn)); },
+                             [&](std::int64_t t) { sim.run_until(SimTime{t}); });
+    RefSim ref;
+    const auto want = program(
+        [&] { return ref.now; },
+        [&](std::int64_t t, std::function<void()> fn) { ref.schedule_at(t, std::move(fn)); },
+        [&](std::function<void()> fn) { ref.ending.push_back(std::move(fn)); },
+        [&](std::int64_t t) { ref.run_until(t); });
+    ASSERT_GT(want.size(), 100u);
     ASSERT_EQ(got, want) << "round " << round;
   }
 }
