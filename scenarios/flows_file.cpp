@@ -24,16 +24,6 @@ std::optional<NodeId> node_ref(const Reader& r, std::string_view key, const sim:
   return std::nullopt;
 }
 
-std::optional<BitsPerSecond> positive_bandwidth(const Reader& r, std::string_view key,
-                                                bool required = true) {
-  const auto bw = r.bandwidth(key, required);
-  if (bw && !(bw->value > 0)) {
-    r.problem(key, "must be > 0 (got " + r.node()[std::string(key)].dump() + ")");
-    return std::nullopt;
-  }
-  return bw;
-}
-
 sim::SimTime time_of(const std::optional<Seconds>& s) {
   return s ? sim::from_seconds(*s) : sim::SimTime{};
 }
@@ -46,7 +36,7 @@ void read_transfer(const Reader& r, FlowsFile& f, std::map<std::string, std::str
   const auto dst = node_ref(r, "dst", t);
   const auto bytes = r.bytes("bytes");
   const auto start = r.duration("start", false);
-  const auto max_rate = positive_bandwidth(r, "max_rate", false);
+  const auto max_rate = detail::positive_bandwidth(r, "max_rate", false);
   std::optional<std::vector<sim::LinkId>> route;
   if (r.has("route")) {
     route.emplace();

@@ -145,16 +145,10 @@ std::optional<sim::LeafSpineParams> parse_leaf_spine(const Reader& g) {
   s.nodes_per_leaf = static_cast<int>(*per_leaf);
   s.host = link_params(*node_bw, latency);
   s.uplink_latency = uplink_latency ? sim::from_seconds(*uplink_latency) : s.host.latency;
+  if (g.has("uplink_bandwidth") && !up_bw) return std::nullopt;  // reported
+  // The generator takes the uplink as given (derived here, so it is computed once).
   const double down = node_bw->value * s.nodes_per_leaf;
-  if (up_bw) {
-    s.uplink_bandwidth = *up_bw;
-    s.oversubscription = down / (up_bw->value * s.spines);
-  } else if (g.has("uplink_bandwidth")) {
-    return std::nullopt;
-  } else {
-    s.oversubscription = over.value_or(1.0);
-    s.uplink_bandwidth = BitsPerSecond{down / (s.oversubscription * s.spines)};
-  }
+  s.uplink_bandwidth = up_bw.value_or(BitsPerSecond{down / (over.value_or(1.0) * s.spines)});
   return s;
 }
 

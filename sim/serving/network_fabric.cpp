@@ -7,13 +7,11 @@
 
 namespace kvshift::sim {
 Topology build_topology(const ClusterSpec& cluster, const std::string& gpu_model) {
-  Topology t;
-  for (ClusterNode n : cluster.nodes) {
+  Cluster c = cluster;
+  for (ClusterNode& n : c.nodes) {
     if (n.kind == NodeKind::kGpu) n.gpu_model = gpu_model;
-    t.add_node(std::move(n));
   }
-  for (const ClusterLink& l : cluster.links) t.add_link(l);
-  return t;
+  return Topology(c);
 }
 
 NetworkFabric::NetworkFabric(Simulator& sim, const ClusterSpec& cluster,
