@@ -23,6 +23,7 @@
 #include "backend/reconstruct.hpp"
 #include "backend/timing.hpp"
 #include "backend/weights.hpp"
+#include "kernels/cpu.hpp"
 
 namespace kvshift::backend {
 namespace {
@@ -101,7 +102,7 @@ class CpuProfiler final : public Profiler {
   std::string backend_name() const override { return "cpu"; }
   std::string device_description() const override {
     return cpu_model_name() + " (" + std::to_string(std::thread::hardware_concurrency()) +
-           " hardware threads, " + std::to_string(cpu_threads()) + " used)";
+           " hardware threads, " + std::to_string(kernels::cpu::threads()) + " used)";
   }
 
   std::vector<OpTiming> run(const ProfileRequest& req) override {

@@ -1,11 +1,14 @@
 // CPU forward pass; see model.hpp.
 #include "backend/model.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <string>
+#include <tuple>
 
-#include "backend/rope.hpp"
 #include "cost_model/input_error.hpp"
+#include "kernels/cpu.hpp"
 
 namespace kvshift::backend {
 namespace {
@@ -26,6 +29,13 @@ void size_stats(AttentionStats& s, const cost_model::ModelSpec& m, Eigen::Index 
   s.window_mass = Matrix::Zero(rows, keys);
   s.max = Matrix::Zero(rows, keys);
   s.window = window;
+}
+
+/// Rows [layer·heads, (layer + 1)·heads) of a statistics matrix: [heads, keys].
+kernels::TensorView layer_rows(const Matrix& stat, int layer, int heads) {
+  const std::int64_t cols = stat.cols();
+  return kernels::make_view(const_cast<float*>(stat.data()) + std::int64_t{layer} * heads * cols,
+                            kernels::DType::kF32, kernels::Device::kHost, {heads, cols});
 }
 
 }  // namespace
@@ -87,13 +97,12 @@ void Model::layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t rows0,
   if (o.capture_pre_rope_keys) r.pre_rope_keys[l] = k;
   if (o.capture_attn_inputs) r.attn_inputs[l] = std::move(h);
   const std::int64_t pos0 = rows0 + cache.evicted;
-  apply_rope(q, {m.q_heads, m.head_dim, m.rope_theta}, pos0);
-  apply_rope(k, {m.kv_heads, m.head_dim, m.rope_theta}, pos0);
+  rope(q, m.q_heads, m, pos0);
+  rope(k, m.kv_heads, m, pos0);
   append_rows(cache.k[l], k);
   append_rows(cache.v[l], v);
   Matrix attn;
-  causal_attention(q, cache.k[l], cache.v[l], {m.q_heads, m.kv_heads, m.head_dim, rows0}, attn,
-                   o.attention_stats ? &r.stats : nullptr, l);
+  causal_attention(q, cache.k[l], cache.v[l], m, attn, o.attention_stats ? &r.stats : nullptr, l);
   finish_layer(w, attn, x);
 }
 
@@ -115,7 +124,7 @@ Matrix Model::decode_step(std::span<const std::int32_t> tokens,
   if (tokens.size() != caches.size()) {
     throw std::invalid_argument("decode_step: one token per cache needed");
   }
-  apply_cpu_threads();
+  kernels::cpu::apply_threads();
   const auto& m = spec();
   std::vector<std::int64_t> rows0(caches.size());
   for (std::size_t b = 0; b < caches.size(); ++b) {
@@ -131,11 +140,11 @@ Matrix Model::decode_step(std::span<const std::int32_t> tokens,
       KvCache& cache = *caches[static_cast<std::size_t>(b)];
       const std::int64_t r0 = rows0[static_cast<std::size_t>(b)];
       Matrix qb = q.row(b), kb = k.row(b);
-      apply_rope(qb, {m.q_heads, m.head_dim, m.rope_theta}, r0 + cache.evicted);
-      apply_rope(kb, {m.kv_heads, m.head_dim, m.rope_theta}, r0 + cache.evicted);
+      rope(qb, m.q_heads, m, r0 + cache.evicted);
+      rope(kb, m.kv_heads, m, r0 + cache.evicted);
       append_rows(cache.k[l], kb);
       append_rows(cache.v[l], v.row(b));
-      causal_attention(qb, cache.k[l], cache.v[l], {m.q_heads, m.kv_heads, m.head_dim, r0}, one);
+      causal_attention(qb, cache.k[l], cache.v[l], m, one);
       attn.row(b) = one;
     }
     finish_layer(w, attn, x);
@@ -168,14 +177,14 @@ void Model::run_layers(int first, int last, Matrix& x, KvCache& cache) const {
     throw std::invalid_argument("run_layers: bad layer range or residual width");
   }
   const std::int64_t pos0 = cached_tokens(cache, first, last, "run_layers");
-  apply_cpu_threads();
+  kernels::cpu::apply_threads();
   ForwardResult unused;
   for (int l = first; l < last; ++l) layer_forward(l, x, cache, pos0, {}, unused);
 }
 
 ForwardResult Model::forward(std::span<const std::int32_t> tokens, KvCache& cache,
                              const ForwardOptions& o) const {
-  apply_cpu_threads();
+  kernels::cpu::apply_threads();
   const auto& m = spec();
   const std::int64_t pos0 = cached_tokens(cache, 0, m.layers, "forward");
   const auto n = static_cast<Eigen::Index>(tokens.size());
@@ -215,9 +224,60 @@ std::vector<double> next_token_nll(const Matrix& logits, std::span<const std::in
   return out;
 }
 
+void rope(Matrix& x, int heads, const cost_model::ModelSpec& spec, std::int64_t first_position,
+          bool inverse) {
+  if (x.cols() != std::int64_t{heads} * spec.head_dim) {
+    throw std::invalid_argument("rope: x has " + std::to_string(x.cols()) + " columns, expected " +
+                                std::to_string(heads) + " heads of " +
+                                std::to_string(spec.head_dim));
+  }
+  if (x.rows() == 0) return;
+  const kernels::TensorView v = head_view(x, heads);
+  kernels::cpu::rope({.x = v,
+                      .out = v,
+                      .theta = spec.rope_theta,
+                      .position_offset = first_position,
+                      .inverse = inverse});
+}
+
+void causal_attention(const Matrix& q, const Matrix& k, const Matrix& v,
+                      const cost_model::ModelSpec& m, Matrix& out, AttentionStats* stats,
+                      int layer) {
+  out.resize(q.rows(), q.cols());
+  if (q.rows() == 0) return;
+  if (stats) {
+    for (const Matrix* stat : {&stats->mass, &stats->window_mass, &stats->max}) {
+      if (stat->cols() != k.rows() || stat->rows() < std::int64_t{layer + 1} * m.q_heads) {
+        throw std::invalid_argument("causal_attention: statistics not sized for this pass");
+      }
+    }
+  }
+  const kernels::TensorView q3 = head_view(q, m.q_heads), k3 = head_view(k, m.kv_heads);
+  Matrix lse;
+  if (stats) lse.resize(q.rows(), m.q_heads);
+  kernels::cpu::attention({.q = q3,
+                           .k = k3,
+                           .v = head_view(v, m.kv_heads),
+                           .out = head_view(out, m.q_heads),
+                           .lse = stats ? matrix_view(lse) : kernels::TensorView{}});
+  if (!stats) return;
+  using kernels::Reduce;
+  const std::int64_t window_begin = std::max<std::int64_t>(0, q.rows() - stats->window);
+  for (const auto& [stat, begin, reduce] : {std::tuple{&stats->mass, std::int64_t{0}, Reduce::kSum},
+                                            {&stats->window_mass, window_begin, Reduce::kSum},
+                                            {&stats->max, std::int64_t{0}, Reduce::kMax}}) {
+    kernels::cpu::attention_mass({.q = q3,
+                                  .k = k3,
+                                  .lse = matrix_view(lse),
+                                  .out = layer_rows(*stat, layer, m.q_heads),
+                                  .query_begin = begin,
+                                  .reduce = reduce});
+  }
+}
+
 Matrix pre_rope_keys(const KvCache& cache, int layer, const cost_model::ModelSpec& spec) {
   Matrix k = cache.k.at(layer);
-  apply_rope(k, {spec.kv_heads, spec.head_dim, spec.rope_theta}, 0, true);
+  rope(k, spec.kv_heads, spec, 0, true);
   return k;
 }
 

@@ -17,11 +17,20 @@
 #include <span>
 #include <vector>
 
-#include "backend/attention.hpp"
 #include "backend/tensor.hpp"
 #include "backend/weights.hpp"
 
 namespace kvshift::backend {
+
+/// Per-key attention statistics of one forward pass, one row per (layer, query head):
+/// row = layer·q_heads + head, one column per key (history + new tokens). Each is a
+/// kernels::cpu::attention_mass of the pass.
+struct AttentionStats {
+  Matrix mass;  ///< Σ over the new queries of the weight each key receives (H2O, proxy features)
+  Matrix window_mass;  ///< the same over the last `window` new queries only (SnapKV)
+  Matrix max;          ///< max weight any new query gives the key (KVZip)
+  int window = 0;
+};
 
 /// Per-layer KV cache of one request. Keys are stored post-RoPE (as attention uses
 /// them); row t of every layer is the token at position t.
@@ -107,6 +116,18 @@ std::vector<double> next_token_nll(const Matrix& logits, std::span<const std::in
 
 /// RMSNorm of each row of x with weight `w`.
 Matrix rms_norm(const Matrix& x, const Vector& w, double eps);
+
+/// out = causal GQA attention (kernels::cpu::attention) of q [T, q_heads·head_dim] over k, v
+/// [keys, kv_heads·head_dim] whose last T rows are q's own tokens. With `stats` (sized for all
+/// layers and these keys), fills layer `layer`'s rows of the pass's statistics.
+void causal_attention(const Matrix& q, const Matrix& k, const Matrix& v,
+                      const cost_model::ModelSpec& spec, Matrix& out,
+                      AttentionStats* stats = nullptr, int layer = 0);
+
+/// Rotates x [tokens, heads·head_dim] in place by the model's RoPE (kernels::cpu::rope), row r
+/// at position first_position + r; `inverse` undoes it.
+void rope(Matrix& x, int heads, const cost_model::ModelSpec& spec, std::int64_t first_position,
+          bool inverse = false);
 
 /// Layer `layer`'s keys with RoPE undone: [tokens, kv_heads·head_dim] (a cache holding every
 /// token from position 0: not a pruned one).

@@ -16,8 +16,8 @@
 #include <random>
 #include <stdexcept>
 
-#include "backend/attention.hpp"
 #include "cost_model/input_error.hpp"
+#include "kernels/cpu.hpp"
 
 namespace kvshift::backend {
 namespace {
@@ -167,7 +167,8 @@ Matrix HybridAxialMapper::encoder_attention(const MapperEncoderLayer& l, const M
   Matrix out(T, W);
   const float scale = 1.0f / std::sqrt(static_cast<float>(dh));
 #pragma omp parallel for schedule(static) if (T * W * (2 * r + 1) > 4'000'000 && \
-                                              cpu_threads() > 1) num_threads(cpu_threads())
+                                              kernels::cpu::threads() > 1)       \
+    num_threads(kernels::cpu::threads())
   for (Eigen::Index t = 0; t < T; ++t) {
     const Eigen::Index lo = std::max<Eigen::Index>(0, t - r), hi = std::min(T - 1, t + r);
     for (int h = 0; h < w_.config.heads; ++h) {
@@ -184,7 +185,7 @@ Matrix HybridAxialMapper::encoder_attention(const MapperEncoderLayer& l, const M
 }
 
 Matrix HybridAxialMapper::encode(const Matrix& x) const {
-  apply_cpu_threads();
+  kernels::cpu::apply_threads();
   if (x.rows() != w_.config.in_channels) {
     throw InputError("mapper input: expected " + std::to_string(w_.config.in_channels) +
                      " feature rows, got " + std::to_string(x.rows()));
@@ -231,8 +232,9 @@ Matrix HybridAxialMapper::forward(const Matrix& x) const {
   const float vf = w_.feature_proj.dot(wv_out);
   const Vector ve = e * wv_out.transpose();  // [T]
   Matrix y(w_.config.targets, T);
-#pragma omp parallel for schedule(static) if (T * g.size() > 1'000'000 && cpu_threads() > 1) \
-    num_threads(cpu_threads())
+#pragma omp parallel for schedule(static) if (T * g.size() > 1'000'000 &&  \
+                                              kernels::cpu::threads() > 1) \
+    num_threads(kernels::cpu::threads())
   for (Eigen::Index t = 0; t < T; ++t) {
     const RowVector xt = x.col(t).transpose();
     Matrix logits = g + u * xt;

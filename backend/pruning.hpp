@@ -18,7 +18,6 @@
 #include <span>
 #include <vector>
 
-#include "backend/attention.hpp"
 #include "backend/model.hpp"
 #include "backend/tensor.hpp"
 

@@ -4,7 +4,7 @@
 #include <random>
 #include <stdexcept>
 
-#include "backend/rope.hpp"
+#include "kernels/cpu.hpp"
 
 namespace kvshift::backend {
 namespace {
@@ -57,7 +57,7 @@ Matrix anchor_features(const KvCache& cache, const std::vector<int>& anchor_laye
 
 void reconstruct_group(const GroupPredictor& p, std::span<KvCache* const> caches,
                        const cost_model::ModelSpec& spec) {
-  apply_cpu_threads();
+  kernels::cpu::apply_threads();
   const std::int64_t w = spec.kv_width(), half = w / 2;
   if (p.weight.rows() != static_cast<Eigen::Index>(w * p.anchor_layers.size()) ||
       p.weight.cols() != static_cast<Eigen::Index>(w * p.target_layers.size()) ||
@@ -77,7 +77,6 @@ void reconstruct_group(const GroupPredictor& p, std::span<KvCache* const> caches
   Matrix z(rows, p.weight.cols());
   z.noalias() = x * p.weight;
   z.rowwise() += p.bias;
-  const RopeDesc rope{spec.kv_heads, spec.head_dim, spec.rope_theta};
   r = 0;
   for (KvCache* c : caches) {
     const std::int64_t T = layer_tokens(*c, first);
@@ -88,7 +87,7 @@ void reconstruct_group(const GroupPredictor& p, std::span<KvCache* const> caches
       }
       const auto col = static_cast<Eigen::Index>(t * w);
       c->k[l] = z.block(r, col, T, half);
-      apply_rope(c->k[l], rope, 0);
+      rope(c->k[l], spec.kv_heads, spec, 0);
       c->v[l] = z.block(r, col + half, T, half);
     }
     r += T;

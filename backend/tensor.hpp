@@ -6,6 +6,10 @@
 
 #include <Eigen/Core>
 
+#include <cstdint>
+
+#include "kernels/tensor.hpp"
+
 namespace kvshift::backend {
 
 /// Row-major fp32 matrix: [rows, cols].
@@ -14,5 +18,17 @@ using Matrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMa
 using Vector = Eigen::VectorXf;
 /// fp32 row vector.
 using RowVector = Eigen::RowVectorXf;
+
+/// x [rows, heads·head_dim] seen by the kernels' ops as [rows, heads, head_dim] (no copy).
+inline kernels::TensorView head_view(const Matrix& x, std::int64_t heads) {
+  return kernels::make_view(const_cast<float*>(x.data()), kernels::DType::kF32,
+                            kernels::Device::kHost, {x.rows(), heads, x.cols() / heads});
+}
+
+/// x [rows, cols] as a kernels view (no copy).
+inline kernels::TensorView matrix_view(const Matrix& x) {
+  return kernels::make_view(const_cast<float*>(x.data()), kernels::DType::kF32,
+                            kernels::Device::kHost, {x.rows(), x.cols()});
+}
 
 }  // namespace kvshift::backend

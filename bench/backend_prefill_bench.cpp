@@ -9,6 +9,7 @@
 
 #include "backend/model.hpp"
 #include "cost_model/model_spec.hpp"
+#include "kernels/cpu.hpp"
 
 namespace kvshift::backend {
 namespace {
@@ -27,7 +28,7 @@ double prefill_flops(const cost_model::ModelSpec& m, std::int64_t T) {
 }
 
 void BM_EigenSgemm(benchmark::State& state) {
-  set_cpu_threads(static_cast<int>(state.range(0)));
+  kernels::cpu::set_threads(static_cast<int>(state.range(0)));
   const Eigen::Index n = 2048;
   const Matrix a = Matrix::Random(n, n), b = Matrix::Random(n, n);
   Matrix c(n, n);
@@ -40,7 +41,7 @@ void BM_EigenSgemm(benchmark::State& state) {
 }
 
 void BM_PrefillSmolLM2(benchmark::State& state) {
-  set_cpu_threads(static_cast<int>(state.range(0)));
+  kernels::cpu::set_threads(static_cast<int>(state.range(0)));
   const std::int64_t T = state.range(1);
   const Model& model = smollm2();
   std::mt19937 rng(3);

@@ -6,12 +6,13 @@
 #include <random>
 
 #include "backend/reconstruct.hpp"
+#include "kernels/cpu.hpp"
 
 namespace kvshift::backend {
 namespace {
 
 void BM_ReconstructSmolLM2(benchmark::State& state) {
-  set_cpu_threads(1);
+  kernels::cpu::set_threads(1);
   const auto& m = cost_model::find_model("smollm2-135m");
   const auto topo = cost_model::OmissionPlan::from_groups(m.layers, {2, 3});
   const std::int64_t T = state.range(0), N = state.range(1);

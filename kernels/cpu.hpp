@@ -1,11 +1,23 @@
-// CPU reference twins of every kernel: plain loops (Eigen for the GEMM) that
-// are the oracle for the CUDA kernels. Single-threaded and written to be read,
-// not to be fast. Each validates its descriptor and requires host views.
+// The CPU implementation of every kernel: the one the CPU backend's forward
+// pass and RISK-KV reconstruction run on, and the twin the CUDA kernels are
+// checked against. Plain loops written to be read, except where a forward pass
+// spends its time: RoPE rotates fp32 heads in place, and attention and its mass
+// run per head as chunked Eigen GEMMs (attention_naive stays the loop oracle).
+// Each op validates its descriptor and requires host views.
 #pragma once
 
 #include "kernels/ops.hpp"
 
 namespace kvshift::kernels::cpu {
+
+/// Threads the CPU ops (attention's heads, Eigen's GEMMs) use: 1 unless the environment sets
+/// KVSHIFT_THREADS or set_threads() was called (needs OpenMP). One is the default because on
+/// a shared or oversubscribed machine OpenMP barriers cost more than the work they split.
+int threads();
+/// Sets the thread count (and Eigen's).
+void set_threads(int count);
+/// Applies the thread setting to Eigen once; call before Eigen GEMMs outside these ops.
+void apply_threads();
 
 /// RMSNorm per row.
 void rms_norm(const RmsNormDesc& d);
@@ -15,7 +27,8 @@ void rope(const RopeDesc& d);
 void bias_rope_scatter(const EpilogueDesc& d);
 /// silu(gate) * up.
 void swiglu(const SwigluDesc& d);
-/// Causal GQA attention, online softmax over key tiles (O(head_dim) state per query).
+/// Causal GQA attention: per head, chunks of queries against all visible keys (at most
+/// 128 × keys scores at once, never T × T); heads in parallel when threads() > 1.
 void attention(const AttentionDesc& d);
 /// The same function by materialising each query's full softmax row (oracle for `attention`).
 void attention_naive(const AttentionDesc& d);

@@ -18,13 +18,22 @@
 
 namespace kvshift::kernels {
 
-/// cos/sin of the Hugging Face RoPE angle for pair i (< head_dim/2) at `position`.
-KVSHIFT_HD inline void rope_cos_sin(double theta, std::int64_t position, int i, int head_dim,
-                                    float* c, float* s) {
-  const double inv_freq = ::pow(theta, -2.0 * i / head_dim);
+/// Frequency of RoPE pair i (< head_dim/2): theta^(-2i/head_dim).
+KVSHIFT_HD inline double rope_inv_freq(double theta, int i, int head_dim) {
+  return ::pow(theta, -2.0 * i / head_dim);
+}
+
+/// cos/sin of the RoPE angle position·inv_freq.
+KVSHIFT_HD inline void rope_cos_sin_of(double inv_freq, std::int64_t position, float* c, float* s) {
   const double angle = static_cast<double>(position) * inv_freq;
   *c = static_cast<float>(::cos(angle));
   *s = static_cast<float>(::sin(angle));
+}
+
+/// cos/sin of the Hugging Face RoPE angle for pair i (< head_dim/2) at `position`.
+KVSHIFT_HD inline void rope_cos_sin(double theta, std::int64_t position, int i, int head_dim,
+                                    float* c, float* s) {
+  rope_cos_sin_of(rope_inv_freq(theta, i, head_dim), position, c, s);
 }
 
 /// Column i of row t of a sinusoidal position table of `width` columns: sin (even i) or cos

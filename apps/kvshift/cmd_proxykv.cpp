@@ -14,12 +14,12 @@
 
 #include "apps/kvshift/command.hpp"
 #include "apps/kvshift/support_progress.hpp"
-#include "backend/attention.hpp"
 #include "backend/calibrate/corpus.hpp"
 #include "backend/kvzip_prompt.hpp"
 #include "backend/proxy_dataset.hpp"
 #include "backend/weights.hpp"
 #include "cost_model/input_error.hpp"
+#include "kernels/cpu.hpp"
 #include "reports/atomic_file.hpp"
 
 namespace kvshift::app {
@@ -110,7 +110,7 @@ int run_dataset(const DatasetCliOptions& o, bool proxy_given) {
   const int cores = o.threads > 0
                         ? o.threads
                         : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  backend::set_cpu_threads(1);
+  kernels::cpu::set_threads(1);
   const backend::DatasetInfo info{o.target,
                                   proxy_given ? o.proxy : o.target,
                                   proxy_given ? std::nullopt : std::optional<int>(o.proxy_layers),

@@ -13,18 +13,35 @@ namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-/// Rotates the head vector `in` (head_dim values) at `position` into `out`.
-void rope_head(const float* in, float* out, int head_dim, double theta, std::int64_t position,
-               bool inverse) {
-  const int half = head_dim / 2;
-  for (int i = 0; i < half; ++i) {
-    float c, s;
-    rope_cos_sin(theta, position, i, head_dim, &c, &s);
-    if (inverse) s = -s;
-    out[i] = in[i] * c - in[i + half] * s;
-    out[i + half] = in[i + half] * c + in[i] * s;
+/// cos/sin of one position's RoPE angles, computed once and applied to every head.
+class RopeAngles {
+ public:
+  RopeAngles(double theta, int head_dim)
+      : half_(head_dim / 2), inv_freq_(half_), cs_(half_), sn_(half_) {
+    for (int i = 0; i < half_; ++i) inv_freq_[i] = rope_inv_freq(theta, i, head_dim);
   }
-}
+
+  void at(std::int64_t position, bool inverse) {
+    for (int i = 0; i < half_; ++i) {
+      rope_cos_sin_of(inv_freq_[i], position, &cs_[i], &sn_[i]);
+      if (inverse) sn_[i] = -sn_[i];
+    }
+  }
+
+  /// Rotates one head vector; `out` may be `in`.
+  void rotate(const float* in, float* out) const {
+    for (int i = 0; i < half_; ++i) {
+      const float a = in[i], b = in[i + half_];
+      out[i] = a * cs_[i] - b * sn_[i];
+      out[i + half_] = b * cs_[i] + a * sn_[i];
+    }
+  }
+
+ private:
+  int half_;
+  std::vector<double> inv_freq_;
+  std::vector<float> cs_, sn_;
+};
 
 }  // namespace
 
@@ -50,12 +67,22 @@ void rope(const RopeDesc& d) {
   validate(d);
   require_device("rope", Device::kHost, {&d.x, &d.out});
   const int hd = static_cast<int>(d.x.shape[2]);
-  std::vector<float> in(hd), out(hd);
+  // fp32 heads with unit stride are rotated where they lie: RoPE runs in every forward pass.
+  const bool direct = d.x.dtype == DType::kF32 && d.out.dtype == DType::kF32 &&
+                      d.x.stride[2] == 1 && d.out.stride[2] == 1;
+  RopeAngles angles(d.theta, hd);
+  std::vector<float> buffer(hd);
   for (std::int64_t t = 0; t < d.x.shape[0]; ++t) {
+    angles.at(d.position_offset + t, d.inverse);
     for (std::int64_t h = 0; h < d.x.shape[1]; ++h) {
-      for (int i = 0; i < hd; ++i) in[i] = load_float(d.x, d.x.offset({t, h, i}));
-      rope_head(in.data(), out.data(), hd, d.theta, d.position_offset + t, d.inverse);
-      for (int i = 0; i < hd; ++i) store_float(d.out, d.out.offset({t, h, i}), out[i]);
+      if (direct) {
+        angles.rotate(static_cast<const float*>(d.x.data) + d.x.offset({t, h, 0}),
+                      static_cast<float*>(d.out.data) + d.out.offset({t, h, 0}));
+        continue;
+      }
+      for (int i = 0; i < hd; ++i) buffer[i] = load_float(d.x, d.x.offset({t, h, i}));
+      angles.rotate(buffer.data(), buffer.data());
+      for (int i = 0; i < hd; ++i) store_float(d.out, d.out.offset({t, h, i}), buffer[i]);
     }
   }
 }
@@ -101,21 +128,19 @@ void bias_rope_scatter(const EpilogueDesc& d) {
     require_device("bias_rope_scatter", Device::kHost, {&s.dst});
     const std::int64_t tokens = s.dst.shape[1], heads = s.dst.shape[2];
     const int hd = static_cast<int>(s.dst.shape[3]);
-    std::vector<float> in(hd), out(hd);
+    RopeAngles angles(d.theta, hd);
+    std::vector<float> head(hd);
     for (std::int64_t row = 0; row < d.z.shape[0]; ++row) {
       const std::int64_t r = row / tokens, t = row % tokens;
+      if (s.rope) angles.at(d.position_offset + t, false);
       for (std::int64_t h = 0; h < heads; ++h) {
         for (int i = 0; i < hd; ++i) {
           const std::int64_t col = s.column + h * hd + i;
-          in[i] = load_float(d.z, d.z.offset({row, col})) +
-                  (d.bias.empty() ? 0.0f : load_float(d.bias, d.bias.offset({col})));
+          head[i] = load_float(d.z, d.z.offset({row, col})) +
+                    (d.bias.empty() ? 0.0f : load_float(d.bias, d.bias.offset({col})));
         }
-        if (s.rope) {
-          rope_head(in.data(), out.data(), hd, d.theta, d.position_offset + t, false);
-        } else {
-          out = in;
-        }
-        for (int i = 0; i < hd; ++i) store_float(s.dst, s.dst.offset({r, t, h, i}), out[i]);
+        if (s.rope) angles.rotate(head.data(), head.data());
+        for (int i = 0; i < hd; ++i) store_float(s.dst, s.dst.offset({r, t, h, i}), head[i]);
       }
     }
   }
@@ -127,18 +152,20 @@ void anchor_gather(const AnchorGatherDesc& d) {
   const std::int64_t tokens = d.cache.shape[3], heads = d.cache.shape[4];
   const int hd = static_cast<int>(d.cache.shape[5]);
   const std::int64_t half = heads * hd;
-  std::vector<float> in(hd), out(hd);
+  RopeAngles angles(d.theta, hd);
+  std::vector<float> head(hd);
   for (std::size_t a = 0; a < d.anchor_layers.size(); ++a) {
     const TensorView k = cache_layer(d.cache, d.anchor_layers[a], 0);
     const TensorView v = cache_layer(d.cache, d.anchor_layers[a], 1);
     const std::int64_t base = static_cast<std::int64_t>(a) * 2 * half;
     for (std::int64_t row = 0; row < d.x.shape[0]; ++row) {
       const std::int64_t r = row / tokens, t = row % tokens;
+      angles.at(d.position_offset + t, true);
       for (std::int64_t h = 0; h < heads; ++h) {
-        for (int i = 0; i < hd; ++i) in[i] = load_float(k, k.offset({r, t, h, i}));
-        rope_head(in.data(), out.data(), hd, d.theta, d.position_offset + t, true);
+        for (int i = 0; i < hd; ++i) head[i] = load_float(k, k.offset({r, t, h, i}));
+        angles.rotate(head.data(), head.data());
         for (int i = 0; i < hd; ++i) {
-          store_float(d.x, d.x.offset({row, base + h * hd + i}), out[i]);
+          store_float(d.x, d.x.offset({row, base + h * hd + i}), head[i]);
           store_float(d.x, d.x.offset({row, base + half + h * hd + i}),
                       load_float(v, v.offset({r, t, h, i})));
         }

@@ -1,7 +1,7 @@
 // ProxyKV selection and the baseline scores on hand-checkable cases, and the
 // H2O, SnapKV and KVZip scores of a real 2-layer model against attention weights
 // computed here by hand (Q from the captured layer inputs, a plain softmax loop
-// over q·k in double), independently of backend/attention.cpp.
+// over q·k in double), independently of the attention kernels.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +9,6 @@
 #include <set>
 
 #include "backend/pruning.hpp"
-#include "backend/rope.hpp"
 
 namespace kvshift::backend {
 namespace {
@@ -101,8 +100,12 @@ AttentionStats uniform_stats(int window) {
   st.window_mass = Matrix::Zero(2, 3);
   st.max = Matrix::Zero(2, 3);
   st.window = window;
+  cost_model::ModelSpec m;
+  m.q_heads = 2;
+  m.kv_heads = 1;
+  m.head_dim = 4;
   Matrix out;
-  causal_attention(q, k, v, {2, 1, 4, 0}, out, &st, 0);
+  causal_attention(q, k, v, m, out, &st, 0);
   return st;
 }
 
@@ -181,7 +184,7 @@ Weights hand_weights(const Model& model, const ForwardResult& r, const KvCache& 
     const LayerWeights& lw = model.weights().layers[l];
     Matrix q = r.attn_inputs[l] * lw.wq.transpose();
     if (lw.bq.size()) q.rowwise() += lw.bq;
-    apply_rope(q, {m.q_heads, d, m.rope_theta}, first_position);
+    rope(q, m.q_heads, m, first_position);
     const Matrix& k = cache.k[l];
     for (int h = 0; h < m.q_heads; ++h) {
       const int g = h / group;

@@ -7,7 +7,6 @@
 
 #include "backend/model.hpp"
 #include "backend/reconstruct.hpp"
-#include "backend/rope.hpp"
 #include "tests/backend/tiny_spec.hpp"
 
 namespace kvshift::backend {
@@ -39,14 +38,13 @@ double rel(const Matrix& a, const Matrix& b) {
 /// Z row t of one request computed element by element from the cache.
 void direct_reconstruct(const GroupPredictor& p, KvCache& c, const cost_model::ModelSpec& m) {
   const Eigen::Index half = m.kv_heads * m.head_dim, w = 2 * half;
-  const RopeDesc rope{m.kv_heads, m.head_dim, m.rope_theta};
   const Eigen::Index T = c.k[p.anchor_layers[0]].rows();
   std::vector<Matrix> k(p.target_layers.size(), Matrix(T, half)), v = k;
   for (Eigen::Index t = 0; t < T; ++t) {
     RowVector x(w * p.anchor_layers.size());
     for (std::size_t a = 0; a < p.anchor_layers.size(); ++a) {
       Matrix key = c.k[p.anchor_layers[a]].row(t);
-      apply_rope(key, rope, t, true);
+      rope(key, m.kv_heads, m, t, true);
       x.segment(a * w, half) = key.row(0);
       x.segment(a * w + half, half) = c.v[p.anchor_layers[a]].row(t);
     }
@@ -57,7 +55,7 @@ void direct_reconstruct(const GroupPredictor& p, KvCache& c, const cost_model::M
         (col < half ? k[j](t, col) : v[j](t, col - half)) = static_cast<float>(z);
       }
       Matrix row = k[j].row(t);
-      apply_rope(row, rope, t);
+      rope(row, m.kv_heads, m, t);
       k[j].row(t) = row.row(0);
     }
   }
@@ -136,7 +134,7 @@ TEST(Reconstruct, BiasOnlyPredictorWritesTheBiasRotatedToEachPosition) {
   const Eigen::Index half = m.kv_width() / 2;
   for (Eigen::Index t = 0; t < 5; ++t) {
     Matrix k = c.k[4].row(t);
-    apply_rope(k, {m.kv_heads, m.head_dim, m.rope_theta}, t, true);
+    rope(k, m.kv_heads, m, t, true);
     EXPECT_LT((k.row(0) - p.bias.head(half)).norm(), 1e-5f) << t;
     EXPECT_EQ(c.v[4].row(t), p.bias.segment(half, half)) << t;
   }

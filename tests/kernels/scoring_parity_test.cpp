@@ -1,14 +1,10 @@
 // The CPU twins of the pruning score ops against the backend functions they
-// port (backend/pruning.cpp, backend/proxy_scoring.cpp, backend/attention.cpp):
-// reduce_to_kv_heads, average_pool_rows, log_mean_attention, and the CPU
-// model's attention statistics (max for KVZip, mass and window mass), on
-// random inputs with a cached history.
+// port (backend/pruning.cpp, backend/proxy_scoring.cpp): reduce_to_kv_heads,
+// average_pool_rows and log_mean_attention, on random inputs.
 #include <gtest/gtest.h>
 
 #include <random>
-#include <tuple>
 
-#include "backend/attention.hpp"
 #include "backend/proxy_scoring.hpp"
 #include "backend/pruning.hpp"
 #include "host_tensor.hpp"
@@ -66,39 +62,6 @@ TEST(ScoringParity, LogMeanAttentionIsTheBackendTransform) {
   Matrix got(9, 64);
   cpu::log_mean_attention({view(mass), view(got)});
   EXPECT_EQ(got, want);
-}
-
-// A pass of 11 new queries over 6 cached tokens with GQA 6:2: the twins' mass, window mass
-// and max equal the statistics the CPU model's attention collects.
-TEST(ScoringParity, AttentionMassAndMaxAreTheModelsStatistics) {
-  const int q_heads = 6, kv_heads = 2, hd = 8, history = 6, window = 4;
-  const Eigen::Index tq = 11, tk = history + tq;
-  std::mt19937_64 rng(4);
-  const Matrix q = random_matrix(tq, q_heads * hd, rng), k = random_matrix(tk, kv_heads * hd, rng),
-               v = random_matrix(tk, kv_heads * hd, rng);
-  backend::AttentionStats stats;
-  stats.mass = stats.window_mass = stats.max = Matrix::Zero(q_heads, tk);
-  stats.window = window;
-  Matrix out;
-  backend::causal_attention(q, k, v, {q_heads, kv_heads, hd, history}, out, &stats);
-
-  const TensorView q3 =
-      make_view(const_cast<float*>(q.data()), DType::kF32, Device::kHost, {tq, q_heads, hd});
-  const TensorView k3 =
-      make_view(const_cast<float*>(k.data()), DType::kF32, Device::kHost, {tk, kv_heads, hd});
-  const TensorView v3 =
-      make_view(const_cast<float*>(v.data()), DType::kF32, Device::kHost, {tk, kv_heads, hd});
-  Matrix attn(tq, q_heads * hd), lse(tq, q_heads);
-  const TensorView out3 = make_view(attn.data(), DType::kF32, Device::kHost, {tq, q_heads, hd});
-  cpu::attention({q3, k3, v3, out3, view(lse), 0});
-  EXPECT_LE(relative_error(attn, out), 1e-5);
-  for (const auto& [want, begin, reduce] : {std::tuple{&stats.mass, Eigen::Index{0}, Reduce::kSum},
-                                            {&stats.window_mass, tq - window, Reduce::kSum},
-                                            {&stats.max, Eigen::Index{0}, Reduce::kMax}}) {
-    Matrix got(q_heads, tk);
-    cpu::attention_mass({q3, k3, view(lse), view(got), 0, begin, reduce});
-    EXPECT_LE(relative_error(got, *want), 1e-5) << "query_begin " << begin;
-  }
 }
 
 }  // namespace
