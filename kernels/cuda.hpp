@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backends.hpp"
 #include "kernels/ops.hpp"
 
 struct CUstream_st;
@@ -24,6 +25,13 @@ class CudaError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+/// Whether the CUDA kernel of `op` runs with `dtype` as its first tensor's dtype (backends.hpp):
+/// every dtype its CPU twin runs. Shape limits come on top: head_dim 64 or 128 (attention,
+/// attention_simt, attention_mass), head_dim <= 256 (window_attention), <= 4096 sources
+/// (axial_head), <= 8 anchor layers (anchor_gather, reconstruct), an even head_dim in every
+/// segment (bias_rope_scatter).
+bool supports(Op op, DType dtype);
 
 /// Number of usable CUDA devices (0 if the driver or device is missing).
 int device_count();
