@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # GPU check, sized to run in minutes on one H200: builds the CUDA kernels, the
-# CUDA backend, their twin tests and the GPU benchmark for sm_90 in its own
-# build folder, runs the twin tests (the kernels, the ProxyKV score ops and
-# mapper ops, GpuMapper against the mapper's op sequence on the CPU twins),
+# CUDA backend, their tests and the GPU benchmark for sm_90 in its own build
+# folder, runs the twin tests (kernels_conformance_test: every kernel op case on
+# CUDA against its CPU twin; GpuMapper against the mapper's op sequence on the
+# CPU twins),
 # profiles token replay (prefill) against
 # RISK-KV local recovery (reconstruction of the paper's topologies) for
 # Qwen2.5-0.5B, Qwen2.5-1.5B and TinyLlama-1.1B at T = 512, 4096 and 32768
@@ -87,7 +88,7 @@ timeout 120 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Re
 
 step "building"
 timeout 420 cmake --build "$build" -j "$(nproc)" \
-  --target kernels_cuda_test kernels_ref_test cuda_profiler_test gpu_mapper_test gpu_recovery_bench \
+  --target kernels_conformance_test kernels_ref_test cuda_profiler_test gpu_mapper_test gpu_recovery_bench \
   >"$logs/build.log" 2>&1 \
   || { tail -40 "$logs/build.log"; die "build failed (log: $out/gpu_check.log)"; }
 
@@ -109,7 +110,7 @@ fi
 step "twin tests (CUDA vs CPU reference)"
 status=0
 timeout 60 "$build/bin/kernels_ref_test" --gtest_brief=1 >"$logs/ref_tests.log" 2>&1 || status=1
-timeout 180 "$build/bin/kernels_cuda_test" --gtest_brief=1 >"$out/twin_tests.log" 2>&1 || status=1
+timeout 180 "$build/bin/kernels_conformance_test" --gtest_brief=1 >"$out/twin_tests.log" 2>&1 || status=1
 timeout 120 "$build/bin/cuda_profiler_test" --gtest_brief=1 >"$logs/profiler_test.log" 2>&1 || status=1
 timeout 120 "$build/bin/gpu_mapper_test" --gtest_brief=1 >>"$out/twin_tests.log" 2>&1 || status=1
 grep -hE "^\[  (PASSED|FAILED|SKIPPED) " "$logs/ref_tests.log" "$out/twin_tests.log" "$logs/profiler_test.log" || true

@@ -1,8 +1,10 @@
 # KVSHIFT_GPU_CHECK=ON (preset gpu-check; bench/gpu_check.sh configures it): only the
-# GPU parts — the cost model, the kernels and their CUDA twins, the CUDA profiler,
-# their tests and the GPU benchmark — so that a bare CUDA machine builds them with
-# CUDA, Eigen and GoogleTest alone. KVSHIFT_GPU_DEPS may name a folder holding
-# eigen3/ (headers) and googletest/ (sources), as `bench/gpu_check.sh --pack-deps` makes.
+# GPU parts — the cost model, the kernels with their CPU twins and CUDA versions, the
+# CUDA profiler, their tests (kernels_conformance_test, kernels_ref_test,
+# cuda_profiler_test, gpu_mapper_test: none needs kvshift_backend) and the GPU
+# benchmark — so that a bare CUDA machine builds them with CUDA, Eigen and GoogleTest
+# alone. KVSHIFT_GPU_DEPS may name a folder holding eigen3/ (headers) and googletest/
+# (sources), as `bench/gpu_check.sh --pack-deps` makes.
 set(KVSHIFT_ENABLE_CUDA ON)  # this build is the CUDA parts: no CUDA compiler is an error
 include(cmake/cuda.cmake)
 

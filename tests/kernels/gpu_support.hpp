@@ -1,13 +1,10 @@
-// Twin-test support: skip with the runtime's reason when no CUDA device is
-// usable, copy host tensors to the device, allocate NaN-poisoned outputs, and
-// compare a CUDA result with its CPU twin by relative error (norm > 0 guard,
-// first mismatches printed on failure).
+// GPU-test support: skip with the runtime's reason when no CUDA device is
+// usable, copy host tensors to the device and back, allocate NaN-poisoned outputs.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <string>
-#include <utility>
 
 #include "host_tensor.hpp"
 #include "kernels/cuda.hpp"
@@ -19,9 +16,6 @@
   } while (0)
 
 namespace kvshift::kernels::testing {
-
-/// Relative-error bound of a twin comparison for an output dtype.
-inline double twin_bound(DType t) { return t == DType::kF32 ? 1e-5 : 1e-2; }
 
 /// A device copy of a host tensor, with a CUDA view of the same shape.
 struct DeviceTensor {
@@ -50,17 +44,6 @@ inline DeviceTensor poisoned_like(const HostTensor& h) {
 inline void download(const DeviceTensor& d, HostTensor& h) {
   cuda::device_synchronize();
   d.buffer.download(h.data(), h.bytes());
-}
-
-/// Asserts ||gpu - cpu|| / ||cpu|| <= bound(dtype), with ||cpu|| > 0.
-inline void expect_twin(const HostTensor& gpu, const HostTensor& cpu, const char* what) {
-  const auto want = cpu.values();
-  ASSERT_GT(norm_of(want), 0.0) << what << ": the CPU twin produced all zeros";
-  std::string report;
-  const double err = relative_error(gpu.values(), want, &report);
-  EXPECT_LE(err, twin_bound(cpu.view().dtype))
-      << what << ": relative error " << err << "; first mismatches:\n"
-      << report;
 }
 
 }  // namespace kvshift::kernels::testing

@@ -2,6 +2,7 @@
 // (never zeros), and the relative-error measure the twin tests use.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -24,6 +25,19 @@ class HostTensor {
                   dtype_size(dtype));
     view_.data = bytes_.data();
   }
+  /// A deep copy whose view points at its own bytes.
+  HostTensor(const HostTensor& other) : bytes_(other.bytes_), view_(other.view_) {
+    view_.data = bytes_.data();
+  }
+  HostTensor& operator=(const HostTensor& other) {
+    bytes_ = other.bytes_;
+    view_ = other.view_;
+    view_.data = bytes_.data();
+    return *this;
+  }
+  HostTensor(HostTensor&&) noexcept = default;  // the buffer moves, so the view stays valid
+  HostTensor& operator=(HostTensor&&) noexcept = default;
+  ~HostTensor() = default;
   const TensorView& view() const { return view_; }
   std::int64_t numel() const { return view_.numel(); }
   void* data() { return bytes_.data(); }
