@@ -23,12 +23,13 @@ void append_rows(Matrix& m, const Matrix& rows) {
   m.bottomRows(rows.rows()) = rows;
 }
 
-void size_stats(AttentionStats& s, const cost_model::ModelSpec& m, Eigen::Index keys, int window) {
+void size_stats(AttentionStats& s, const cost_model::ModelSpec& m, Eigen::Index keys,
+                const StatsRequest& want) {
   const Eigen::Index rows = static_cast<Eigen::Index>(m.layers) * m.q_heads;
-  s.mass = Matrix::Zero(rows, keys);
-  s.window_mass = Matrix::Zero(rows, keys);
-  s.max = Matrix::Zero(rows, keys);
-  s.window = window;
+  if (want.mass) s.mass = Matrix::Zero(rows, keys);
+  if (want.window_mass) s.window_mass = Matrix::Zero(rows, keys);
+  if (want.max) s.max = Matrix::Zero(rows, keys);
+  s.window = want.window;
 }
 
 /// Rows [layer·heads, (layer + 1)·heads) of a statistics matrix: [heads, keys].
@@ -102,7 +103,7 @@ void Model::layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t rows0,
   append_rows(cache.k[l], k);
   append_rows(cache.v[l], v);
   Matrix attn;
-  causal_attention(q, cache.k[l], cache.v[l], m, attn, o.attention_stats ? &r.stats : nullptr, l);
+  causal_attention(q, cache.k[l], cache.v[l], m, attn, o.stats.any() ? &r.stats : nullptr, l);
   finish_layer(w, attn, x);
 }
 
@@ -192,7 +193,7 @@ ForwardResult Model::forward(std::span<const std::int32_t> tokens, KvCache& cach
   ForwardResult r;
   if (o.capture_attn_inputs) r.attn_inputs.resize(m.layers);
   if (o.capture_pre_rope_keys) r.pre_rope_keys.resize(m.layers);
-  if (o.attention_stats) size_stats(r.stats, m, pos0 + n, o.stats_window);
+  if (o.stats.any()) size_stats(r.stats, m, pos0 + n, o.stats);
   for (int l = 0; l < m.layers; ++l) layer_forward(l, x, cache, pos0, o, r);
   if (o.logits == LogitsMode::kNone || n == 0) return r;
   const Matrix last = o.logits == LogitsMode::kLast ? Matrix(x.bottomRows(1)) : x;
@@ -246,11 +247,15 @@ void causal_attention(const Matrix& q, const Matrix& k, const Matrix& v,
   out.resize(q.rows(), q.cols());
   if (q.rows() == 0) return;
   if (stats) {
+    bool any = false;
     for (const Matrix* stat : {&stats->mass, &stats->window_mass, &stats->max}) {
+      if (stat->size() == 0) continue;
       if (stat->cols() != k.rows() || stat->rows() < std::int64_t{layer + 1} * m.q_heads) {
         throw std::invalid_argument("causal_attention: statistics not sized for this pass");
       }
+      any = true;
     }
+    if (!any) stats = nullptr;
   }
   const kernels::TensorView q3 = head_view(q, m.q_heads), k3 = head_view(k, m.kv_heads);
   Matrix lse;
@@ -266,6 +271,7 @@ void causal_attention(const Matrix& q, const Matrix& k, const Matrix& v,
   for (const auto& [stat, begin, reduce] : {std::tuple{&stats->mass, std::int64_t{0}, Reduce::kSum},
                                             {&stats->window_mass, window_begin, Reduce::kSum},
                                             {&stats->max, std::int64_t{0}, Reduce::kMax}}) {
+    if (stat->size() == 0) continue;
     kernels::cpu::attention_mass({.q = q3,
                                   .k = k3,
                                   .lse = matrix_view(lse),

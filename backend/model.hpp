@@ -24,7 +24,7 @@ namespace kvshift::backend {
 
 /// Per-key attention statistics of one forward pass, one row per (layer, query head):
 /// row = layer·q_heads + head, one column per key (history + new tokens). Each is a
-/// kernels::cpu::attention_mass of the pass.
+/// kernels::cpu::attention_mass of the pass; one not asked for stays empty.
 struct AttentionStats {
   Matrix mass;  ///< Σ over the new queries of the weight each key receives (H2O, proxy features)
   Matrix window_mass;  ///< the same over the last `window` new queries only (SnapKV)
@@ -51,12 +51,21 @@ struct KvCache {
 /// Which logits a forward computes.
 enum class LogitsMode { kNone, kLast, kAll };
 
+/// Which attention statistics a forward collects: each costs one more pass over q·kᵀ (the
+/// window's only over its last `window` queries), so callers ask for what they use.
+struct StatsRequest {
+  bool mass = false;         ///< AttentionStats::mass (H2O, ProxyKV features)
+  bool window_mass = false;  ///< AttentionStats::window_mass (SnapKV)
+  bool max = false;          ///< AttentionStats::max (KVZip)
+  int window = 32;           ///< queries counted in window_mass
+  bool any() const { return mass || window_mass || max; }
+};
+
 struct ForwardOptions {
   LogitsMode logits = LogitsMode::kAll;
   bool capture_attn_inputs = false;    ///< fill ForwardResult::attn_inputs
   bool capture_pre_rope_keys = false;  ///< fill ForwardResult::pre_rope_keys
-  bool attention_stats = false;        ///< fill ForwardResult::stats
-  int stats_window = 32;               ///< queries counted in stats.window_mass
+  StatsRequest stats;                  ///< fill these of ForwardResult::stats
 };
 
 struct ForwardResult {
@@ -118,8 +127,8 @@ std::vector<double> next_token_nll(const Matrix& logits, std::span<const std::in
 Matrix rms_norm(const Matrix& x, const Vector& w, double eps);
 
 /// out = causal GQA attention (kernels::cpu::attention) of q [T, q_heads·head_dim] over k, v
-/// [keys, kv_heads·head_dim] whose last T rows are q's own tokens. With `stats` (sized for all
-/// layers and these keys), fills layer `layer`'s rows of the pass's statistics.
+/// [keys, kv_heads·head_dim] whose last T rows are q's own tokens. With `stats`, fills layer
+/// `layer`'s rows of each statistic that is sized (for all layers and these keys).
 void causal_attention(const Matrix& q, const Matrix& k, const Matrix& v,
                       const cost_model::ModelSpec& spec, Matrix& out,
                       AttentionStats* stats = nullptr, int layer = 0);

@@ -5,18 +5,13 @@
 #include <stdexcept>
 
 #include "backend/pruning.hpp"
+#include "kernels/cpu.hpp"
 
 namespace kvshift::backend {
 
 Matrix log_mean_attention(const Matrix& mass) {
-  const Eigen::Index T = mass.cols();
-  Matrix x(mass.rows(), T);
-  for (Eigen::Index c = 0; c < mass.rows(); ++c) {
-    for (Eigen::Index t = 0; t < T; ++t) {
-      const double mean = static_cast<double>(mass(c, t)) / static_cast<double>(T - t);
-      x(c, t) = static_cast<float>(std::log(mean + kLogMeanAttentionEps));
-    }
-  }
+  Matrix x(mass.rows(), mass.cols());
+  kernels::cpu::log_mean_attention({matrix_view(mass), matrix_view(x)});
   return x;
 }
 
@@ -25,7 +20,7 @@ Matrix proxy_features(const Model& proxy, std::span<const std::int32_t> tokens, 
   KvCache cache = proxy.new_cache();
   const bool mean = kind == MapperFeatures::kLogMeanAttention;
   const ForwardResult r =
-      proxy.forward(tokens, cache, {.logits = LogitsMode::kNone, .attention_stats = mean});
+      proxy.forward(tokens, cache, {.logits = LogitsMode::kNone, .stats = {.mass = mean}});
   if (mean) return log_mean_attention(r.stats.mass);
   if (repeat_prompt.empty()) {
     throw std::invalid_argument("proxy_features: log_repeat_max_attention needs KVZip's prompt");

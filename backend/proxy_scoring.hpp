@@ -15,15 +15,16 @@
 
 #include "backend/model.hpp"
 #include "backend/proxy_mapper.hpp"
+#include "kernels/ops.hpp"
 
 namespace kvshift::backend {
 
-/// Added to the mean weight before the log (a key nobody attends to: log(1e-6)).
-inline constexpr double kLogMeanAttentionEps = 1e-6;
+using kernels::kLogMeanAttentionEps;
 
 /// "log_mean_attention" of a prefill's attention mass [rows, T] (mass[c, t] = Σ over the
 /// queries of the weight key t receives; causal, so T − t queries see key t):
-/// x[c, t] = log(mass[c, t] / (T − t) + kLogMeanAttentionEps), computed in double.
+/// x[c, t] = log(mass[c, t] / (T − t) + kLogMeanAttentionEps), computed in double
+/// (kernels::cpu::log_mean_attention).
 Matrix log_mean_attention(const Matrix& mass);
 
 /// The mapper's input X [proxy layers·q_heads, T] (row = layer·q_heads + head) of `kind`,

@@ -6,6 +6,8 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "kernels/cpu.hpp"
+
 namespace kvshift::backend {
 namespace {
 
@@ -79,27 +81,12 @@ std::vector<std::vector<std::int64_t>> top_share_global(const Matrix& scores, co
   return out;
 }
 
-Matrix reduce_to_kv_heads(const Matrix& q, int q_heads, int kv_heads, GroupReduce how) {
+Matrix group_reduce(const Matrix& q, int q_heads, int kv_heads, kernels::Reduce how) {
   if (kv_heads <= 0 || q_heads % kv_heads != 0 || q.rows() % q_heads != 0) {
-    throw std::invalid_argument("reduce_to_kv_heads: rows must be layers·q_heads");
+    throw std::invalid_argument("group_reduce: rows must be layers·q_heads");
   }
-  const int group = q_heads / kv_heads;
-  const Eigen::Index layers = q.rows() / q_heads;
-  Matrix out(layers * kv_heads, q.cols());
-  for (Eigen::Index l = 0; l < layers; ++l) {
-    for (int g = 0; g < kv_heads; ++g) {
-      auto dst = out.row(l * kv_heads + g);
-      dst = q.row(l * q_heads + g * group);
-      for (int i = 1; i < group; ++i) {
-        const auto src = q.row(l * q_heads + g * group + i);
-        if (how == GroupReduce::kSum) {
-          dst += src;
-        } else {
-          dst = dst.cwiseMax(src);
-        }
-      }
-    }
-  }
+  Matrix out(q.rows() / q_heads * kv_heads, q.cols());
+  kernels::cpu::group_reduce({matrix_view(q), matrix_view(out), how});
   return out;
 }
 
@@ -134,25 +121,19 @@ KvCache compact(const KvCache& cache, const std::vector<std::vector<std::int64_t
 }
 
 Matrix h2o_scores(const AttentionStats& stats, const cost_model::ModelSpec& spec) {
-  return reduce_to_kv_heads(stats.mass, spec.q_heads, spec.kv_heads, GroupReduce::kSum);
+  return group_reduce(stats.mass, spec.q_heads, spec.kv_heads, kernels::Reduce::kSum);
 }
 
-Matrix average_pool_rows(const Matrix& x, int kernel) {
-  if (kernel <= 0 || kernel % 2 == 0) throw std::invalid_argument("pool kernel must be odd");
-  const int r = kernel / 2;
-  Matrix out = Matrix::Zero(x.rows(), x.cols());
-  for (Eigen::Index t = 0; t < x.cols(); ++t) {
-    const Eigen::Index lo = std::max<Eigen::Index>(0, t - r);
-    const Eigen::Index hi = std::min<Eigen::Index>(x.cols() - 1, t + r);
-    out.col(t) = x.middleCols(lo, hi - lo + 1).rowwise().sum() / static_cast<float>(kernel);
-  }
+Matrix avg_pool(const Matrix& x, int kernel) {
+  Matrix out(x.rows(), x.cols());
+  kernels::cpu::avg_pool({matrix_view(x), matrix_view(out), kernel});
   return out;
 }
 
 Matrix snapkv_scores(const AttentionStats& stats, const cost_model::ModelSpec& spec,
                      int pool_kernel) {
-  return average_pool_rows(
-      reduce_to_kv_heads(stats.window_mass, spec.q_heads, spec.kv_heads, GroupReduce::kSum),
+  return avg_pool(
+      group_reduce(stats.window_mass, spec.q_heads, spec.kv_heads, kernels::Reduce::kSum),
       pool_kernel);
 }
 
@@ -174,7 +155,7 @@ Matrix repeat_max_attention(const Model& model, std::span<const std::int32_t> co
     }
     input.insert(input.end(), context.begin() + c0, context.begin() + c0 + len);
     const ForwardResult r =
-        model.forward(input, cache, {.logits = LogitsMode::kNone, .attention_stats = true});
+        model.forward(input, cache, {.logits = LogitsMode::kNone, .stats = {.max = true}});
     for (auto& k : cache.k) k.conservativeResize(n, Eigen::NoChange);
     for (auto& v : cache.v) v.conservativeResize(n, Eigen::NoChange);
     scores.middleCols(c0, len) = r.stats.max.middleCols(c0, len);
@@ -185,8 +166,8 @@ Matrix repeat_max_attention(const Model& model, std::span<const std::int32_t> co
 Matrix kvzip_scores(const Model& model, std::span<const std::int32_t> context, KvCache& cache,
                     std::span<const std::int32_t> repeat_prompt, std::int64_t chunk) {
   const auto& m = model.spec();
-  return reduce_to_kv_heads(repeat_max_attention(model, context, cache, repeat_prompt, chunk),
-                            m.q_heads, m.kv_heads, GroupReduce::kMax);
+  return group_reduce(repeat_max_attention(model, context, cache, repeat_prompt, chunk), m.q_heads,
+                      m.kv_heads, kernels::Reduce::kMax);
 }
 
 }  // namespace kvshift::backend

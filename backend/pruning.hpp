@@ -20,6 +20,7 @@
 
 #include "backend/model.hpp"
 #include "backend/tensor.hpp"
+#include "kernels/ops.hpp"
 
 namespace kvshift::backend {
 
@@ -42,9 +43,9 @@ std::vector<std::vector<std::int64_t>> top_k_per_head(const Matrix& scores,
 std::vector<std::vector<std::int64_t>> top_share_global(const Matrix& scores,
                                                         const KeepPolicy& policy);
 
-/// Reduces per-query-head rows [layers·q_heads, T] onto KV heads [layers·kv_heads, T].
-enum class GroupReduce { kSum, kMax };
-Matrix reduce_to_kv_heads(const Matrix& per_query_head, int q_heads, int kv_heads, GroupReduce how);
+/// Reduces per-query-head rows [layers·q_heads, T] onto KV heads [layers·kv_heads, T]
+/// (kernels::cpu::group_reduce).
+Matrix group_reduce(const Matrix& per_query_head, int q_heads, int kv_heads, kernels::Reduce how);
 
 /// Keeps, for every layer and KV head, the tokens in kept[layer·kv_heads + head]
 /// (equal counts per head): the returned cache has that many rows per layer, and counts the
@@ -57,8 +58,9 @@ Matrix h2o_scores(const AttentionStats& stats, const cost_model::ModelSpec& spec
 /// SnapKV scores from a prefill's statistics (stats.window = w), pooled with `pool_kernel`.
 Matrix snapkv_scores(const AttentionStats& stats, const cost_model::ModelSpec& spec,
                      int pool_kernel = 5);
-/// Average pooling along each row, odd kernel, same padding, zero-padded ends.
-Matrix average_pool_rows(const Matrix& x, int kernel);
+/// Average pooling along each row, odd kernel, same padding, zero-padded ends
+/// (kernels::cpu::avg_pool).
+Matrix avg_pool(const Matrix& x, int kernel);
 
 /// KVZip's pass per query head [layers·q_heads, n_c]: the largest attention weight each of
 /// the n_c context tokens held by `cache` (left unchanged) receives from any query of the

@@ -75,7 +75,10 @@ void reconstruct_group(const GroupPredictor& p, std::span<KvCache* const> caches
     r += T;
   }
   Matrix z(rows, p.weight.cols());
-  z.noalias() = x * p.weight;
+  kernels::cpu::gemm({.a = matrix_view(x),
+                      .b = matrix_view(p.weight),
+                      .c = matrix_view(z),
+                      .b_transposed = false});
   z.rowwise() += p.bias;
   r = 0;
   for (KvCache* c : caches) {

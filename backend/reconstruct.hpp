@@ -4,7 +4,9 @@
 // anchor into X [T, |A_g|·w], compute Z = X·B_g + 1·d_gᵀ (one GEMM with a bias
 // epilogue), split Z into each target layer's [K_pre, V], apply RoPE to K_pre
 // and write both into the cache. N requests sharing g's predictor are stacked
-// into one GEMM of ΣT rows. Leaves out: fitting the predictor (calibration).
+// into one GEMM of ΣT rows. The RoPE and the GEMM are the kernels' CPU ops
+// (kernels/cpu.hpp); only the gather from and scatter into the per-layer cache
+// are here. Leaves out: fitting the predictor (calibration).
 #pragma once
 
 #include <cstdint>

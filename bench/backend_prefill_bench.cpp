@@ -56,6 +56,23 @@ void BM_PrefillSmolLM2(benchmark::State& state) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 
+/// The same prefill collecting all three attention statistics (H2O, SnapKV, KVZip).
+void BM_PrefillSmolLM2Stats(benchmark::State& state) {
+  kernels::cpu::set_threads(1);
+  const std::int64_t T = state.range(0);
+  const Model& model = smollm2();
+  std::mt19937 rng(3);
+  std::vector<std::int32_t> tokens(T);
+  for (auto& t : tokens) t = static_cast<std::int32_t>(rng() % model.spec().vocab);
+  for (auto _ : state) {
+    KvCache cache = model.new_cache();
+    const ForwardResult r = model.forward(
+        tokens, cache,
+        {.logits = LogitsMode::kLast, .stats = {.mass = true, .window_mass = true, .max = true}});
+    benchmark::DoNotOptimize(r.stats.mass.data());
+  }
+}
+
 BENCHMARK(BM_EigenSgemm)
     ->ArgName("threads")
     ->Arg(1)
@@ -66,6 +83,11 @@ BENCHMARK(BM_PrefillSmolLM2)
     ->ArgNames({"threads", "tokens"})
     ->Args({1, 512})
     ->Args({2, 512})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_PrefillSmolLM2Stats)
+    ->ArgName("tokens")
+    ->Arg(512)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

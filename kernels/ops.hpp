@@ -98,12 +98,15 @@ struct AvgPoolDesc {
   int kernel = 7;
 };
 
+/// Added to a mean attention weight before its log (a key nobody attends to: log(1e-6)).
+inline constexpr double kLogMeanAttentionEps = 1e-6;
+
 /// ProxyKV's feature transform ("log_mean_attention") of a prefill's attention mass:
 /// x[c, t] = log(mass[c, t] / (tokens − t) + eps), in double (tokens − t queries see key t).
 struct LogMeanAttentionDesc {
   TensorView mass;  // [rows, tokens] f32
   TensorView out;   // [rows, tokens] f32
-  double eps = 1e-6;
+  double eps = kLogMeanAttentionEps;
 };
 
 /// Stem of a 1-D convolution as a GEMM (im2col, same padding):

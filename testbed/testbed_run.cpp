@@ -112,7 +112,7 @@ KvPayload make_payload(const PlannedMove& mv, const Setup& s, const sim::Scenari
   backend::KvCache cache = model.new_cache();
   backend::ForwardOptions fo;
   fo.logits = backend::LogitsMode::kNone;
-  fo.attention_stats = mv.strategy == Strategy::kProxyKv;
+  fo.stats.mass = mv.strategy == Strategy::kProxyKv;  // H2O's scores
   const backend::ForwardResult r = model.forward(ids, cache, fo);
   if (mv.strategy == Strategy::kProxyKv) {
     backend::KeepPolicy keep;

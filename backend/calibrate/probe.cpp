@@ -62,8 +62,7 @@ RequestProbe::RequestProbe(const Model& model, std::span<const std::int32_t> his
   if (history.size() > 1) {
     ForwardOptions o;
     o.logits = LogitsMode::kNone;
-    o.attention_stats = capture.attention_stats;
-    o.stats_window = capture.stats_window;
+    o.stats = capture.stats;
     const auto t0 = std::chrono::steady_clock::now();
     ForwardResult r = model.forward(history.first(history.size() - 1), cache_, o);
     history_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -23,8 +23,7 @@ namespace kvshift::backend::calibrate {
 
 /// What a probe records of its history pass besides the cache.
 struct ProbeCapture {
-  bool attention_stats = false;  ///< per-key statistics of the history pass (pruning scores)
-  int stats_window = 32;         ///< queries counted in stats.window_mass (SnapKV)
+  StatsRequest stats;  ///< per-key statistics of the history pass (pruning scores)
 };
 
 /// Per-row NLL of `targets` under the logits h · w_outᵀ (h: [rows, hidden], w_out: [vocab,

@@ -255,8 +255,9 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
                                        static_cast<std::size_t>(o.history + o.eval));
     const auto history = window.first(static_cast<std::size_t>(o.history));
     const auto context = history.first(static_cast<std::size_t>(keys));
-    const RequestProbe probe(target, history, window.subspan(history.size()), resume,
-                             {.attention_stats = stats, .stats_window = o.snapkv_window});
+    const RequestProbe probe(
+        target, history, window.subspan(history.size()), resume,
+        {.stats = {.mass = stats, .window_mass = stats, .window = o.snapkv_window}});
     out.seconds["target_prefill"] = probe.history_seconds();
     out.exact_mean = probe.exact_mean();
     std::vector<Kept> kvzip_kept;

@@ -1,6 +1,7 @@
-// CPU twin of the GEMM (Eigen, fp32) and of the whole RISK-KV reconstruction:
-// anchor gather -> GEMM -> bias + RoPE + scatter, the three steps the CUDA
-// version runs as two kernels around one cuBLAS call.
+// CPU GEMM (Eigen, fp32) and the whole RISK-KV reconstruction: anchor gather ->
+// GEMM -> bias + RoPE + scatter, the three steps the CUDA version runs as two
+// kernels around one cuBLAS call. fp32 operands with unit innermost stride go
+// to Eigen in place (the CPU backend's reconstruction GEMM); others are copied.
 #include <Eigen/Dense>
 
 #include "kernels/cpu.hpp"
@@ -9,6 +10,13 @@ namespace kvshift::kernels::cpu {
 namespace {
 
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using Strided = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
+
+bool direct(const TensorView& v) { return v.dtype == DType::kF32 && v.stride[1] == 1; }
+
+Strided map(const TensorView& v) {
+  return {static_cast<float*>(v.data), v.shape[0], v.shape[1], Eigen::OuterStride<>(v.stride[0])};
+}
 
 RowMatrix to_matrix(const TensorView& v) {
   RowMatrix m(v.shape[0], v.shape[1]);
@@ -23,6 +31,17 @@ RowMatrix to_matrix(const TensorView& v) {
 void gemm(const GemmDesc& d) {
   validate(d);
   require_device("gemm", Device::kHost, {&d.a, &d.b, &d.c});
+  if (direct(d.a) && direct(d.b) && direct(d.c) && d.beta == 0) {
+    apply_threads();
+    Strided c = map(d.c);
+    if (d.b_transposed) {
+      c.noalias() = map(d.a) * map(d.b).transpose();
+    } else {
+      c.noalias() = map(d.a) * map(d.b);
+    }
+    if (d.alpha != 1) c *= d.alpha;
+    return;
+  }
   const RowMatrix a = to_matrix(d.a);
   const RowMatrix b = to_matrix(d.b);
   RowMatrix c = d.b_transposed ? RowMatrix(a * b.transpose()) : RowMatrix(a * b);

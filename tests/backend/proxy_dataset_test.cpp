@@ -111,7 +111,7 @@ TEST(ProxyWindow, FeaturesAreTheLogMeanOfTheProxysRawAttentionMass) {
   const ProxyWindow w = proxy_window(tiny_proxy(), tiny(), tokens, kPrompt);
   KvCache cache = tiny_proxy().new_cache();
   const ForwardResult r =
-      tiny_proxy().forward(tokens, cache, {.logits = LogitsMode::kNone, .attention_stats = true});
+      tiny_proxy().forward(tokens, cache, {.logits = LogitsMode::kNone, .stats = {.mass = true}});
   const Matrix& mass = r.stats.mass;
   ASSERT_EQ(w.features.rows(), 1 * 4);
   ASSERT_EQ(w.features.cols(), kT);
@@ -149,7 +149,7 @@ TEST(ProxyWindow, RepeatFeaturesOfATruncatedProxyHoldTheTargetsFirstLayersExactl
   const ProxyWindow w =
       proxy_window(tiny_proxy(), tiny(), tokens, kPrompt, MapperFeatures::kLogRepeatMax);
   ASSERT_EQ(w.features.rows(), 1 * 4);
-  const Matrix reduced = reduce_to_kv_heads(w.features, 4, 2, GroupReduce::kMax);
+  const Matrix reduced = group_reduce(w.features, 4, 2, kernels::Reduce::kMax);
   const Matrix first_layer = w.labels.topRows(2).unaryExpr([](float v) {
     return static_cast<float>(std::log(static_cast<double>(v) + kLogMeanAttentionEps));
   });

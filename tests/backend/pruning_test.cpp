@@ -137,7 +137,7 @@ TEST(Baselines, SnapKVPoolsTheLastWindowsVotes) {
 
 TEST(Baselines, AveragePoolIsZeroPaddedSamePadding) {
   const Matrix x = (Matrix(1, 4) << 3, 0, 0, 6).finished();
-  EXPECT_EQ(average_pool_rows(x, 3), (Matrix(1, 4) << 1, 1, 2, 2).finished());
+  EXPECT_EQ(avg_pool(x, 3), (Matrix(1, 4) << 1, 1, 2, 2).finished());
 }
 
 TEST(Baselines, MaxStatisticIsTheLargestWeightAnyQueryGave) {
@@ -246,7 +246,7 @@ TEST(BaselinesByHand, H2OIsTheSumOfEveryQuerysWeightOverTheGroup) {
   KvCache cache = model.new_cache();
   const ForwardResult r = model.forward(
       tokens, cache,
-      {.logits = LogitsMode::kNone, .capture_attn_inputs = true, .attention_stats = true});
+      {.logits = LogitsMode::kNone, .capture_attn_inputs = true, .stats = {.mass = true}});
   const Weights w = hand_weights(model, r, cache, 0);
   const int group = m.q_heads / m.kv_heads;
   std::vector<std::vector<double>> want(m.layers * m.kv_heads, std::vector<double>(14, 0.0));
@@ -269,8 +269,7 @@ TEST(BaselinesByHand, SnapKVPoolsTheLastWindowsVotesOverTheGroup) {
   const ForwardResult r = model.forward(tokens, cache,
                                         {.logits = LogitsMode::kNone,
                                          .capture_attn_inputs = true,
-                                         .attention_stats = true,
-                                         .stats_window = window});
+                                         .stats = {.window_mass = true, .window = window}});
   const Weights w = hand_weights(model, r, cache, 0);
   const int group = m.q_heads / m.kv_heads;
   std::vector<std::vector<double>> votes(m.layers * m.kv_heads, std::vector<double>(n, 0.0));
