@@ -50,9 +50,8 @@ class F32 {
       view_.stride[i] = stride;
       stride *= v.shape[i];
     }
-    if (load)
-      for_each(
-          [&](std::int64_t src, std::int64_t dst) { copy_[dst] = load_float(original_, src); });
+    if (!load) return;  // an output: written whole by the op, then stored
+    for_each([&](std::int64_t src, std::int64_t dst) { copy_[dst] = load_float(original_, src); });
   }
   const TensorView& view() const { return view_; }
   /// Writes a copy back into the original view (nothing to do for a direct view).
