@@ -19,6 +19,14 @@ const Model& smollm2() {
   return model;
 }
 
+/// T seeded token ids of the model's vocabulary.
+std::vector<std::int32_t> random_tokens(const Model& model, std::int64_t T) {
+  std::mt19937 rng(3);
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(T));
+  for (auto& t : tokens) t = static_cast<std::int32_t>(rng() % model.spec().vocab);
+  return tokens;
+}
+
 double prefill_flops(const cost_model::ModelSpec& m, std::int64_t T) {
   const double h = m.hidden, q = double(m.q_heads) * m.head_dim,
                kv = double(m.kv_heads) * m.head_dim;
@@ -44,9 +52,7 @@ void BM_PrefillSmolLM2(benchmark::State& state) {
   kernels::cpu::set_threads(static_cast<int>(state.range(0)));
   const std::int64_t T = state.range(1);
   const Model& model = smollm2();
-  std::mt19937 rng(3);
-  std::vector<std::int32_t> tokens(T);
-  for (auto& t : tokens) t = static_cast<std::int32_t>(rng() % model.spec().vocab);
+  const std::vector<std::int32_t> tokens = random_tokens(model, T);
   for (auto _ : state) {
     KvCache cache = model.new_cache();
     const ForwardResult r = model.forward(tokens, cache, {.logits = LogitsMode::kLast});
@@ -61,9 +67,7 @@ void BM_PrefillSmolLM2Stats(benchmark::State& state) {
   kernels::cpu::set_threads(1);
   const std::int64_t T = state.range(0);
   const Model& model = smollm2();
-  std::mt19937 rng(3);
-  std::vector<std::int32_t> tokens(T);
-  for (auto& t : tokens) t = static_cast<std::int32_t>(rng() % model.spec().vocab);
+  const std::vector<std::int32_t> tokens = random_tokens(model, T);
   for (auto _ : state) {
     KvCache cache = model.new_cache();
     const ForwardResult r = model.forward(

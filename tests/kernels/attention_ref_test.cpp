@@ -1,9 +1,14 @@
-// CPU attention twins: a 3-token case computed by hand, online softmax equal
-// to the naive softmax on random GQA inputs, and the attention-mass identities.
+// CPU attention: a 3-token case computed by hand, the chunked attention and
+// attention mass equal to the naive softmax in double on random GQA inputs
+// (several 128-query chunks, queries after a history, bf16 in and out), and the
+// attention-mass identities.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "host_tensor.hpp"
 #include "kernels/cpu.hpp"
@@ -54,14 +59,15 @@ TEST(AttentionRef, MassOfTheHandCase) {
   EXPECT_NEAR(mass.get(2), 0.5, 1e-6);
 }
 
-void expect_online_equals_naive(DType dtype, std::int64_t tq, std::int64_t tk, std::int64_t hq,
-                                std::int64_t hkv, std::int64_t hd, double bound) {
+void expect_chunked_equals_naive(DType dtype, std::int64_t tq, std::int64_t tk, std::int64_t hq,
+                                 std::int64_t hkv, std::int64_t hd, double bound,
+                                 DType out_dtype = DType::kF32) {
   std::mt19937_64 rng(tq * 131 + tk);
   HostTensor q(dtype, {tq, hq, hd}), k(dtype, {tk, hkv, hd}), v(dtype, {tk, hkv, hd});
   q.randomize(rng);
   k.randomize(rng);
   v.randomize(rng);
-  HostTensor o1(DType::kF32, {tq, hq, hd}), o2(DType::kF32, {tq, hq, hd});
+  HostTensor o1(out_dtype, {tq, hq, hd}), o2(out_dtype, {tq, hq, hd});
   HostTensor l1(DType::kF32, {tq, hq}), l2(DType::kF32, {tq, hq});
   cpu::attention({q.view(), k.view(), v.view(), o1.view(), l1.view(), 0});
   cpu::attention_naive({q.view(), k.view(), v.view(), o2.view(), l2.view(), 0});
@@ -71,10 +77,67 @@ void expect_online_equals_naive(DType dtype, std::int64_t tq, std::int64_t tk, s
   EXPECT_LT(testing::relative_error(l1.values(), l2.values(), &report), bound) << report;
 }
 
-TEST(AttentionRef, OnlineSoftmaxEqualsNaiveSoftmax) {
-  expect_online_equals_naive(DType::kF32, 37, 37, 6, 2, 16, 1e-5);
-  expect_online_equals_naive(DType::kF32, 5, 53, 4, 4, 8, 1e-5);  // queries after a history
-  expect_online_equals_naive(DType::kBF16, 19, 40, 8, 1, 32, 1e-5);
+TEST(AttentionRef, ChunkedAttentionEqualsNaiveSoftmax) {
+  expect_chunked_equals_naive(DType::kF32, 37, 37, 6, 2, 16, 1e-5);
+  expect_chunked_equals_naive(DType::kF32, 5, 53, 4, 4, 8, 1e-5);  // queries after a history
+  expect_chunked_equals_naive(DType::kBF16, 19, 40, 8, 1, 32, 1e-5);
+  expect_chunked_equals_naive(DType::kF32, 300, 300, 3, 1, 64, 1e-5);  // chunks 128 + 128 + 44
+  expect_chunked_equals_naive(DType::kF32, 150, 200, 4, 2, 16, 1e-5);  // two chunks after a history
+  expect_chunked_equals_naive(DType::kBF16, 130, 140, 2, 1, 64, 1e-2, DType::kBF16);
+}
+
+/// Σ (kSum) or max (kMax) over queries i >= begin of softmax_i(j), in double from the scores.
+std::vector<double> naive_mass(const HostTensor& q, const HostTensor& k, std::int64_t h,
+                               std::int64_t kh, std::int64_t begin, Reduce reduce) {
+  const std::int64_t tq = q.view().shape[0], tk = k.view().shape[0], hq = q.view().shape[1];
+  const std::int64_t hd = q.view().shape[2], hkv = k.view().shape[1];
+  std::vector<double> mass(tk, 0.0);
+  for (std::int64_t i = begin; i < tq; ++i) {
+    const std::int64_t visible = tk - tq + i + 1;
+    std::vector<double> p(visible);
+    for (std::int64_t j = 0; j < visible; ++j) {
+      double dot = 0;
+      for (std::int64_t e = 0; e < hd; ++e) {
+        dot += double(q.get((i * hq + h) * hd + e)) * double(k.get((j * hkv + kh) * hd + e));
+      }
+      p[j] = dot / std::sqrt(double(hd));
+    }
+    const double m = *std::max_element(p.begin(), p.end());
+    double sum = 0;
+    for (double& x : p) sum += (x = std::exp(x - m));
+    for (std::int64_t j = 0; j < visible; ++j) {
+      mass[j] = reduce == Reduce::kSum ? mass[j] + p[j] / sum : std::max(mass[j], p[j] / sum);
+    }
+  }
+  return mass;
+}
+
+TEST(AttentionRef, ChunkedMassAndMaxEqualNaiveSoftmax) {
+  std::mt19937_64 rng(12);
+  const std::int64_t tq = 270, tk = 290, hq = 4, hkv = 2, hd = 16;
+  HostTensor q(DType::kF32, {tq, hq, hd}), k(DType::kF32, {tk, hkv, hd}),
+      v(DType::kF32, {tk, hkv, hd}), out(DType::kF32, {tq, hq, hd}), lse(DType::kF32, {tq, hq});
+  q.randomize(rng);
+  k.randomize(rng);
+  v.randomize(rng);
+  cpu::attention({q.view(), k.view(), v.view(), out.view(), lse.view(), 0});
+  for (const std::int64_t begin : {std::int64_t{0}, std::int64_t{200}}) {
+    for (const Reduce reduce : {Reduce::kSum, Reduce::kMax}) {
+      HostTensor mass(DType::kF32, {hq, tk});
+      cpu::attention_mass({q.view(), k.view(), lse.view(), mass.view(), 0, begin, reduce});
+      std::vector<float> want;
+      for (std::int64_t h = 0; h < hq; ++h) {
+        for (const double w : naive_mass(q, k, h, h / (hq / hkv), begin, reduce)) {
+          want.push_back(static_cast<float>(w));
+        }
+      }
+      const std::vector<float> got = mass.values();
+      std::string report;
+      EXPECT_LT(testing::relative_error(got, want, &report), 1e-5)
+          << "begin " << begin << (reduce == Reduce::kSum ? " sum" : " max") << "\n"
+          << report;
+    }
+  }
 }
 
 TEST(AttentionRef, MassOfEveryQueryRowSumsToOne) {
