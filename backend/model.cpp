@@ -50,11 +50,13 @@ KvCache KvCache::empty(int layers, std::int64_t width) {
 
 Matrix rms_norm(const Matrix& x, const Vector& w, double eps) {
   Matrix out(x.rows(), x.cols());
-  for (Eigen::Index i = 0; i < x.rows(); ++i) {
-    const double ms = x.row(i).squaredNorm() / static_cast<double>(x.cols());
-    const float inv = static_cast<float>(1.0 / std::sqrt(ms + eps));
-    out.row(i) = (x.row(i).array() * inv) * w.transpose().array();
-  }
+  if (x.rows() == 0) return out;
+  kernels::cpu::rms_norm(
+      {.x = matrix_view(x),
+       .weight = kernels::make_view(const_cast<float*>(w.data()), kernels::DType::kF32,
+                                    kernels::Device::kHost, {w.size()}),
+       .out = matrix_view(out),
+       .eps = static_cast<float>(eps)});
   return out;
 }
 
@@ -84,7 +86,7 @@ void Model::finish_layer(const LayerWeights& w, const Matrix& attn, Matrix& x) c
   const Matrix h = rms_norm(x, w.mlp_norm, m.rms_eps);
   Matrix gate = h * w.w_gate.transpose();
   const Matrix up = h * w.w_up.transpose();
-  gate.array() = gate.array() / (1.0f + (-gate.array()).exp()) * up.array();
+  kernels::cpu::swiglu({matrix_view(gate), matrix_view(up), matrix_view(gate)});
   x.noalias() += gate * w.w_down.transpose();
 }
 

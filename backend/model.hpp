@@ -1,6 +1,8 @@
 // The CPU reference forward pass of a Llama-family decoder, in fp32 with Eigen:
 // embedding, RMSNorm, Q/K/V with GQA (+ Qwen2 biases), half-split RoPE, causal
-// attention, o_proj, SwiGLU MLP, residuals, final norm, logits.
+// attention, o_proj, SwiGLU MLP, residuals, final norm, logits. The linear
+// layers are Eigen GEMMs on the weights; RMSNorm, RoPE, attention and SwiGLU
+// are the kernels' CPU ops (kernels/cpu.hpp) on views of the same matrices.
 //
 // A forward runs new tokens on top of whatever the KvCache already holds
 // (positions continue from cache.tokens()), so the same call is a prefill
@@ -123,7 +125,7 @@ class Model {
 /// −log softmax(logits[i])[targets[i]] for each row i (computed in double).
 std::vector<double> next_token_nll(const Matrix& logits, std::span<const std::int32_t> targets);
 
-/// RMSNorm of each row of x with weight `w`.
+/// RMSNorm of each row of x with weight `w` (kernels::cpu::rms_norm).
 Matrix rms_norm(const Matrix& x, const Vector& w, double eps);
 
 /// out = causal GQA attention (kernels::cpu::attention) of q [T, q_heads·head_dim] over k, v

@@ -1,6 +1,10 @@
 // CPU twins of the elementwise and layout kernels: RMSNorm, RoPE, SwiGLU,
 // embedding, seeded fill, the fused bias+RoPE+scatter epilogue and the RISK-KV
-// anchor gather. Plain loops over strided views; fp32 arithmetic throughout.
+// anchor gather. Plain loops over strided views, fp32 arithmetic throughout;
+// RMSNorm and SwiGLU run each row as an Eigen array expression (in place for
+// fp32 rows, on an exact fp32 copy otherwise), since every layer runs them.
+#include <Eigen/Core>
+
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -43,23 +47,48 @@ class RopeAngles {
   std::vector<float> cs_, sn_;
 };
 
+/// Whether row r of a rank-2 view can be used in place (fp32, unit stride).
+bool direct_rows(const TensorView& v) { return v.dtype == DType::kF32 && v.stride[1] == 1; }
+
+float* row_pointer(const TensorView& v, std::int64_t r) {
+  return static_cast<float*>(v.data) + r * v.stride[0];
+}
+
+/// Row r of a rank-2 view as fp32: the row itself, or its copy (exact) in `buffer`.
+const float* read_row(const TensorView& v, std::int64_t r, std::vector<float>& buffer) {
+  if (direct_rows(v)) return row_pointer(v, r);
+  buffer.resize(static_cast<std::size_t>(v.shape[1]));
+  for (std::int64_t i = 0; i < v.shape[1]; ++i) buffer[i] = load_float(v, v.offset({r, i}));
+  return buffer.data();
+}
+
+/// Where row r of an output is written: the row itself, or `buffer` for write_row to store.
+float* row_target(const TensorView& v, std::int64_t r, std::vector<float>& buffer) {
+  if (direct_rows(v)) return row_pointer(v, r);
+  buffer.resize(static_cast<std::size_t>(v.shape[1]));
+  return buffer.data();
+}
+
+void write_row(const TensorView& v, std::int64_t r, const std::vector<float>& buffer) {
+  if (direct_rows(v)) return;
+  for (std::int64_t i = 0; i < v.shape[1]; ++i) store_float(v, v.offset({r, i}), buffer[i]);
+}
+
 }  // namespace
 
 void rms_norm(const RmsNormDesc& d) {
   validate(d);
   require_device("rms_norm", Device::kHost, {&d.x, &d.weight, &d.out});
   const std::int64_t rows = d.x.shape[0], dim = d.x.shape[1];
+  std::vector<float> weight(dim), in, out;
+  for (std::int64_t i = 0; i < dim; ++i) weight[i] = load_float(d.weight, d.weight.offset({i}));
+  const auto w = Eigen::Map<const Eigen::ArrayXf>(weight.data(), dim);
   for (std::int64_t r = 0; r < rows; ++r) {
-    double sum = 0;
-    for (std::int64_t i = 0; i < dim; ++i) {
-      const double v = load_float(d.x, d.x.offset({r, i}));
-      sum += v * v;
-    }
+    const auto x = Eigen::Map<const Eigen::ArrayXf>(read_row(d.x, r, in), dim);
+    const double sum = x.cast<double>().square().sum();
     const float inv = 1.0f / std::sqrt(static_cast<float>(sum / dim) + d.eps);
-    for (std::int64_t i = 0; i < dim; ++i) {
-      const float v = load_float(d.x, d.x.offset({r, i})) * inv;
-      store_float(d.out, d.out.offset({r, i}), v * load_float(d.weight, d.weight.offset({i})));
-    }
+    Eigen::Map<Eigen::ArrayXf>(row_target(d.out, r, out), dim) = x * inv * w;
+    write_row(d.out, r, out);
   }
 }
 
@@ -90,12 +119,13 @@ void rope(const RopeDesc& d) {
 void swiglu(const SwigluDesc& d) {
   validate(d);
   require_device("swiglu", Device::kHost, {&d.gate, &d.up, &d.out});
+  const std::int64_t cols = d.gate.shape[1];
+  std::vector<float> gate, up, out;
   for (std::int64_t r = 0; r < d.gate.shape[0]; ++r) {
-    for (std::int64_t i = 0; i < d.gate.shape[1]; ++i) {
-      const float g = load_float(d.gate, d.gate.offset({r, i}));
-      const float u = load_float(d.up, d.up.offset({r, i}));
-      store_float(d.out, d.out.offset({r, i}), g / (1.0f + std::exp(-g)) * u);
-    }
+    const auto g = Eigen::Map<const Eigen::ArrayXf>(read_row(d.gate, r, gate), cols);
+    const auto u = Eigen::Map<const Eigen::ArrayXf>(read_row(d.up, r, up), cols);
+    Eigen::Map<Eigen::ArrayXf>(row_target(d.out, r, out), cols) = g / (1.0f + (-g).exp()) * u;
+    write_row(d.out, r, out);
   }
 }
 
