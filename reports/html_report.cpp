@@ -15,6 +15,7 @@
 
 #include "cost_model/input_error.hpp"
 #include "reports/atomic_file.hpp"
+#include "reports/strategy_metrics.hpp"
 #include "util/csv.hpp"
 
 namespace kvshift::reports {
@@ -83,11 +84,12 @@ std::vector<std::pair<double, double>> downsample_max(const std::map<double, dou
   return out;
 }
 
-// Per-strategy charts of a run folder.
-json run_charts(const std::filesystem::path& dir, const json& summary, json& notes) {
+// Per-strategy charts of a run folder; strategies in name order, as the page always drew them.
+json run_charts(const std::filesystem::path& dir, std::vector<NamedMetrics> strategies,
+                json& notes) {
+  std::sort(strategies.begin(), strategies.end(),
+            [](const NamedMetrics& a, const NamedMetrics& b) { return a.strategy < b.strategy; });
   json charts = json::array();
-  std::vector<std::string> strategies;
-  for (const auto& [name, s] : summary.at("strategies").items()) strategies.push_back(name);
   if (std::filesystem::exists(dir / "recoveries.csv")) {
     const Csv csv = read_csv(dir / "recoveries.csv");
     const int run = csv.col("strategy_run"), trig = csv.col("trigger"), lat = csv.col("latency_s"),
@@ -130,20 +132,26 @@ json run_charts(const std::filesystem::path& dir, const json& summary, json& not
       }
     }
   }
-  auto stacked_bars = [&](const char* group, const std::vector<std::string>& kinds, double scale) {
-    json labels = strategies, sets = json::array();
-    for (const std::string& k : kinds) {
+  using Part = std::pair<const char*, double (*)(const StrategyMetrics&)>;
+  auto stacked_bars = [&](const std::vector<Part>& parts, double scale) {
+    json labels = json::array(), sets = json::array();
+    for (const NamedMetrics& n : strategies) labels.push_back(n.strategy);
+    for (const auto& [label, part] : parts) {
       json values = json::array();
-      for (const std::string& s : strategies)
-        values.push_back(summary["strategies"][s][group][k].get<double>() * scale);
-      sets.push_back({{"label", k}, {"data", values}});
+      for (const NamedMetrics& n : strategies) values.push_back(part(n.metrics) * scale);
+      sets.push_back({{"label", label}, {"data", values}});
     }
     return json{{"labels", labels}, {"datasets", sets}};
   };
-  charts.push_back(
-      chart("Bytes moved over the network, by kind", "bar",
-            stacked_bars("bytes", {"kv", "replica_stream", "predictors", "tokens"}, 1.0 / 1048576),
-            "strategy", "MiB", "category", true));
+  const std::vector<Part> bytes = {
+      {"kv", [](const StrategyMetrics& m) { return static_cast<double>(m.bytes.kv); }},
+      {"replica_stream",
+       [](const StrategyMetrics& m) { return static_cast<double>(m.bytes.replica_stream); }},
+      {"predictors",
+       [](const StrategyMetrics& m) { return static_cast<double>(m.bytes.predictors); }},
+      {"tokens", [](const StrategyMetrics& m) { return static_cast<double>(m.bytes.tokens); }}};
+  charts.push_back(chart("Bytes moved over the network, by kind", "bar",
+                         stacked_bars(bytes, 1.0 / 1048576), "strategy", "MiB", "category", true));
   if (std::filesystem::exists(dir / "links.csv")) {
     const Csv csv = read_csv(dir / "links.csv");
     const int st = csv.col("strategy"), t = csv.col("t_s"), u = csv.col("utilisation");
@@ -164,11 +172,14 @@ json run_charts(const std::filesystem::path& dir, const json& summary, json& not
                 "line", {{"datasets", sets}}, "simulated time (s)", "utilisation", "linear"));
     }
   }
-  charts.push_back(
-      chart("GPU time split (summed over GPUs)", "bar",
-            stacked_bars("gpu_time_s",
-                         {"prefill", "decode", "reconstruct", "replay", "proxy_scoring"}, 1.0),
-            "strategy", "GPU seconds", "category", true));
+  const std::vector<Part> gpu_time = {
+      {"prefill", [](const StrategyMetrics& m) { return m.gpu_time.prefill; }},
+      {"decode", [](const StrategyMetrics& m) { return m.gpu_time.decode; }},
+      {"reconstruct", [](const StrategyMetrics& m) { return m.gpu_time.reconstruct; }},
+      {"replay", [](const StrategyMetrics& m) { return m.gpu_time.replay; }},
+      {"proxy_scoring", [](const StrategyMetrics& m) { return m.gpu_time.proxy_scoring; }}};
+  charts.push_back(chart("GPU time split (summed over GPUs)", "bar", stacked_bars(gpu_time, 1.0),
+                         "strategy", "GPU seconds", "category", true));
   return charts;
 }
 
@@ -382,8 +393,14 @@ json report_data(const std::filesystem::path& dir) {
     } catch (const json::exception& e) {
       throw InputError((dir / "summary.json").string() + ": not JSON (" + e.what() + ")");
     }
+    std::vector<NamedMetrics> strategies;
+    try {
+      strategies = strategies_from_json(summary);
+    } catch (const InputError& e) {
+      throw InputError((dir / "summary.json").string() + ": " + e.what());
+    }
     json notes = json::array();
-    json charts = run_charts(dir, summary, notes);
+    json charts = run_charts(dir, std::move(strategies), notes);
     data["run"] = {{"summary", summary}, {"charts", charts}, {"notes", notes}};
   }
   if (std::filesystem::exists(dir / "sweep.csv"))

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cost_model/move_plan.hpp"
+#include "reports/strategy_metrics.hpp"
 #include "sim/serving/network_fabric.hpp"
 
 namespace kvshift::reports {
@@ -107,13 +108,12 @@ json golden_metrics(const json& summary) {
       "/bytes/replica_stream", "/gpu_time_s/reconstruct", "/gpu_time_s/replay",
       "/goodput_tokens_per_s"};
   json out = json::object();
-  for (const auto& [name, s] : summary["strategies"].items()) {
+  for (const NamedMetrics& n : strategies_from_json(summary)) {
     json m = json::object();
     for (const char* p : kPaths) {
-      const json::json_pointer ptr(p);
-      if (s.contains(ptr)) m[p] = s[ptr];
+      if (std::optional<json> v = metric_at(n.metrics, p)) m[p] = *v;
     }
-    out[name] = m;
+    out[n.strategy] = m;
   }
   return out;
 }

@@ -8,8 +8,8 @@
 
 #include "reports/atomic_file.hpp"
 #include "reports/record_csv.hpp"
+#include "reports/strategy_metrics.hpp"
 #include "util/csv.hpp"
-#include "util/percentile.hpp"
 
 namespace kvshift::reports {
 namespace {
@@ -17,24 +17,6 @@ namespace {
 using nlohmann::json;
 
 double s_of(std::int64_t ns) { return static_cast<double>(ns) * 1e-9; }
-
-// Rounds to the nanosecond so every file holds the same digits everywhere.
-double r9(double v) { return std::round(v * 1e9) / 1e9; }
-
-json distribution(std::vector<double> v) {
-  json d = {{"count", v.size()}};
-  if (v.empty()) return d;
-  double sum = 0;
-  for (double x : v) sum += x;
-  d["mean_s"] = r9(sum / static_cast<double>(v.size()));
-  static constexpr double kQs[] = {0.50, 0.90, 0.99, 1.0};
-  const std::vector<double> p = util::nearest_rank_percentiles(v, kQs);
-  d["p50_s"] = r9(p[0]);
-  d["p90_s"] = r9(p[1]);
-  d["p99_s"] = r9(p[2]);
-  d["max_s"] = r9(p[3]);
-  return d;
-}
 
 std::string fmt(const char* f, double v) {
   char buf[64];
@@ -47,144 +29,6 @@ std::string fmt_latency(double s) {
   if (s < 0.01) return fmt("%.3f ms", s * 1e3);
   if (s < 1.0) return fmt("%.1f ms", s * 1e3);
   return fmt("%.3f s", s);
-}
-
-// Latency of moves of one kind: finished moves exactly, moves still open at the end
-// as lower bounds (they took at least end − start), so a slow link cannot look fast.
-json move_latency(std::vector<double> v, std::int64_t unfinished) {
-  json d = distribution(std::move(v));
-  d["unfinished"] = unfinished;
-  if (unfinished > 0) d["includes_lower_bounds"] = true;
-  return d;
-}
-
-// TTFT of every request that got a first token, and of those still waiting for one at the
-// end as lower bounds (end − arrival), so a strategy whose requests never start cannot look fast.
-json ttft_distribution(const sim::RunTally& t, std::int64_t end_ns) {
-  if (t.ttft_open_arrival_s.empty()) return distribution(t.ttft_s);
-  std::vector<double> v = t.ttft_s;
-  for (double a : t.ttft_open_arrival_s) v.push_back(s_of(end_ns) - a);
-  json d = distribution(std::move(v));
-  d["without_first_token"] = t.ttft_open_arrival_s.size();
-  d["includes_lower_bounds"] = true;
-  return d;
-}
-
-json strategy_summary(const sim::ScenarioSpec& spec, const sim::RunResult& run) {
-  const sim::RunTally& t = run.tally;
-  std::int64_t ttft_violations = 0, e2e_violations = 0;
-  if (spec.slo.ttft) {
-    for (double v : t.ttft_s) ttft_violations += v > spec.slo.ttft->value;
-  }
-  if (spec.slo.e2e) {
-    for (double v : t.e2e_s) e2e_violations += v > spec.slo.e2e->value;
-  }
-  const std::int64_t ok_moves = t.recoveries + t.migrations + t.handoffs;
-  std::int64_t uses = 0;
-  for (const auto& [node, n] : run.predictor_uses) uses += n;
-  json j = {
-      {"requests",
-       {{"arrived", t.arrived},
-        {"completed", t.completed},
-        {"failed", t.failed},
-        {"unfinished", t.unfinished}}},
-      {"goodput_tokens_per_s", r9(static_cast<double>(t.output_tokens) / s_of(run.duration_ns))},
-      {"ttft", ttft_distribution(t, run.duration_ns)},
-      {"e2e", distribution(t.e2e_s)},
-      {"tpot", distribution(t.tpot_s)},
-      {"moves",
-       {{"recoveries", t.recoveries},
-        {"migrations", t.migrations},
-        {"failed", t.failed_moves},
-        {"cancelled", t.cancelled_moves},
-        {"unfinished", t.open_recoveries + t.open_migrations + t.open_handoffs},
-        {"fallbacks", t.fallbacks},
-        {"by_strategy", t.by_strategy}}},
-      {"recovery", move_latency(t.recovery_s, t.open_recoveries)},
-      {"recovery_stall", move_latency(t.recovery_stall_s, t.open_recoveries)},
-      {"migration", move_latency(t.migration_s, t.open_migrations)},
-      {"bytes",
-       {{"kv", run.bytes.kv},
-        {"replica_stream", run.bytes.replica_stream},
-        {"predictors", run.bytes.predictors},
-        {"tokens", run.bytes.tokens}}},
-      {"gpu_time_s",
-       {{"prefill", r9(s_of(run.gpu_time.prefill))},
-        {"decode", r9(s_of(run.gpu_time.decode))},
-        {"reconstruct", r9(s_of(run.gpu_time.reconstruct))},
-        {"replay", r9(s_of(run.gpu_time.replay))},
-        {"proxy_scoring", r9(s_of(run.gpu_time.proxy_scoring))}}},
-      {"replicas",
-       {{"peak_bytes", run.replica_bytes_held_peak},
-        {"full_equivalent_bytes", run.replica_bytes_full_equiv},
-        {"saved_bytes", run.replica_bytes_full_equiv - run.replica_bytes_held_peak},
-        {"room_peak_share", r9(run.replica_room_peak_share)},
-        {"unprotected_requests", run.unprotected}}},
-      {"predictors",
-       {{"copies", run.predictor_copies},
-        {"bytes_resident", run.predictor_bytes_resident},
-        {"uses", uses},
-        {"requests_per_copy",
-         run.predictor_copies ? r9(static_cast<double>(uses) / run.predictor_copies) : 0.0},
-        {"batched_reconstructions", run.gpu_time.batched_reconstructions}}},
-      {"quality",
-       {{"lossy_moves", t.lossy},
-        {"delta_nll_mean_per_move", ok_moves ? r9(t.delta_nll_sum / ok_moves) : 0.0}}},
-      {"events", run.events},
-  };
-  if (spec.serving.prefix_cache.enabled) {
-    const sim::PrefixCacheStats& c = run.prefix_cache;
-    const auto share = [](std::int64_t a, std::int64_t b) {
-      return b > 0 ? r9(static_cast<double>(a) / static_cast<double>(b)) : 0.0;
-    };
-    j["prefix_cache"] = {{"prefills", c.prefills},
-                         {"lookups", c.lookups},
-                         {"hits", c.hits},
-                         {"misses", c.lookups - c.hits},
-                         {"hit_tokens", c.hit_tokens},
-                         {"prompt_tokens", c.prompt_tokens},
-                         {"token_hit_rate", share(c.hit_tokens, c.prompt_tokens)},
-                         {"cacheable_token_hit_rate", share(c.hit_tokens, c.lookup_tokens)},
-                         {"saved_prefill_gpu_s", r9(s_of(c.saved_prefill_ns))},
-                         {"inserted_blocks", c.inserted_blocks},
-                         {"evicted_blocks", c.evicted_blocks},
-                         {"lost_blocks", c.lost_blocks},
-                         {"resident_bytes_at_end", c.resident_bytes}};
-    if (spec.serving.prefix_cache.host_offload) {
-      const sim::PrefixCacheStats::HostTier& h = c.host;
-      j["prefix_cache"]["host_tier"] = {{"hits", h.hits},
-                                        {"hit_tokens", h.hit_tokens},
-                                        {"read_bytes", h.read_bytes},
-                                        {"written_blocks", h.written_blocks},
-                                        {"written_bytes", h.written_bytes},
-                                        {"evicted_blocks", h.evicted_blocks},
-                                        {"lost_blocks", h.lost_blocks},
-                                        {"resident_bytes_at_end", h.resident_bytes},
-                                        {"peak_bytes", h.peak_bytes}};
-    }
-  }
-  if (sim::disaggregated(spec)) {
-    j["moves"]["handoffs"] = t.handoffs;
-    j["handoff"] = move_latency(t.handoff_s, t.open_handoffs);
-  }
-  if (spec.slo.ttft || spec.slo.e2e) {
-    j["slo"] = {{"ttft_violations", ttft_violations}, {"e2e_violations", e2e_violations}};
-  }
-  if (spec.proxy_kv) {
-    j["quality"]["proxy_kv_delta_nll"] = spec.proxy_kv->delta_nll;
-    j["quality"]["proxy_kv_delta_nll_source"] = spec.proxy_kv->delta_nll_source;
-  }
-  if (spec.risk_kv && spec.risk_kv->violation_share) {
-    // The calibration's held-out share of requests over its ε, applied to the rebuilds made.
-    const auto risk = t.by_strategy.find("risk_kv");
-    const std::int64_t rebuilt = risk != t.by_strategy.end() ? risk->second : 0;
-    j["quality"]["risk_kv_moves"] = rebuilt;
-    j["quality"]["expected_requests_over_eps"] = r9(*spec.risk_kv->violation_share * rebuilt);
-    j["quality"]["over_eps_source"] = "test-set violation share " +
-                                      fmt("%.4f", *spec.risk_kv->violation_share) + " of " +
-                                      spec.risk_kv->topology_source;
-  }
-  return j;
 }
 
 std::string requests_csv(const std::vector<sim::RunResult>& runs) {
@@ -270,18 +114,33 @@ std::string trace_json(const std::vector<sim::RunResult>& runs) {
   return json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump() + "\n";
 }
 
+// A latency distribution of a strategy by kind, with the word the console uses for it.
+struct LatencyKind {
+  const char* name;
+  const Distribution* (*of)(const StrategyMetrics&);
+};
+constexpr LatencyKind kTtft{"ttft", [](const StrategyMetrics& m) { return &m.ttft; }};
+constexpr LatencyKind kRecovery{"recovery", [](const StrategyMetrics& m) { return &m.recovery; }};
+constexpr LatencyKind kMigration{"migration",
+                                 [](const StrategyMetrics& m) { return &m.migration; }};
+constexpr LatencyKind kHandoff{
+    "handoff", [](const StrategyMetrics& m) { return m.handoff ? &*m.handoff : nullptr; }};
+
+bool disaggregated(const std::vector<NamedMetrics>& all) {
+  return std::any_of(all.begin(), all.end(),
+                     [](const NamedMetrics& n) { return n.metrics.handoff.has_value(); });
+}
+
 // The run's answer in one sentence: the strategy with the fewest failed requests and
 // then the lowest p99 of the moves that happened (recoveries, else migrations).
-std::string answer(const json& strategies, const json& order) {
-  const char* kind = nullptr;
+std::string answer(const std::vector<NamedMetrics>& all) {
+  const LatencyKind* kind = nullptr;
   // Disaggregated, every request's KV moves once and the handoff lands in its TTFT.
-  for (const auto& n : order) {
-    if (strategies[n.get<std::string>()].contains("handoff")) kind = "ttft";
-  }
-  for (const char* k : {"recovery", "migration"}) {
+  if (disaggregated(all)) kind = &kTtft;
+  for (const LatencyKind* k : {&kRecovery, &kMigration}) {
     if (kind) break;
-    for (const auto& n : order) {
-      if (strategies[n.get<std::string>()][k]["count"].get<std::int64_t>() > 0) kind = k;
+    for (const NamedMetrics& n : all) {
+      if (k->of(n.metrics)->count > 0) kind = k;
     }
   }
   if (!kind)
@@ -290,19 +149,19 @@ std::string answer(const json& strategies, const json& order) {
     std::string name;
     std::int64_t failed;
     double p99;
+    const StrategyMetrics* metrics;
   };
   std::vector<Entry> ranked;
-  for (const auto& n : order) {
-    const json& s = strategies[n.get<std::string>()];
-    if (s[kind]["count"].get<std::int64_t>() == 0) continue;
-    ranked.push_back({n.get<std::string>(), s["requests"]["failed"].get<std::int64_t>(),
-                      s[kind]["p99_s"].get<double>()});
+  for (const NamedMetrics& n : all) {
+    const Distribution& d = *kind->of(n.metrics);
+    if (d.count == 0) continue;
+    ranked.push_back({n.strategy, n.metrics.requests.failed, d.p99_s, &n.metrics});
   }
   std::stable_sort(ranked.begin(), ranked.end(), [](const Entry& a, const Entry& b) {
     return a.failed != b.failed ? a.failed < b.failed : a.p99 < b.p99;
   });
   const Entry& w = ranked.front();
-  const std::string what = kind == std::string("ttft") ? "TTFT (handoff included)" : kind;
+  const std::string what = kind == &kTtft ? "TTFT (handoff included)" : kind->name;
   std::string out = w.name + " wins on " + what + " p99: " + fmt_latency(w.p99);
   if (ranked.size() > 1) {
     const Entry& next = ranked[1];
@@ -314,13 +173,13 @@ std::string answer(const json& strategies, const json& order) {
     }
     if (w.failed < next.failed) out += ", with fewer failed requests";
   }
-  const json& ws = strategies[w.name];
-  if (ws[kind].contains("unfinished") && ws[kind]["unfinished"].get<std::int64_t>() > 0) {
-    out += "; " + std::to_string(ws[kind]["unfinished"].get<std::int64_t>()) + " of its " + kind +
+  const std::int64_t open = kind->of(*w.metrics)->unfinished.value_or(0);
+  if (open > 0) {
+    out += "; " + std::to_string(open) + " of its " + kind->name +
            "s were unfinished at the end (counted at their lower bound)";
   }
-  if (ws["moves"]["fallbacks"].get<std::int64_t>() > 0) {
-    out += "; " + std::to_string(ws["moves"]["fallbacks"].get<std::int64_t>()) +
+  if (w.metrics->moves.fallbacks > 0) {
+    out += "; " + std::to_string(w.metrics->moves.fallbacks) +
            " of its moves fell back to another strategy";
   }
   return out + ".";
@@ -345,21 +204,19 @@ json cost_sources_json(const std::vector<cost_model::OpSource>& costs) {
 
 json run_summary(const sim::ScenarioSpec& spec, const std::vector<sim::RunResult>& runs,
                  const std::vector<cost_model::OpSource>& costs) {
-  json strategies = json::object(), order = json::array();
+  std::vector<NamedMetrics> strategies;
   for (const sim::RunResult& run : runs) {
-    strategies[run.strategy] = strategy_summary(spec, run);
-    order.push_back(run.strategy);
+    strategies.push_back({run.strategy, strategy_metrics(spec, run)});
   }
   json j = {{"scenario", spec.name},
-            {"answer", answer(strategies, order)},
+            {"answer", answer(strategies)},
             {"model", spec.model.name},
             {"gpu", spec.gpu.name},
             {"seed", spec.seed},
             {"duration_s", r9(spec.duration.value)},
             {"protection", sim::protection_name(spec.protection.mode)},
-            {"cost_sources", cost_sources_json(costs)},
-            {"strategy_order", order},
-            {"strategies", strategies}};
+            {"cost_sources", cost_sources_json(costs)}};
+  put_strategies(j, strategies);
   if (!spec.pools.empty()) {
     // A pool with its own GPU is priced by that GPU's roofline, not by cost_sources' GPU.
     json pools = json::array();
@@ -407,89 +264,81 @@ std::vector<std::filesystem::path> write_run_outputs(const std::filesystem::path
 }
 
 std::string run_table(const json& summary) {
+  const std::vector<NamedMetrics> strategies = strategies_from_json(summary);
   std::ostringstream o;
   char line[320];
   // Disaggregated runs lead with what the handoff changes: TTFT and the handoff itself.
-  bool pd = false;
-  for (const auto& n : summary["strategy_order"]) {
-    pd |= summary["strategies"][n.get<std::string>()].contains("handoff");
-  }
-  const char* g1 = pd ? "ttft" : "recovery";
-  const char* g2 = pd ? "handoff" : "migration";
+  const bool pd = disaggregated(strategies);
+  const LatencyKind& g1 = pd ? kTtft : kRecovery;
+  const LatencyKind& g2 = pd ? kHandoff : kMigration;
   std::snprintf(line, sizeof line, "%-13s %9s %6s %6s %11s %11s %11s %11s %10s %10s %9s\n",
                 "strategy", "completed", "failed", "moves", pd ? "TTFT p50" : "recov p50",
                 pd ? "TTFT p99" : "recov p99", pd ? "handoff p50" : "migr p50",
                 pd ? "handoff p99" : "migr p99", "KV moved", "GPU rebuild", "dNLL/move");
   o << line;
   std::vector<std::string> flags;
-  for (const auto& name_json : summary["strategy_order"]) {
-    const std::string name = name_json.get<std::string>();
-    const json& s = summary["strategies"][name];
-    auto p = [&](const char* group, const char* key) {
-      if (!s[group].contains(key)) return std::string("-");
-      const bool bound = s[group].value("includes_lower_bounds", false);
-      return (bound ? ">" : "") + fmt_latency(s[group][key].get<double>());
+  for (const NamedMetrics& n : strategies) {
+    const std::string& name = n.strategy;
+    const StrategyMetrics& s = n.metrics;
+    auto p = [&](const LatencyKind& kind, double Distribution::*stat) {
+      const Distribution* d = kind.of(s);
+      if (!d || d->count == 0) return std::string("-");
+      return (d->includes_lower_bounds ? ">" : "") + fmt_latency(d->*stat);
     };
-    const double rebuild =
-        s["gpu_time_s"]["reconstruct"].get<double>() + s["gpu_time_s"]["replay"].get<double>();
-    const std::string label =
-        name +
-        (s["moves"]["fallbacks"].get<long long>() + s["moves"]["unfinished"].get<long long>() > 0
-             ? " *"
-             : "");
-    std::snprintf(
-        line, sizeof line, "%-13s %9lld %6lld %6lld %11s %11s %11s %11s %6.1f MiB %9.3f s %9.5f\n",
-        label.c_str(), s["requests"]["completed"].get<long long>(),
-        s["requests"]["failed"].get<long long>(),
-        s["moves"]["recoveries"].get<long long>() + s["moves"]["migrations"].get<long long>() +
-            s["moves"].value("handoffs", 0LL),
-        p(g1, "p50_s").c_str(), p(g1, "p99_s").c_str(), p(g2, "p50_s").c_str(),
-        p(g2, "p99_s").c_str(), static_cast<double>(s["bytes"]["kv"].get<long long>()) / 1048576.0,
-        rebuild, s["quality"]["delta_nll_mean_per_move"].get<double>());
+    const MoveCounts& mv = s.moves;
+    const std::string label = name + (mv.fallbacks + mv.unfinished > 0 ? " *" : "");
+    std::snprintf(line, sizeof line,
+                  "%-13s %9lld %6lld %6lld %11s %11s %11s %11s %6.1f MiB %9.3f s %9.5f\n",
+                  label.c_str(), static_cast<long long>(s.requests.completed),
+                  static_cast<long long>(s.requests.failed),
+                  static_cast<long long>(mv.recoveries + mv.migrations + mv.handoffs.value_or(0)),
+                  p(g1, &Distribution::p50_s).c_str(), p(g1, &Distribution::p99_s).c_str(),
+                  p(g2, &Distribution::p50_s).c_str(), p(g2, &Distribution::p99_s).c_str(),
+                  static_cast<double>(s.bytes.kv) / 1048576.0,
+                  s.gpu_time.reconstruct + s.gpu_time.replay, s.quality.delta_nll_mean_per_move);
     o << line;
-    const long long fb = s["moves"]["fallbacks"].get<long long>();
-    const long long open = s["moves"]["unfinished"].get<long long>();
-    if (fb > 0)
-      flags.push_back(name + ": " + std::to_string(fb) + " move(s) fell back to another strategy");
-    if (open > 0) {
+    if (mv.fallbacks > 0) {
+      flags.push_back(name + ": " + std::to_string(mv.fallbacks) +
+                      " move(s) fell back to another strategy");
+    }
+    if (mv.unfinished > 0) {
       flags.push_back(
-          name + ": " + std::to_string(open) +
+          name + ": " + std::to_string(mv.unfinished) +
           " move(s) unfinished at the end; '>' marks latencies that include them as lower bounds");
     }
-    if (const long long bare = s["replicas"].value("unprotected_requests", 0LL); bare > 0) {
+    if (const std::int64_t bare = s.replicas.unprotected_requests; bare > 0) {
       flags.push_back(name + ": " + std::to_string(bare) +
                       " request(s) found no node up with room for a replica in host memory (or "
                       "storage capacity) and ran unprotected until one had room");
     }
-    if (s["ttft"].contains("without_first_token")) {
+    if (s.ttft.without_first_token) {
       flags.push_back(
-          name + ": " + std::to_string(s["ttft"]["without_first_token"].get<long long>()) +
+          name + ": " + std::to_string(*s.ttft.without_first_token) +
           " request(s) had no first token at the end; TTFT counts them at their lower bound");
     }
   }
   for (const std::string& f : flags) o << "  * " << f << "\n";
-  for (const auto& name_json : summary["strategy_order"]) {
-    const json& s = summary["strategies"][name_json.get<std::string>()];
-    if (!s.contains("prefix_cache")) continue;
-    const json& c = s["prefix_cache"];
+  for (const NamedMetrics& n : strategies) {
+    if (!n.metrics.prefix_cache) continue;
+    const PrefixCacheUse& c = *n.metrics.prefix_cache;
     std::snprintf(line, sizeof line,
                   "prefix cache, %s: %.1f%% of prompt tokens reused (%lld of %lld lookups hit), "
                   "%.3f GPU-s of prefill saved (prefill(T) - extend(P, T - P) by the run's costs), "
                   "%lld blocks evicted\n",
-                  name_json.get<std::string>().c_str(), 100 * c["token_hit_rate"].get<double>(),
-                  c["hits"].get<long long>(), c["lookups"].get<long long>(),
-                  c["saved_prefill_gpu_s"].get<double>(), c["evicted_blocks"].get<long long>());
+                  n.strategy.c_str(), 100 * c.token_hit_rate, static_cast<long long>(c.hits),
+                  static_cast<long long>(c.lookups), c.saved_prefill_gpu_s,
+                  static_cast<long long>(c.evicted_blocks));
     o << line;
-    if (c.contains("host_tier")) {
-      const json& h = c["host_tier"];
+    if (c.host_tier) {
+      const PrefixCacheUse::HostTier& h = *c.host_tier;
       std::snprintf(line, sizeof line,
                     "  host tier: %lld prefills loaded %lld tokens from host DRAM (%.1f GiB read, "
                     "%.1f GiB written through, not timed), %lld blocks evicted, peak %.1f GiB\n",
-                    h["hits"].get<long long>(), h["hit_tokens"].get<long long>(),
-                    static_cast<double>(h["read_bytes"].get<long long>()) / (1 << 30),
-                    static_cast<double>(h["written_bytes"].get<long long>()) / (1 << 30),
-                    h["evicted_blocks"].get<long long>(),
-                    static_cast<double>(h["peak_bytes"].get<long long>()) / (1 << 30));
+                    static_cast<long long>(h.hits), static_cast<long long>(h.hit_tokens),
+                    static_cast<double>(h.read_bytes) / (1 << 30),
+                    static_cast<double>(h.written_bytes) / (1 << 30),
+                    static_cast<long long>(h.evicted_blocks),
+                    static_cast<double>(h.peak_bytes) / (1 << 30));
       o << line;
     }
   }

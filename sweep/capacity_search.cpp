@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 
 #include "cost_model/input_error.hpp"
 #include "cost_model/units.hpp"
@@ -48,8 +49,8 @@ KnobKind parse_end(const std::string& text, double& value, bool& integer) {
 
 bool log_scale(const Knob& k) { return k.kind != KnobKind::kNumber; }
 
-nlohmann::json summary_at(const SweepPlan& plan, const SearchSettings& s, double value,
-                          const CostFactory& costs) {
+reports::StrategyMetrics metrics_at(const SweepPlan& plan, const SearchSettings& s, double value,
+                                    const CostFactory& costs) {
   nlohmann::json doc = plan.base;
   apply_pointer(doc, s.knob.pointer, parse_value(knob_value_text(s.knob, value)));
   doc["policies"]["strategies"] = nlohmann::json::array({s.strategy});
@@ -60,7 +61,11 @@ nlohmann::json summary_at(const SweepPlan& plan, const SearchSettings& s, double
     for (const std::string& p : load.problems) message += "\n  " + plan.source + ": " + p;
     throw InputError(message);
   }
-  return simulate_point(*load.spec, costs).at("strategies").at(s.strategy);
+  const std::vector<reports::NamedMetrics> all =
+      reports::strategies_from_json(simulate_point(*load.spec, costs));
+  const reports::StrategyMetrics* m = reports::find_strategy(all, s.strategy);
+  if (!m) throw std::logic_error("capacity search: the run has no strategy " + s.strategy);
+  return *m;
 }
 
 }  // namespace
@@ -142,7 +147,7 @@ SearchResult capacity_search(const SweepPlan& plan, const SearchSettings& s,
     if (s.knob.kind == KnobKind::kNumber && s.knob.integer) v = std::round(v);
     Probe p;
     p.value = v;
-    p.results = evaluate(s.objective, summary_at(plan, s, v, costs));
+    p.results = evaluate(s.objective, metrics_at(plan, s, v, costs));
     p.met = true;
     for (const ClauseResult& r : p.results) p.met = p.met && r.met;
     result.probes.push_back(p);

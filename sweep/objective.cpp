@@ -142,4 +142,9 @@ std::vector<ClauseResult> evaluate(const Objective& objective, const nlohmann::j
   return results;
 }
 
+std::vector<ClauseResult> evaluate(const Objective& objective,
+                                   const reports::StrategyMetrics& metrics) {
+  return evaluate(objective, reports::to_json(metrics));
+}
+
 }  // namespace kvshift::sweep

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "reports/strategy_metrics.hpp"
+
 namespace kvshift::sweep {
 
 enum class Comparison { kLessEqual, kLess, kGreaterEqual, kGreater };
@@ -43,5 +45,9 @@ struct ClauseResult {
 /// Evaluates every clause on `strategy_summary` (strategies.<s> of summary.json).
 std::vector<ClauseResult> evaluate(const Objective& objective,
                                    const nlohmann::json& strategy_summary);
+
+/// Evaluates every clause on a strategy's metrics (by the pointers of its summary entry).
+std::vector<ClauseResult> evaluate(const Objective& objective,
+                                   const reports::StrategyMetrics& metrics);
 
 }  // namespace kvshift::sweep

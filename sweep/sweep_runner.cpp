@@ -31,27 +31,33 @@ std::string read_text(const std::filesystem::path& path) {
   return s.str();
 }
 
-std::vector<std::string> strategy_union(const std::vector<nlohmann::json>& summaries) {
+std::vector<std::string> strategy_union(
+    const std::vector<std::vector<reports::NamedMetrics>>& points) {
   std::set<std::string> names;
-  for (const nlohmann::json& s : summaries) {
-    for (const auto& [name, v] : s.at("strategies").items()) names.insert(name);
+  for (const auto& point : points) {
+    for (const reports::NamedMetrics& n : point) names.insert(n.strategy);
   }
   return {names.begin(), names.end()};
 }
 
 std::string csv_from(const SweepPlan& plan, const std::map<std::uint64_t, std::string>& texts,
                      std::vector<std::string>* strategies_out) {
-  std::vector<nlohmann::json> summaries;
-  std::vector<std::uint64_t> ks;
+  std::vector<std::uint64_t> ks, seeds;
+  std::vector<std::vector<reports::NamedMetrics>> metrics;
   for (const auto& [k, text] : texts) {
+    const nlohmann::json summary = nlohmann::json::parse(text);
     ks.push_back(k);
-    summaries.push_back(nlohmann::json::parse(text));
+    seeds.push_back(summary.at("seed").get<std::uint64_t>());
+    try {
+      metrics.push_back(reports::strategies_from_json(summary));
+    } catch (const InputError& e) {
+      throw InputError("points/" + std::to_string(k) + "/summary.json: " + e.what());
+    }
   }
-  const std::vector<std::string> strategies = strategy_union(summaries);
+  const std::vector<std::string> strategies = strategy_union(metrics);
   std::string csv = sweep_header(plan.axes, strategies) + "\n";
   for (std::size_t i = 0; i < ks.size(); ++i) {
-    const std::uint64_t seed = summaries[i].at("seed").get<std::uint64_t>();
-    csv += sweep_row(plan.axes, ks[i], seed, strategies, summaries[i]) + "\n";
+    csv += sweep_row(plan.axes, ks[i], seeds[i], strategies, metrics[i]) + "\n";
   }
   if (strategies_out) *strategies_out = strategies;
   return csv;

@@ -43,19 +43,18 @@ std::string sweep_header(const std::vector<Axis>& axes,
 }
 
 std::string sweep_row(const std::vector<Axis>& axes, std::uint64_t k, std::uint64_t seed,
-                      const std::vector<std::string>& strategies, const nlohmann::json& summary) {
+                      const std::vector<std::string>& strategies,
+                      const std::vector<reports::NamedMetrics>& metrics) {
   std::string row = std::to_string(k) + "," + std::to_string(seed);
   const std::vector<std::size_t> idx = point_indices(axes, k);
   for (std::size_t i = 0; i < axes.size(); ++i)
     row += "," + util::csv_escape(axes[i].labels[idx[i]]);
-  const nlohmann::json& all = summary.at("strategies");
   for (const std::string& s : strategies) {
-    const nlohmann::json* strat = all.contains(s) ? &all[s] : nullptr;
+    const reports::StrategyMetrics* strat = reports::find_strategy(metrics, s);
     for (const MetricColumn& c : metric_columns()) {
       row += ",";
       if (!strat) continue;
-      const nlohmann::json::json_pointer ptr(c.pointer);
-      if (strat->contains(ptr)) row += (*strat)[ptr].dump();
+      if (const auto v = reports::metric_at(*strat, c.pointer)) row += v->dump();
     }
   }
   return row;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "reports/strategy_metrics.hpp"
 #include "sweep/sweep_axes.hpp"
 
 namespace kvshift::sweep {
@@ -26,9 +27,10 @@ const std::vector<MetricColumn>& metric_columns();
 /// The header line (no newline) for `axes` and `strategies`.
 std::string sweep_header(const std::vector<Axis>& axes, const std::vector<std::string>& strategies);
 
-/// One row (no newline) for point `k` with `seed` from its summary object.
-/// A metric a strategy's summary lacks (no recoveries: no p99) is an empty cell.
+/// One row (no newline) for point `k` with `seed` from its strategies' metrics.
+/// A metric a strategy lacks (no recoveries: no p99) or a strategy the point lacks is empty.
 std::string sweep_row(const std::vector<Axis>& axes, std::uint64_t k, std::uint64_t seed,
-                      const std::vector<std::string>& strategies, const nlohmann::json& summary);
+                      const std::vector<std::string>& strategies,
+                      const std::vector<reports::NamedMetrics>& metrics);
 
 }  // namespace kvshift::sweep

@@ -1,0 +1,155 @@
+// StrategyMetrics from a run (see strategy_metrics.hpp): the tallies turned
+// into counts, rounded distributions and shares once, for every writer and
+// reader. The JSON side is strategy_metrics_json.cpp.
+#include "reports/strategy_metrics.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+#include "util/percentile.hpp"
+
+namespace kvshift::reports {
+namespace {
+
+double s_of(std::int64_t ns) { return static_cast<double>(ns) * 1e-9; }
+
+Distribution distribution(std::vector<double> v) {
+  Distribution d;
+  d.count = static_cast<std::int64_t>(v.size());
+  if (v.empty()) return d;
+  double sum = 0;
+  for (double x : v) sum += x;
+  d.mean_s = r9(sum / static_cast<double>(v.size()));
+  static constexpr double kQs[] = {0.50, 0.90, 0.99, 1.0};
+  const std::vector<double> p = util::nearest_rank_percentiles(v, kQs);
+  d.p50_s = r9(p[0]);
+  d.p90_s = r9(p[1]);
+  d.p99_s = r9(p[2]);
+  d.max_s = r9(p[3]);
+  return d;
+}
+
+// Latency of moves of one kind: finished moves exactly, moves still open at the end
+// as lower bounds (they took at least end − start), so a slow link cannot look fast.
+Distribution move_latency(std::vector<double> v, std::int64_t unfinished) {
+  Distribution d = distribution(std::move(v));
+  d.unfinished = unfinished;
+  d.includes_lower_bounds = unfinished > 0;
+  return d;
+}
+
+// TTFT of every request that got a first token, and of those still waiting for one at the
+// end as lower bounds (end − arrival), so a strategy whose requests never start cannot look fast.
+Distribution ttft_distribution(const sim::RunTally& t, std::int64_t end_ns) {
+  if (t.ttft_open_arrival_s.empty()) return distribution(t.ttft_s);
+  std::vector<double> v = t.ttft_s;
+  for (double a : t.ttft_open_arrival_s) v.push_back(s_of(end_ns) - a);
+  Distribution d = distribution(std::move(v));
+  d.without_first_token = static_cast<std::int64_t>(t.ttft_open_arrival_s.size());
+  d.includes_lower_bounds = true;
+  return d;
+}
+
+PrefixCacheUse prefix_cache_use(const sim::PrefixCacheStats& c, bool host_offload) {
+  const auto share = [](std::int64_t a, std::int64_t b) {
+    return b > 0 ? r9(static_cast<double>(a) / static_cast<double>(b)) : 0.0;
+  };
+  PrefixCacheUse u{c.prefills,
+                   c.lookups,
+                   c.hits,
+                   c.lookups - c.hits,
+                   c.hit_tokens,
+                   c.prompt_tokens,
+                   share(c.hit_tokens, c.prompt_tokens),
+                   share(c.hit_tokens, c.lookup_tokens),
+                   r9(s_of(c.saved_prefill_ns)),
+                   c.inserted_blocks,
+                   c.evicted_blocks,
+                   c.lost_blocks,
+                   c.resident_bytes,
+                   std::nullopt};
+  if (host_offload) {
+    const sim::PrefixCacheStats::HostTier& h = c.host;
+    u.host_tier = PrefixCacheUse::HostTier{h.hits,           h.hit_tokens,     h.read_bytes,
+                                           h.written_blocks, h.written_bytes,  h.evicted_blocks,
+                                           h.lost_blocks,    h.resident_bytes, h.peak_bytes};
+  }
+  return u;
+}
+
+Quality quality(const sim::ScenarioSpec& spec, const sim::RunTally& t) {
+  const std::int64_t ok_moves = t.recoveries + t.migrations + t.handoffs;
+  Quality q{t.lossy, ok_moves ? r9(t.delta_nll_sum / ok_moves) : 0.0, std::nullopt, std::nullopt};
+  if (spec.proxy_kv)
+    q.proxy_kv = Quality::ProxyKv{spec.proxy_kv->delta_nll, spec.proxy_kv->delta_nll_source};
+  if (spec.risk_kv && spec.risk_kv->violation_share) {
+    // The calibration's held-out share of requests over its ε, applied to the rebuilds made.
+    const auto risk = t.by_strategy.find("risk_kv");
+    const std::int64_t rebuilt = risk != t.by_strategy.end() ? risk->second : 0;
+    char share[32];
+    std::snprintf(share, sizeof share, "%.4f", *spec.risk_kv->violation_share);
+    q.risk_kv = Quality::RiskKv{
+        rebuilt, r9(*spec.risk_kv->violation_share * rebuilt),
+        "test-set violation share " + std::string(share) + " of " + spec.risk_kv->topology_source};
+  }
+  return q;
+}
+
+}  // namespace
+
+double r9(double v) { return std::round(v * 1e9) / 1e9; }
+
+StrategyMetrics strategy_metrics(const sim::ScenarioSpec& spec, const sim::RunResult& run) {
+  const sim::RunTally& t = run.tally;
+  StrategyMetrics m;
+  m.requests = {t.arrived, t.completed, t.failed, t.unfinished};
+  m.goodput_tokens_per_s = r9(static_cast<double>(t.output_tokens) / s_of(run.duration_ns));
+  m.ttft = ttft_distribution(t, run.duration_ns);
+  m.e2e = distribution(t.e2e_s);
+  m.tpot = distribution(t.tpot_s);
+  m.moves = {t.recoveries,
+             t.migrations,
+             t.failed_moves,
+             t.cancelled_moves,
+             t.open_recoveries + t.open_migrations + t.open_handoffs,
+             t.fallbacks,
+             t.by_strategy,
+             std::nullopt};
+  m.recovery = move_latency(t.recovery_s, t.open_recoveries);
+  m.recovery_stall = move_latency(t.recovery_stall_s, t.open_recoveries);
+  m.migration = move_latency(t.migration_s, t.open_migrations);
+  if (sim::disaggregated(spec)) {
+    m.moves.handoffs = t.handoffs;
+    m.handoff = move_latency(t.handoff_s, t.open_handoffs);
+  }
+  m.bytes = {run.bytes.kv, run.bytes.replica_stream, run.bytes.predictors, run.bytes.tokens};
+  const sim::GpuTime& g = run.gpu_time;
+  m.gpu_time = {r9(s_of(g.prefill)), r9(s_of(g.decode)), r9(s_of(g.reconstruct)),
+                r9(s_of(g.replay)), r9(s_of(g.proxy_scoring))};
+  m.replicas = {run.replica_bytes_held_peak, run.replica_bytes_full_equiv,
+                run.replica_bytes_full_equiv - run.replica_bytes_held_peak,
+                r9(run.replica_room_peak_share), run.unprotected};
+  std::int64_t uses = 0;
+  for (const auto& [node, n] : run.predictor_uses) uses += n;
+  m.predictors = {run.predictor_copies, run.predictor_bytes_resident, uses,
+                  run.predictor_copies ? r9(static_cast<double>(uses) / run.predictor_copies) : 0.0,
+                  g.batched_reconstructions};
+  m.quality = quality(spec, t);
+  m.events = run.events;
+  if (spec.serving.prefix_cache.enabled) {
+    m.prefix_cache = prefix_cache_use(run.prefix_cache, spec.serving.prefix_cache.host_offload);
+  }
+  if (spec.slo.ttft || spec.slo.e2e) {
+    SloViolations v;
+    if (spec.slo.ttft) {
+      for (double x : t.ttft_s) v.ttft += x > spec.slo.ttft->value;
+    }
+    if (spec.slo.e2e) {
+      for (double x : t.e2e_s) v.e2e += x > spec.slo.e2e->value;
+    }
+    m.slo = v;
+  }
+  return m;
+}
+
+}  // namespace kvshift::reports

@@ -1,0 +1,144 @@
+// One strategy's results as plain typed values: the per-strategy entry of
+// summary.json. Computed once from a run (every value already rounded the way
+// the file holds it, so a struct read back from a file equals the one that
+// wrote it); written and read only here, so this file is the one place that
+// spells the summary's per-strategy keys. Readers (the console table, the
+// HTML report, `kvshift check`, sweep tables and objectives) take the struct.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/serving/results.hpp"
+#include "sim/spec.hpp"
+
+namespace kvshift::reports {
+
+/// Rounds to the nanosecond so every file holds the same digits everywhere.
+double r9(double v);
+
+/// A latency distribution in seconds; the statistics mean something only when count > 0.
+struct Distribution {
+  std::int64_t count = 0;
+  double mean_s = 0, p50_s = 0, p90_s = 0, p99_s = 0, max_s = 0;
+  std::optional<std::int64_t> unfinished;           ///< moves: still open at the end
+  std::optional<std::int64_t> without_first_token;  ///< TTFT: requests with none at the end
+  bool includes_lower_bounds = false;               ///< open ones counted at their lower bound
+};
+
+struct RequestCounts {
+  std::int64_t arrived = 0, completed = 0, failed = 0, unfinished = 0;
+};
+
+struct MoveCounts {
+  std::int64_t recoveries = 0, migrations = 0, failed = 0, cancelled = 0, unfinished = 0;
+  std::int64_t fallbacks = 0;
+  std::map<std::string, std::int64_t> by_strategy;  ///< done moves by executed strategy
+  std::optional<std::int64_t> handoffs;             ///< disaggregated serving only
+};
+
+struct ByteCounts {
+  std::int64_t kv = 0, replica_stream = 0, predictors = 0, tokens = 0;
+};
+
+struct GpuSeconds {
+  double prefill = 0, decode = 0, reconstruct = 0, replay = 0, proxy_scoring = 0;
+};
+
+struct ReplicaUse {
+  std::int64_t peak_bytes = 0, full_equivalent_bytes = 0, saved_bytes = 0;
+  double room_peak_share = 0;
+  std::int64_t unprotected_requests = 0;
+};
+
+struct PredictorUse {
+  std::int64_t copies = 0, bytes_resident = 0, uses = 0;
+  double requests_per_copy = 0;
+  std::int64_t batched_reconstructions = 0;
+};
+
+struct Quality {
+  struct ProxyKv {
+    double delta_nll = 0;
+    std::string delta_nll_source;
+  };
+  struct RiskKv {
+    std::int64_t moves = 0;  ///< rebuilds made with risk_kv
+    double expected_requests_over_eps = 0;
+    std::string over_eps_source;
+  };
+  std::int64_t lossy_moves = 0;
+  double delta_nll_mean_per_move = 0;
+  std::optional<ProxyKv> proxy_kv;  ///< scenarios with proxy_kv
+  std::optional<RiskKv> risk_kv;    ///< risk_kv with a calibrated violation share
+};
+
+struct PrefixCacheUse {
+  struct HostTier {
+    std::int64_t hits = 0, hit_tokens = 0, read_bytes = 0, written_blocks = 0, written_bytes = 0,
+                 evicted_blocks = 0, lost_blocks = 0, resident_bytes_at_end = 0, peak_bytes = 0;
+  };
+  std::int64_t prefills = 0, lookups = 0, hits = 0, misses = 0, hit_tokens = 0, prompt_tokens = 0;
+  double token_hit_rate = 0, cacheable_token_hit_rate = 0, saved_prefill_gpu_s = 0;
+  std::int64_t inserted_blocks = 0, evicted_blocks = 0, lost_blocks = 0, resident_bytes_at_end = 0;
+  std::optional<HostTier> host_tier;  ///< host offload on
+};
+
+struct SloViolations {
+  std::int64_t ttft = 0, e2e = 0;
+};
+
+/// Everything summary.json says about one strategy's run.
+struct StrategyMetrics {
+  RequestCounts requests;
+  double goodput_tokens_per_s = 0;
+  Distribution ttft, e2e, tpot;
+  MoveCounts moves;
+  Distribution recovery, recovery_stall, migration;
+  std::optional<Distribution> handoff;  ///< disaggregated serving only
+  ByteCounts bytes;
+  GpuSeconds gpu_time;
+  ReplicaUse replicas;
+  PredictorUse predictors;
+  Quality quality;
+  std::int64_t events = 0;
+  std::optional<PrefixCacheUse> prefix_cache;  ///< prefix caching on
+  std::optional<SloViolations> slo;            ///< the scenario sets an SLO
+};
+
+/// A strategy's metrics under its name.
+struct NamedMetrics {
+  std::string strategy;
+  StrategyMetrics metrics;
+};
+
+/// The metrics of one strategy's run of `spec`.
+StrategyMetrics strategy_metrics(const sim::ScenarioSpec& spec, const sim::RunResult& run);
+
+/// The strategy's entry of summary.json.
+nlohmann::json to_json(const StrategyMetrics& m);
+
+/// Reads an entry written by to_json; throws InputError naming the missing or mistyped key
+/// (`where` is the entry's JSON pointer in its file, for the message).
+StrategyMetrics from_json(const nlohmann::json& j, const std::string& where = "");
+
+/// Sets a summary's "strategy_order" and "strategies" from `all` (in run order).
+void put_strategies(nlohmann::json& summary, const std::vector<NamedMetrics>& all);
+
+/// A summary's strategies in its strategy_order; throws InputError as from_json does.
+std::vector<NamedMetrics> strategies_from_json(const nlohmann::json& summary);
+
+/// The metrics of `strategy` in `all`, or nullptr.
+const StrategyMetrics* find_strategy(const std::vector<NamedMetrics>& all,
+                                     const std::string& strategy);
+
+/// The value at a JSON pointer into the strategy's summary entry ("/recovery/p99_s"), as the
+/// file writes it; empty where the entry has none (no recoveries: no p99). Sweep columns,
+/// golden files and objectives name metrics by these pointers.
+std::optional<nlohmann::json> metric_at(const StrategyMetrics& m, const std::string& pointer);
+
+}  // namespace kvshift::reports

@@ -1,0 +1,324 @@
+// summary.json's per-strategy entries: StrategyMetrics to JSON and back (see
+// strategy_metrics.hpp). Every per-strategy key of the file is spelt here and
+// nowhere else. nlohmann::json objects keep their keys sorted, so the order
+// keys are set in here does not show in the file.
+#include <map>
+
+#include "cost_model/input_error.hpp"
+#include "reports/strategy_metrics.hpp"
+
+namespace kvshift::reports {
+namespace {
+
+using nlohmann::json;
+
+// One object of a summary being read: every accessor names the key it misses or finds
+// mistyped by its JSON pointer in the file.
+class Fields {
+ public:
+  Fields(const json& j, std::string where) : j_(j), where_(std::move(where)) {
+    if (!j_.is_object()) throw InputError(where_ + ": expected an object (got " + j_.dump() + ")");
+  }
+  bool has(const char* key) const { return j_.contains(key); }
+  Fields object(const std::string& key) const { return Fields(at(key), where_ + "/" + key); }
+  const json& array(const char* key) const {
+    if (!at(key).is_array()) bad(key, "an array");
+    return at(key);
+  }
+  std::int64_t integer(const char* key) const {
+    if (!at(key).is_number_integer()) bad(key, "an integer");
+    return at(key).get<std::int64_t>();
+  }
+  double number(const char* key) const {
+    if (!at(key).is_number()) bad(key, "a number");
+    return at(key).get<double>();
+  }
+  std::string text(const char* key) const {
+    if (!at(key).is_string()) bad(key, "a string");
+    return at(key).get<std::string>();
+  }
+  bool flag(const char* key) const {
+    if (!at(key).is_boolean()) bad(key, "true or false");
+    return at(key).get<bool>();
+  }
+  std::map<std::string, std::int64_t> counts(const char* key) const {
+    const Fields f = object(key);
+    std::map<std::string, std::int64_t> out;
+    for (const auto& [name, v] : f.j_.items()) out[name] = f.integer(name.c_str());
+    return out;
+  }
+  std::optional<std::int64_t> optional_integer(const char* key) const {
+    return has(key) ? std::optional(integer(key)) : std::nullopt;
+  }
+
+ private:
+  const json& at(const std::string& key) const {
+    if (!j_.contains(key)) throw InputError(where_ + "/" + key + ": missing from the summary");
+    return j_[key];
+  }
+  [[noreturn]] void bad(const char* key, const char* expected) const {
+    throw InputError(where_ + "/" + key + ": expected " + expected + " (got " + at(key).dump() +
+                     ")");
+  }
+  const json& j_;
+  std::string where_;
+};
+
+json distribution_json(const Distribution& d) {
+  json j = {{"count", d.count}};
+  if (d.count > 0) {
+    j["mean_s"] = d.mean_s;
+    j["p50_s"] = d.p50_s;
+    j["p90_s"] = d.p90_s;
+    j["p99_s"] = d.p99_s;
+    j["max_s"] = d.max_s;
+  }
+  if (d.unfinished) j["unfinished"] = *d.unfinished;
+  if (d.without_first_token) j["without_first_token"] = *d.without_first_token;
+  if (d.includes_lower_bounds) j["includes_lower_bounds"] = true;
+  return j;
+}
+
+Distribution read_distribution(const Fields& f) {
+  Distribution d;
+  d.count = f.integer("count");
+  if (d.count > 0) {
+    d.mean_s = f.number("mean_s");
+    d.p50_s = f.number("p50_s");
+    d.p90_s = f.number("p90_s");
+    d.p99_s = f.number("p99_s");
+    d.max_s = f.number("max_s");
+  }
+  d.unfinished = f.optional_integer("unfinished");
+  d.without_first_token = f.optional_integer("without_first_token");
+  d.includes_lower_bounds = f.has("includes_lower_bounds") && f.flag("includes_lower_bounds");
+  return d;
+}
+
+json quality_json(const Quality& q) {
+  json j = {{"lossy_moves", q.lossy_moves}, {"delta_nll_mean_per_move", q.delta_nll_mean_per_move}};
+  if (q.proxy_kv) {
+    j["proxy_kv_delta_nll"] = q.proxy_kv->delta_nll;
+    j["proxy_kv_delta_nll_source"] = q.proxy_kv->delta_nll_source;
+  }
+  if (q.risk_kv) {
+    j["risk_kv_moves"] = q.risk_kv->moves;
+    j["expected_requests_over_eps"] = q.risk_kv->expected_requests_over_eps;
+    j["over_eps_source"] = q.risk_kv->over_eps_source;
+  }
+  return j;
+}
+
+Quality read_quality(const Fields& f) {
+  Quality q;
+  q.lossy_moves = f.integer("lossy_moves");
+  q.delta_nll_mean_per_move = f.number("delta_nll_mean_per_move");
+  if (f.has("proxy_kv_delta_nll")) {
+    q.proxy_kv =
+        Quality::ProxyKv{f.number("proxy_kv_delta_nll"), f.text("proxy_kv_delta_nll_source")};
+  }
+  if (f.has("risk_kv_moves")) {
+    q.risk_kv = Quality::RiskKv{f.integer("risk_kv_moves"), f.number("expected_requests_over_eps"),
+                                f.text("over_eps_source")};
+  }
+  return q;
+}
+
+json prefix_cache_json(const PrefixCacheUse& c) {
+  json j = {{"prefills", c.prefills},
+            {"lookups", c.lookups},
+            {"hits", c.hits},
+            {"misses", c.misses},
+            {"hit_tokens", c.hit_tokens},
+            {"prompt_tokens", c.prompt_tokens},
+            {"token_hit_rate", c.token_hit_rate},
+            {"cacheable_token_hit_rate", c.cacheable_token_hit_rate},
+            {"saved_prefill_gpu_s", c.saved_prefill_gpu_s},
+            {"inserted_blocks", c.inserted_blocks},
+            {"evicted_blocks", c.evicted_blocks},
+            {"lost_blocks", c.lost_blocks},
+            {"resident_bytes_at_end", c.resident_bytes_at_end}};
+  if (c.host_tier) {
+    const PrefixCacheUse::HostTier& h = *c.host_tier;
+    j["host_tier"] = {{"hits", h.hits},
+                      {"hit_tokens", h.hit_tokens},
+                      {"read_bytes", h.read_bytes},
+                      {"written_blocks", h.written_blocks},
+                      {"written_bytes", h.written_bytes},
+                      {"evicted_blocks", h.evicted_blocks},
+                      {"lost_blocks", h.lost_blocks},
+                      {"resident_bytes_at_end", h.resident_bytes_at_end},
+                      {"peak_bytes", h.peak_bytes}};
+  }
+  return j;
+}
+
+PrefixCacheUse read_prefix_cache(const Fields& f) {
+  PrefixCacheUse c{f.integer("prefills"),
+                   f.integer("lookups"),
+                   f.integer("hits"),
+                   f.integer("misses"),
+                   f.integer("hit_tokens"),
+                   f.integer("prompt_tokens"),
+                   f.number("token_hit_rate"),
+                   f.number("cacheable_token_hit_rate"),
+                   f.number("saved_prefill_gpu_s"),
+                   f.integer("inserted_blocks"),
+                   f.integer("evicted_blocks"),
+                   f.integer("lost_blocks"),
+                   f.integer("resident_bytes_at_end"),
+                   std::nullopt};
+  if (f.has("host_tier")) {
+    const Fields h = f.object("host_tier");
+    c.host_tier =
+        PrefixCacheUse::HostTier{h.integer("hits"),          h.integer("hit_tokens"),
+                                 h.integer("read_bytes"),    h.integer("written_blocks"),
+                                 h.integer("written_bytes"), h.integer("evicted_blocks"),
+                                 h.integer("lost_blocks"),   h.integer("resident_bytes_at_end"),
+                                 h.integer("peak_bytes")};
+  }
+  return c;
+}
+
+StrategyMetrics read_metrics(const Fields& f) {
+  StrategyMetrics m;
+  const Fields r = f.object("requests");
+  m.requests = {r.integer("arrived"), r.integer("completed"), r.integer("failed"),
+                r.integer("unfinished")};
+  m.goodput_tokens_per_s = f.number("goodput_tokens_per_s");
+  m.ttft = read_distribution(f.object("ttft"));
+  m.e2e = read_distribution(f.object("e2e"));
+  m.tpot = read_distribution(f.object("tpot"));
+  const Fields mv = f.object("moves");
+  m.moves = {mv.integer("recoveries"), mv.integer("migrations"),       mv.integer("failed"),
+             mv.integer("cancelled"),  mv.integer("unfinished"),       mv.integer("fallbacks"),
+             mv.counts("by_strategy"), mv.optional_integer("handoffs")};
+  m.recovery = read_distribution(f.object("recovery"));
+  m.recovery_stall = read_distribution(f.object("recovery_stall"));
+  m.migration = read_distribution(f.object("migration"));
+  if (f.has("handoff")) m.handoff = read_distribution(f.object("handoff"));
+  const Fields b = f.object("bytes");
+  m.bytes = {b.integer("kv"), b.integer("replica_stream"), b.integer("predictors"),
+             b.integer("tokens")};
+  const Fields g = f.object("gpu_time_s");
+  m.gpu_time = {g.number("prefill"), g.number("decode"), g.number("reconstruct"),
+                g.number("replay"), g.number("proxy_scoring")};
+  const Fields rp = f.object("replicas");
+  m.replicas = {rp.integer("peak_bytes"), rp.integer("full_equivalent_bytes"),
+                rp.integer("saved_bytes"), rp.number("room_peak_share"),
+                rp.integer("unprotected_requests")};
+  const Fields p = f.object("predictors");
+  m.predictors = {p.integer("copies"), p.integer("bytes_resident"), p.integer("uses"),
+                  p.number("requests_per_copy"), p.integer("batched_reconstructions")};
+  m.quality = read_quality(f.object("quality"));
+  m.events = f.integer("events");
+  if (f.has("prefix_cache")) m.prefix_cache = read_prefix_cache(f.object("prefix_cache"));
+  if (f.has("slo")) {
+    const Fields s = f.object("slo");
+    m.slo = SloViolations{s.integer("ttft_violations"), s.integer("e2e_violations")};
+  }
+  return m;
+}
+
+}  // namespace
+
+json to_json(const StrategyMetrics& m) {
+  const MoveCounts& mv = m.moves;
+  json j = {
+      {"requests",
+       {{"arrived", m.requests.arrived},
+        {"completed", m.requests.completed},
+        {"failed", m.requests.failed},
+        {"unfinished", m.requests.unfinished}}},
+      {"goodput_tokens_per_s", m.goodput_tokens_per_s},
+      {"ttft", distribution_json(m.ttft)},
+      {"e2e", distribution_json(m.e2e)},
+      {"tpot", distribution_json(m.tpot)},
+      {"moves",
+       {{"recoveries", mv.recoveries},
+        {"migrations", mv.migrations},
+        {"failed", mv.failed},
+        {"cancelled", mv.cancelled},
+        {"unfinished", mv.unfinished},
+        {"fallbacks", mv.fallbacks},
+        {"by_strategy", mv.by_strategy}}},
+      {"recovery", distribution_json(m.recovery)},
+      {"recovery_stall", distribution_json(m.recovery_stall)},
+      {"migration", distribution_json(m.migration)},
+      {"bytes",
+       {{"kv", m.bytes.kv},
+        {"replica_stream", m.bytes.replica_stream},
+        {"predictors", m.bytes.predictors},
+        {"tokens", m.bytes.tokens}}},
+      {"gpu_time_s",
+       {{"prefill", m.gpu_time.prefill},
+        {"decode", m.gpu_time.decode},
+        {"reconstruct", m.gpu_time.reconstruct},
+        {"replay", m.gpu_time.replay},
+        {"proxy_scoring", m.gpu_time.proxy_scoring}}},
+      {"replicas",
+       {{"peak_bytes", m.replicas.peak_bytes},
+        {"full_equivalent_bytes", m.replicas.full_equivalent_bytes},
+        {"saved_bytes", m.replicas.saved_bytes},
+        {"room_peak_share", m.replicas.room_peak_share},
+        {"unprotected_requests", m.replicas.unprotected_requests}}},
+      {"predictors",
+       {{"copies", m.predictors.copies},
+        {"bytes_resident", m.predictors.bytes_resident},
+        {"uses", m.predictors.uses},
+        {"requests_per_copy", m.predictors.requests_per_copy},
+        {"batched_reconstructions", m.predictors.batched_reconstructions}}},
+      {"quality", quality_json(m.quality)},
+      {"events", m.events},
+  };
+  if (mv.handoffs) j["moves"]["handoffs"] = *mv.handoffs;
+  if (m.handoff) j["handoff"] = distribution_json(*m.handoff);
+  if (m.prefix_cache) j["prefix_cache"] = prefix_cache_json(*m.prefix_cache);
+  if (m.slo) j["slo"] = {{"ttft_violations", m.slo->ttft}, {"e2e_violations", m.slo->e2e}};
+  return j;
+}
+
+StrategyMetrics from_json(const json& j, const std::string& where) {
+  return read_metrics(Fields(j, where));
+}
+
+void put_strategies(json& summary, const std::vector<NamedMetrics>& all) {
+  json order = json::array(), by_name = json::object();
+  for (const NamedMetrics& n : all) {
+    order.push_back(n.strategy);
+    by_name[n.strategy] = to_json(n.metrics);
+  }
+  summary["strategy_order"] = order;
+  summary["strategies"] = by_name;
+}
+
+std::vector<NamedMetrics> strategies_from_json(const json& summary) {
+  const Fields top(summary, "");
+  const Fields by_name = top.object("strategies");
+  std::vector<NamedMetrics> out;
+  for (const json& name : top.array("strategy_order")) {
+    if (!name.is_string()) {
+      throw InputError("/strategy_order: expected strategy names (got " + name.dump() + ")");
+    }
+    const std::string s = name.get<std::string>();
+    out.push_back({s, read_metrics(by_name.object(s))});
+  }
+  return out;
+}
+
+const StrategyMetrics* find_strategy(const std::vector<NamedMetrics>& all,
+                                     const std::string& strategy) {
+  for (const NamedMetrics& n : all) {
+    if (n.strategy == strategy) return &n.metrics;
+  }
+  return nullptr;
+}
+
+std::optional<json> metric_at(const StrategyMetrics& m, const std::string& pointer) {
+  const json j = to_json(m);
+  const json::json_pointer ptr(pointer);
+  if (!j.contains(ptr)) return std::nullopt;
+  return j[ptr];
+}
+
+}  // namespace kvshift::reports
