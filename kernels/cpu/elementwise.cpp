@@ -119,9 +119,13 @@ void rope(const RopeDesc& d) {
 void swiglu(const SwigluDesc& d) {
   validate(d);
   require_device("swiglu", Device::kHost, {&d.gate, &d.up, &d.out});
-  const std::int64_t cols = d.gate.shape[1];
+  // Contiguous fp32 operands are one long row: one vectorised pass, as a forward's MLP needs.
+  const bool whole = d.gate.contiguous() && d.up.contiguous() && d.out.contiguous() &&
+                     direct_rows(d.gate) && direct_rows(d.up) && direct_rows(d.out);
+  const std::int64_t rows = whole ? 1 : d.gate.shape[0];
+  const std::int64_t cols = whole ? d.gate.numel() : d.gate.shape[1];
   std::vector<float> gate, up, out;
-  for (std::int64_t r = 0; r < d.gate.shape[0]; ++r) {
+  for (std::int64_t r = 0; r < rows; ++r) {
     const auto g = Eigen::Map<const Eigen::ArrayXf>(read_row(d.gate, r, gate), cols);
     const auto u = Eigen::Map<const Eigen::ArrayXf>(read_row(d.up, r, up), cols);
     Eigen::Map<Eigen::ArrayXf>(row_target(d.out, r, out), cols) = g / (1.0f + (-g).exp()) * u;
