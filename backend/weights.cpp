@@ -7,8 +7,8 @@
 
 #include "backend/safetensors.hpp"
 #include "cost_model/input_error.hpp"
-#include "scenarios/json_reader.hpp"
-#include "scenarios/spec_files.hpp"
+#include "input/json_reader.hpp"
+#include "input/spec_files.hpp"
 
 namespace kvshift::backend {
 namespace fs = std::filesystem;
@@ -53,9 +53,9 @@ class TensorSource {
  private:
   void load_index(const fs::path& folder, const fs::path& index) {
     index_path_ = index.string();
-    const scenarios::Json doc = scenarios::read_json_file(index_path_);
-    scenarios::Diagnostics diag;
-    scenarios::Reader r(doc, "", diag);
+    const input::Json doc = input::read_json_file(index_path_);
+    input::Diagnostics diag;
+    input::Reader r(doc, "", diag);
     r.allow_only({"metadata", "weight_map"});
     if (auto map = r.object("weight_map")) {
       for (const auto& [tensor, file] : map->node().items()) {
@@ -128,7 +128,7 @@ ModelWeights load_hf_model(const std::string& folder) {
   if (!fs::is_directory(folder)) {
     throw InputError(folder + ": not a model folder (expected config.json and model.safetensors)");
   }
-  w.spec = scenarios::resolve_model(folder);
+  w.spec = input::resolve_model(folder);
   const ModelSpec& m = w.spec;
   const TensorSource src{fs::path(folder)};
   w.embed = src.matrix("model.embed_tokens.weight", m.vocab, m.hidden);

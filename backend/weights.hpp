@@ -38,7 +38,7 @@ struct ModelWeights {
   const Matrix& output() const { return lm_head.size() ? lm_head : embed; }
 };
 
-/// Loads a Hugging Face folder: config.json via scenarios::resolve_model, then the
+/// Loads a Hugging Face folder: config.json via input::resolve_model, then the
 /// safetensors (single file or sharded index). Throws InputError.
 ModelWeights load_hf_model(const std::string& folder);
 

@@ -1,12 +1,12 @@
 // Peak heap of reading a flows file (and of running it) two ways, in one
 // process: the DOM path (nlohmann parses the whole file, then the reader walks
 // it; what `kvshift flows` did before) and the streamed path `kvshift flows`
-// uses now (scenarios/json_stream.hpp: one transfer's DOM at a time). Usage:
+// uses now (input/json_stream.hpp: one transfer's DOM at a time). Usage:
 //   flows_file_memory FILE.json
 #include <cstdio>
 
 #include "bench/heap_meter.hpp"
-#include "scenarios/flows_file.hpp"
+#include "input/flows_file.hpp"
 
 namespace {
 
@@ -26,17 +26,17 @@ int main(int argc, char** argv) {
   bench::reset_heap_peak();
   std::size_t n = 0;
   {
-    const scenarios::FlowsFile f = scenarios::parse_flows(scenarios::read_json_file(path), path);
+    const input::FlowsFile f = input::parse_flows(input::read_json_file(path), path);
     n = f.transfers.size();
   }
   const std::size_t dom = bench::heap_peak() - base;
   base = bench::heap_in_use();
   bench::reset_heap_peak();
-  scenarios::FlowsFile f = scenarios::load_flows_file(path);
+  input::FlowsFile f = input::load_flows_file(path);
   const std::size_t streamed = bench::heap_peak() - base;
   const std::size_t parsed = bench::heap_in_use() - base;
   bench::reset_heap_peak();
-  const auto outcomes = scenarios::simulate_flows(f);
+  const auto outcomes = input::simulate_flows(f);
   const std::size_t run = bench::heap_peak() - base;
   const double per = 1.0 / static_cast<double>(n ? n : 1);
   std::printf("%zu transfers\n", n);

@@ -7,5 +7,5 @@ add_executable(sim_network_vs_simgrid sim_network_vs_simgrid.cpp sim_network_wor
   heap_meter.cpp)
 target_link_libraries(sim_network_vs_simgrid PRIVATE kvshift_simgrid_runner kvshift_warnings)
 add_executable(flows_file_memory flows_file_memory.cpp heap_meter.cpp)
-target_link_libraries(flows_file_memory PRIVATE kvshift_scenarios kvshift_warnings)
+target_link_libraries(flows_file_memory PRIVATE kvshift_input kvshift_warnings)
 target_include_directories(flows_file_memory PRIVATE ${PROJECT_SOURCE_DIR})

@@ -7,10 +7,10 @@
 #include <string_view>
 
 #include "cost_model/input_error.hpp"
-#include "scenarios/cost_table.hpp"
+#include "input/cost_table.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  namespace sc = kvshift::scenarios;
+  namespace sc = kvshift::input;
   try {
     const std::string_view text(reinterpret_cast<const char*>(data), size);
     const sc::CostTable table = sc::parse_cost_table_text(text, "fuzz");

@@ -7,14 +7,14 @@
 #include <string_view>
 
 #include "cost_model/input_error.hpp"
-#include "scenarios/scenario_loader.hpp"
+#include "input/scenario_loader.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
-  const auto load = kvshift::scenarios::try_load_scenario_text(text, "fuzz.json", "/nonexistent");
+  const auto load = kvshift::input::try_load_scenario_text(text, "fuzz.json", "/nonexistent");
   if (load.spec.has_value() == !load.problems.empty()) __builtin_trap();  // exactly one of the two
   try {
-    (void)kvshift::scenarios::load_scenario_text(text, "fuzz.json", "/nonexistent");
+    (void)kvshift::input::load_scenario_text(text, "fuzz.json", "/nonexistent");
   } catch (const kvshift::InputError&) {
   }
   return 0;

@@ -60,30 +60,6 @@ json xy_dataset(const std::string& label, const std::vector<std::pair<double, do
   return {{"label", label}, {"data", data}, {"stepped", stepped}, {"pointRadius", 0}};
 }
 
-// A long run has millions of samples; a chart needs a few thousand. Each bin keeps its peak
-// (a busy moment must stay visible), placed at the bin's first sample time.
-constexpr std::size_t kMaxSeriesPoints = 2000;
-
-std::vector<std::pair<double, double>> downsample_max(const std::map<double, double>& series,
-                                                      std::size_t max_points) {
-  std::vector<std::pair<double, double>> pts(series.begin(), series.end());
-  if (pts.size() <= max_points) return pts;
-  const double t0 = pts.front().first, span = pts.back().first - t0;
-  std::vector<std::pair<double, double>> out;
-  std::size_t last_bin = static_cast<std::size_t>(-1);
-  for (const auto& [t, v] : pts) {
-    const auto bin =
-        std::min(max_points - 1, static_cast<std::size_t>((t - t0) / span * max_points));
-    if (bin != last_bin) {
-      out.emplace_back(t, v);
-      last_bin = bin;
-    } else {
-      out.back().second = std::max(out.back().second, v);
-    }
-  }
-  return out;
-}
-
 // Per-strategy charts of a run folder; strategies in name order, as the page always drew them.
 json run_charts(const std::filesystem::path& dir, std::vector<NamedMetrics> strategies,
                 json& notes) {
@@ -152,25 +128,19 @@ json run_charts(const std::filesystem::path& dir, std::vector<NamedMetrics> stra
       {"tokens", [](const StrategyMetrics& m) { return static_cast<double>(m.bytes.tokens); }}};
   charts.push_back(chart("Bytes moved over the network, by kind", "bar",
                          stacked_bars(bytes, 1.0 / 1048576), "strategy", "MiB", "category", true));
-  if (std::filesystem::exists(dir / "links.csv")) {
-    const Csv csv = read_csv(dir / "links.csv");
-    const int st = csv.col("strategy"), t = csv.col("t_s"), u = csv.col("utilisation");
-    std::map<std::string, std::map<double, double>> peak;
-    for (const auto& r : csv.rows) {
-      if (st < 0 || r.size() != csv.header.size()) continue;
-      double& p = peak[r[st]][num(r[t])];
-      p = std::max(p, num(r[u]));
-    }
-    json sets = json::array();
-    for (const auto& [name, series] : peak) {
-      sets.push_back(xy_dataset(name, downsample_max(series, kMaxSeriesPoints)));
-    }
-    if (!sets.empty()) {
-      charts.push_back(
-          chart("Link utilisation over time (busiest link direction per interval; "
-                "at most 2,000 points, each the peak of its span)",
-                "line", {{"datasets", sets}}, "simulated time (s)", "utilisation", "linear"));
-    }
+  json link_sets = json::array();
+  for (const NamedMetrics& n : strategies) {
+    if (!n.metrics.busiest_link || n.metrics.busiest_link->t_s.empty()) continue;
+    const BusiestLink& b = *n.metrics.busiest_link;
+    std::vector<std::pair<double, double>> pts;
+    for (std::size_t i = 0; i < b.t_s.size(); ++i) pts.emplace_back(b.t_s[i], b.utilisation[i]);
+    link_sets.push_back(xy_dataset(n.strategy, pts));
+  }
+  if (!link_sets.empty()) {
+    charts.push_back(
+        chart("Link utilisation over time (busiest link direction per interval; "
+              "at most 2,000 points, each the peak of its span)",
+              "line", {{"datasets", link_sets}}, "simulated time (s)", "utilisation", "linear"));
   }
   const std::vector<Part> gpu_time = {
       {"prefill", [](const StrategyMetrics& m) { return m.gpu_time.prefill; }},

@@ -1,12 +1,11 @@
-// report.html: one self-contained page for a run folder (summary.json,
-// recoveries.csv, links.csv), a sweep folder (sweep.csv) or an analytic sweep
-// folder (winners.csv), whichever of them DIR holds. Charts are drawn by
-// Chart.js (Debian's libjs-chart.js UMD bundle, inlined so the page opens
-// offline); heat maps, which Chart.js lacks, are drawn as rectangles on a
-// plain canvas. When every chart has drawn marks the page writes
-// `charts-ok N` into #kvshift-status (and `charts-failed: ...` otherwise), so
-// a headless browser can check it. Reads only what the folder holds; the page
-// is a pure function of those files and the Chart.js bundle.
+// report.html: one self-contained page for a run folder (summary.json, with
+// each strategy's busiest-link series, and recoveries.csv), a sweep folder (sweep.csv) or an
+// analytic sweep folder (winners.csv), whichever of them DIR holds. Charts are drawn by Chart.js
+// (Debian's libjs-chart.js UMD bundle, inlined so the page opens offline); heat maps, which
+// Chart.js lacks, are drawn as rectangles on a plain canvas. When every chart has drawn marks the
+// page writes `charts-ok N` into #kvshift-status (and `charts-failed: ...` otherwise), so a
+// headless browser can check it. Reads only what the folder holds; the page is a pure function of
+// those files and the Chart.js bundle.
 #pragma once
 
 #include <filesystem>

@@ -12,7 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-int node_index(const sim::ScenarioSpec& spec, const std::string& name) {
+int node_index(const input::ScenarioSpec& spec, const std::string& name) {
   for (std::size_t i = 0; i < spec.cluster.nodes.size(); ++i) {
     if (spec.cluster.nodes[i].name == name) return static_cast<int>(i);
   }
@@ -27,7 +27,7 @@ std::string fmt_ns(std::int64_t ns) {
 
 }  // namespace
 
-std::int64_t closed_form_move_ns(const sim::ScenarioSpec& spec, const sim::MoveRecord& m,
+std::int64_t closed_form_move_ns(const input::ScenarioSpec& spec, const sim::MoveRecord& m,
                                  const cost_model::ComputeCosts& compute) {
   // Re-plan the executed strategy from the record and price it with the cost model's
   // estimator on the uncontended route: the simulator's own cost object is not used.
@@ -71,7 +71,7 @@ std::int64_t closed_form_move_ns(const sim::ScenarioSpec& spec, const sim::MoveR
   return e.reachable ? e.total_ns() : -1;
 }
 
-CheckOutcome check_moves_exact(const sim::ScenarioSpec& spec,
+CheckOutcome check_moves_exact(const input::ScenarioSpec& spec,
                                const std::vector<sim::RunResult>& runs,
                                const cost_model::ComputeCosts& compute) {
   CheckOutcome out;

@@ -11,13 +11,13 @@
 #include <vector>
 
 #include "cost_model/compute_costs.hpp"
+#include "input/scenario_spec.hpp"
 #include "sim/serving/results.hpp"
-#include "sim/spec.hpp"
 
 namespace kvshift::reports {
 
 /// The cost model's duration (ns) of one uncontended move as the simulator recorded it.
-std::int64_t closed_form_move_ns(const sim::ScenarioSpec& spec, const sim::MoveRecord& move,
+std::int64_t closed_form_move_ns(const input::ScenarioSpec& spec, const sim::MoveRecord& move,
                                  const cost_model::ComputeCosts& compute);
 
 /// The metrics a golden file pins, per strategy ("recovery.p50_s", "bytes.kv", ...).
@@ -29,7 +29,7 @@ struct CheckOutcome {
 };
 
 /// Exact checks of every move (single-request scenarios).
-CheckOutcome check_moves_exact(const sim::ScenarioSpec& spec,
+CheckOutcome check_moves_exact(const input::ScenarioSpec& spec,
                                const std::vector<sim::RunResult>& runs,
                                const cost_model::ComputeCosts& compute);
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "reports/atomic_file.hpp"
+#include "reports/json_text.hpp"
 #include "reports/record_csv.hpp"
 #include "reports/strategy_metrics.hpp"
 #include "util/csv.hpp"
@@ -202,11 +203,11 @@ json cost_sources_json(const std::vector<cost_model::OpSource>& costs) {
   return out;
 }
 
-json run_summary(const sim::ScenarioSpec& spec, const std::vector<sim::RunResult>& runs,
-                 const std::vector<cost_model::OpSource>& costs) {
+json run_summary(const input::ScenarioSpec& spec, const std::vector<sim::RunResult>& runs,
+                 const std::vector<cost_model::OpSource>& costs, bool busiest_link) {
   std::vector<NamedMetrics> strategies;
   for (const sim::RunResult& run : runs) {
-    strategies.push_back({run.strategy, strategy_metrics(spec, run)});
+    strategies.push_back({run.strategy, strategy_metrics(spec, run, busiest_link)});
   }
   json j = {{"scenario", spec.name},
             {"answer", answer(strategies)},
@@ -239,7 +240,7 @@ json run_summary(const sim::ScenarioSpec& spec, const std::vector<sim::RunResult
 }
 
 std::vector<std::filesystem::path> write_run_outputs(const std::filesystem::path& dir,
-                                                     const sim::ScenarioSpec& spec,
+                                                     const input::ScenarioSpec& spec,
                                                      const std::vector<sim::RunResult>& runs,
                                                      const std::vector<cost_model::OpSource>& costs,
                                                      const std::vector<std::string>& streamed) {
@@ -255,7 +256,7 @@ std::vector<std::filesystem::path> write_run_outputs(const std::filesystem::path
     write_file_atomic(dir / file, make_text());
     written.push_back(dir / file);
   };
-  emit("summary", "summary.json", [&] { return run_summary(spec, runs, costs).dump(2) + "\n"; });
+  emit("summary", "summary.json", [&] { return json_text(run_summary(spec, runs, costs, true)); });
   emit("requests", "requests.csv", [&] { return requests_csv(runs); });
   emit("recoveries", "recoveries.csv", [&] { return recoveries_csv(runs); });
   emit("links", "links.csv", [&] { return links_csv(runs); });

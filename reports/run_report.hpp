@@ -11,21 +11,23 @@
 #include <vector>
 
 #include "cost_model/compute_costs.hpp"
+#include "input/scenario_spec.hpp"
 #include "sim/serving/results.hpp"
-#include "sim/spec.hpp"
 
 namespace kvshift::reports {
 
 /// The summary object: scenario facts, where each op's durations came from (`costs`, from
-/// ComputeCosts::sources() after the run), then one entry per strategy.
-nlohmann::json run_summary(const sim::ScenarioSpec& spec, const std::vector<sim::RunResult>& runs,
-                           const std::vector<cost_model::OpSource>& costs);
+/// ComputeCosts::sources() after the run), then one entry per strategy (with `busiest_link`,
+/// each with its busiest link's utilisation over time: what the run's report.html draws).
+nlohmann::json run_summary(const input::ScenarioSpec& spec, const std::vector<sim::RunResult>& runs,
+                           const std::vector<cost_model::OpSource>& costs,
+                           bool busiest_link = false);
 
 /// Writes every file of spec.outputs.files into `dir` (atomically, file by file), from the
 /// runs' kept records, except those whose keys are in `streamed` ("requests", "recoveries":
 /// a RecordCsvWriter wrote them during the run). Returns the paths of all of them.
 std::vector<std::filesystem::path> write_run_outputs(const std::filesystem::path& dir,
-                                                     const sim::ScenarioSpec& spec,
+                                                     const input::ScenarioSpec& spec,
                                                      const std::vector<sim::RunResult>& runs,
                                                      const std::vector<cost_model::OpSource>& costs,
                                                      const std::vector<std::string>& streamed = {});

@@ -3,8 +3,10 @@
 // reader. The JSON side is strategy_metrics_json.cpp.
 #include "reports/strategy_metrics.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <utility>
 
 #include "util/percentile.hpp"
 
@@ -77,7 +79,7 @@ PrefixCacheUse prefix_cache_use(const sim::PrefixCacheStats& c, bool host_offloa
   return u;
 }
 
-Quality quality(const sim::ScenarioSpec& spec, const sim::RunTally& t) {
+Quality quality(const input::ScenarioSpec& spec, const sim::RunTally& t) {
   const std::int64_t ok_moves = t.recoveries + t.migrations + t.handoffs;
   Quality q{t.lossy, ok_moves ? r9(t.delta_nll_sum / ok_moves) : 0.0, std::nullopt, std::nullopt};
   if (spec.proxy_kv)
@@ -95,11 +97,42 @@ Quality quality(const sim::ScenarioSpec& spec, const sim::RunTally& t) {
   return q;
 }
 
+// Samples come in time order, one per busy link direction per instant.
+BusiestLink busiest_link(const std::vector<sim::LinkSample>& samples) {
+  std::vector<std::pair<std::int64_t, double>> peaks;  // (t_ns, peak) per instant
+  for (const sim::LinkSample& s : samples) {
+    if (peaks.empty() || peaks.back().first != s.t_ns) peaks.emplace_back(s.t_ns, 0.0);
+    peaks.back().second = std::max(peaks.back().second, s.utilisation);
+  }
+  BusiestLink out;
+  const std::size_t n = peaks.size();
+  std::size_t last_bin = n;  // none yet
+  for (const auto& [t_ns, peak] : peaks) {
+    std::size_t bin = out.t_s.size();
+    if (n > kMaxBusiestLinkPoints) {
+      const double span = static_cast<double>(peaks.back().first - peaks.front().first);
+      bin = std::min(kMaxBusiestLinkPoints - 1,
+                     static_cast<std::size_t>(static_cast<double>(t_ns - peaks.front().first) /
+                                              span * kMaxBusiestLinkPoints));
+    }
+    const double u = std::round(peak * 1e6) / 1e6;  // links.csv's precision
+    if (bin != last_bin) {
+      out.t_s.push_back(r9(s_of(t_ns)));
+      out.utilisation.push_back(u);
+      last_bin = bin;
+    } else {
+      out.utilisation.back() = std::max(out.utilisation.back(), u);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 double r9(double v) { return std::round(v * 1e9) / 1e9; }
 
-StrategyMetrics strategy_metrics(const sim::ScenarioSpec& spec, const sim::RunResult& run) {
+StrategyMetrics strategy_metrics(const input::ScenarioSpec& spec, const sim::RunResult& run,
+                                 bool with_busiest_link) {
   const sim::RunTally& t = run.tally;
   StrategyMetrics m;
   m.requests = {t.arrived, t.completed, t.failed, t.unfinished};
@@ -149,6 +182,7 @@ StrategyMetrics strategy_metrics(const sim::ScenarioSpec& spec, const sim::RunRe
     }
     m.slo = v;
   }
+  if (with_busiest_link) m.busiest_link = busiest_link(run.link_samples);
   return m;
 }
 

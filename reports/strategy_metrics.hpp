@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "input/scenario_spec.hpp"
 #include "sim/serving/results.hpp"
-#include "sim/spec.hpp"
 
 namespace kvshift::reports {
 
@@ -92,6 +92,15 @@ struct SloViolations {
   std::int64_t ttft = 0, e2e = 0;
 };
 
+/// The busiest link direction's utilisation at each sampling instant that carried traffic
+/// (links.csv reduced to one value per instant). A long run samples millions of instants; at
+/// most kMaxBusiestLinkPoints are kept, each the peak of its span of time (a busy moment stays
+/// visible), placed at the span's first sample.
+struct BusiestLink {
+  std::vector<double> t_s, utilisation;
+};
+inline constexpr std::size_t kMaxBusiestLinkPoints = 2000;
+
 /// Everything summary.json says about one strategy's run.
 struct StrategyMetrics {
   RequestCounts requests;
@@ -108,6 +117,7 @@ struct StrategyMetrics {
   std::int64_t events = 0;
   std::optional<PrefixCacheUse> prefix_cache;  ///< prefix caching on
   std::optional<SloViolations> slo;            ///< the scenario sets an SLO
+  std::optional<BusiestLink> busiest_link;     ///< asked for (the run's own summary.json)
 };
 
 /// A strategy's metrics under its name.
@@ -116,8 +126,11 @@ struct NamedMetrics {
   StrategyMetrics metrics;
 };
 
-/// The metrics of one strategy's run of `spec`.
-StrategyMetrics strategy_metrics(const sim::ScenarioSpec& spec, const sim::RunResult& run);
+/// The metrics of one strategy's run of `spec`; with `busiest_link`, also the series of the
+/// busiest link's utilisation over time (a run's summary.json holds it for its report; sweep
+/// points and the console leave it out).
+StrategyMetrics strategy_metrics(const input::ScenarioSpec& spec, const sim::RunResult& run,
+                                 bool busiest_link = false);
 
 /// The strategy's entry of summary.json.
 nlohmann::json to_json(const StrategyMetrics& m);

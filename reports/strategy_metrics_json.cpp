@@ -3,6 +3,8 @@
 // nowhere else. nlohmann::json objects keep their keys sorted, so the order
 // keys are set in here does not show in the file.
 #include <map>
+#include <string>
+#include <vector>
 
 #include "cost_model/input_error.hpp"
 #include "reports/strategy_metrics.hpp"
@@ -50,6 +52,15 @@ class Fields {
   std::optional<std::int64_t> optional_integer(const char* key) const {
     return has(key) ? std::optional(integer(key)) : std::nullopt;
   }
+  std::vector<double> numbers(const char* key) const {
+    std::vector<double> out;
+    for (const json& v : array(key)) {
+      if (!v.is_number()) bad(key, "an array of numbers");
+      out.push_back(v.get<double>());
+    }
+    return out;
+  }
+  [[noreturn]] void fail(const std::string& why) const { throw InputError(where_ + ": " + why); }
 
  private:
   const json& at(const std::string& key) const {
@@ -180,6 +191,15 @@ PrefixCacheUse read_prefix_cache(const Fields& f) {
   return c;
 }
 
+BusiestLink read_busiest_link(const Fields& f) {
+  BusiestLink b{f.numbers("t_s"), f.numbers("utilisation")};
+  if (b.t_s.size() != b.utilisation.size()) {
+    f.fail("t_s and utilisation differ in length (" + std::to_string(b.t_s.size()) + " and " +
+           std::to_string(b.utilisation.size()) + ")");
+  }
+  return b;
+}
+
 StrategyMetrics read_metrics(const Fields& f) {
   StrategyMetrics m;
   const Fields r = f.object("requests");
@@ -217,6 +237,7 @@ StrategyMetrics read_metrics(const Fields& f) {
     const Fields s = f.object("slo");
     m.slo = SloViolations{s.integer("ttft_violations"), s.integer("e2e_violations")};
   }
+  if (f.has("busiest_link")) m.busiest_link = read_busiest_link(f.object("busiest_link"));
   return m;
 }
 
@@ -275,6 +296,10 @@ json to_json(const StrategyMetrics& m) {
   if (m.handoff) j["handoff"] = distribution_json(*m.handoff);
   if (m.prefix_cache) j["prefix_cache"] = prefix_cache_json(*m.prefix_cache);
   if (m.slo) j["slo"] = {{"ttft_violations", m.slo->ttft}, {"e2e_violations", m.slo->e2e}};
+  if (m.busiest_link) {
+    j["busiest_link"] = {{"t_s", m.busiest_link->t_s},
+                         {"utilisation", m.busiest_link->utilisation}};
+  }
   return j;
 }
 

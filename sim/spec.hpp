@@ -1,10 +1,12 @@
-// ScenarioSpec: everything a scenario file says, as plain typed structs. The
-// loader (scenarios/scenario_loader.hpp) fills it from JSON, converting every
-// unit string once; nothing here knows about JSON, files or Boost. A cluster
-// generator (star, ring, leaf-spine, multi-site) is expanded into its nodes and
-// links (sim/generators.hpp), so the simulator only reads `ClusterSpec::nodes`
-// and `links`. Paths are already resolved against the
-// scenario file's folder, and a trace file is already read into `trace`.
+// SimulationSpec: what the serving simulator simulates, as plain typed structs
+// (the model, the cluster, the workload, the failures, the methods). A scenario
+// (input/scenario_spec.hpp) is one of these plus what only the tool around
+// the simulator reads: its name, cost source, SLOs and output files. The loader
+// fills both from JSON, converting every unit string once; nothing here knows
+// about JSON, files or Boost. A cluster generator (star, ring, leaf-spine,
+// multi-site) is expanded into its nodes and links (sim/generators.hpp), so the
+// simulator only reads `ClusterSpec::nodes` and `links`. A trace file is
+// already read into `trace`.
 #pragma once
 
 #include <cstdint>
@@ -222,44 +224,9 @@ struct PredictorSpec {
   bool batch_reconstruction = true;  ///< requests recovered together share one GEMM
 };
 
-enum class CostSourceKind { kAnalytic, kProfile, kLive };
+// ---------------------------------------------------------------- the simulation
 
-/// kLive: the backend and the real weights the live measurements run (paths resolved).
-struct LiveSpec {
-  std::string backend = "cpu";  ///< "cpu" | "cuda"
-  std::string model;            ///< the target's Hugging Face folder (with weights)
-  std::string proxy;            ///< the proxy's folder; empty: the mapper's proxy
-  int proxy_layers = 0;         ///< the target's first k layers as the proxy; 0: the mapper's
-  std::string predictors;       ///< predictors.safetensors (RISK-KV)
-  std::string mapper;           ///< mapper.safetensors (ProxyKV)
-  int warmup = 1;               ///< untimed runs per shape
-  int repeats = 3;              ///< timed runs per shape (the median is used)
-};
-
-struct CostSourceSpec {
-  CostSourceKind kind = CostSourceKind::kAnalytic;
-  std::string profile_path;  ///< kProfile: resolved path of the cost table
-  LiveSpec live;             ///< kLive
-};
-
-struct SloSpec {
-  std::optional<Seconds> ttft;  ///< time to first token
-  std::optional<Seconds> tpot;  ///< time per output token
-  std::optional<Seconds> e2e;   ///< end-to-end latency
-};
-
-struct OutputSpec {
-  std::string dir;  ///< empty: kvshift-out/<scenario>-<timestamp>/
-  std::vector<std::string> files{"summary", "requests", "recoveries", "links", "trace"};
-  Seconds link_sample_interval{1.0};
-};
-
-// ---------------------------------------------------------------- scenario
-
-struct ScenarioSpec {
-  std::string name;
-  std::string description;
-  std::string source;  ///< file path, or "<embedded quickstart>" / "<text>"
+struct SimulationSpec {
   cost_model::ModelSpec model;
   cost_model::GpuSpec gpu;
   ClusterSpec cluster;
@@ -274,11 +241,9 @@ struct ScenarioSpec {
   /// Empty: one implicit mixed pool of every GPU, routed by policies.router.
   std::vector<PoolSpec> pools;
   TransferEngineSpec transfer_engine;
-  CostSourceSpec cost_source;
   std::uint64_t seed = 1;
   Seconds duration;
-  SloSpec slo;
-  OutputSpec outputs;
+  Seconds link_sample_interval{1.0};  ///< links.csv's interval; 0: links are not sampled
 };
 
 /// Stable names used in files and reports ("full_kv", "node_failure", ...).
@@ -310,7 +275,7 @@ constexpr const char* event_kind_name(EventKind k) {
 
 /// The scenario's methods as the move planner takes them (cost_model/move_plan.hpp). They
 /// point into `spec`, which must outlive them.
-inline cost_model::MoveMethods move_methods(const ScenarioSpec& spec) {
+inline cost_model::MoveMethods move_methods(const SimulationSpec& spec) {
   cost_model::MoveMethods m;
   m.model = &spec.model;
   if (spec.risk_kv) {
@@ -340,7 +305,7 @@ constexpr const char* pool_role_name(PoolRole r) {
 }
 
 /// Whether the scenario disaggregates prefill and decode (it has a prefill pool).
-inline bool disaggregated(const ScenarioSpec& spec) {
+inline bool disaggregated(const SimulationSpec& spec) {
   for (const PoolSpec& p : spec.pools) {
     if (p.role == PoolRole::kPrefill) return true;
   }

@@ -7,7 +7,7 @@
 
 #include "cost_model/input_error.hpp"
 #include "cost_model/units.hpp"
-#include "scenarios/scenario_loader.hpp"
+#include "input/scenario_loader.hpp"
 
 namespace kvshift::sweep {
 namespace {
@@ -54,8 +54,7 @@ reports::StrategyMetrics metrics_at(const SweepPlan& plan, const SearchSettings&
   nlohmann::json doc = plan.base;
   apply_pointer(doc, s.knob.pointer, parse_value(knob_value_text(s.knob, value)));
   doc["policies"]["strategies"] = nlohmann::json::array({s.strategy});
-  scenarios::ScenarioLoad load =
-      scenarios::try_load_scenario_text(doc.dump(), plan.source, plan.base_dir);
+  input::ScenarioLoad load = input::try_load_scenario_text(doc.dump(), plan.source, plan.base_dir);
   if (!load.spec) {
     std::string message = "--vary " + s.knob.pointer + "=" + knob_value_text(s.knob, value) + ":";
     for (const std::string& p : load.problems) message += "\n  " + plan.source + ": " + p;

@@ -2,9 +2,9 @@
 #include "sweep/sweep_plan.hpp"
 
 #include "cost_model/input_error.hpp"
+#include "input/json_reader.hpp"
+#include "input/scenario_loader.hpp"
 #include "reports/run_report.hpp"
-#include "scenarios/json_reader.hpp"
-#include "scenarios/scenario_loader.hpp"
 #include "sim/serving/scenario_run.hpp"
 #include "sweep/point_seed.hpp"
 #include "sweep/sweep_axes.hpp"
@@ -14,10 +14,10 @@ namespace kvshift::sweep {
 SweepPlan make_plan(const std::string& scenario, const std::vector<std::string>& sets) {
   SweepPlan plan;
   if (scenario.empty()) {
-    plan.base = scenarios::parse_json_text(scenarios::embedded_quickstart_text(), "quickstart");
+    plan.base = input::parse_json_text(input::embedded_quickstart_text(), "quickstart");
     plan.source = "quickstart";
   } else {
-    plan.base = scenarios::read_json_file(scenario);
+    plan.base = input::read_json_file(scenario);
     plan.source = scenario;
     const std::filesystem::path parent = std::filesystem::absolute(scenario).parent_path();
     plan.base_dir = parent.string();
@@ -72,10 +72,9 @@ std::string describe_point(const SweepPlan& plan, std::uint64_t k) {
   return text.empty() ? "(base scenario)" : text;
 }
 
-sim::ScenarioSpec load_point(const SweepPlan& plan, std::uint64_t k) {
+input::ScenarioSpec load_point(const SweepPlan& plan, std::uint64_t k) {
   const nlohmann::json doc = point_document(plan.base, plan.axes, k);
-  scenarios::ScenarioLoad load =
-      scenarios::try_load_scenario_text(doc.dump(), plan.source, plan.base_dir);
+  input::ScenarioLoad load = input::try_load_scenario_text(doc.dump(), plan.source, plan.base_dir);
   if (!load.spec) {
     std::string message = "point " + std::to_string(k) + " (" + describe_point(plan, k) + "):";
     for (const std::string& p : load.problems) message += "\n  " + plan.source + ": " + p;
@@ -107,14 +106,14 @@ void add_replicates(SweepPlan& plan, std::uint64_t replicates) {
   point_count(plan.axes);  // throws when the product grows too large
 }
 
-std::unique_ptr<cost_model::ComputeCosts> roofline_costs(const sim::ScenarioSpec& spec) {
-  if (spec.cost_source.kind != sim::CostSourceKind::kAnalytic) {
+std::unique_ptr<cost_model::ComputeCosts> roofline_costs(const input::ScenarioSpec& spec) {
+  if (spec.cost_source.kind != input::CostSourceKind::kAnalytic) {
     throw InputError("/cost_source: only \"analytic\" costs are available here");
   }
   return std::make_unique<cost_model::RooflineCosts>(spec.gpu);
 }
 
-nlohmann::json simulate_point(const sim::ScenarioSpec& spec, const CostFactory& costs) {
+nlohmann::json simulate_point(const input::ScenarioSpec& spec, const CostFactory& costs) {
   const auto compute = costs(spec);
   sim::RunOptions options;
   options.record_trace = false;

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "cost_model/compute_costs.hpp"
-#include "sim/spec.hpp"
+#include "input/scenario_spec.hpp"
 #include "sweep/sweep_axes.hpp"
 
 namespace kvshift::sweep {
@@ -42,19 +42,19 @@ std::string describe_point(const SweepPlan& plan, std::uint64_t k);
 
 /// Loads point `k` (throws InputError prefixed with the point). Every point keeps the
 /// scenario's seed (common random numbers).
-sim::ScenarioSpec load_point(const SweepPlan& plan, std::uint64_t k);
+input::ScenarioSpec load_point(const SweepPlan& plan, std::uint64_t k);
 
 /// Adds a /seed axis of `replicates` seeds (the scenario's, then derived ones) to `plan`.
 void add_replicates(SweepPlan& plan, std::uint64_t replicates);
 
 /// Where a point's costs come from (the kvshift executable passes its own factory).
 using CostFactory =
-    std::function<std::unique_ptr<cost_model::ComputeCosts>(const sim::ScenarioSpec&)>;
+    std::function<std::unique_ptr<cost_model::ComputeCosts>(const input::ScenarioSpec&)>;
 
 /// The analytic roofline of the scenario's GPU; InputError for other cost sources.
-std::unique_ptr<cost_model::ComputeCosts> roofline_costs(const sim::ScenarioSpec& spec);
+std::unique_ptr<cost_model::ComputeCosts> roofline_costs(const input::ScenarioSpec& spec);
 
 /// Simulates one loaded point (no trace) and returns its summary object.
-nlohmann::json simulate_point(const sim::ScenarioSpec& spec, const CostFactory& costs);
+nlohmann::json simulate_point(const input::ScenarioSpec& spec, const CostFactory& costs);
 
 }  // namespace kvshift::sweep

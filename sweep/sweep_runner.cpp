@@ -64,7 +64,7 @@ std::string csv_from(const SweepPlan& plan, const std::map<std::uint64_t, std::s
 }
 
 // Runs `to_run` on a thread pool; returns (point, summary text) for each finished point.
-Items run_local(const SweepPlan& plan, std::vector<sim::ScenarioSpec>& specs,
+Items run_local(const SweepPlan& plan, std::vector<input::ScenarioSpec>& specs,
                 const std::vector<std::uint64_t>& to_run, const std::filesystem::path& dir,
                 const CostFactory& costs, const RunnerOptions& options, Items& errors) {
   Items finished;
@@ -79,7 +79,7 @@ Items run_local(const SweepPlan& plan, std::vector<sim::ScenarioSpec>& specs,
       if (!(options.stop && options.stop->load())) {
         try {
           text = simulate_point(specs[k], costs).dump(2) + "\n";
-          specs[k] = sim::ScenarioSpec{};  // free it
+          specs[k] = input::ScenarioSpec{};  // free it
           reports::write_file_atomic(point_summary_path(dir, k), text);
         } catch (const std::exception& e) {
           error = "point " + std::to_string(k) + " (" + describe_point(plan, k) + "): " + e.what();
@@ -130,7 +130,7 @@ SweepOutcome run_sweep(const SweepPlan& plan, const std::filesystem::path& dir,
   const auto start = Clock::now();
   SweepOutcome out;
   out.points = point_count(plan.axes);
-  std::vector<sim::ScenarioSpec> specs;  // every point loaded (validated) before any runs
+  std::vector<input::ScenarioSpec> specs;  // every point loaded (validated) before any runs
   specs.reserve(out.points);
   for (std::uint64_t k = 0; k < out.points; ++k) specs.push_back(load_point(plan, k));
 

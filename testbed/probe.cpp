@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "cost_model/latency.hpp"
-#include "scenarios/flows_file.hpp"
+#include "input/flows_file.hpp"
 #include "testbed/agent.hpp"
 
 namespace kvshift::testbed {
@@ -77,9 +77,9 @@ std::vector<double> simulated(const ProbeCase& c) {
                                 {"dst", "dst"},
                                 {"bytes", c.bytes.count}});
   }
-  scenarios::FlowsFile flows = scenarios::parse_flows(doc, "<probe>");
+  input::FlowsFile flows = input::parse_flows(doc, "<probe>");
   std::vector<double> out;
-  for (const auto& o : scenarios::simulate_flows(flows)) out.push_back(o.finish.seconds());
+  for (const auto& o : input::simulate_flows(flows)) out.push_back(o.finish.seconds());
   return out;
 }
 

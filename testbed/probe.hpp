@@ -4,7 +4,7 @@
 // link, alone or with 2–8 flows contending, each measured from its start to
 // its last byte verified at the receiver, beside two predictions: the cost
 // model's closed form (latency + 8·bytes/B, no contention) and the simulator's
-// network model (sim::Network through scenarios::simulate_flows: max-min fair
+// network model (sim::Network through input::simulate_flows: max-min fair
 // sharing). Leaves out: multi-hop paths (the scenario mode has them).
 #pragma once
 

@@ -32,7 +32,7 @@ std::int64_t draw_tokens(const sim::WorkloadSpec& w, std::mt19937_64& rng) {
   return d.value;
 }
 
-std::vector<std::string> gpu_nodes(const sim::ScenarioSpec& spec) {
+std::vector<std::string> gpu_nodes(const input::ScenarioSpec& spec) {
   std::vector<std::string> names;
   for (const auto& n : spec.cluster.nodes) {
     if (n.kind == sim::NodeKind::kGpu) names.push_back(n.name);
@@ -55,7 +55,7 @@ std::string nearest(const std::string& src, const std::vector<std::string>& gpus
 
 }  // namespace
 
-std::vector<Strategy> testbed_strategies(const sim::ScenarioSpec& spec) {
+std::vector<Strategy> testbed_strategies(const input::ScenarioSpec& spec) {
   std::vector<Strategy> out;
   auto add = [&](Strategy s) {
     if (s == Strategy::kRiskKv && !(spec.risk_kv && !spec.risk_kv->omission.empty())) return;
@@ -82,7 +82,7 @@ std::vector<Strategy> testbed_strategies(const sim::ScenarioSpec& spec) {
   return out;
 }
 
-std::vector<PlannedMove> choose_moves(const sim::ScenarioSpec& spec, const ClusterLinks& links,
+std::vector<PlannedMove> choose_moves(const input::ScenarioSpec& spec, const ClusterLinks& links,
                                       std::int64_t synthetic, std::int64_t max_tokens,
                                       std::uint64_t seed) {
   const std::vector<std::string> gpus = gpu_nodes(spec);

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cost_model/move_plan.hpp"
-#include "sim/spec.hpp"
+#include "input/scenario_spec.hpp"
 #include "testbed/cluster_links.hpp"
 
 namespace kvshift::testbed {
@@ -22,10 +22,10 @@ struct PlannedMove {
 };
 
 /// The concrete strategies the scenario runs (adaptive: every concrete one it can run).
-std::vector<cost_model::Strategy> testbed_strategies(const sim::ScenarioSpec& spec);
+std::vector<cost_model::Strategy> testbed_strategies(const input::ScenarioSpec& spec);
 
 /// The moves; InputError when there are none to replay and none were asked for.
-std::vector<PlannedMove> choose_moves(const sim::ScenarioSpec& spec, const ClusterLinks& links,
+std::vector<PlannedMove> choose_moves(const input::ScenarioSpec& spec, const ClusterLinks& links,
                                       std::int64_t synthetic, std::int64_t max_tokens,
                                       std::uint64_t seed);
 

@@ -35,7 +35,7 @@ struct Setup {
   std::string weights_source, predictors_source;
 };
 
-std::vector<std::string> gpu_names(const sim::ScenarioSpec& spec) {
+std::vector<std::string> gpu_names(const input::ScenarioSpec& spec) {
   std::vector<std::string> names;
   for (const auto& n : spec.cluster.nodes) {
     if (n.kind == sim::NodeKind::kGpu) names.push_back(n.name);
@@ -43,7 +43,7 @@ std::vector<std::string> gpu_names(const sim::ScenarioSpec& spec) {
   return names;
 }
 
-void check_size(const sim::ScenarioSpec& spec) {
+void check_size(const input::ScenarioSpec& spec) {
   const auto gpus = gpu_names(spec).size();
   if (gpus > static_cast<std::size_t>(kMaxAgents)) {
     throw InputError(spec.source + ": /cluster: " + std::to_string(gpus) +
@@ -54,7 +54,7 @@ void check_size(const sim::ScenarioSpec& spec) {
   if (gpus < 2) throw InputError(spec.source + ": /cluster: the testbed needs two GPU nodes");
 }
 
-Setup load_setup(const sim::ScenarioSpec& spec, const TestbedOptions& o) {
+Setup load_setup(const input::ScenarioSpec& spec, const TestbedOptions& o) {
   Setup s;
   const std::string dir = !o.model_dir.empty() ? o.model_dir : spec.cost_source.live.model;
   if (!dir.empty()) {
@@ -101,7 +101,7 @@ WireDType wire_dtype(const cost_model::ModelSpec& m) {
 }
 
 /// The source's KV for a move: a prefill of seeded token ids, and the payload to send.
-KvPayload make_payload(const PlannedMove& mv, const Setup& s, const sim::ScenarioSpec& spec,
+KvPayload make_payload(const PlannedMove& mv, const Setup& s, const input::ScenarioSpec& spec,
                        std::uint64_t seed) {
   const backend::Model& model = *s.model;
   const cost_model::ModelSpec& m = model.spec();
@@ -136,7 +136,7 @@ KvPayload make_payload(const PlannedMove& mv, const Setup& s, const sim::Scenari
 
 /// The cost model's plan and estimate for the same move on the same path (idle GPU queue).
 void predict(MoveRow& row, const PlannedMove& mv, const ShapedPath& path,
-             const sim::ScenarioSpec& spec, const cost_model::ComputeCosts& costs) {
+             const input::ScenarioSpec& spec, const cost_model::ComputeCosts& costs) {
   const cost_model::MoveMethods mm = sim::move_methods(spec);
   cost_model::MoveState st;
   st.context = st.available = mv.tokens;
@@ -172,7 +172,7 @@ SendOptions send_options(const ShapedPath& path, const FaultSpec& faults) {
 
 }  // namespace
 
-TestbedRun run_testbed(const sim::ScenarioSpec& spec, const cost_model::ComputeCosts& costs,
+TestbedRun run_testbed(const input::ScenarioSpec& spec, const cost_model::ComputeCosts& costs,
                        const TestbedOptions& o,
                        const std::function<void(const std::string&)>& progress) {
   check_size(spec);

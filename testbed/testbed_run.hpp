@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "cost_model/compute_costs.hpp"
-#include "sim/spec.hpp"
+#include "input/scenario_spec.hpp"
 #include "testbed/faults.hpp"
 
 namespace kvshift::testbed {
@@ -57,7 +57,7 @@ struct TestbedRun {
 };
 
 /// Runs the moves; InputError (naming the flag or JSON field) for what cannot run here.
-TestbedRun run_testbed(const sim::ScenarioSpec& spec, const cost_model::ComputeCosts& costs,
+TestbedRun run_testbed(const input::ScenarioSpec& spec, const cost_model::ComputeCosts& costs,
                        const TestbedOptions& options,
                        const std::function<void(const std::string&)>& progress = {});
 

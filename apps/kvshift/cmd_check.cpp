@@ -9,11 +9,11 @@
 #include "apps/kvshift/command.hpp"
 #include "apps/kvshift/support_costs.hpp"
 #include "cost_model/input_error.hpp"
+#include "input/json_reader.hpp"
+#include "input/scenario_loader.hpp"
 #include "reports/atomic_file.hpp"
 #include "reports/regression_check.hpp"
 #include "reports/run_report.hpp"
-#include "scenarios/json_reader.hpp"
-#include "scenarios/scenario_loader.hpp"
 #include "sim/serving/scenario_run.hpp"
 
 namespace kvshift::app {
@@ -37,7 +37,7 @@ int check_all(const CheckOptions& o) {
   if (files.empty()) throw InputError("DIR: no *.json scenarios in " + o.dir);
   int failed = 0;
   for (const fs::path& file : files) {
-    const sim::ScenarioSpec spec = scenarios::load_scenario_file(file.string());
+    const input::ScenarioSpec spec = input::load_scenario_file(file.string());
     const auto compute = make_compute_costs(spec);
     const auto runs = sim::run_scenario(spec, *compute, {false, {}});
     const auto summary = reports::run_summary(spec, runs, compute->sources());
@@ -49,7 +49,7 @@ int check_all(const CheckOptions& o) {
     if (o.update && !single) {
       double tol = o.tolerance;
       if (fs::exists(golden_path)) {
-        tol = scenarios::read_json_file(golden_path.string()).value("tolerance_rel", tol);
+        tol = input::read_json_file(golden_path.string()).value("tolerance_rel", tol);
       }
       const nlohmann::json golden = {{"scenario", spec.name},
                                      {"tolerance_rel", tol},
@@ -58,7 +58,7 @@ int check_all(const CheckOptions& o) {
       outcomes.push_back({true, {"golden written to " + golden_path.string()}});
     } else if (fs::exists(golden_path)) {
       outcomes.push_back(
-          reports::check_golden(summary, scenarios::read_json_file(golden_path.string())));
+          reports::check_golden(summary, input::read_json_file(golden_path.string())));
     } else if (!single) {
       outcomes.push_back({false,
                           {"no golden file " + golden_path.string() +

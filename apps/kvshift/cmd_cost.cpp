@@ -7,9 +7,9 @@
 #include "apps/kvshift/command.hpp"
 #include "cost_model/cost_record.hpp"
 #include "cost_model/input_error.hpp"
+#include "input/spec_files.hpp"
 #include "reports/atomic_file.hpp"
 #include "reports/cost_report.hpp"
-#include "scenarios/spec_files.hpp"
 
 namespace kvshift::app {
 namespace {
@@ -32,15 +32,15 @@ struct CostOptions {
 
 nlohmann::json evaluate_one(const CostOptions& o, const std::string& model_name,
                             std::ostream& table) {
-  const cost_model::ModelSpec model = scenarios::resolve_model(model_name);
-  const cost_model::GpuSpec gpu = scenarios::resolve_gpu(o.gpu);
+  const cost_model::ModelSpec model = input::resolve_model(model_name);
+  const cost_model::GpuSpec gpu = input::resolve_gpu(o.gpu);
   std::string topo_text = o.topology;
   if (topo_text.empty()) {
     topo_text = cost_model::paper_omitted_groups(model.name).empty() ? "none" : "paper";
   }
   cost_model::OmissionPlan topo;
   if (topo_text.ends_with(".json")) {
-    topo = scenarios::resolve_topology(topo_text, model);
+    topo = input::resolve_topology(topo_text, model);
   } else {
     topo = cost_model::OmissionPlan::parse(topo_text, model, {o.group_width, o.anchor_width});
   }
@@ -70,7 +70,7 @@ nlohmann::json evaluate_one(const CostOptions& o, const std::string& model_name,
   std::optional<cost_model::RooflineCosts> prefill;
   if (!o.prefill_gpu.empty()) {
     if (!q.path) throw InputError("--prefill-gpu: needs --bandwidth (the handoff's path)");
-    prefill.emplace(scenarios::resolve_gpu(o.prefill_gpu));
+    prefill.emplace(input::resolve_gpu(o.prefill_gpu));
     q.prefill_compute = &*prefill;
     q.prefill_gpu = o.prefill_gpu;
   }

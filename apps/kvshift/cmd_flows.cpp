@@ -4,7 +4,7 @@
 // the shortest decimal that round-trips the double. A transfer that cannot
 // finish (not reachable from the file's static topology) never gets here: the
 // file is rejected with exit code 2 naming both nodes. The file is read as a
-// stream (scenarios/json_stream.hpp: one transfer's JSON at a time, never a DOM
+// stream (input/json_stream.hpp: one transfer's JSON at a time, never a DOM
 // of the whole file); bad input is exit 2 with every problem's JSON path.
 // "ecmp": true | {"seed": N} in the file spreads transfers over equal-cost paths.
 #include <CLI/CLI.hpp>
@@ -14,8 +14,8 @@
 #include <sstream>
 
 #include "apps/kvshift/command.hpp"
+#include "input/flows_file.hpp"
 #include "reports/atomic_file.hpp"
-#include "scenarios/flows_file.hpp"
 
 namespace kvshift::app {
 namespace {
@@ -32,11 +32,11 @@ std::string shortest(double v) {
 }
 
 int run_flows(const FlowsOptions& o) {
-  scenarios::FlowsFile flows = scenarios::load_flows_file(o.file);
-  const std::vector<scenarios::FlowOutcome> outcomes = scenarios::simulate_flows(flows);
+  input::FlowsFile flows = input::load_flows_file(o.file);
+  const std::vector<input::FlowOutcome> outcomes = input::simulate_flows(flows);
   std::ostringstream text;
   bool all_finished = true;
-  for (const scenarios::FlowOutcome& f : outcomes) {
+  for (const input::FlowOutcome& f : outcomes) {
     text << "{\"id\": " << nlohmann::json(f.id).dump() << ", \"finish_s\": ";
     if (f.state == sim::TransferState::kFinished) {
       text << shortest(f.finish.seconds()) << "}\n";

@@ -1,7 +1,7 @@
 // `kvshift profile`: times the real operations (prefill, a decode step, RISK-KV
 // reconstruction, ProxyKV scoring, pruning, loading the predictors) on the CPU
 // or CUDA backend and writes the cost table the simulator's profiled cost
-// provider reads (scenarios/cost_table.hpp). With a model folder the ops run
+// provider reads (input/cost_table.hpp). With a model folder the ops run
 // its real weights, the calibrated predictors (--predictors) and the trained
 // mapper (--mapper); with a model name, seeded random weights of its shape,
 // and the table says so.
@@ -19,9 +19,9 @@
 #include "backend/proxy_scoring.hpp"
 #include "backend/weights.hpp"
 #include "cost_model/input_error.hpp"
+#include "input/cost_table.hpp"
+#include "input/spec_files.hpp"
 #include "reports/atomic_file.hpp"
-#include "scenarios/cost_table.hpp"
-#include "scenarios/spec_files.hpp"
 
 namespace kvshift::app {
 namespace {
@@ -87,7 +87,7 @@ bool has_weights(const std::string& model) {
 backend::ProfileRequest make_request(const ProfileOptions& o) {
   namespace fs = std::filesystem;
   backend::ProfileRequest req;
-  req.model = scenarios::resolve_model(o.model);
+  req.model = input::resolve_model(o.model);
   const bool real = has_weights(o.model);
   if (!real) {
     for (const auto& [given, flag] : {std::pair{!o.predictors.empty(), "--predictors"},
@@ -116,7 +116,7 @@ backend::ProfileRequest make_request(const ProfileOptions& o) {
            : groups >= 3                                             ? "G2"
                                                                      : "none";
   }
-  req.omission = topo.ends_with(".json") ? scenarios::resolve_topology(topo, req.model)
+  req.omission = topo.ends_with(".json") ? input::resolve_topology(topo, req.model)
                                          : cost_model::OmissionPlan::parse(topo, req.model);
   if (real) {
     backend::calibrate::ProfilePaths paths;
@@ -141,7 +141,7 @@ backend::ProfileRequest make_request(const ProfileOptions& o) {
     if (!o.proxy.empty() && paths.proxy.empty() && req.inputs.mapper) {
       // A config without weights names the proxy (as a scenario does); the weights are the
       // mapper's proxy, which must have its shape.
-      const cost_model::ModelSpec named = scenarios::resolve_model(o.proxy);
+      const cost_model::ModelSpec named = input::resolve_model(o.proxy);
       if (!req.proxy) {
         throw InputError("--proxy: " + o.proxy +
                          " holds no weights; with a real --model give "
@@ -156,7 +156,7 @@ backend::ProfileRequest make_request(const ProfileOptions& o) {
       req.proxy = named;
     }
   } else {
-    if (!o.proxy.empty()) req.proxy = scenarios::resolve_model(o.proxy);
+    if (!o.proxy.empty()) req.proxy = input::resolve_model(o.proxy);
     if (!o.mapper.empty()) {
       req.inputs.mapper =
           std::make_shared<const backend::HybridAxialMapper>(backend::load_mapper(o.mapper));
@@ -192,12 +192,12 @@ int run_profile(const ProfileOptions& o) {
                 (long long)t.sharing, (long long)t.batch, t.median_s * 1e3, t.p10_s * 1e3,
                 t.p90_s * 1e3);
   }
-  const scenarios::CostTable table = measured_table(*profiler, req, rows);
+  const input::CostTable table = measured_table(*profiler, req, rows);
   for (const auto& [op, note] : table.notes)
     std::printf("%s on %s: %s\n", op.c_str(), table.backend.c_str(), note.c_str());
   // Round-trip through the strict reader so we never write a table we could not read.
-  const scenarios::Json json = scenarios::cost_table_json(table);
-  scenarios::parse_cost_table(json, "profile result");
+  const input::Json json = input::cost_table_json(table);
+  input::parse_cost_table(json, "profile result");
   reports::write_file_atomic(o.out, json.dump(2) + "\n");
   std::printf("wrote %s (%zu entries, %s)\n", o.out.c_str(), table.entries.size(),
               table.machine.cpu.c_str());

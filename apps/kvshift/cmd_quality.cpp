@@ -21,9 +21,9 @@
 #include "backend/safetensors.hpp"
 #include "backend/weights.hpp"
 #include "cost_model/input_error.hpp"
+#include "input/json_reader.hpp"
+#include "input/spec_files.hpp"
 #include "reports/atomic_file.hpp"
-#include "scenarios/json_reader.hpp"
-#include "scenarios/spec_files.hpp"
 
 namespace kvshift::app {
 namespace {
@@ -54,7 +54,7 @@ backend::ModelWeights load_model(const std::string& folder, const std::string& f
 }
 
 /// The proxy a mapper was trained with, unless --proxy / --proxy-layers say otherwise.
-backend::MapperProxy proxy_for(const QualityCliOptions& o, const scenarios::Json& manifest,
+backend::MapperProxy proxy_for(const QualityCliOptions& o, const input::Json& manifest,
                                const std::string& mapper_path) {
   if (!o.proxy.empty()) return {o.proxy, 0};
   if (o.proxy_layers > 0) return {"", o.proxy_layers};
@@ -62,7 +62,7 @@ backend::MapperProxy proxy_for(const QualityCliOptions& o, const scenarios::Json
 }
 
 /// Refuses requests inside the span of the same corpus the mapper was trained on.
-void check_held_out(const scenarios::Json& manifest, const std::string& mapper_path,
+void check_held_out(const input::Json& manifest, const std::string& mapper_path,
                     const std::string& corpus_path, std::int64_t corpus_tokens,
                     const cal::CorpusSpan& span) {
   if (!manifest.contains("dataset") || !manifest["dataset"].contains("corpus")) return;
@@ -150,7 +150,7 @@ int run_quality_cli(const QualityCliOptions& o) {
     if (p.kind == cal::PolicyKind::kKvzip)
       inputs[i].kvzip_prompt = backend::kvzip_repeat_prompt(o.model);
     if (p.kind == cal::PolicyKind::kRiskKv) {
-      const cost_model::OmissionPlan topology = scenarios::resolve_topology(p.file, spec);
+      const cost_model::OmissionPlan topology = input::resolve_topology(p.file, spec);
       const fs::path predictors = fs::path(p.file).parent_path() / "predictors.safetensors";
       inputs[i].predictors = cal::read_predictors(predictors.string(), spec);
       std::vector<int> stored, wanted;
@@ -162,7 +162,7 @@ int run_quality_cli(const QualityCliOptions& o) {
       }
     }
     if (p.kind == cal::PolicyKind::kProxyKv) {
-      const scenarios::Json manifest = backend::read_mapper_manifest(p.file);
+      const input::Json manifest = backend::read_mapper_manifest(p.file);
       check_held_out(manifest, p.file, o.corpus, corpus_tokens, q.span);
       const std::string trained_for = backend::mapper_target(manifest);
       if (!trained_for.empty() && trained_for != spec.name) {

@@ -14,11 +14,11 @@
 #include "apps/kvshift/command.hpp"
 #include "apps/kvshift/support_costs.hpp"
 #include "cost_model/input_error.hpp"
+#include "input/scenario_loader.hpp"
 #include "reports/atomic_file.hpp"
 #include "reports/html_report.hpp"
 #include "reports/record_csv.hpp"
 #include "reports/run_report.hpp"
-#include "scenarios/scenario_loader.hpp"
 #include "sim/serving/scenario_run.hpp"
 
 namespace kvshift::app {
@@ -44,8 +44,8 @@ std::string default_out_dir(const std::string& name) {
 }
 
 int run(const RunCliOptions& o) {
-  sim::ScenarioSpec spec = o.scenario.empty() ? scenarios::load_embedded_quickstart()
-                                              : scenarios::load_scenario_file(o.scenario);
+  input::ScenarioSpec spec = o.scenario.empty() ? input::load_embedded_quickstart()
+                                                : input::load_scenario_file(o.scenario);
   if (o.seed_given) spec.seed = parse_seed(o.seed, "--seed");
   if (o.no_trace) std::erase(spec.outputs.files, "trace");
   // Checked before simulating, so a clash costs nothing.
@@ -54,7 +54,7 @@ int run(const RunCliOptions& o) {
                                                       : default_out_dir(spec.name);
   const fs::path tmp = reports::staging_folder(out, o.force);
   const auto compute = make_compute_costs(spec);
-  if (!o.quiet) std::cout << "kvshift run: " << scenarios::summarize(spec) << "\n";
+  if (!o.quiet) std::cout << "kvshift run: " << input::summarize(spec) << "\n";
 
   const auto wall_start = std::chrono::steady_clock::now();
   const bool tty = ::isatty(STDERR_FILENO);

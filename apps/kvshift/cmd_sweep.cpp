@@ -19,11 +19,11 @@
 #include "apps/kvshift/command.hpp"
 #include "apps/kvshift/support_costs.hpp"
 #include "cost_model/input_error.hpp"
+#include "input/json_reader.hpp"
+#include "input/scenario_loader.hpp"
+#include "input/spec_files.hpp"
 #include "reports/atomic_file.hpp"
 #include "reports/html_report.hpp"
-#include "scenarios/json_reader.hpp"
-#include "scenarios/scenario_loader.hpp"
-#include "scenarios/spec_files.hpp"
 #include "sweep/analytic_sweep.hpp"
 #include "sweep/mpi_shard.hpp"
 #include "sweep/replicate_means.hpp"
@@ -100,17 +100,17 @@ void write_report(const std::filesystem::path& dir, bool quiet) {
 int run_analytic(const SweepCliOptions& o) {
   sweep::AnalyticSetup setup;
   if (!o.scenario.empty()) {
-    const sim::ScenarioSpec spec = scenarios::load_scenario_file(o.scenario);
+    const input::ScenarioSpec spec = input::load_scenario_file(o.scenario);
     setup.model = spec.model;
     setup.gpu = spec.gpu;
     if (spec.risk_kv) setup.predictor_dtype = spec.risk_kv->predictor_dtype;
     if (spec.proxy_kv) setup.retention = spec.proxy_kv->retention;
   } else {
-    setup.model = scenarios::resolve_model("qwen2.5-1.5b");
-    setup.gpu = scenarios::resolve_gpu("h100");
+    setup.model = input::resolve_model("qwen2.5-1.5b");
+    setup.gpu = input::resolve_gpu("h100");
   }
-  if (!o.model.empty()) setup.model = scenarios::resolve_model(o.model);
-  if (!o.gpu.empty()) setup.gpu = scenarios::resolve_gpu(o.gpu);
+  if (!o.model.empty()) setup.model = input::resolve_model(o.model);
+  if (!o.gpu.empty()) setup.gpu = input::resolve_gpu(o.gpu);
   setup.latency = parse_duration(o.latency, "--latency");
   sweep::AnalyticGrid grid{sweep::parse_bandwidth_grid(o.bandwidth, "--bandwidth"),
                            sweep::parse_token_grid(o.tokens, "--tokens"),
@@ -165,7 +165,7 @@ int run(const SweepCliOptions& o) {
     const auto saved = dir / "sweep.json";
     if (!std::filesystem::exists(saved))
       throw InputError("--resume: " + saved.string() + " does not exist");
-    plan = sweep::plan_from_json(scenarios::read_json_file(saved.string()), saved.string());
+    plan = sweep::plan_from_json(input::read_json_file(saved.string()), saved.string());
   } else {
     if (o.sets.empty()) throw InputError("--set: give at least one POINTER=v1,v2,... to sweep");
     plan = sweep::make_plan(o.scenario, o.sets);

@@ -14,8 +14,8 @@
 #include "apps/kvshift/command.hpp"
 #include "apps/kvshift/support_costs.hpp"
 #include "cost_model/input_error.hpp"
+#include "input/scenario_loader.hpp"
 #include "reports/atomic_file.hpp"
-#include "scenarios/scenario_loader.hpp"
 #include "testbed/probe.hpp"
 #include "testbed/testbed_chart.hpp"
 #include "testbed/testbed_run.hpp"
@@ -66,7 +66,7 @@ int run_scenario(const TestbedCliOptions& o) {
   t.model_dir = o.model_dir;
   t.predictors = o.predictors;
   t.max_tokens = o.max_tokens;
-  const sim::ScenarioSpec spec = scenarios::load_scenario_file(o.scenario);
+  const input::ScenarioSpec spec = input::load_scenario_file(o.scenario);
   reports::staging_folder(o.out, o.force);  // refuse an existing --out before the work
   const auto costs = make_compute_costs(spec);
   const testbed::TestbedRun run = testbed::run_testbed(

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "apps/kvshift/command.hpp"
-#include "scenarios/scenario_loader.hpp"
+#include "input/scenario_loader.hpp"
 
 namespace kvshift::app {
 namespace {
@@ -20,10 +20,9 @@ struct ValidateOptions {
   bool quiet = false;
 };
 
-int validate_one(const std::string& label, const scenarios::ScenarioLoad& load, bool quiet) {
+int validate_one(const std::string& label, const input::ScenarioLoad& load, bool quiet) {
   if (load.spec) {
-    if (!quiet)
-      std::printf("%s: ok (%s)\n", label.c_str(), scenarios::summarize(*load.spec).c_str());
+    if (!quiet) std::printf("%s: ok (%s)\n", label.c_str(), input::summarize(*load.spec).c_str());
     return 0;
   }
   for (const std::string& p : load.problems)
@@ -34,12 +33,12 @@ int validate_one(const std::string& label, const scenarios::ScenarioLoad& load, 
 int run(const ValidateOptions& o) {
   int code = 0;
   if (o.embedded) {
-    const auto load = scenarios::try_load_scenario_text(scenarios::embedded_quickstart_text(),
-                                                        "<embedded quickstart.json>");
+    const auto load = input::try_load_scenario_text(input::embedded_quickstart_text(),
+                                                    "<embedded quickstart.json>");
     code = std::max(code, validate_one("<embedded quickstart.json>", load, o.quiet));
   }
   for (const std::string& f : o.files) {
-    code = std::max(code, validate_one(f, scenarios::try_load_scenario_file(f), o.quiet));
+    code = std::max(code, validate_one(f, input::try_load_scenario_file(f), o.quiet));
   }
   if (!o.embedded && o.files.empty()) {
     std::fprintf(stderr,

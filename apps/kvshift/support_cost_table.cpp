@@ -19,10 +19,10 @@ std::string utc_now() {
 
 }  // namespace
 
-scenarios::CostTable measured_table(const backend::Profiler& profiler,
-                                    const backend::ProfileRequest& req,
-                                    const std::vector<backend::OpTiming>& rows) {
-  scenarios::CostTable table;
+input::CostTable measured_table(const backend::Profiler& profiler,
+                                const backend::ProfileRequest& req,
+                                const std::vector<backend::OpTiming>& rows) {
+  input::CostTable table;
   table.backend = profiler.backend_name();
   table.model = req.model.name;
   table.topology = req.omission.describe();

@@ -8,13 +8,13 @@
 #include <vector>
 
 #include "backend/profiler.hpp"
-#include "scenarios/cost_table.hpp"
+#include "input/cost_table.hpp"
 
 namespace kvshift::app {
 
 /// A table of `rows` measured by `profiler` for `request` (its models, topology, inputs, ρ).
-scenarios::CostTable measured_table(const backend::Profiler& profiler,
-                                    const backend::ProfileRequest& request,
-                                    const std::vector<backend::OpTiming>& rows);
+input::CostTable measured_table(const backend::Profiler& profiler,
+                                const backend::ProfileRequest& request,
+                                const std::vector<backend::OpTiming>& rows);
 
 }  // namespace kvshift::app

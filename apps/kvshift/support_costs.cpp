@@ -16,7 +16,7 @@
 #include "backend/weights.hpp"
 #include "cost_model/input_error.hpp"
 #include "cost_model/table_costs.hpp"
-#include "scenarios/cost_table.hpp"
+#include "input/cost_table.hpp"
 
 namespace kvshift::app {
 namespace {
@@ -66,8 +66,8 @@ std::unique_ptr<backend::Profiler> live_profiler(const std::string& name) {
   }
 }
 
-std::unique_ptr<cost_model::ComputeCosts> live_costs(const sim::ScenarioSpec& spec) {
-  const sim::LiveSpec& l = spec.cost_source.live;
+std::unique_ptr<cost_model::ComputeCosts> live_costs(const input::ScenarioSpec& spec) {
+  const input::LiveSpec& l = spec.cost_source.live;
   auto profiler = live_profiler(l.backend);
   backend::ProfileRequest req;
   req.model = spec.model;
@@ -111,8 +111,8 @@ std::unique_ptr<cost_model::ComputeCosts> live_costs(const sim::ScenarioSpec& sp
 namespace {
 
 /// What a live source's measurements depend on.
-std::string live_key(const sim::ScenarioSpec& s) {
-  const sim::LiveSpec& l = s.cost_source.live;
+std::string live_key(const input::ScenarioSpec& s) {
+  const input::LiveSpec& l = s.cost_source.live;
   std::string k = l.backend + "|" + l.model + "|" + l.proxy + "|" + std::to_string(l.proxy_layers) +
                   "|" + l.predictors + "|" + l.mapper + "|" + std::to_string(l.warmup) + "|" +
                   std::to_string(l.repeats) + "|" + s.model.name;
@@ -133,8 +133,8 @@ sweep::CostFactory shared_cost_factory() {
     std::map<std::string, std::shared_ptr<const cost_model::ComputeCosts>> live;
   };
   auto cache = std::make_shared<Cache>();
-  return [cache](const sim::ScenarioSpec& spec) -> std::unique_ptr<cost_model::ComputeCosts> {
-    if (spec.cost_source.kind != sim::CostSourceKind::kLive) return make_compute_costs(spec);
+  return [cache](const input::ScenarioSpec& spec) -> std::unique_ptr<cost_model::ComputeCosts> {
+    if (spec.cost_source.kind != input::CostSourceKind::kLive) return make_compute_costs(spec);
     const std::lock_guard lock(cache->mutex);  // the first point measures; the others wait
     auto& slot = cache->live[live_key(spec)];
     if (!slot) slot = make_compute_costs(spec);
@@ -144,29 +144,29 @@ sweep::CostFactory shared_cost_factory() {
 
 std::optional<std::string> live_cost_table(const cost_model::ComputeCosts& costs) {
   if (const auto* live = dynamic_cast<const backend::LiveCosts*>(&costs)) {
-    const scenarios::CostTable t =
+    const input::CostTable t =
         measured_table(live->profiler(), live->request(), live->measured_rows());
-    if (!t.entries.empty()) return scenarios::cost_table_json(t).dump(2) + "\n";
+    if (!t.entries.empty()) return input::cost_table_json(t).dump(2) + "\n";
   }
   return std::nullopt;
 }
 
-std::unique_ptr<cost_model::ComputeCosts> make_compute_costs(const sim::ScenarioSpec& spec) {
+std::unique_ptr<cost_model::ComputeCosts> make_compute_costs(const input::ScenarioSpec& spec) {
   switch (spec.cost_source.kind) {
-    case sim::CostSourceKind::kAnalytic:
+    case input::CostSourceKind::kAnalytic:
       return std::make_unique<cost_model::RooflineCosts>(spec.gpu);
-    case sim::CostSourceKind::kProfile: {
-      const scenarios::CostTable table = scenarios::read_cost_table(spec.cost_source.profile_path);
+    case input::CostSourceKind::kProfile: {
+      const input::CostTable table = input::read_cost_table(spec.cost_source.profile_path);
       if (table.model != spec.model.name) {
         throw InputError("/cost_source: " + spec.cost_source.profile_path + " was measured for " +
                          table.model + ", not " + spec.model.name);
       }
       auto roofline = std::make_shared<const cost_model::RooflineCosts>(spec.gpu);
       auto costs = std::make_shared<const cost_model::TableCosts>(
-          scenarios::make_table_costs(table, spec.cost_source.profile_path, roofline.get()));
+          input::make_table_costs(table, spec.cost_source.profile_path, roofline.get()));
       return std::make_unique<SharedCosts>(std::move(costs), std::move(roofline));
     }
-    case sim::CostSourceKind::kLive:
+    case input::CostSourceKind::kLive:
       return live_costs(spec);
   }
   return nullptr;

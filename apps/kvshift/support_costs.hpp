@@ -7,13 +7,13 @@
 #include <string>
 
 #include "cost_model/compute_costs.hpp"
-#include "sim/spec.hpp"
+#include "input/scenario_spec.hpp"
 #include "sweep/sweep_plan.hpp"
 
 namespace kvshift::app {
 
 /// The scenario's cost source; throws InputError when it cannot be provided.
-std::unique_ptr<cost_model::ComputeCosts> make_compute_costs(const sim::ScenarioSpec& spec);
+std::unique_ptr<cost_model::ComputeCosts> make_compute_costs(const input::ScenarioSpec& spec);
 
 /// make_compute_costs for the points of a sweep or a search: points whose live sections, models,
 /// topologies and ProxyKV settings agree share one live source, so each shape is measured once

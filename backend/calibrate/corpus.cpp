@@ -9,7 +9,7 @@
 #include <stdexcept>
 
 #include "cost_model/input_error.hpp"
-#include "scenarios/json_reader.hpp"
+#include "input/json_reader.hpp"
 
 namespace kvshift::backend::calibrate {
 namespace {
@@ -32,7 +32,7 @@ int parse_count(const std::string& item, const std::string& value, const std::st
 int tokenizer_vocab(const std::string& model_folder) {
   const std::filesystem::path path = std::filesystem::path(model_folder) / "tokenizer.json";
   if (!std::filesystem::exists(path)) return -1;
-  const scenarios::Json doc = scenarios::read_json_file(path.string());
+  const input::Json doc = input::read_json_file(path.string());
   std::int64_t max_id = -1;
   if (doc.contains("model") && doc["model"].contains("vocab") &&
       doc["model"]["vocab"].is_object()) {
@@ -81,7 +81,7 @@ RequestCounts parse_request_counts(const std::string& text, const RequestCounts&
       c.order = n;
     else {
       const std::string hint =
-          scenarios::did_you_mean(key, {"fit", "order", "select", "test", "confirm"});
+          input::did_you_mean(key, {"fit", "order", "select", "test", "confirm"});
       throw InputError(field + ": unknown set \"" + key +
                        "\" (expected fit, order, select, test, confirm" +
                        (hint.empty() ? ")" : "; did you mean \"" + hint + "\"?)"));
@@ -121,9 +121,9 @@ void check_vocabulary(const std::vector<std::int32_t>& tokens, int vocab,
   std::filesystem::path sidecar(tokens_path);
   sidecar.replace_extension(".json");
   if (std::filesystem::exists(sidecar)) {
-    const scenarios::Json doc = scenarios::read_json_file(sidecar.string());
-    scenarios::Diagnostics diag;
-    const scenarios::Reader r(doc, "", diag);
+    const input::Json doc = input::read_json_file(sidecar.string());
+    input::Diagnostics diag;
+    const input::Reader r(doc, "", diag);
     if (auto v = r.integer("vocab_size", false); v && *v != vocab) {
       throw InputError("tokenizer/model vocabulary mismatch: " + sidecar.string() +
                        " says the corpus was tokenised with a " + std::to_string(*v) +

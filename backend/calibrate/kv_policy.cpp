@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "cost_model/input_error.hpp"
-#include "scenarios/json_reader.hpp"
+#include "input/json_reader.hpp"
 
 namespace kvshift::backend::calibrate {
 namespace {
@@ -43,7 +43,7 @@ KvPolicy parse_policy(const std::string& text, const std::string& field) {
       return p;
     }
   }
-  std::string hint = scenarios::did_you_mean(
+  std::string hint = input::did_you_mean(
       text, {"exact", "prune:snapkv", "prune:h2o", "prune:kvzip", "prune:recent", "prune:random"});
   if (text == "risk-kv" || text == "prune:proxykv") hint.clear();
   throw InputError(field + ": unknown policy \"" + text + "\" (expected " + kPolicies +

@@ -7,7 +7,7 @@
 
 namespace kvshift::sim {
 
-std::vector<RunResult> run_scenario(const ScenarioSpec& spec,
+std::vector<RunResult> run_scenario(const SimulationSpec& spec,
                                     const cost_model::ComputeCosts& compute,
                                     const RunOptions& options) {
   const cost_model::OmissionPlan none;

@@ -24,7 +24,7 @@ struct RunOptions {
 };
 
 /// Runs every strategy of `spec.policies.strategies`, with durations from `compute`.
-std::vector<RunResult> run_scenario(const ScenarioSpec& spec,
+std::vector<RunResult> run_scenario(const SimulationSpec& spec,
                                     const cost_model::ComputeCosts& compute,
                                     const RunOptions& options = {});
 

@@ -295,7 +295,7 @@ void ServingModel::rebalance_check() {
 }
 
 void ServingModel::sample_links() {
-  const SimTime interval = from_seconds(spec_.outputs.link_sample_interval);
+  const SimTime interval = from_seconds(spec_.link_sample_interval);
   const std::vector<LinkCounter>& now = fabric_.link_counters();
   // Utilisation is the allocated share of capacity at the sample instant (exact);
   // bytes are those settled since the last sample (the network settles a flow's

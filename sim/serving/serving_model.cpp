@@ -10,7 +10,7 @@ namespace kvshift::sim {
 
 using namespace serving_detail;
 
-ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& spec,
+ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec& spec,
                            const ServingCosts& costs, Strategy strategy, RecordOptions records,
                            std::vector<const ServingCosts*> pool_costs)
     : sim_(sim),
@@ -189,9 +189,8 @@ void ServingModel::start() {
                         [this] { rebalance_check(); });
   }
   for (const LinkCounter& c : fabric_.link_counters()) last_link_bytes_.push_back(c.bytes);
-  if (spec_.outputs.link_sample_interval.value > 0) {
-    sim_.schedule_after(from_seconds(spec_.outputs.link_sample_interval),
-                        [this] { sample_links(); });
+  if (spec_.link_sample_interval.value > 0) {
+    sim_.schedule_after(from_seconds(spec_.link_sample_interval), [this] { sample_links(); });
   }
 }
 

@@ -72,8 +72,8 @@ class ServingModel final : public GpuListener {
   /// `strategy` is the one this run uses for every move. `fabric` carries all bytes.
   /// `pool_costs[p]`, when given, prices the GPUs of pool p (pools with their own GPU);
   /// a missing or null entry uses `costs`.
-  ServingModel(Simulator& sim, Fabric& fabric, const ScenarioSpec& spec, const ServingCosts& costs,
-               Strategy strategy, RecordOptions records = {},
+  ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec& spec,
+               const ServingCosts& costs, Strategy strategy, RecordOptions records = {},
                std::vector<const ServingCosts*> pool_costs = {});
   ~ServingModel() override;
 
@@ -264,7 +264,7 @@ class ServingModel final : public GpuListener {
 
   Simulator& sim_;
   Fabric& fabric_;
-  const ScenarioSpec& spec_;
+  const SimulationSpec& spec_;
   const ServingCosts& costs_;
   std::vector<const ServingCosts*> pool_costs_;
   Strategy strategy_;

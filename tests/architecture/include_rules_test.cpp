@@ -25,14 +25,14 @@ const std::map<std::string, std::set<std::string>> kMayInclude = {
     {"util", {}},
     {"cost_model", {}},
     {"sim", {"cost_model", "util"}},
-    {"scenarios", {"cost_model", "sim", "util"}},
+    {"input", {"cost_model", "sim", "util"}},
     {"kernels", {}},
-    {"backend", {"cost_model", "kernels", "scenarios", "util"}},  // scenarios: its JSON reader
-    {"reports", {"cost_model", "sim", "util"}},
-    {"sweep", {"cost_model", "sim", "scenarios", "reports", "util"}},
-    {"testbed", {"cost_model", "sim", "scenarios", "backend", "util"}},
+    {"backend", {"cost_model", "kernels", "input", "util"}},  // input: its JSON reader
+    {"reports", {"cost_model", "sim", "input", "util"}},      // input: the scenario's name, SLOs
+    {"sweep", {"cost_model", "sim", "input", "reports", "util"}},
+    {"testbed", {"cost_model", "sim", "input", "backend", "util"}},
 };
-const std::set<std::string> kProjectFolders = {"util",    "cost_model", "sim",     "scenarios",
+const std::set<std::string> kProjectFolders = {"util",    "cost_model", "sim",     "input",
                                                "kernels", "backend",    "reports", "sweep",
                                                "testbed", "apps",       "tests",   "bench"};
 
@@ -111,6 +111,20 @@ TEST(IncludeRules, TheSimulatorSeesNoCudaNoBackendNoJson) {
     EXPECT_TRUE(standard(i.header) || i.header.rfind("boost/", 0) == 0)
         << where(i) << ": sim/ uses the standard library and Boost only";
   }
+}
+
+// Scenario files, traces and the schema (data a user edits) sit in scenarios/; the code that
+// reads them in input/.
+TEST(IncludeRules, ScenariosHoldsDataAndNoCode) {
+  int data = 0;
+  for (const auto& e : fs::recursive_directory_iterator(kRoot / "scenarios")) {
+    const std::string ext = e.path().extension().string();
+    EXPECT_TRUE(ext != ".cpp" && ext != ".hpp" && ext != ".in" &&
+                e.path().filename() != "CMakeLists.txt")
+        << fs::relative(e.path(), kRoot).string() << ": code belongs in input/";
+    data += ext == ".json";
+  }
+  EXPECT_GT(data, 10);
 }
 
 TEST(IncludeRules, OnlyKernelsAndBackendCudaTouchCuda) {

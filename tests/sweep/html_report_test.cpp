@@ -4,13 +4,20 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
 #include "cost_model/input_error.hpp"
+#include "input/scenario_loader.hpp"
 #include "reports/atomic_file.hpp"
 #include "reports/run_report.hpp"
-#include "scenarios/scenario_loader.hpp"
 #include "sim/serving/scenario_run.hpp"
 #include "sweep/sweep_plan.hpp"
 #include "tests/sweep/sweep_test_util.hpp"
+#include "util/csv.hpp"
 
 namespace kvshift::reports {
 namespace {
@@ -18,7 +25,7 @@ namespace {
 using nlohmann::json;
 
 TEST(HtmlReport, RunFolderGivesOneChartPerViewWithCompleteCdfs) {
-  const sim::ScenarioSpec spec = scenarios::load_scenario_file(sweep::testing::tiny_scenario());
+  const input::ScenarioSpec spec = input::load_scenario_file(sweep::testing::tiny_scenario());
   const auto compute = sweep::roofline_costs(spec);
   sim::RunOptions options;
   options.record_trace = false;
@@ -46,6 +53,33 @@ TEST(HtmlReport, RunFolderGivesOneChartPerViewWithCompleteCdfs) {
   EXPECT_EQ(charts[1]["data"]["labels"].size(), runs.size());
   EXPECT_EQ(charts[1]["data"]["datasets"].size(), 4u);  // kv, replica stream, predictors, tokens
   EXPECT_EQ(charts[3]["data"]["datasets"].size(), 5u);  // GPU time kinds
+  // The link chart is each strategy's busiest-link series from summary.json: at every sampled
+  // instant the peak of links.csv's rows (the run has fewer instants than the series keeps).
+  ASSERT_EQ(charts[2]["title"].get<std::string>().rfind("Link utilisation over time", 0), 0u);
+  std::map<std::string, std::map<double, double>> peak;  // strategy -> t_s -> utilisation
+  std::ifstream links(dir / "links.csv");
+  std::string comment;
+  std::getline(links, comment);
+  std::vector<std::string> row;
+  ASSERT_TRUE(util::read_csv_record(links, row));  // the header
+  while (util::read_csv_record(links, row)) {
+    double& p = peak[row[0]][std::stod(row[1])];
+    p = std::max(p, std::stod(row[3]));
+  }
+  ASSERT_EQ(charts[2]["data"]["datasets"].size(), peak.size());
+  for (const json& set : charts[2]["data"]["datasets"]) {
+    const auto& want = peak.at(set["label"].get<std::string>());
+    ASSERT_EQ(set["data"].size(), want.size()) << set["label"];
+    auto it = want.begin();
+    for (const json& pt : set["data"]) {
+      EXPECT_DOUBLE_EQ(pt["x"].get<double>(), it->first);
+      EXPECT_DOUBLE_EQ(pt["y"].get<double>(), it->second);
+      ++it;
+    }
+  }
+  // ... and the page never reads links.csv back.
+  std::filesystem::remove(dir / "links.csv");
+  EXPECT_EQ(report_data(dir)["run"]["charts"], charts);
   const std::string page = render_html_report(data, "/* chart.js */");
   EXPECT_NE(page.find("/* chart.js */"), std::string::npos);
   EXPECT_NE(page.find("id=\"kvshift-status\""), std::string::npos);

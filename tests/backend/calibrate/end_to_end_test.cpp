@@ -11,7 +11,7 @@
 #include "backend/calibrate/report.hpp"
 #include "backend/safetensors.hpp"
 #include "cost_model/input_error.hpp"
-#include "scenarios/spec_files.hpp"
+#include "input/spec_files.hpp"
 #include "tests/backend/tiny_spec.hpp"
 
 namespace kvshift::backend::calibrate {
@@ -104,10 +104,10 @@ TEST(CalibrationEndToEnd, GenerousEpsOmitsEveryCandidateAndFilesReadBack) {
   }
   const RunInfo info{"tiny", "corpus", 2000, cost_model::DType::kF16, 1.0, 1.0};
   // topology.json -> the scenarios reader gives the same topology.
-  const scenarios::Json topo = topology_json(r, model.spec(), info);
-  scenarios::Diagnostics diag;
+  const input::Json topo = topology_json(r, model.spec(), info);
+  input::Diagnostics diag;
   const cost_model::OmissionPlan t =
-      scenarios::parse_topology(scenarios::Reader(topo, "", diag), model.spec());
+      input::parse_topology(input::Reader(topo, "", diag), model.spec());
   EXPECT_TRUE(diag.empty());
   ASSERT_EQ(t.groups().size(), 3u);
   EXPECT_EQ(t.groups()[1].anchor_layers, (std::vector<int>{0, 1, 8, 9}));

@@ -17,7 +17,7 @@
 #include "backend/reconstruct.hpp"
 #include "backend/weights.hpp"
 #include "cost_model/input_error.hpp"
-#include "scenarios/spec_files.hpp"
+#include "input/spec_files.hpp"
 #include "tests/testing/model_folder.hpp"
 
 namespace kvshift::backend::calibrate {
@@ -39,7 +39,7 @@ struct Folder {
                                                 .head_dim = hidden / 4,
                                                 .intermediate = 2 * hidden,
                                                 .vocab = 256});
-    spec = scenarios::resolve_model((dir / "model").string());
+    spec = input::resolve_model((dir / "model").string());
   }
   ~Folder() { fs::remove_all(dir); }
   std::string model() const { return (dir / "model").string(); }
@@ -119,7 +119,7 @@ TEST(ProfileInputs, TakesTheMappersProxyAndRefusesAMapperForAnotherTarget) {
     std::ofstream(dir / "mapper.json") << j.dump();
     return (dir / "mapper.safetensors").string();
   };
-  const std::string name = scenarios::resolve_model(model).name;
+  const std::string name = input::resolve_model(model).name;
   const ProfileInputs in = load_profile_inputs({.model = model, .mapper = write_mapper(name)}, {});
   ASSERT_TRUE(in.proxy && in.mapper);
   EXPECT_EQ(in.proxy->spec.layers, 3);

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "cost_model/compute_costs.hpp"
-#include "scenarios/scenario_loader.hpp"
+#include "input/scenario_loader.hpp"
 #include "sim/serving/scenario_run.hpp"
 #include "sim/time.hpp"
 
@@ -36,7 +36,7 @@ std::string scenario(std::int64_t prompt, std::int64_t output, int requests, dou
 }
 
 RunResult run(const std::string& text, bool trace = false) {
-  const ScenarioSpec spec = scenarios::load_scenario_text(text, "t");
+  const input::ScenarioSpec spec = input::load_scenario_text(text, "t");
   const cost_model::RooflineCosts compute(spec.gpu);
   RunOptions o;
   o.record_trace = trace;
@@ -44,7 +44,7 @@ RunResult run(const std::string& text, bool trace = false) {
 }
 
 TEST(ChunkedPrefill, AloneAPromptCostsTheSumOfItsChunksOnTheirPrefixes) {
-  const ScenarioSpec spec = scenarios::load_scenario_text(scenario(5000, 1, 1, 1, ""), "t");
+  const input::ScenarioSpec spec = input::load_scenario_text(scenario(5000, 1, 1, 1, ""), "t");
   const cost_model::RooflineCosts c(spec.gpu);
   const auto ns = [](Seconds s) { return from_seconds(s).ns; };
   struct Case {
@@ -90,7 +90,7 @@ TEST(ChunkedPrefill, EachChunkCarriesOneDecodeStepOfTheBatch) {
     "serving": {"max_batch": 8, "prefill_chunk_tokens": 1024},
     "policies": {"strategies": ["full_kv"]},
     "seed": 3, "duration": "10s"})";
-  const ScenarioSpec spec = scenarios::load_scenario_text(text, "t");
+  const input::ScenarioSpec spec = input::load_scenario_text(text, "t");
   const cost_model::RooflineCosts c(spec.gpu);
   const RunResult r = run(text, true);
   std::filesystem::remove(trace);

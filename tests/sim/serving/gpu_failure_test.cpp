@@ -8,7 +8,7 @@
 #include <set>
 #include <string>
 
-#include "scenarios/scenario_loader.hpp"
+#include "input/scenario_loader.hpp"
 #include "sim/serving/scenario_run.hpp"
 #include "sim/time.hpp"
 
@@ -46,7 +46,7 @@ std::string scenario(const Knobs& k) {
 }
 
 RunResult run(const Knobs& k) {
-  const ScenarioSpec spec = scenarios::load_scenario_text(scenario(k), "t");
+  const input::ScenarioSpec spec = input::load_scenario_text(scenario(k), "t");
   const cost_model::RooflineCosts compute(spec.gpu);
   std::vector<RunResult> runs = run_scenario(spec, compute, {false, {}});
   EXPECT_EQ(runs.size(), 1u);
@@ -57,7 +57,7 @@ TEST(GpuFailure, ALocalReplicaRecoversOverTheHostLinkAndARemoteOneOverTheNetwork
   for (const char* placement : {"local", "next_node"}) {
     Knobs k;
     k.placement = placement;
-    const ScenarioSpec spec = scenarios::load_scenario_text(scenario(k), "t");
+    const input::ScenarioSpec spec = input::load_scenario_text(scenario(k), "t");
     const cost_model::RooflineCosts compute(spec.gpu);
     const RunResult r = run(k);
     ASSERT_EQ(r.moves.size(), 1u) << placement;

@@ -9,7 +9,7 @@
 
 #include "cost_model/compute_costs.hpp"
 #include "cost_model/storage.hpp"
-#include "scenarios/scenario_loader.hpp"
+#include "input/scenario_loader.hpp"
 #include "sim/serving/scenario_run.hpp"
 #include "sim/time.hpp"
 #include "tests/sim/serving/pressure_scenario.hpp"
@@ -37,7 +37,7 @@ std::string one_node(bool host_offload) {
 
 TEST(HostTier, AReloadCrossesTheHostLinkThenPrefillsTheTail) {
   for (bool offload : {true, false}) {
-    const ScenarioSpec spec = scenarios::load_scenario_text(one_node(offload), "t");
+    const input::ScenarioSpec spec = input::load_scenario_text(one_node(offload), "t");
     const cost_model::RooflineCosts compute(spec.gpu);
     const RunResult run = run_scenario(spec, compute, {false, {}}).at(0);
     ASSERT_EQ(run.requests.size(), 4u);
@@ -82,7 +82,7 @@ TEST(HostTier, ATierThatIsNeverNeededChangesNothing) {
   for (const char* offload : {"false", "true"}) {
     std::string text = base;
     text.replace(text.find("OFFLOAD"), 7, offload);
-    const ScenarioSpec spec = scenarios::load_scenario_text(text, "m");
+    const input::ScenarioSpec spec = input::load_scenario_text(text, "m");
     const cost_model::RooflineCosts compute(spec.gpu);
     runs.push_back(run_scenario(spec, compute, {false, {}}).at(0));
   }
@@ -101,7 +101,7 @@ TEST(HostTier, BooksBalanceUnderPressureAndFailures) {
   std::int64_t hits = 0, evicted = 0, lost = 0;
   for (std::uint64_t seed = 1; seed <= 5; ++seed) {
     const std::string text = testing::pressure_scenario(seed, true);
-    const ScenarioSpec spec = scenarios::load_scenario_text(text, "p");
+    const input::ScenarioSpec spec = input::load_scenario_text(text, "p");
     const cost_model::RooflineCosts compute(spec.gpu);
     const std::int64_t block = cost_model::kv_bytes(spec.model, 128).count;
     for (const RunResult& run : run_scenario(spec, compute, {false, {}})) {

@@ -11,7 +11,7 @@
 
 #include "cost_model/latency.hpp"
 #include "cost_model/storage.hpp"
-#include "scenarios/scenario_loader.hpp"
+#include "input/scenario_loader.hpp"
 #include "sim/serving/scenario_run.hpp"
 #include "sim/time.hpp"
 
@@ -58,7 +58,7 @@ std::vector<Case> grid() {
   return out;
 }
 
-MoveRecord only_move(const ScenarioSpec& spec, const cost_model::ComputeCosts& compute) {
+MoveRecord only_move(const input::ScenarioSpec& spec, const cost_model::ComputeCosts& compute) {
   const std::vector<RunResult> runs = run_scenario(spec, compute, {false, {}});
   EXPECT_EQ(runs.size(), 1u);
   EXPECT_EQ(runs[0].moves.size(), 1u) << runs[0].strategy;
@@ -73,7 +73,7 @@ TEST(MoveClosedForm, EveryStrategyMatchesTheHandWrittenClosedFormToTheNanosecond
     std::map<std::string, std::int64_t> expected;  // strategy -> ns, in tie-break order
     for (const char* strategy : {"full_kv", "token_replay", "risk_kv", "proxy_kv", "hybrid",
                                  "prefix_recompute", "adaptive"}) {
-      const ScenarioSpec spec = scenarios::load_scenario_text(drain_scenario(c, strategy), "t");
+      const input::ScenarioSpec spec = input::load_scenario_text(drain_scenario(c, strategy), "t");
       const cost_model::RooflineCosts compute(spec.gpu);
       const MoveRecord m = only_move(spec, compute);
       ASSERT_EQ(m.outcome, MoveOutcome::kDone) << strategy;
@@ -155,7 +155,7 @@ std::string recovery_scenario(const std::string& bandwidth) {
 
 TEST(MoveClosedForm, RecoveryWithAShippedPredictorMatchesTheClosedForm) {
   for (const auto& [bw, bps] : {std::pair<std::string, double>{"1Gbps", 1e9}, {"25Gbps", 25e9}}) {
-    const ScenarioSpec spec = scenarios::load_scenario_text(recovery_scenario(bw), "t");
+    const input::ScenarioSpec spec = input::load_scenario_text(recovery_scenario(bw), "t");
     const cost_model::RooflineCosts compute(spec.gpu);
     const MoveRecord m = only_move(spec, compute);
     ASSERT_EQ(m.outcome, MoveOutcome::kDone);
@@ -205,7 +205,8 @@ TEST(MoveClosedForm, AStaleReplicaShipsItsPrefixAndTheReceiverRecomputesTheTail)
     return 1'000'000 + from_seconds(8.0 * static_cast<double>(bytes) / 10e9).ns;
   };
   for (const char* strategy : {"prefix_recompute", "full_kv", "hybrid"}) {
-    const ScenarioSpec spec = scenarios::load_scenario_text(stale_replica_scenario(strategy), "t");
+    const input::ScenarioSpec spec =
+        input::load_scenario_text(stale_replica_scenario(strategy), "t");
     const cost_model::RooflineCosts compute(spec.gpu);
     const MoveRecord m = only_move(spec, compute);
     ASSERT_EQ(m.outcome, MoveOutcome::kDone) << strategy;

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "cost_model/storage.hpp"
-#include "scenarios/scenario_loader.hpp"
+#include "input/scenario_loader.hpp"
 #include "sim/serving/scenario_run.hpp"
 #include "sim/time.hpp"
 
@@ -58,14 +58,14 @@ std::string pd_scenario(const Pd& c) {
 }
 
 RunResult run_one(const Pd& c) {
-  const ScenarioSpec spec = scenarios::load_scenario_text(pd_scenario(c), "t");
+  const input::ScenarioSpec spec = input::load_scenario_text(pd_scenario(c), "t");
   const cost_model::RooflineCosts compute(spec.gpu);
   std::vector<RunResult> runs = run_scenario(spec, compute, {false, {}});
   return std::move(runs.at(0));
 }
 
 RunResult run_one_text(const std::string& text) {
-  const ScenarioSpec spec = scenarios::load_scenario_text(text, "t");
+  const input::ScenarioSpec spec = input::load_scenario_text(text, "t");
   const cost_model::RooflineCosts compute(spec.gpu);
   std::vector<RunResult> runs = run_scenario(spec, compute, {false, {}});
   return std::move(runs.at(0));
@@ -81,7 +81,7 @@ std::vector<MoveRecord> handoffs(const RunResult& run) {
 
 TEST(PdDisaggregation, OneHandoffPerStrategyIsTheClosedFormAndLandsInTtft) {
   const std::int64_t p = 2048;
-  const ScenarioSpec spec = scenarios::load_scenario_text(pd_scenario({}), "t");
+  const input::ScenarioSpec spec = input::load_scenario_text(pd_scenario({}), "t");
   const cost_model::RooflineCosts decode_gpu(spec.gpu);
   const cost_model::RooflineCosts prefill_gpu(cost_model::find_gpu("h200"));
   auto transfer = [](std::int64_t bytes) {
@@ -140,7 +140,7 @@ TEST(PdDisaggregation, TokenReplayIsDecodeSidePrefillWithNoHandoff) {
   EXPECT_TRUE(handoffs(run).empty());
   const RequestRecord& r = run.requests.at(0);
   EXPECT_EQ(r.first_node, "d0");
-  const ScenarioSpec spec = scenarios::load_scenario_text(pd_scenario(c), "t");
+  const input::ScenarioSpec spec = input::load_scenario_text(pd_scenario(c), "t");
   const cost_model::RooflineCosts compute(spec.gpu);
   EXPECT_EQ(r.first_token_ns - r.arrival_ns, from_seconds(compute.prefill(spec.model, 2048)).ns);
 }
@@ -335,7 +335,7 @@ TEST(PdDisaggregation, ADecodeNodeLostMidHandoffIsHandedElsewhereFromThePrefillG
   text = replaced(text, R"("nodes": ["d0"])", R"("nodes": ["d0", "d1"])");
   text = replaced(text, R"("events": [])",
                   R"("events": [{"type": "node_failure", "at": "3s", "node": "d0"}])");
-  const ScenarioSpec spec = scenarios::load_scenario_text(text, "t");
+  const input::ScenarioSpec spec = input::load_scenario_text(text, "t");
   const cost_model::RooflineCosts compute(spec.gpu);
   const RunResult run = run_scenario(spec, compute, {false, {}}).at(0);
   const std::vector<MoveRecord> h = handoffs(run);
@@ -350,7 +350,7 @@ TEST(PdDisaggregation, ADecodeNodeLostMidHandoffIsHandedElsewhereFromThePrefillG
 }
 
 std::string problems(const std::string& text) {
-  const scenarios::ScenarioLoad load = scenarios::try_load_scenario_text(text, "t");
+  const input::ScenarioLoad load = input::try_load_scenario_text(text, "t");
   std::string all;
   for (const std::string& p : load.problems) all += p + "\n";
   return all;

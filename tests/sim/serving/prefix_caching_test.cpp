@@ -10,7 +10,7 @@
 
 #include "cost_model/compute_costs.hpp"
 #include "cost_model/storage.hpp"
-#include "scenarios/scenario_loader.hpp"
+#include "input/scenario_loader.hpp"
 #include "sim/serving/scenario_run.hpp"
 #include "sim/time.hpp"
 #include "sim/workload.hpp"
@@ -45,7 +45,7 @@ TEST(PrefixCaching, AHitSavesExactlyPrefillMinusTheTailOnThePrefix) {
   // Whole 512-token blocks of the prefix are reused, never the prompt's last token.
   for (const Case c : {Case{2048, 1024, 1024}, Case{2048, 1100, 1024}, Case{1024, 1024, 512},
                        Case{513, 4096, 512}, Case{512, 512, 0}, Case{3000, 100, 0}}) {
-    const ScenarioSpec spec = scenarios::load_scenario_text(
+    const input::ScenarioSpec spec = input::load_scenario_text(
         two_requests(c.prompt, c.prefix, R"(, "prefix_cache": {"block_tokens": 512})"), "t");
     const cost_model::RooflineCosts compute(spec.gpu);
     const RunResult run = run_scenario(spec, compute, {false, {}}).at(0);
@@ -81,8 +81,8 @@ TEST(PrefixCaching, WithoutSharedPrefixesACacheChangesNothing) {
     "events": [{"type": "node_failure", "at": "6s", "node": "gpu1"}],
     "policies": {"strategies": ["full_kv", "token_replay"]},
     "seed": 11, "duration": "15s"})";
-  const ScenarioSpec off = scenarios::load_scenario_text(std::string(base) + "}" + tail, "off");
-  const ScenarioSpec on = scenarios::load_scenario_text(
+  const input::ScenarioSpec off = input::load_scenario_text(std::string(base) + "}" + tail, "off");
+  const input::ScenarioSpec on = input::load_scenario_text(
       std::string(base) + R"(, "shared_prefix": {"share": 0, "tokens": 512}},
       "serving": {"prefix_cache": {"block_tokens": 256}})" +
           tail,
@@ -132,7 +132,7 @@ TEST(PrefixCaching, BooksBalanceUnderPressureAndFailures) {
   std::int64_t evicted = 0, lost = 0;
   for (std::uint64_t seed = 1; seed <= 6; ++seed) {
     const std::string text = testing::pressure_scenario(seed, false);
-    const ScenarioSpec spec = scenarios::load_scenario_text(text, "p");
+    const input::ScenarioSpec spec = input::load_scenario_text(text, "p");
     const cost_model::RooflineCosts compute(spec.gpu);
     const std::int64_t block = cost_model::kv_bytes(spec.model, 128).count;
     for (const RunResult& run : run_scenario(spec, compute, {false, {}})) {
@@ -173,7 +173,7 @@ TEST(PrefixCaching, PrefixAwareRoutingGoesWhereTheFirstTokenComesSoonest) {
       "policies": {"strategies": ["full_kv"], "router": ")" +
                              std::string(router) + R"("},
       "seed": 5, "duration": "120s"})";
-    const ScenarioSpec spec = scenarios::load_scenario_text(text, "t");
+    const input::ScenarioSpec spec = input::load_scenario_text(text, "t");
     const cost_model::RooflineCosts compute(spec.gpu);
     const RunResult run = run_scenario(spec, compute, {false, {}}).at(0);
     ASSERT_EQ(run.requests.size(), 2u);
@@ -202,7 +202,7 @@ TEST(PrefixCaching, PrefixAwareRoutingNeedsTheCache) {
     "policies": {"strategies": ["full_kv"], "router": "prefix_aware"},
     "duration": "10s"})";
   try {
-    scenarios::load_scenario_text(text, "t");
+    input::load_scenario_text(text, "t");
     FAIL() << "loaded";
   } catch (const std::exception& e) {
     EXPECT_NE(std::string(e.what()).find("/policies/router: prefix_aware routes by cached prefix: "
@@ -236,7 +236,7 @@ TEST(PrefixCaching, AMoveShipsOnlyWhatTheDestinationLacks) {
         << "\n";
     std::string t = text;
     t.replace(t.find("TRACE"), 5, trace);
-    const ScenarioSpec spec = scenarios::load_scenario_text(t, "t");
+    const input::ScenarioSpec spec = input::load_scenario_text(t, "t");
     const cost_model::RooflineCosts compute(spec.gpu);
     const RunResult run = run_scenario(spec, compute, {false, {}}).at(0);
     std::filesystem::remove(trace);

@@ -7,9 +7,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "input/scenario_loader.hpp"
 #include "reports/record_csv.hpp"
 #include "reports/run_report.hpp"
-#include "scenarios/scenario_loader.hpp"
 #include "sim/serving/scenario_run.hpp"
 
 namespace kvshift::sim {
@@ -35,13 +35,13 @@ std::string read(const std::filesystem::path& p) {
 }
 
 // The quickstart: five strategies, failures, drains, rebalancing, unfinished requests.
-const ScenarioSpec& quickstart() {
-  static const ScenarioSpec spec = scenarios::load_embedded_quickstart();
+const input::ScenarioSpec& quickstart() {
+  static const input::ScenarioSpec spec = input::load_embedded_quickstart();
   return spec;
 }
 
 TEST(RecordStream, TheSinkGetsEveryKeptRecordOnceInOrder) {
-  const ScenarioSpec& spec = quickstart();
+  const input::ScenarioSpec& spec = quickstart();
   const cost_model::RooflineCosts compute(spec.gpu);
   Collector sink;
   RunOptions options;
@@ -65,7 +65,7 @@ TEST(RecordStream, TheSinkGetsEveryKeptRecordOnceInOrder) {
 }
 
 TEST(RecordStream, KeepingNoRecordsChangesNothingElse) {
-  const ScenarioSpec& spec = quickstart();
+  const input::ScenarioSpec& spec = quickstart();
   const cost_model::RooflineCosts compute(spec.gpu);
   RunOptions keep, lean;
   keep.record_trace = lean.record_trace = false;
@@ -84,7 +84,7 @@ TEST(RecordStream, KeepingNoRecordsChangesNothingElse) {
 }
 
 TEST(RecordStream, StreamedCsvFilesEqualTheKeptOnes) {
-  const ScenarioSpec& spec = quickstart();
+  const input::ScenarioSpec& spec = quickstart();
   const cost_model::RooflineCosts compute(spec.gpu);
   const auto base = std::filesystem::path(KVSHIFT_BINARY_DIR) / "test-out" / "record-stream";
   std::filesystem::remove_all(base);

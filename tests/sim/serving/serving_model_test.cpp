@@ -9,8 +9,8 @@
 
 #include "cost_model/latency.hpp"
 #include "cost_model/storage.hpp"
+#include "input/scenario_loader.hpp"
 #include "reports/run_report.hpp"
-#include "scenarios/scenario_loader.hpp"
 #include "sim/serving/scenario_run.hpp"
 #include "sim/time.hpp"
 
@@ -41,7 +41,7 @@ std::int64_t transfer_ns(std::int64_t bytes) {
 }
 
 TEST(ServingModel, UncontendedMigrationsMatchTheClosedForm) {
-  const ScenarioSpec spec = scenarios::load_scenario_text(
+  const input::ScenarioSpec spec = input::load_scenario_text(
       single_drain_scenario(R"("full_kv", "token_replay", "risk_kv")"), "test");
   const cost_model::RooflineCosts compute(spec.gpu);
   const std::vector<RunResult> runs = run_scenario(spec, compute, {false, {}});
@@ -87,7 +87,7 @@ std::map<std::string, std::string> read_dir(const std::filesystem::path& dir) {
 }
 
 TEST(ServingModel, SameScenarioAndSeedGiveByteIdenticalFiles) {
-  const ScenarioSpec spec = scenarios::load_embedded_quickstart();
+  const input::ScenarioSpec spec = input::load_embedded_quickstart();
   const cost_model::RooflineCosts compute(spec.gpu);
   const std::filesystem::path base = std::filesystem::path(KVSHIFT_BINARY_DIR) / "test-out";
   std::filesystem::remove_all(base / "det-a");
@@ -107,7 +107,7 @@ TEST(ServingModel, LinkSamplesCarryTheCapacityADegradeLowersAndARepairRestores) 
                R"("outputs": {"link_sample_interval": "250ms"},
     "events": [{"type": "link_degrade", "at": "1100ms", "link": "gpu0-gpu1",
                 "bandwidth": "20Mbps", "repair_after": "1s"},)");
-  const ScenarioSpec spec = scenarios::load_scenario_text(text, "test");
+  const input::ScenarioSpec spec = input::load_scenario_text(text, "test");
   const cost_model::RooflineCosts compute(spec.gpu);
   const std::vector<RunResult> runs = run_scenario(spec, compute, {false, {}});
   ASSERT_EQ(runs.size(), 1u);
@@ -167,7 +167,7 @@ TEST(ServingModel, RandomScenariosKeepEveryInvariant) {
   int moves = 0, failed_requests = 0;
   for (int trial = 0; trial < 300; ++trial) {
     const std::string text = random_scenario(rng);
-    const ScenarioSpec spec = scenarios::load_scenario_text(text, "random");
+    const input::ScenarioSpec spec = input::load_scenario_text(text, "random");
     const cost_model::RooflineCosts compute(spec.gpu);
     std::vector<RunResult> runs;
     ASSERT_NO_THROW(runs = run_scenario(spec, compute, {false, {}})) << text;

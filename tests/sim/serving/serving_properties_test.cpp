@@ -22,7 +22,7 @@
 
 #include "cost_model/compute_costs.hpp"
 #include "cost_model/storage.hpp"
-#include "scenarios/scenario_loader.hpp"
+#include "input/scenario_loader.hpp"
 #include "sim/serving/scenario_run.hpp"
 #include "sim/time.hpp"
 
@@ -204,7 +204,7 @@ json random_scenario(std::uint64_t seed) {
 
 // With pools: handoffs go prefill -> decode at most once per request, requests decode in a
 // decode pool, and no node has more KV moves in its transfer slots than the cap.
-void check_pools(const ScenarioSpec& spec, const RunResult& run, const std::string& label) {
+void check_pools(const input::ScenarioSpec& spec, const RunResult& run, const std::string& label) {
   if (!disaggregated(spec)) return;
   std::map<std::string, PoolRole> role;
   for (const ClusterNode& n : spec.cluster.nodes) {
@@ -263,7 +263,7 @@ void check_pools(const ScenarioSpec& spec, const RunResult& run, const std::stri
 
 // Spans during which a node is draining or down: [from, to).
 std::map<std::string, std::vector<std::pair<std::int64_t, std::int64_t>>> closed_spans(
-    const ScenarioSpec& spec) {
+    const input::ScenarioSpec& spec) {
   std::map<std::string, std::vector<std::pair<std::int64_t, std::int64_t>>> spans;
   const std::int64_t never = std::numeric_limits<std::int64_t>::max();
   std::map<std::string, std::vector<std::int64_t>> repairs;
@@ -286,7 +286,7 @@ std::map<std::string, std::vector<std::pair<std::int64_t, std::int64_t>>> closed
 
 const std::vector<std::pair<std::int64_t, std::int64_t>> kNoSpans;
 
-void check_run(const ScenarioSpec& spec, const RunResult& run, const std::string& label) {
+void check_run(const input::ScenarioSpec& spec, const RunResult& run, const std::string& label) {
   const std::int64_t end = from_seconds(spec.duration).ns;
   std::set<std::uint64_t> ids;
   for (const RequestRecord& r : run.requests) {
@@ -385,7 +385,7 @@ TEST_P(ServingProperties, BooksBalanceOnRandomScenarios) {
     const std::uint64_t seed =
         1000 + static_cast<std::uint64_t>(GetParam() * kScenariosPerShard + i);
     const json doc = random_scenario(seed);
-    const ScenarioSpec spec = scenarios::load_scenario_text(doc.dump(), "random");
+    const input::ScenarioSpec spec = input::load_scenario_text(doc.dump(), "random");
     const cost_model::RooflineCosts compute(spec.gpu);
     std::vector<RunResult> runs;
     try {

@@ -1,0 +1,281 @@
+// The "risk_kv" and "proxy_kv" sections: the RISK-KV topology (a name, group
+// list, topology.json path or inline object) with its measured ΔNLL, and the
+// ProxyKV proxy model, its placement, retention ratio ρ and NLL change. A
+// topology.json written by `kvshift calibrate` carries its held-out test-set
+// quality as {"quality": {"set": "test", "delta_nll_mean": x,
+// "violation_share": s}} (the mean ΔNLL and the share of test requests whose
+// own ΔNLL exceeds the calibration's ε; older files say "violation_rate",
+// hand-written ones may say "delta_nll"); the scenario's own "delta_nll" wins
+// when both are given. A quality block from any set but the test set is not read.
+// ProxyKV's NLL change is either written by hand ("delta_nll") or read from a
+// quality.json of `kvshift quality` ("quality"): its proxykv rows, interpolated
+// at the scenario's ρ (a ρ outside the measured ratios is refused).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "cost_model/input_error.hpp"
+#include "cost_model/quality_curve.hpp"
+#include "input/scenario_keys.hpp"
+#include "input/scenario_parts.hpp"
+#include "input/spec_files.hpp"
+
+namespace kvshift::input::detail {
+namespace {
+
+/// The lowest mean ΔNLL a calibration file may report (measured ones sit within ±0.01).
+constexpr double kMinFileDeltaNll = -0.1;
+
+std::string short_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+/// The test-set quality a topology document carries.
+struct FileQuality {
+  std::optional<double> delta_nll, violation_share;
+};
+
+std::optional<double> number_of(const Json& q, std::initializer_list<const char*> keys) {
+  for (const char* k : keys) {
+    if (q.contains(k) && q[k].is_number()) return q[k].get<double>();
+  }
+  return {};
+}
+
+FileQuality quality_from(const Json& doc) {
+  if (!doc.is_object() || !doc.contains("quality") || !doc["quality"].is_object()) return {};
+  const Json& q = doc["quality"];
+  if (q.contains("set") && !(q["set"].is_string() && q["set"].get<std::string>() == "test")) {
+    return {};
+  }
+  FileQuality f{number_of(q, {"delta_nll", "delta_nll_mean", "mean_delta_nll"}),
+                number_of(q, {"violation_share", "violation_rate"})};
+  return f;
+}
+
+// The pointer of the first integral float too large for int64 (which parse_topology's integer
+// reads must not see), or nullopt.
+std::optional<std::string> huge_integer(const Json& v, const std::string& ptr) {
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (d == std::floor(d) && !(std::fabs(d) < 9.2e18)) return ptr;
+  } else if (v.is_object()) {
+    for (const auto& [k, x] : v.items()) {
+      if (auto p = huge_integer(x, ptr + "/" + k)) return p;
+    }
+  } else if (v.is_array()) {
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      if (auto p = huge_integer(v[i], ptr + "/" + std::to_string(i))) return p;
+    }
+  }
+  return std::nullopt;
+}
+
+// Parses a topology document with the shared reader; problems land under `at`.
+cost_model::OmissionPlan topology_from_json(const Json& doc, const Reader& at, std::string_view key,
+                                            const cost_model::ModelSpec& m,
+                                            std::string_view source) {
+  if (auto p = huge_integer(doc, "")) {
+    at.problem(key, std::string(source) + *p + ": number out of range");
+    return {};
+  }
+  Diagnostics local;
+  cost_model::OmissionPlan t;
+  try {
+    t = parse_topology(Reader(doc, "", local), m);
+  } catch (const InputError& e) {
+    local.add("", e.what());
+  }
+  for (const std::string& item : local.items()) {
+    at.problem(key, std::string(source) + (item.starts_with("/:") ? item.substr(1) : item));
+  }
+  return t;
+}
+
+void read_topology(const Reader& r, const cost_model::ModelSpec& m, sim::RiskKvSpec& s,
+                   FileQuality& file_quality, LoadContext& ctx) {
+  const Json& v = r.node()["topology"];
+  if (v.is_object()) {
+    Reader(v, r.pointer() + "/topology", r.diagnostics()).allow_only(keys::kTopology);
+    s.omission = topology_from_json(v, r, "topology", m, "");
+    s.topology_source = "inline";
+    file_quality = quality_from(v);
+    return;
+  }
+  const std::string text = v.get<std::string>();
+  if (text.ends_with(".json")) {
+    s.topology_source = resolve_path(ctx, text);
+    Json doc;
+    try {
+      doc = read_json_file(input_file(ctx, text, false));
+    } catch (const InputError& e) {
+      r.problem("topology", e.what());
+      return;
+    } catch (const Json::exception& e) {  // read_json_file lets non-syntax JSON errors through
+      r.problem("topology", s.topology_source + ": not valid JSON: " + e.what());
+      return;
+    }
+    s.omission = topology_from_json(doc, r, "topology", m, s.topology_source + ": ");
+    file_quality = quality_from(doc);
+    return;
+  }
+  s.topology_source = text;
+  try {
+    s.omission = cost_model::OmissionPlan::parse(text, m);
+  } catch (const InputError& e) {
+    std::string msg = e.what();
+    for (std::string_view prefix : {"--topology: ", "topology: "}) {
+      if (msg.starts_with(prefix)) msg = msg.substr(prefix.size());
+    }
+    r.problem("topology", msg);
+  }
+}
+
+/// proxy_kv.quality: the ΔNLL `kvshift quality` measured for ProxyKV, at the scenario's ρ.
+void read_measured_proxy_quality(const Reader& r, sim::ProxyKvSpec& s, LoadContext& ctx) {
+  const auto name = r.string("quality");
+  if (!name) return;
+  const std::string path = resolve_path(ctx, *name);
+  Json doc;
+  try {
+    doc = read_json_file(input_file(ctx, *name, false));
+  } catch (const InputError& e) {
+    r.problem("quality", e.what());
+    return;
+  } catch (const Json::exception& e) {
+    r.problem("quality", path + ": not valid JSON: " + e.what());
+    return;
+  }
+  if (!doc.is_object() || doc.value("format", "") != "kvshift-quality" || !doc.contains("rows") ||
+      !doc["rows"].is_array()) {
+    r.problem("quality", path + ": not a quality.json written by `kvshift quality`");
+    return;
+  }
+  std::vector<cost_model::QualityPoint> points;
+  for (const Json& row : doc["rows"]) {
+    if (row.is_object() && row.value("method", "") == "proxykv" && row.contains("retention") &&
+        row["retention"].is_number() && row.contains("delta_nll_mean") &&
+        row["delta_nll_mean"].is_number()) {
+      points.push_back({row["retention"].get<double>(), row["delta_nll_mean"].get<double>()});
+    }
+  }
+  if (points.empty()) {
+    r.problem("quality", path + ": holds no proxykv rows (measure prune:proxykv:MAPPER)");
+    return;
+  }
+  const auto q = cost_model::interpolate_quality(points, s.retention);
+  if (!q) {
+    double lo = points.front().retention, hi = lo;
+    for (const auto& p : points) lo = std::min(lo, p.retention), hi = std::max(hi, p.retention);
+    r.problem("retention", short_number(s.retention) + " is outside the ratios " + path +
+                               " measured ProxyKV at [" + short_number(lo) + ", " +
+                               short_number(hi) + "]; measure it there or pick ρ inside");
+    return;
+  }
+  // Charged as measured, like a topology's test-set mean (a small negative mean is noise).
+  s.delta_nll = q->delta_nll;
+  s.delta_nll_source = path + ": proxykv " + q->how + " (mean over " +
+                       std::to_string(doc.value("requests", 0)) + " requests)";
+}
+
+}  // namespace
+
+std::optional<sim::RiskKvSpec> parse_risk_kv(const Reader& top, const cost_model::ModelSpec& m,
+                                             bool model_ok, LoadContext& ctx) {
+  auto r = top.object("risk_kv", false);
+  if (!r) return std::nullopt;
+  r->allow_only(keys::kRiskKv);
+  sim::RiskKvSpec s;
+  if (auto d = r->string("predictor_dtype", false)) {
+    try {
+      s.predictor_dtype = cost_model::parse_dtype(*d, "predictor_dtype");
+    } catch (const InputError& e) {
+      r->problem("predictor_dtype", std::string(e.what()).substr(17));
+    }
+  }
+  FileQuality file_quality;
+  if (!r->has("topology")) {
+    r->problem("topology", "is required");
+  } else if (!r->node()["topology"].is_string() && !r->node()["topology"].is_object()) {
+    r->problem("topology",
+               "expected \"paper\", \"G2,G5\", a topology.json path or an object (got " +
+                   got(*r, "topology") + ")");
+  } else if (model_ok) {
+    read_topology(*r, m, s, file_quality, ctx);
+    if (r->diagnostics().empty() && s.omission.empty()) {
+      r->problem("topology", "omits no layer group (\"" + s.topology_source +
+                                 "\"); RISK-KV needs at least one");
+    }
+  }
+  // A calibration's numbers are checked like the scenario's own: a mean ΔNLL far below zero
+  // (a rebuild cannot beat the exact KV by more than noise) or beyond 100 nats/token, or a
+  // share outside [0, 1], is a broken file, never clamped.
+  if (file_quality.delta_nll &&
+      !(*file_quality.delta_nll >= kMinFileDeltaNll && *file_quality.delta_nll <= 100)) {
+    r->problem("topology", s.topology_source +
+                               ": quality.delta_nll_mean must be in [-0.1, 100] nats/token (got " +
+                               short_number(*file_quality.delta_nll) + ")");
+  }
+  if (file_quality.violation_share &&
+      !(*file_quality.violation_share >= 0.0 && *file_quality.violation_share <= 1.0)) {
+    r->problem("topology", s.topology_source + ": quality.violation_share must be in [0, 1] (got " +
+                               short_number(*file_quality.violation_share) + ")");
+  }
+  s.violation_share = file_quality.violation_share;
+  auto nll = number_in(*r, "delta_nll", 0, 100, false, false);
+  if (nll)
+    s.delta_nll = *nll;
+  else if (file_quality.delta_nll)
+    s.delta_nll = *file_quality.delta_nll;
+  else if (!r->has("delta_nll")) {
+    r->problem("delta_nll",
+               "is required (the topology's measured ΔNLL in nats/token; or put "
+               "{\"quality\": {\"delta_nll\": x}} in its topology.json)");
+  }
+  return s;
+}
+
+std::optional<sim::ProxyKvSpec> parse_proxy_kv(const Reader& top, LoadContext& ctx) {
+  auto r = top.object("proxy_kv", false);
+  if (!r) return std::nullopt;
+  r->allow_only(keys::kProxyKv);
+  sim::ProxyKvSpec s;
+  if (auto name = r->string("proxy_model")) {
+    try {
+      const bool path = name->find('/') != std::string::npos || name->ends_with(".json");
+      s.proxy_model =
+          path ? resolve_model(input_file(ctx, *name, true)) : cost_model::find_model(*name);
+    } catch (const InputError& e) {
+      std::string msg = e.what();
+      if (msg.starts_with("--model: ")) msg = msg.substr(9);
+      r->problem("proxy_model", msg);
+    } catch (const Json::exception& e) {
+      r->problem("proxy_model", std::string("not valid JSON: ") + e.what());
+    }
+  }
+  s.placement =
+      enum_field<sim::ProxyPlacement>(*r, "placement",
+                                      {{"target_stream", sim::ProxyPlacement::kTargetStream},
+                                       {"proxy_gpu", sim::ProxyPlacement::kProxyGpu}},
+                                      false)
+          .value_or(sim::ProxyPlacement::kTargetStream);
+  s.retention = number_in(*r, "retention", 0, 1, true, true).value_or(0.5);
+  if (r->has("quality") && r->has("delta_nll")) {
+    r->problem("quality",
+               "give either a measured quality.json or a hand-written delta_nll, "
+               "not both");
+  } else if (r->has("quality")) {
+    read_measured_proxy_quality(*r, s, ctx);
+  } else if (!r->has("delta_nll")) {
+    r->problem("delta_nll",
+               "is required (the NLL change at ρ in nats/token), or name a "
+               "quality.json written by `kvshift quality` in \"quality\"");
+  } else {
+    s.delta_nll = number_in(*r, "delta_nll", 0, 100, false, true).value_or(0);
+  }
+  return s;
+}
+
+}  // namespace kvshift::input::detail

@@ -1,0 +1,190 @@
+#include "input/spec_files.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "cost_model/input_error.hpp"
+
+namespace kvshift::input {
+namespace fs = std::filesystem;
+using cost_model::GpuSpec;
+using cost_model::ModelSpec;
+using cost_model::OmissionPlan;
+
+namespace {
+
+bool looks_like_path(std::string_view s) {
+  return s.find('/') != std::string_view::npos || s.ends_with(".json") ||
+         fs::exists(fs::path(std::string(s)));
+}
+
+int positive_int(const Reader& r, std::string_view key, std::optional<std::int64_t> v) {
+  if (!v) return 0;
+  if (*v <= 0 || *v > 1'000'000'000) {
+    r.problem(key, "must be a positive integer (got " + std::to_string(*v) + ")");
+    return 0;
+  }
+  return static_cast<int>(*v);
+}
+
+}  // namespace
+
+ModelSpec parse_hf_config(const Json& config, const std::string& name, std::string_view source) {
+  Diagnostics diag;
+  Reader r(config, "", diag);
+  ModelSpec m;
+  m.name = name;
+  if (auto arch = r.string("model_type", false)) {
+    static constexpr std::string_view kSupported[] = {"llama", "qwen2", "mistral"};
+    if (std::find(std::begin(kSupported), std::end(kSupported), *arch) == std::end(kSupported)) {
+      r.problem("model_type",
+                "unsupported architecture \"" + *arch + "\" (supported: llama, qwen2, mistral)");
+    }
+    m.attention_bias = *arch == "qwen2";
+  }
+  m.layers = positive_int(r, "num_hidden_layers", r.integer("num_hidden_layers"));
+  m.hidden = positive_int(r, "hidden_size", r.integer("hidden_size"));
+  m.q_heads = positive_int(r, "num_attention_heads", r.integer("num_attention_heads"));
+  m.kv_heads = m.q_heads;
+  if (r.has("num_key_value_heads")) {
+    m.kv_heads = positive_int(r, "num_key_value_heads", r.integer("num_key_value_heads"));
+  }
+  m.intermediate = positive_int(r, "intermediate_size", r.integer("intermediate_size"));
+  m.vocab = positive_int(r, "vocab_size", r.integer("vocab_size"));
+  if (r.has("head_dim") && !r.node()["head_dim"].is_null()) {
+    m.head_dim = positive_int(r, "head_dim", r.integer("head_dim"));
+  } else if (m.q_heads > 0) {
+    m.head_dim = m.hidden / m.q_heads;
+  }
+  m.rope_theta = r.number("rope_theta", false).value_or(10000.0);
+  m.rms_eps = r.number("rms_norm_eps", false).value_or(1e-6);
+  m.tied_embeddings = r.boolean("tie_word_embeddings", false).value_or(false);
+  if (auto bias = r.boolean("attention_bias", false)) m.attention_bias = *bias;
+  if (auto dtype = r.string("torch_dtype", false)) {
+    try {
+      m.weight_dtype = cost_model::parse_dtype(*dtype, "torch_dtype");
+    } catch (const InputError& e) {
+      r.problem("torch_dtype", e.what());
+    }
+  }
+  diag.throw_if_any(source);
+  try {
+    cost_model::validate(m);
+  } catch (const InputError& e) {
+    throw InputError(std::string(source) + ": " + e.what());
+  }
+  return m;
+}
+
+ModelSpec resolve_model(std::string_view name_or_path) {
+  if (!looks_like_path(name_or_path)) return cost_model::find_model(name_or_path);
+  fs::path p{std::string(name_or_path)};
+  if (fs::is_directory(p)) p /= "config.json";
+  const Json config = read_json_file(p.string());
+  std::string name = p.parent_path().filename().string();
+  if (name.empty()) name = p.stem().string();
+  return parse_hf_config(config, name, p.string());
+}
+
+GpuSpec parse_gpu_spec(const Reader& r) {
+  r.allow_only({"name", "base", "peak_dense_fp16_tflops", "hbm_bandwidth", "hbm_capacity",
+                "host_link", "launch_overhead", "gemm_efficiency", "attention_efficiency",
+                "memory_efficiency"});
+  GpuSpec g;
+  if (auto base = r.string("base", false)) {
+    try {
+      g = cost_model::find_gpu(*base);
+    } catch (const InputError& e) {
+      r.problem("base", e.what());
+    }
+  }
+  const bool full = !r.has("base");
+  if (auto name = r.string("name", full)) g.name = *name;
+  if (auto v = r.number("peak_dense_fp16_tflops", full)) g.peak_dense_fp16 = {*v * 1e12};
+  if (auto v = r.bandwidth("hbm_bandwidth", full)) g.hbm_bandwidth = *v;
+  if (auto v = r.bytes("hbm_capacity", full)) g.hbm_capacity = *v;
+  if (auto v = r.bandwidth("host_link", full)) g.host_link = *v;
+  if (auto v = r.duration("launch_overhead", false)) g.launch_overhead = *v;
+  if (auto v = r.number("gemm_efficiency", false)) g.gemm_efficiency = *v;
+  if (auto v = r.number("attention_efficiency", false)) g.attention_efficiency = *v;
+  if (auto v = r.number("memory_efficiency", false)) g.memory_efficiency = *v;
+  return g;
+}
+
+GpuSpec resolve_gpu(std::string_view name_or_path) {
+  if (!looks_like_path(name_or_path)) return cost_model::find_gpu(name_or_path);
+  const std::string path(name_or_path);
+  const Json doc = read_json_file(path);
+  Diagnostics diag;
+  GpuSpec g = parse_gpu_spec(Reader(doc, "", diag));
+  diag.throw_if_any(path);
+  try {
+    cost_model::validate(g);
+  } catch (const InputError& e) {
+    throw InputError(path + ": " + e.what());
+  }
+  return g;
+}
+
+OmissionPlan parse_topology(const Reader& r, const ModelSpec& model) {
+  r.allow_only({"model", "group_width", "anchor_width", "omitted_groups", "groups", "quality",
+                "predictor_dtype", "gate", "eps"});
+  cost_model::OmissionOptions opt;
+  if (auto w = r.integer("group_width", false)) opt.group_width = positive_int(r, "group_width", w);
+  if (auto w = r.integer("anchor_width", false))
+    opt.anchor_width = positive_int(r, "anchor_width", w);
+  if (auto layers = r.object("model", false)) {
+    // Optional cross-check: {"name": ..., "layers": N}.
+    if (auto n = layers->integer("layers", false); n && *n != model.layers) {
+      r.problem("model", "topology was made for a " + std::to_string(*n) + "-layer model, not " +
+                             model.name + " (" + std::to_string(model.layers) + " layers)");
+    }
+  }
+  if (r.has("groups")) {
+    std::vector<cost_model::GroupPlan> plans;
+    r.each("groups", [&](const Reader& g) {
+      g.allow_only({"group", "target_layers", "anchor_layers"});
+      cost_model::GroupPlan plan;
+      plan.group = static_cast<int>(g.integer("group").value_or(0));
+      auto ints = [&](std::string_view key, std::vector<int>& out) {
+        g.each(key, [&](const Reader& e) {
+          if (!e.node().is_number_integer())
+            e.problem("expected a layer index");
+          else
+            out.push_back(e.node().get<int>());
+        });
+      };
+      ints("target_layers", plan.target_layers);
+      ints("anchor_layers", plan.anchor_layers);
+      plans.push_back(std::move(plan));
+    });
+    if (!r.diagnostics().empty()) return {};
+    return OmissionPlan::from_plans(model.layers, std::move(plans), opt.group_width);
+  }
+  std::vector<int> groups;
+  r.each("omitted_groups", [&](const Reader& e) {
+    if (!e.node().is_number_integer())
+      e.problem("expected a group number (1-based)");
+    else
+      groups.push_back(e.node().get<int>());
+  });
+  if (!r.diagnostics().empty()) return {};
+  return OmissionPlan::from_groups(model.layers, std::move(groups), opt);
+}
+
+OmissionPlan resolve_topology(std::string_view text, const ModelSpec& model) {
+  if (!text.ends_with(".json")) return OmissionPlan::parse(text, model);
+  const std::string path(text);
+  const Json doc = read_json_file(path);
+  Diagnostics diag;
+  OmissionPlan t;
+  try {
+    t = parse_topology(Reader(doc, "", diag), model);
+  } catch (const InputError& e) {
+    diag.add("", e.what());
+  }
+  diag.throw_if_any(path);
+  return t;
+}
+
+}  // namespace kvshift::input

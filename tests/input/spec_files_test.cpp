@@ -1,0 +1,107 @@
+#include <gtest/gtest.h>
+
+#include "cost_model/input_error.hpp"
+#include "input/spec_files.hpp"
+
+namespace kvshift::input {
+namespace {
+
+constexpr const char* kSmolConfig = R"({
+  "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+  "hidden_size": 576, "intermediate_size": 1536, "num_attention_heads": 9,
+  "num_hidden_layers": 30, "num_key_value_heads": 3, "rms_norm_eps": 1e-05,
+  "rope_theta": 100000, "tie_word_embeddings": true, "torch_dtype": "bfloat16",
+  "vocab_size": 49152})";
+
+TEST(HfConfig, ReadsALlamaConfigLikeTheRegistry) {
+  const auto m = parse_hf_config(Json::parse(kSmolConfig), "smol", "config.json");
+  const auto& ref = cost_model::find_model("smollm2-135m");
+  EXPECT_EQ(m.layers, ref.layers);
+  EXPECT_EQ(m.head_dim, 64);
+  EXPECT_EQ(m.kv_heads, 3);
+  EXPECT_EQ(m.parameter_count(), ref.parameter_count());
+  EXPECT_DOUBLE_EQ(m.rope_theta, 1e5);
+}
+
+TEST(HfConfig, QwenGetsAttentionBias) {
+  Json j = Json::parse(kSmolConfig);
+  j["model_type"] = "qwen2";
+  EXPECT_TRUE(parse_hf_config(j, "q", "config.json").attention_bias);
+}
+
+std::string error_of(const Json& j) {
+  try {
+    parse_hf_config(j, "m", "config.json");
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(HfConfig, MalformedConfigsNameTheField) {
+  Json j = Json::parse(kSmolConfig);
+  j["num_hidden_layers"] = "thirty";
+  EXPECT_NE(error_of(j).find("config.json: /num_hidden_layers: expected an integer"),
+            std::string::npos)
+      << error_of(j);
+  j = Json::parse(kSmolConfig);
+  j.erase("hidden_size");
+  j["num_key_value_heads"] = -3;
+  const std::string both = error_of(j);
+  EXPECT_NE(both.find("/hidden_size: is required"), std::string::npos) << both;
+  EXPECT_NE(both.find("/num_key_value_heads: must be a positive integer"), std::string::npos);
+  j = Json::parse(kSmolConfig);
+  j["model_type"] = "mamba";
+  EXPECT_NE(error_of(j).find("unsupported architecture"), std::string::npos);
+  j = Json::parse(kSmolConfig);
+  j["num_key_value_heads"] = 4;
+  EXPECT_NE(error_of(j).find("multiple of num_key_value_heads"), std::string::npos);
+}
+
+TEST(JsonText, SyntaxErrorsNameTheSource) {
+  try {
+    parse_json_text("{\"a\": ", "x.json");
+    FAIL();
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("x.json: not valid JSON"), std::string::npos);
+  }
+}
+
+TEST(GpuSpecJson, OverridesAPreset) {
+  Diagnostics d;
+  const Json j =
+      Json::parse(R"({"base": "h100", "hbm_bandwidth": "4TB/s", "gemm_efficiency": 0.6})");
+  const auto g = parse_gpu_spec(Reader(j, "", d));
+  EXPECT_TRUE(d.empty());
+  EXPECT_DOUBLE_EQ(g.hbm_bandwidth.value, 32e12);
+  EXPECT_DOUBLE_EQ(g.gemm_efficiency, 0.6);
+  EXPECT_DOUBLE_EQ(g.peak_dense_fp16.value, cost_model::find_gpu("h100").peak_dense_fp16.value);
+}
+
+TEST(GpuSpecJson, UnknownKeysAreErrorsWithASuggestion) {
+  Diagnostics d;
+  const Json j = Json::parse(R"({"base": "h100", "hbm_bandwith": "4TB/s"})");
+  parse_gpu_spec(Reader(j, "", d));
+  ASSERT_EQ(d.items().size(), 1u);
+  EXPECT_EQ(d.items()[0],
+            "/hbm_bandwith: unknown key \"hbm_bandwith\" (did you mean \"hbm_bandwidth\"?)");
+}
+
+TEST(TopologyJson, ReadsGroupsAndExplicitPlans) {
+  const auto& m = cost_model::find_model("tinyllama-1.1b");
+  Diagnostics d;
+  const Json groups = Json::parse(R"({"omitted_groups": [2, 5]})");
+  EXPECT_EQ(parse_topology(Reader(groups, "", d), m).describe(), "G2,G5");
+  const Json plans = Json::parse(
+      R"({"groups": [{"group": 3, "target_layers": [4, 5], "anchor_layers": [2, 3, 6, 7]}]})");
+  const auto t = parse_topology(Reader(plans, "", d), m);
+  EXPECT_TRUE(d.empty());
+  EXPECT_EQ(t.groups()[0].anchor_layers, (std::vector<int>{2, 3, 6, 7}));
+  const Json bad = Json::parse(R"({"omitted_groups": [2, "five"]})");
+  parse_topology(Reader(bad, "", d), m);
+  ASSERT_EQ(d.items().size(), 1u);
+  EXPECT_EQ(d.items()[0], "/omitted_groups/1: expected a group number (1-based)");
+}
+
+}  // namespace
+}  // namespace kvshift::input
