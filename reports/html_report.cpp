@@ -129,14 +129,22 @@ json run_charts(const std::filesystem::path& dir, std::vector<NamedMetrics> stra
   charts.push_back(chart("Bytes moved over the network, by kind", "bar",
                          stacked_bars(bytes, 1.0 / 1048576), "strategy", "MiB", "category", true));
   json link_sets = json::array();
+  bool any_series = false;
   for (const NamedMetrics& n : strategies) {
+    any_series |= n.metrics.busiest_link.has_value();
     if (!n.metrics.busiest_link || n.metrics.busiest_link->t_s.empty()) continue;
     const BusiestLink& b = *n.metrics.busiest_link;
     std::vector<std::pair<double, double>> pts;
     for (std::size_t i = 0; i < b.t_s.size(); ++i) pts.emplace_back(b.t_s[i], b.utilisation[i]);
     link_sets.push_back(xy_dataset(n.strategy, pts));
   }
-  if (!link_sets.empty()) {
+  if (link_sets.empty()) {
+    notes.push_back(any_series
+                        ? "No link carried traffic at a sampled instant: no link-utilisation "
+                          "chart."
+                        : "summary.json has no busiest_link series (an older kvshift wrote "
+                          "it): no link-utilisation chart.");
+  } else {
     charts.push_back(
         chart("Link utilisation over time (busiest link direction per interval; "
               "at most 2,000 points, each the peak of its span)",

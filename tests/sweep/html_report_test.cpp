@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cost_model/input_error.hpp"
+#include "input/json_reader.hpp"
 #include "input/scenario_loader.hpp"
 #include "reports/atomic_file.hpp"
 #include "reports/run_report.hpp"
@@ -80,6 +81,15 @@ TEST(HtmlReport, RunFolderGivesOneChartPerViewWithCompleteCdfs) {
   // ... and the page never reads links.csv back.
   std::filesystem::remove(dir / "links.csv");
   EXPECT_EQ(report_data(dir)["run"]["charts"], charts);
+  // A summary without the series (an older kvshift's) says why the chart is missing.
+  json summary = input::read_json_file((dir / "summary.json").string());
+  for (auto& [name, entry] : summary["strategies"].items()) entry.erase("busiest_link");
+  write_file_atomic(dir / "summary.json", summary.dump(2));
+  const json older = report_data(dir)["run"];
+  EXPECT_EQ(older["charts"].size(), 3u);
+  EXPECT_EQ(older["notes"].back(),
+            "summary.json has no busiest_link series (an older kvshift wrote it): no "
+            "link-utilisation chart.");
   const std::string page = render_html_report(data, "/* chart.js */");
   EXPECT_NE(page.find("/* chart.js */"), std::string::npos);
   EXPECT_NE(page.find("id=\"kvshift-status\""), std::string::npos);
