@@ -145,6 +145,14 @@ void check_memory(const ScenarioSpec& s, Diagnostics& d, const LoadContext& ctx)
                   std::to_string(s.serving.prefix_cache.block_tokens) + ")");
       }
     }
+    const auto& ssd = s.serving.prefix_cache.ssd_tier;
+    if (ssd && ssd->capacity < block) {
+      d.add("/serving/prefix_cache/ssd_tier/capacity",
+            "the SSD tier (" + std::to_string(ssd->capacity.count) +
+                " bytes a node) is smaller than one prefix block (" + std::to_string(block.count) +
+                " bytes, serving.prefix_cache.block_tokens " +
+                std::to_string(s.serving.prefix_cache.block_tokens) + ")");
+    }
   }
 }
 

@@ -137,6 +137,18 @@ sim::ServingSpec parse_serving(const Reader& r) {
     s.prefix_cache.block_tokens =
         int_in(*c, "block_tokens", 1, 1'048'576, false).value_or(s.prefix_cache.block_tokens);
     s.prefix_cache.host_offload = c->boolean("host_offload", false).value_or(false);
+    if (auto t = c->object("ssd_tier", false)) {
+      t->allow_only(keys::kSsdTier);
+      const auto capacity = positive_bytes(*t, "capacity", true);
+      const auto read = positive_bandwidth(*t, "read_bandwidth", true);
+      if (capacity && read)
+        s.prefix_cache.ssd_tier = sim::PrefixCacheSpec::SsdTier{*capacity, *read};
+      if (!s.prefix_cache.host_offload) {
+        c->problem("ssd_tier",
+                   "needs host_offload: true (blocks reach the SSD when the host tier "
+                   "evicts them)");
+      }
+    }
     // Cached blocks are whole paged blocks, so a hit frees exactly the blocks it reuses.
     if (s.prefix_cache.block_tokens % s.kv_block_tokens != 0) {
       c->problem("block_tokens", "must be a multiple of serving.kv_block_tokens (" +

@@ -49,7 +49,8 @@ inline const List kSharedPrefix = {"share", "groups", "tokens"};
 inline const List kTokenDist = {"distribution", "value", "min", "max", "mean", "cv"};
 inline const List kServing = {"max_batch", "kv_block_tokens", "prefill_chunk_tokens",
                               "prefix_cache"};
-inline const List kPrefixCache = {"enabled", "block_tokens", "host_offload"};
+inline const List kPrefixCache = {"enabled", "block_tokens", "host_offload", "ssd_tier"};
+inline const List kSsdTier = {"capacity", "read_bandwidth"};
 inline const List kProtection = {"mode", "placement", "store", "stream_every_tokens"};
 inline const List kEvent = {
     "type",         "at",        "node",    "gpu",  "link", "detection_delay",
@@ -96,6 +97,7 @@ inline std::vector<Entry> all_entries() {
           {"/$defs/token_dist", kTokenDist},
           {"/$defs/serving", kServing},
           {"/$defs/prefix_cache", kPrefixCache},
+          {"/$defs/ssd_tier", kSsdTier},
           {"/$defs/live", kLive},
           {"/$defs/protection", kProtection},
           {"/$defs/event", kEvent},

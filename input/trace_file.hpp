@@ -8,7 +8,8 @@
 //   Mooncake  timestamp (milliseconds, JSONL) | input_length | output_length
 // Arrivals are made relative to the earliest one and sorted (stable). Every
 // bad row is reported (up to a limit) with its line number; nothing is
-// skipped silently. Leaves out: per-request model names, cache hash ids.
+// skipped silently. Mooncake's hash_ids become the prompt's block keys. Leaves out:
+// per-request model names.
 #pragma once
 
 #include <optional>

@@ -342,6 +342,19 @@ std::string run_table(const json& summary) {
                     static_cast<double>(h.peak_bytes) / (1 << 30));
       o << line;
     }
+    if (c.ssd_tier) {
+      const PrefixCacheUse::SsdTier& s = *c.ssd_tier;
+      std::snprintf(line, sizeof line,
+                    "  SSD tier: %lld prefills read %lld tokens from SSD (%.1f GiB read, %.1f GiB "
+                    "written from host-tier evictions, not timed), %lld blocks evicted, peak "
+                    "%.1f GiB\n",
+                    static_cast<long long>(s.hits), static_cast<long long>(s.hit_tokens),
+                    static_cast<double>(s.read_bytes) / (1 << 30),
+                    static_cast<double>(s.written_bytes) / (1 << 30),
+                    static_cast<long long>(s.evicted_blocks),
+                    static_cast<double>(s.peak_bytes) / (1 << 30));
+      o << line;
+    }
   }
   if (summary.contains("pools")) {
     o << "pools:";

@@ -52,7 +52,7 @@ Distribution ttft_distribution(const sim::RunTally& t, std::int64_t end_ns) {
   return d;
 }
 
-PrefixCacheUse prefix_cache_use(const sim::PrefixCacheStats& c, bool host_offload) {
+PrefixCacheUse prefix_cache_use(const sim::PrefixCacheStats& c, const sim::PrefixCacheSpec& spec) {
   const auto share = [](std::int64_t a, std::int64_t b) {
     return b > 0 ? r9(static_cast<double>(a) / static_cast<double>(b)) : 0.0;
   };
@@ -69,12 +69,19 @@ PrefixCacheUse prefix_cache_use(const sim::PrefixCacheStats& c, bool host_offloa
                    c.evicted_blocks,
                    c.lost_blocks,
                    c.resident_bytes,
+                   std::nullopt,
                    std::nullopt};
-  if (host_offload) {
+  if (spec.host_offload) {
     const sim::PrefixCacheStats::HostTier& h = c.host;
     u.host_tier = PrefixCacheUse::HostTier{h.hits,           h.hit_tokens,     h.read_bytes,
                                            h.written_blocks, h.written_bytes,  h.evicted_blocks,
                                            h.lost_blocks,    h.resident_bytes, h.peak_bytes};
+  }
+  if (spec.ssd_tier) {
+    const sim::PrefixCacheStats::SsdTier& s = c.ssd;
+    u.ssd_tier = PrefixCacheUse::SsdTier{s.hits,           s.hit_tokens,    s.read_bytes,
+                                         s.written_blocks, s.written_bytes, s.evicted_blocks,
+                                         s.resident_bytes, s.peak_bytes};
   }
   return u;
 }
@@ -170,7 +177,7 @@ StrategyMetrics strategy_metrics(const input::ScenarioSpec& spec, const sim::Run
   m.quality = quality(spec, t);
   m.events = run.events;
   if (spec.serving.prefix_cache.enabled) {
-    m.prefix_cache = prefix_cache_use(run.prefix_cache, spec.serving.prefix_cache.host_offload);
+    m.prefix_cache = prefix_cache_use(run.prefix_cache, spec.serving.prefix_cache);
   }
   if (spec.slo.ttft || spec.slo.e2e) {
     SloViolations v;

@@ -161,6 +161,17 @@ json prefix_cache_json(const PrefixCacheUse& c) {
                       {"resident_bytes_at_end", h.resident_bytes_at_end},
                       {"peak_bytes", h.peak_bytes}};
   }
+  if (c.ssd_tier) {
+    const PrefixCacheUse::SsdTier& s = *c.ssd_tier;
+    j["ssd_tier"] = {{"hits", s.hits},
+                     {"hit_tokens", s.hit_tokens},
+                     {"read_bytes", s.read_bytes},
+                     {"written_blocks", s.written_blocks},
+                     {"written_bytes", s.written_bytes},
+                     {"evicted_blocks", s.evicted_blocks},
+                     {"resident_bytes_at_end", s.resident_bytes_at_end},
+                     {"peak_bytes", s.peak_bytes}};
+  }
   return j;
 }
 
@@ -178,6 +189,7 @@ PrefixCacheUse read_prefix_cache(const Fields& f) {
                    f.integer("evicted_blocks"),
                    f.integer("lost_blocks"),
                    f.integer("resident_bytes_at_end"),
+                   std::nullopt,
                    std::nullopt};
   if (f.has("host_tier")) {
     const Fields h = f.object("host_tier");
@@ -187,6 +199,17 @@ PrefixCacheUse read_prefix_cache(const Fields& f) {
                                  h.integer("written_bytes"), h.integer("evicted_blocks"),
                                  h.integer("lost_blocks"),   h.integer("resident_bytes_at_end"),
                                  h.integer("peak_bytes")};
+  }
+  if (f.has("ssd_tier")) {
+    const Fields s = f.object("ssd_tier");
+    c.ssd_tier = PrefixCacheUse::SsdTier{s.integer("hits"),
+                                         s.integer("hit_tokens"),
+                                         s.integer("read_bytes"),
+                                         s.integer("written_blocks"),
+                                         s.integer("written_bytes"),
+                                         s.integer("evicted_blocks"),
+                                         s.integer("resident_bytes_at_end"),
+                                         s.integer("peak_bytes")};
   }
   return c;
 }

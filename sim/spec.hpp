@@ -89,6 +89,14 @@ struct PrefixCacheSpec {
   /// A second tier in each node's host DRAM: prompt blocks are written through to it after
   /// prefill, and a block gone from a GPU's HBM loads from it over the host link.
   bool host_offload = false;
+  /// A third tier, each GPU node's local SSD (needs host_offload): the blocks the host tier
+  /// evicts are written to it (counted, not timed), and a block found only here is read into
+  /// host DRAM at `read_bandwidth` before it crosses the host link. It survives node failures.
+  struct SsdTier {
+    Bytes capacity;  ///< per GPU node
+    BitsPerSecond read_bandwidth;
+  };
+  std::optional<SsdTier> ssd_tier;
 };
 
 struct ServingSpec {

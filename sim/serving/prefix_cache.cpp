@@ -53,9 +53,10 @@ std::size_t PrefixCache::touch(std::span<const std::uint64_t> keys) {
   return inserted;
 }
 
-std::size_t PrefixCache::evict(std::int64_t bytes) {
+std::size_t PrefixCache::evict(std::int64_t bytes, std::vector<std::uint64_t>* keys) {
   std::size_t evicted = 0;
   for (std::int64_t freed = 0; freed < bytes && !lru_.empty(); freed += block_bytes_) {
+    if (keys) keys->push_back(lru_.front());
     blocks_.erase(lru_.front());
     lru_.pop_front();
     ++evicted;

@@ -19,6 +19,7 @@
 #include <list>
 #include <span>
 #include <unordered_map>
+#include <vector>
 
 namespace kvshift::sim {
 
@@ -40,8 +41,9 @@ class PrefixCache {
   /// order (a tier that holds copies and takes no pins); returns how many were inserted.
   std::size_t touch(std::span<const std::uint64_t> keys);
   /// Evicts least recently used unpinned blocks until `bytes` are freed or none is left;
-  /// returns the blocks evicted.
-  std::size_t evict(std::int64_t bytes);
+  /// returns the blocks evicted, and appends their keys to `evicted` when given (in eviction
+  /// order: least recently used first).
+  std::size_t evict(std::int64_t bytes, std::vector<std::uint64_t>* evicted = nullptr);
   /// The GPU lost its HBM: every block is gone.
   void clear();
 

@@ -159,6 +159,17 @@ struct PrefixCacheStats {
     std::int64_t resident_bytes = 0;  ///< held at the end of the run
     std::int64_t peak_bytes = 0;      ///< the most held at once
   } host;
+  /// The SSD tier (serving.prefix_cache.ssd_tier), over all nodes.
+  struct SsdTier {
+    std::int64_t hits = 0;            ///< prefills that read at least one block from it
+    std::int64_t hit_tokens = 0;      ///< prompt tokens read instead of prefilled
+    std::int64_t read_bytes = 0;      ///< SSD -> host DRAM (then over the host link)
+    std::int64_t written_blocks = 0;  ///< host-tier evictions written to it (new to the tier)
+    std::int64_t written_bytes = 0;   ///< host DRAM -> SSD
+    std::int64_t evicted_blocks = 0;  ///< to make room for other blocks
+    std::int64_t resident_bytes = 0;  ///< held at the end of the run
+    std::int64_t peak_bytes = 0;      ///< the most held at once
+  } ssd;
 };
 
 /// One trace-event span (Chrome trace format: one track per node or link).

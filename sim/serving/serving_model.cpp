@@ -41,6 +41,7 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
   node_gpus_.resize(n);
   proxy_gpus_.resize(n);
   host_tiers_.resize(n);
+  ssd_tiers_.resize(n);
   node_up_.assign(n, true);
   node_draining_.assign(n, false);
   methods_ = move_methods(spec);
@@ -90,6 +91,10 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
       if (g == 0 && spec.serving.prefix_cache.enabled && spec.serving.prefix_cache.host_offload) {
         host_tiers_[i] =
             std::make_unique<PrefixCache>(block_bytes(spec.serving.prefix_cache.block_tokens));
+        if (spec.serving.prefix_cache.ssd_tier) {
+          ssd_tiers_[i] =
+              std::make_unique<PrefixCache>(block_bytes(spec.serving.prefix_cache.block_tokens));
+        }
       }
       if (g == 0 && spec.proxy_kv && spec.proxy_kv->placement == ProxyPlacement::kProxyGpu) {
         proxy_gpus_[i] = std::make_unique<GpuWorker>(sim_, *this, costs_of(static_cast<int>(i)), -1,
@@ -217,6 +222,7 @@ RunResult ServingModel::finish() {
     }
   }
   result_.prefix_cache.host.resident_bytes = host_tier_bytes_;
+  result_.prefix_cache.ssd.resident_bytes = ssd_tier_bytes_;
   result_.predictor_copies = predictors_->copies();
   result_.predictor_bytes_resident = result_.predictor_copies * predictor_bytes_;
   return std::move(result_);

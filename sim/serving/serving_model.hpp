@@ -111,14 +111,15 @@ class ServingModel final : public GpuListener {
   /// prompt (its last token is always prefilled, for the first output token).
   std::vector<std::uint64_t> prefix_keys(const RequestArrival& a) const;
   /// At the start of a prefill on `gpu`: pins the cached run of the prompt's leading blocks
-  /// (in HBM, then continued from the node's host tier) and returns its tokens (0 without a
-  /// cache or a hit), counting the lookup; `load` is how long the host-tier blocks take to
-  /// cross the host link.
+  /// (in HBM, then continued from the node's host tier, then its SSD tier) and returns its
+  /// tokens (0 without a cache or a hit), counting the lookup; `load` is how long the blocks
+  /// from the lower tiers take to reach HBM.
   std::int64_t reuse_prefix(Request& r, int gpu, SimTime& load);
   /// The cached run of `r`'s leading blocks for `gpu`: in its HBM, then continued in its
-  /// node's host tier (and how long those take over the host link).
+  /// node's host tier, then in its SSD tier, and how long the lower tiers' blocks take to
+  /// reach HBM: the SSD's read into host DRAM, then the host link for both.
   struct PrefixRun {
-    std::size_t in_hbm = 0, from_host = 0;
+    std::size_t in_hbm = 0, from_host = 0, from_ssd = 0;
     SimTime load;
   };
   PrefixRun prefix_run(const Request& r, int gpu) const;
@@ -143,9 +144,13 @@ class ServingModel final : public GpuListener {
   void unpin_prefix(Request& r);
   /// Evicts unpinned blocks until `gpu`'s bookings and its unpinned blocks fit in HBM.
   void fit_cache(int gpu);
-  /// Evicts host-tier blocks of `node` until they fit beside its replicas in host DRAM.
+  /// Evicts host-tier blocks of `node` until they fit beside its replicas in host DRAM; with
+  /// an SSD tier, the evicted blocks are written to it.
   void fit_host_tier(int node);
   void count_host_tier(std::int64_t delta_bytes);
+  /// Writes blocks the host tier of `node` evicted to its SSD tier, evicting the SSD's least
+  /// recently used blocks beyond its capacity.
+  void spill_to_ssd(int node, std::span<const std::uint64_t> keys);
   /// P/D: hands a prefilled request to a decode pool once it may go (scores, room, a slot).
   void try_handoff(Request& r);
   bool on_prefill_pool(int gpu) const;
@@ -198,6 +203,8 @@ class ServingModel final : public GpuListener {
   void begin_predictor_fetch(int node);
   /// Bytes that stay on one node cross its host link (the estimator's local leg).
   SimTime host_link_time(std::int64_t bytes) const;
+  /// Reading `bytes` of prefix blocks from a node's SSD tier into its host DRAM.
+  SimTime ssd_read_time(std::int64_t bytes) const;
   void on_transfers_done(Move& m);
   /// Queues the move's GPU work once its bytes are in and a hybrid's front is done.
   void rebuild(Move& m);
@@ -280,6 +287,9 @@ class ServingModel final : public GpuListener {
   /// node -> its host-DRAM prefix tier (null unless serving.prefix_cache.host_offload)
   std::vector<std::unique_ptr<PrefixCache>> host_tiers_;
   std::int64_t host_tier_bytes_ = 0;  ///< held by every host tier
+  /// node -> its SSD prefix tier (null unless serving.prefix_cache.ssd_tier)
+  std::vector<std::unique_ptr<PrefixCache>> ssd_tiers_;
+  std::int64_t ssd_tier_bytes_ = 0;  ///< held by every SSD tier
   std::vector<bool> node_up_, node_draining_;
   std::unique_ptr<ReplicaStore> replicas_;      ///< where protected KV is kept, and how much
   std::unique_ptr<PredictorCache> predictors_;  ///< which nodes hold the RISK-KV predictors

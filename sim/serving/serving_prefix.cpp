@@ -1,8 +1,10 @@
 // ServingModel: prefix caching — the keys of a request's cacheable blocks, pins
-// in a GPU's PrefixCache, the HBM the cache may use, and the node's host tier.
+// in a GPU's PrefixCache, the HBM the cache may use, and the node's host and SSD
+// tiers.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "sim/serving/serving_model_internal.hpp"
 
@@ -38,17 +40,24 @@ std::int64_t ServingModel::reuse_prefix(Request& r, int gpu, SimTime& load) {
   ++st.lookups;
   st.lookup_tokens += static_cast<std::int64_t>(r.prefix_keys.size()) * block_tokens;
   const PrefixRun run = prefix_run(r, gpu);
+  // Pinned in HBM from now, as the blocks it finds there: a request arriving while they load
+  // finds them too (at most the load early).
+  const std::span<const std::uint64_t> keys(r.prefix_keys);
+  const auto node = static_cast<std::size_t>(g.node);
   if (run.from_host > 0) {
-    // Pinned in HBM from now, as the blocks it finds there: a request arriving while they load
-    // finds them too (at most the load early).
-    host_tiers_[static_cast<std::size_t>(g.node)]->touch(
-        std::span<const std::uint64_t>(r.prefix_keys).subspan(run.in_hbm, run.from_host));
-    load = run.load;
+    host_tiers_[node]->touch(keys.subspan(run.in_hbm, run.from_host));
     ++st.host.hits;
     st.host.hit_tokens += static_cast<std::int64_t>(run.from_host) * block_tokens;
     st.host.read_bytes += static_cast<std::int64_t>(run.from_host) * g.cache->block_bytes();
   }
-  const std::size_t hit = run.in_hbm + run.from_host;
+  if (run.from_ssd > 0) {
+    ssd_tiers_[node]->touch(keys.subspan(run.in_hbm + run.from_host, run.from_ssd));
+    ++st.ssd.hits;
+    st.ssd.hit_tokens += static_cast<std::int64_t>(run.from_ssd) * block_tokens;
+    st.ssd.read_bytes += static_cast<std::int64_t>(run.from_ssd) * g.cache->block_bytes();
+  }
+  load = run.load;
+  const std::size_t hit = run.in_hbm + run.from_host + run.from_ssd;
   if (hit == 0) return 0;
   pin_prefix(r, gpu, hit);
   const std::int64_t cached = static_cast<std::int64_t>(hit) * block_tokens;
@@ -114,13 +123,19 @@ void ServingModel::cache_prompt(Request& r, int gpu, std::int64_t booked) {
 ServingModel::PrefixRun ServingModel::prefix_run(const Request& r, int gpu) const {
   const Gpu& g = gpus_[gpu];
   PrefixRun run;
-  run.in_hbm = g.cache->match(r.prefix_keys);
-  if (const PrefixCache* host = host_tiers_[static_cast<std::size_t>(g.node)].get()) {
-    run.from_host = host->match(std::span<const std::uint64_t>(r.prefix_keys).subspan(run.in_hbm));
-    if (run.from_host > 0) {
-      run.load = host_link_time(static_cast<std::int64_t>(run.from_host) * host->block_bytes());
-    }
+  const std::span<const std::uint64_t> keys(r.prefix_keys);
+  const auto node = static_cast<std::size_t>(g.node);
+  run.in_hbm = g.cache->match(keys);
+  const PrefixCache* host = host_tiers_[node].get();
+  if (!host) return run;
+  run.from_host = host->match(keys.subspan(run.in_hbm));
+  if (const PrefixCache* ssd = ssd_tiers_[node].get()) {
+    run.from_ssd = ssd->match(keys.subspan(run.in_hbm + run.from_host));
   }
+  const std::int64_t block = host->block_bytes();
+  const std::int64_t ssd_bytes = static_cast<std::int64_t>(run.from_ssd) * block;
+  const std::int64_t bytes = static_cast<std::int64_t>(run.from_host) * block + ssd_bytes;
+  if (bytes > 0) run.load = ssd_read_time(ssd_bytes) + host_link_time(bytes);
   return run;
 }
 
@@ -128,8 +143,8 @@ int ServingModel::route_arrival(const Request& r) {
   if (!router_.prefix_aware(arrival_pools_) || r.prefix_keys.empty()) {
     return router_.route(r.reserved, -1, arrival_pools_);
   }
-  // Estimated time to the first token on each GPU with room: its queue, the host-tier load
-  // of what its HBM lacks, and the prefill of the rest; ties go to the lower share.
+  // Estimated time to the first token on each GPU with room: its queue, the load from the
+  // lower tiers of what its HBM lacks, and the prefill of the rest; ties go to the lower share.
   const std::int64_t block_tokens = spec_.serving.prefix_cache.block_tokens;
   const std::int64_t prompt = r.rec.prompt_tokens;
   int best = -1;
@@ -138,7 +153,7 @@ int ServingModel::route_arrival(const Request& r) {
     const Gpu& g = gpus_[gpu];
     const PrefixRun run = prefix_run(r, gpu);
     const std::int64_t cached =
-        static_cast<std::int64_t>(run.in_hbm + run.from_host) * block_tokens;
+        static_cast<std::int64_t>(run.in_hbm + run.from_host + run.from_ssd) * block_tokens;
     const std::int64_t ns =
         g.worker->backlog().ns + run.load.ns + costs_of(g.node).extend(cached, prompt - cached).ns;
     const auto share = [&](int i) {
@@ -159,12 +174,42 @@ void ServingModel::fit_host_tier(int node) {
   const std::int64_t room = replicas_->capacity(node) - replicas_->booked(node);
   const std::int64_t over = host->unpinned_bytes() - room;
   if (over <= 0) return;
-  const auto evicted = static_cast<std::int64_t>(host->evict(over));
+  std::vector<std::uint64_t> keys;
+  const auto evicted = static_cast<std::int64_t>(
+      host->evict(over, ssd_tiers_[static_cast<std::size_t>(node)] ? &keys : nullptr));
   result_.prefix_cache.host.evicted_blocks += evicted;
   count_host_tier(-evicted * host->block_bytes());
   if (host->unpinned_bytes() > room) {
     throw std::logic_error("invariant: node " + std::to_string(node) +
                            " holds more replicas and host-tier blocks than its host DRAM");
+  }
+  if (!keys.empty()) spill_to_ssd(node, keys);
+}
+
+SimTime ServingModel::ssd_read_time(std::int64_t bytes) const {
+  if (bytes <= 0) return {};
+  const BitsPerSecond read = spec_.serving.prefix_cache.ssd_tier->read_bandwidth;
+  return SimTime{round_to_ns(Bytes{bytes}.bits() / read.value)};
+}
+
+void ServingModel::spill_to_ssd(int node, std::span<const std::uint64_t> keys) {
+  PrefixCache& ssd = *ssd_tiers_[static_cast<std::size_t>(node)];
+  PrefixCacheStats::SsdTier& st = result_.prefix_cache.ssd;
+  const auto written = static_cast<std::int64_t>(ssd.touch(keys));
+  st.written_blocks += written;
+  st.written_bytes += written * ssd.block_bytes();
+  ssd_tier_bytes_ += written * ssd.block_bytes();
+  const std::int64_t capacity = spec_.serving.prefix_cache.ssd_tier->capacity.count;
+  const std::int64_t over = ssd.unpinned_bytes() - capacity;
+  if (over > 0) {
+    const auto evicted = static_cast<std::int64_t>(ssd.evict(over));
+    st.evicted_blocks += evicted;
+    ssd_tier_bytes_ -= evicted * ssd.block_bytes();
+  }
+  st.peak_bytes = std::max(st.peak_bytes, ssd_tier_bytes_);
+  if (ssd.unpinned_bytes() > capacity) {
+    throw std::logic_error("invariant: node " + std::to_string(node) +
+                           " holds more SSD-tier blocks than the tier's capacity");
   }
 }
 

@@ -151,6 +151,31 @@ TEST(ScenarioCross, AHostTierSmallerThanOneBlockIsNamed) {
   EXPECT_EQ(problems(j).size(), 1u);
 }
 
+TEST(ScenarioCross, TheSsdTierNeedsTheHostTierAndRoomForOneBlock) {
+  json j = minimal_json();
+  j["serving"] = {{"prefix_cache",
+                   {{"host_offload", true},
+                    {"ssd_tier", {{"capacity", "1MiB"}, {"read_bandwidth", "7GB/s"}}}}}};
+  EXPECT_EQ(problems(j), V{"/serving/prefix_cache/ssd_tier/capacity: the SSD tier (1048576 bytes a "
+                           "node) is smaller than one prefix block (6291456 bytes, "
+                           "serving.prefix_cache.block_tokens 512)"});
+  j["serving"]["prefix_cache"]["ssd_tier"]["capacity"] = "2TB";
+  EXPECT_EQ(problems(j), V{});
+  j["serving"]["prefix_cache"]["host_offload"] = false;
+  EXPECT_EQ(problems(j), V{"/serving/prefix_cache/ssd_tier: needs host_offload: true (blocks reach "
+                           "the SSD when the host tier evicts them)"});
+  j["serving"]["prefix_cache"]["host_offload"] = true;
+  j["serving"]["prefix_cache"]["ssd_tier"] = {{"capacity", "2TB"}, {"read_bandwidth", "0GB/s"}};
+  ASSERT_EQ(problems(j).size(), 1u);
+  EXPECT_EQ(problems(j)[0].rfind("/serving/prefix_cache/ssd_tier/read_bandwidth: ", 0), 0u)
+      << problems(j)[0];
+  j["serving"]["prefix_cache"]["ssd_tier"] = {{"capacity", "2TB"}, {"write_bandwidth", "3GB/s"}};
+  const V got = problems(j);
+  ASSERT_EQ(got.size(), 2u) << ::testing::PrintToString(got);
+  EXPECT_EQ(got[0].rfind("/serving/prefix_cache/ssd_tier", 0), 0u) << got[0];
+  EXPECT_EQ(got[1].rfind("/serving/prefix_cache/ssd_tier", 0), 0u) << got[1];
+}
+
 TEST(ScenarioCross, LocalReplicasNeedNoSecondNode) {
   json j = minimal_json();
   j["cluster"]["nodes"] = {{{"name", "a"}}};
