@@ -56,6 +56,7 @@ TEST(StrategyMetrics, ASummaryReadBackWritesTheSameJson) {
       const StrategyMetrics& m = n.metrics;
       if (m.handoff) sections.push_back("handoff");
       if (m.prefix_cache && m.prefix_cache->host_tier) sections.push_back("host_tier");
+      if (m.prefix_cache && m.prefix_cache->ssd_tier) sections.push_back("ssd_tier");
       if (m.slo) sections.push_back("slo");
       if (m.quality.proxy_kv) sections.push_back("proxy_kv");
       if (m.quality.risk_kv) sections.push_back("risk_kv");
