@@ -72,8 +72,10 @@ MovePlan plan_move(Strategy s, const MoveMethods& methods, const MoveState& st) 
     rest.context = st.context - cached;
     rest.available = std::max<std::int64_t>(0, std::min(st.available, st.context) - cached);
     rest.dst_cached = 0;
+    rest.dst_cached_load_ns = 0;
     MovePlan p = plan_move(s, methods, rest);
     p.cached_tokens = cached;
+    p.cached_load_ns = std::max<std::int64_t>(0, st.dst_cached_load_ns);
     return p;
   }
   const std::int64_t available = std::clamp<std::int64_t>(st.available, 0, st.context);
@@ -185,13 +187,15 @@ MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods, con
                                    : 0;
   e.transfer_ns = std::max(
       {data_ns, leg_ns(route.predictor, route.predictor_path, route.host_link, plan.predictor),
-       plan.strategy == Strategy::kRiskKv ? route.predictor_ready_in_ns : std::int64_t{0}});
+       plan.strategy == Strategy::kRiskKv ? route.predictor_ready_in_ns : std::int64_t{0},
+       plan.cached_load_ns});
   if (!plan.needs_gpu()) return e;  // a pure transfer does not wait for the GPU
   if (plan.front_tokens > 0) {
-    // The front is queued when the move starts and runs while the rest of the KV arrives.
+    // The front is queued once the cached prefix is in HBM and runs while the rest of the KV
+    // arrives.
     const std::int64_t front_ns =
         round_to_ns(compute.extend(*methods.model, plan.cached_tokens, plan.front_tokens).value);
-    e.queue_ns = std::max<std::int64_t>(0, gpu_backlog_ns);
+    e.queue_ns = std::max<std::int64_t>({0, gpu_backlog_ns, plan.cached_load_ns});
     e.compute_ns = front_ns;
     e.overlap_ns = std::min(e.transfer_ns, e.queue_ns + front_ns);
   } else {
@@ -241,7 +245,7 @@ MovePlan balance_hybrid(MovePlan plan, const MoveMethods& methods, const MoveRou
     const std::int64_t mid = lo + (hi - lo) / 2;
     const MovePlan p = split(mid);
     const std::int64_t front_end =
-        std::max<std::int64_t>(gpu_backlog_ns, 0) +
+        std::max<std::int64_t>({gpu_backlog_ns, 0, p.cached_load_ns}) +
         (p.front_tokens > 0
              ? round_to_ns(compute.extend(*methods.model, p.cached_tokens, p.front_tokens).value)
              : 0);

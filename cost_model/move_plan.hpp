@@ -91,6 +91,9 @@ struct MoveState {
   /// Leading tokens whose KV the destination already holds (its prefix cache): every plan
   /// moves or rebuilds only the tokens after them, which attend to them.
   std::int64_t dst_cached = 0;
+  /// How long the part of dst_cached in the destination node's host or SSD tier takes to reach
+  /// HBM (0: all of it is in HBM).
+  std::int64_t dst_cached_load_ns = 0;
 };
 
 /// Bytes to ship, GPU work at the destination, and the quality it costs.
@@ -109,6 +112,9 @@ struct MovePlan {
   /// Leading tokens already at the destination (MoveState::dst_cached): neither shipped nor
   /// recomputed; the front, shipped KV and replay are the tokens after them.
   std::int64_t cached_tokens = 0;
+  /// Until those are in HBM (MoveState::dst_cached_load_ns): the load from the destination's
+  /// host or SSD tier runs beside the transfers, and a hybrid's front waits for it.
+  std::int64_t cached_load_ns = 0;
   double delta_nll = 0;    ///< quality paid (nats/token)
   std::string infeasible;  ///< why this strategy cannot run here; empty: it can
   std::string note;        ///< why `strategy` differs from the one asked for; empty: it does not

@@ -333,9 +333,11 @@ std::string run_table(const json& summary) {
     if (c.host_tier) {
       const PrefixCacheUse::HostTier& h = *c.host_tier;
       std::snprintf(line, sizeof line,
-                    "  host tier: %lld prefills loaded %lld tokens from host DRAM (%.1f GiB read, "
-                    "%.1f GiB written through, not timed), %lld blocks evicted, peak %.1f GiB\n",
+                    "  host tier: %lld prefills loaded %lld tokens and %lld moves %lld tokens from "
+                    "host DRAM (%.1f GiB read, %.1f GiB written through, not timed), %lld blocks "
+                    "evicted, peak %.1f GiB\n",
                     static_cast<long long>(h.hits), static_cast<long long>(h.hit_tokens),
+                    static_cast<long long>(h.move_loads), static_cast<long long>(h.move_tokens),
                     static_cast<double>(h.read_bytes) / (1 << 30),
                     static_cast<double>(h.written_bytes) / (1 << 30),
                     static_cast<long long>(h.evicted_blocks),
@@ -344,15 +346,16 @@ std::string run_table(const json& summary) {
     }
     if (c.ssd_tier) {
       const PrefixCacheUse::SsdTier& s = *c.ssd_tier;
-      std::snprintf(line, sizeof line,
-                    "  SSD tier: %lld prefills read %lld tokens from SSD (%.1f GiB read, %.1f GiB "
-                    "written from host-tier evictions, not timed), %lld blocks evicted, peak "
-                    "%.1f GiB\n",
-                    static_cast<long long>(s.hits), static_cast<long long>(s.hit_tokens),
-                    static_cast<double>(s.read_bytes) / (1 << 30),
-                    static_cast<double>(s.written_bytes) / (1 << 30),
-                    static_cast<long long>(s.evicted_blocks),
-                    static_cast<double>(s.peak_bytes) / (1 << 30));
+      std::snprintf(
+          line, sizeof line,
+          "  SSD tier: %lld prefills read %lld tokens and %lld moves %lld tokens from SSD "
+          "(%.1f GiB read, %.1f GiB written from host-tier evictions, not timed), %lld "
+          "blocks evicted, peak %.1f GiB\n",
+          static_cast<long long>(s.hits), static_cast<long long>(s.hit_tokens),
+          static_cast<long long>(s.move_loads), static_cast<long long>(s.move_tokens),
+          static_cast<double>(s.read_bytes) / (1 << 30),
+          static_cast<double>(s.written_bytes) / (1 << 30),
+          static_cast<long long>(s.evicted_blocks), static_cast<double>(s.peak_bytes) / (1 << 30));
       o << line;
     }
   }

@@ -73,15 +73,30 @@ PrefixCacheUse prefix_cache_use(const sim::PrefixCacheStats& c, const sim::Prefi
                    std::nullopt};
   if (spec.host_offload) {
     const sim::PrefixCacheStats::HostTier& h = c.host;
-    u.host_tier = PrefixCacheUse::HostTier{h.hits,           h.hit_tokens,     h.read_bytes,
-                                           h.written_blocks, h.written_bytes,  h.evicted_blocks,
-                                           h.lost_blocks,    h.resident_bytes, h.peak_bytes};
+    u.host_tier = PrefixCacheUse::HostTier{.hits = h.hits,
+                                           .hit_tokens = h.hit_tokens,
+                                           .read_bytes = h.read_bytes,
+                                           .written_blocks = h.written_blocks,
+                                           .written_bytes = h.written_bytes,
+                                           .evicted_blocks = h.evicted_blocks,
+                                           .lost_blocks = h.lost_blocks,
+                                           .resident_bytes_at_end = h.resident_bytes,
+                                           .peak_bytes = h.peak_bytes,
+                                           .move_loads = h.move_loads,
+                                           .move_tokens = h.move_tokens};
   }
   if (spec.ssd_tier) {
     const sim::PrefixCacheStats::SsdTier& s = c.ssd;
-    u.ssd_tier = PrefixCacheUse::SsdTier{s.hits,           s.hit_tokens,    s.read_bytes,
-                                         s.written_blocks, s.written_bytes, s.evicted_blocks,
-                                         s.resident_bytes, s.peak_bytes};
+    u.ssd_tier = PrefixCacheUse::SsdTier{.hits = s.hits,
+                                         .hit_tokens = s.hit_tokens,
+                                         .read_bytes = s.read_bytes,
+                                         .written_blocks = s.written_blocks,
+                                         .written_bytes = s.written_bytes,
+                                         .evicted_blocks = s.evicted_blocks,
+                                         .resident_bytes_at_end = s.resident_bytes,
+                                         .peak_bytes = s.peak_bytes,
+                                         .move_loads = s.move_loads,
+                                         .move_tokens = s.move_tokens};
   }
   return u;
 }

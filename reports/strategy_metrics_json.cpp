@@ -159,7 +159,9 @@ json prefix_cache_json(const PrefixCacheUse& c) {
                       {"evicted_blocks", h.evicted_blocks},
                       {"lost_blocks", h.lost_blocks},
                       {"resident_bytes_at_end", h.resident_bytes_at_end},
-                      {"peak_bytes", h.peak_bytes}};
+                      {"peak_bytes", h.peak_bytes},
+                      {"move_loads", h.move_loads},
+                      {"move_tokens", h.move_tokens}};
   }
   if (c.ssd_tier) {
     const PrefixCacheUse::SsdTier& s = *c.ssd_tier;
@@ -170,7 +172,9 @@ json prefix_cache_json(const PrefixCacheUse& c) {
                      {"written_bytes", s.written_bytes},
                      {"evicted_blocks", s.evicted_blocks},
                      {"resident_bytes_at_end", s.resident_bytes_at_end},
-                     {"peak_bytes", s.peak_bytes}};
+                     {"peak_bytes", s.peak_bytes},
+                     {"move_loads", s.move_loads},
+                     {"move_tokens", s.move_tokens}};
   }
   return j;
 }
@@ -191,25 +195,35 @@ PrefixCacheUse read_prefix_cache(const Fields& f) {
                    f.integer("resident_bytes_at_end"),
                    std::nullopt,
                    std::nullopt};
+  // Moves load from the tiers since 2026-12-04; an older summary's moves never did.
   if (f.has("host_tier")) {
     const Fields h = f.object("host_tier");
     c.host_tier =
-        PrefixCacheUse::HostTier{h.integer("hits"),          h.integer("hit_tokens"),
-                                 h.integer("read_bytes"),    h.integer("written_blocks"),
-                                 h.integer("written_bytes"), h.integer("evicted_blocks"),
-                                 h.integer("lost_blocks"),   h.integer("resident_bytes_at_end"),
-                                 h.integer("peak_bytes")};
+        PrefixCacheUse::HostTier{.hits = h.integer("hits"),
+                                 .hit_tokens = h.integer("hit_tokens"),
+                                 .read_bytes = h.integer("read_bytes"),
+                                 .written_blocks = h.integer("written_blocks"),
+                                 .written_bytes = h.integer("written_bytes"),
+                                 .evicted_blocks = h.integer("evicted_blocks"),
+                                 .lost_blocks = h.integer("lost_blocks"),
+                                 .resident_bytes_at_end = h.integer("resident_bytes_at_end"),
+                                 .peak_bytes = h.integer("peak_bytes"),
+                                 .move_loads = h.optional_integer("move_loads").value_or(0),
+                                 .move_tokens = h.optional_integer("move_tokens").value_or(0)};
   }
   if (f.has("ssd_tier")) {
     const Fields s = f.object("ssd_tier");
-    c.ssd_tier = PrefixCacheUse::SsdTier{s.integer("hits"),
-                                         s.integer("hit_tokens"),
-                                         s.integer("read_bytes"),
-                                         s.integer("written_blocks"),
-                                         s.integer("written_bytes"),
-                                         s.integer("evicted_blocks"),
-                                         s.integer("resident_bytes_at_end"),
-                                         s.integer("peak_bytes")};
+    c.ssd_tier =
+        PrefixCacheUse::SsdTier{.hits = s.integer("hits"),
+                                .hit_tokens = s.integer("hit_tokens"),
+                                .read_bytes = s.integer("read_bytes"),
+                                .written_blocks = s.integer("written_blocks"),
+                                .written_bytes = s.integer("written_bytes"),
+                                .evicted_blocks = s.integer("evicted_blocks"),
+                                .resident_bytes_at_end = s.integer("resident_bytes_at_end"),
+                                .peak_bytes = s.integer("peak_bytes"),
+                                .move_loads = s.integer("move_loads"),
+                                .move_tokens = s.integer("move_tokens")};
   }
   return c;
 }

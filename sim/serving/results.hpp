@@ -151,7 +151,9 @@ struct PrefixCacheStats {
   struct HostTier {
     std::int64_t hits = 0;            ///< prefills that loaded at least one block from it
     std::int64_t hit_tokens = 0;      ///< prompt tokens loaded instead of prefilled
-    std::int64_t read_bytes = 0;      ///< host -> HBM over the host links
+    std::int64_t move_loads = 0;      ///< moves that loaded at least one block from it
+    std::int64_t move_tokens = 0;     ///< tokens those loaded instead of receiving or rebuilding
+    std::int64_t read_bytes = 0;      ///< host -> HBM over the host links (prefills and moves)
     std::int64_t written_blocks = 0;  ///< blocks written through after prefill (new to the tier)
     std::int64_t written_bytes = 0;   ///< HBM -> host
     std::int64_t evicted_blocks = 0;  ///< to make room (for other blocks, or for replicas)
@@ -163,7 +165,9 @@ struct PrefixCacheStats {
   struct SsdTier {
     std::int64_t hits = 0;            ///< prefills that read at least one block from it
     std::int64_t hit_tokens = 0;      ///< prompt tokens read instead of prefilled
-    std::int64_t read_bytes = 0;      ///< SSD -> host DRAM (then over the host link)
+    std::int64_t move_loads = 0;      ///< moves that read at least one block from it
+    std::int64_t move_tokens = 0;     ///< tokens those read instead of receiving or rebuilding
+    std::int64_t read_bytes = 0;      ///< SSD -> host DRAM, then the host link (prefills, moves)
     std::int64_t written_blocks = 0;  ///< host-tier evictions written to it (new to the tier)
     std::int64_t written_bytes = 0;   ///< host DRAM -> SSD
     std::int64_t evicted_blocks = 0;  ///< to make room for other blocks

@@ -213,9 +213,12 @@ class ServingModel final : public GpuListener {
   void end_move(Move& m, MoveOutcome outcome, const std::string& why);
   /// `pins`: the destination's cached prefix blocks the move pinned.
   void land(Request& r, int dst_gpu, int src_gpu, Pins pins);
-  /// Leading tokens of `r` whose KV `gpu`'s prefix cache holds (what a move there need not
-  /// ship or rebuild).
-  std::int64_t cached_at(const Request& r, int gpu) const;
+  /// The cached run of `r`'s leading blocks a move to `gpu` need not ship or rebuild: in its
+  /// HBM, then in its node's host and SSD tiers (loaded while the move's bytes travel).
+  PrefixRun cached_at(const Request& r, int gpu) const;
+  /// A move to `gpu` starts with `blocks` of `r`'s prefix cached there: the blocks past its HBM
+  /// are read from the node's lower tiers (touched, counted).
+  void load_cached_for_move(const Request& r, int gpu, std::size_t blocks);
   /// At the end of the run: moves in flight and waiting recoveries become unfinished records.
   void close_moves();
 

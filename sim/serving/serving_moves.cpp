@@ -70,7 +70,10 @@ MoveCandidate ServingModel::candidate(Strategy s, const Request& r,
                                       const cost_model::MoveState& state, int src, int gpu) {
   cost_model::MoveState here = state;
   here.predictor_at_dst = predictors_->at_or_coming(node_of(gpu));
-  here.dst_cached = cached_at(r, gpu);
+  const PrefixRun cached = cached_at(r, gpu);
+  here.dst_cached = static_cast<std::int64_t>(cached.in_hbm + cached.from_host + cached.from_ssd) *
+                    spec_.serving.prefix_cache.block_tokens;
+  here.dst_cached_load_ns = cached.load.ns;
   MovePlan plan = cost_model::plan_move(s, methods_, here);
   const MoveRoute route = route_of(plan, src, node_of(gpu));
   const std::int64_t backlog = gpus_[gpu].worker->backlog().ns;
@@ -189,6 +192,8 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
                                std::max<std::int64_t>(spec_.serving.prefix_cache.block_tokens, 1));
   Pins pins;
   if (cached_blocks > 0) {
+    if (c.option.plan.cached_load_ns > 0)
+      load_cached_for_move(r, c.option.destination, cached_blocks);
     pin_blocks(c.option.destination,
                std::span<const std::uint64_t>(r.prefix_keys).first(cached_blocks));
     pins = {cached_blocks, dst.cache->generation()};
@@ -273,8 +278,17 @@ void ServingModel::launch(std::uint64_t request) {
       predictors_->wait(dst, request);
     }
   }
+  if (m.plan.cached_load_ns > 0) {
+    // The cached prefix loads from the destination node's host or SSD tier beside the transfers.
+    ++m.transfers_left;
+    sim_.schedule_after(SimTime{m.plan.cached_load_ns}, [this, request, id] {
+      Move* mv = find_move(request, id);
+      if (mv && --mv->transfers_left == 0 && !mv->awaiting_predictor) on_transfers_done(*mv);
+    });
+  }
   if (m.plan.front_tokens > 0) {
-    // Hybrid: the receiver prefills the front now, while the rest of the KV is on its way.
+    // Hybrid: the receiver prefills the front once the cached prefix is in, while the rest of
+    // the KV is on its way.
     m.front_running = true;
     auto front_done = [this, request, id](SimTime start, SimTime end) {
       Move* mv = find_move(request, id);
@@ -284,8 +298,18 @@ void ServingModel::launch(std::uint64_t request) {
       mv->front_running = false;
       if (mv->bytes_in) rebuild(*mv);
     };
-    gpus_[m.dst_gpu].worker->submit({JobKind::kReplay, request, m.plan.front_tokens,
-                                     std::move(front_done), m.plan.cached_tokens});
+    GpuJob front{JobKind::kReplay, request, m.plan.front_tokens, std::move(front_done),
+                 m.plan.cached_tokens};
+    if (m.plan.cached_load_ns > 0) {
+      sim_.schedule_after(SimTime{m.plan.cached_load_ns},
+                          [this, request, id, front = std::move(front)]() mutable {
+                            if (Move* mv = find_move(request, id)) {
+                              gpus_[mv->dst_gpu].worker->submit(std::move(front));
+                            }
+                          });
+    } else {
+      gpus_[m.dst_gpu].worker->submit(std::move(front));
+    }
   }
   const Bytes data = m.plan.kv + m.plan.tokens;
   if (data.count > 0 && m.src >= 0) {
@@ -559,14 +583,13 @@ void ServingModel::land(Request& r, int dst_gpu, int src_gpu, Pins pins) {
   admit_pending();
 }
 
-std::int64_t ServingModel::cached_at(const Request& r, int gpu) const {
+ServingModel::PrefixRun ServingModel::cached_at(const Request& r, int gpu) const {
   const PrefixCache* cache = gpus_[gpu].cache.get();
   // The move pins what it reuses and hands the pins over when it lands (after the source's
   // are given back); a request never pins one cache twice.
   const bool pinned_here = r.pin_gpu == gpu && cache && cache->generation() == r.pin_generation;
-  if (!cache || r.prefix_keys.empty() || pinned_here) return 0;
-  return static_cast<std::int64_t>(cache->match(r.prefix_keys)) *
-         spec_.serving.prefix_cache.block_tokens;
+  if (!cache || r.prefix_keys.empty() || pinned_here) return {};
+  return prefix_run(r, gpu);
 }
 
 void ServingModel::fail_request(Request& r, const std::string& reason) {

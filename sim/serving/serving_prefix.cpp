@@ -69,6 +69,30 @@ std::int64_t ServingModel::reuse_prefix(Request& r, int gpu, SimTime& load) {
   return cached;
 }
 
+void ServingModel::load_cached_for_move(const Request& r, int gpu, std::size_t blocks) {
+  const PrefixRun run = prefix_run(r, gpu);
+  const auto node = static_cast<std::size_t>(gpus_[gpu].node);
+  const std::span<const std::uint64_t> keys(r.prefix_keys);
+  const std::int64_t block_tokens = spec_.serving.prefix_cache.block_tokens;
+  const std::int64_t block_bytes = gpus_[gpu].cache->block_bytes();
+  PrefixCacheStats& st = result_.prefix_cache;
+  const std::size_t from_host = std::min(run.from_host, blocks - std::min(blocks, run.in_hbm));
+  const std::size_t from_ssd =
+      std::min(run.from_ssd, blocks - std::min(blocks, run.in_hbm + from_host));
+  if (from_host > 0) {
+    host_tiers_[node]->touch(keys.subspan(run.in_hbm, from_host));
+    ++st.host.move_loads;
+    st.host.move_tokens += static_cast<std::int64_t>(from_host) * block_tokens;
+    st.host.read_bytes += static_cast<std::int64_t>(from_host) * block_bytes;
+  }
+  if (from_ssd > 0) {
+    ssd_tiers_[node]->touch(keys.subspan(run.in_hbm + from_host, from_ssd));
+    ++st.ssd.move_loads;
+    st.ssd.move_tokens += static_cast<std::int64_t>(from_ssd) * block_tokens;
+    st.ssd.read_bytes += static_cast<std::int64_t>(from_ssd) * block_bytes;
+  }
+}
+
 std::size_t ServingModel::pin_prefix(Request& r, int gpu, std::size_t blocks) {
   PrefixCache& cache = *gpus_[gpu].cache;
   if (r.pin_gpu >= 0 && r.pin_gpu != gpu) {

@@ -5,6 +5,9 @@
 // its node, or resident; no node holds more than its host DRAM).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "cost_model/compute_costs.hpp"
@@ -91,6 +94,75 @@ TEST(HostTier, ATierThatIsNeverNeededChangesNothing) {
   EXPECT_GT(runs[1].prefix_cache.host.written_blocks, 0);
   EXPECT_EQ(runs[0].requests, runs[1].requests);
   EXPECT_EQ(runs[0].prefix_cache.hits, runs[1].prefix_cache.hits);
+}
+
+// A drain moves request A (prompt 6,000 tokens, ten 512-token prefix blocks) from gpu0 to gpu1,
+// whose host tier holds that prefix from request B but whose HBM lost it with a GPU failure (the
+// GPU was repaired, empty). The move loads the prefix over gpu1's host link while the rest
+// travels: the closed form, and the plan's own estimate, for every strategy. Without the tier
+// the move has nothing cached.
+TEST(HostTier, AMoveLoadsThePrefixFromTheDestinationsHostTier) {
+  for (const char* strategy : {"full_kv", "token_replay", "hybrid"}) {
+    for (bool offload : {true, false}) {
+      std::string text = R"({
+        "name": "move", "model": "qwen2.5-1.5b", "gpu": "h100",
+        "cluster": {"nodes": [{"name": "gpu0"}, {"name": "gpu1"}],
+                    "links": [{"a": "gpu0", "b": "gpu1", "bandwidth": "1600Gbps",
+                               "latency": "10us"}]},
+        "workload": {"arrival": "trace", "trace": "TRACE"},
+        "serving": {"max_batch": 8, "prefix_cache": {"block_tokens": 512,
+                                                      "host_offload": OFFLOAD}},
+        "events": [{"type": "gpu_failure", "at": "3s", "node": "gpu1", "gpu": 0,
+                    "repair_after": "1s"},
+                   {"type": "drain", "at": "5s", "node": "gpu0"}],
+        "policies": {"strategies": ["STRATEGY"], "router": "round_robin"},
+        "seed": 5, "duration": "60s"})";
+      const std::string trace = ::testing::TempDir() + "host-tier-move-trace.jsonl";
+      std::ofstream(trace)
+          << R"({"timestamp": 0, "input_length": 6000, "output_length": 4000, "hash_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]})"
+          << "\n"
+          << R"({"timestamp": 1000, "input_length": 6000, "output_length": 2, "hash_ids": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]})"
+          << "\n";
+      text.replace(text.find("TRACE"), 5, trace);
+      text.replace(text.find("OFFLOAD"), 7, offload ? "true" : "false");
+      text.replace(text.find("STRATEGY"), 8, strategy);
+      const input::ScenarioSpec spec = input::load_scenario_text(text, "t");
+      const cost_model::RooflineCosts compute(spec.gpu);
+      const RunResult run = run_scenario(spec, compute, {false, {}}).at(0);
+      std::filesystem::remove(trace);
+      ASSERT_EQ(run.moves.size(), 1u) << strategy;
+      const MoveRecord& m = run.moves[0];
+      ASSERT_EQ(m.outcome, MoveOutcome::kDone) << strategy << ": " << m.note;
+      EXPECT_EQ(m.to, "gpu1");
+      EXPECT_EQ(m.estimated_ns, m.end_ns - m.start_ns) << strategy << ": the plan's own estimate";
+      const PrefixCacheStats::HostTier& h = run.prefix_cache.host;
+      if (!offload) {
+        EXPECT_EQ(m.cached_tokens, 0) << strategy << ": the prefix was lost with the GPU";
+        continue;
+      }
+      EXPECT_EQ(m.cached_tokens, 5120) << strategy;
+      EXPECT_EQ(h.move_loads, 1);
+      EXPECT_EQ(h.move_tokens, 5120);
+      const std::int64_t prefix_bytes = cost_model::kv_bytes(spec.model, 5120).count;
+      EXPECT_EQ(h.read_bytes, prefix_bytes) << "the move's load is the tier's only read";
+      const std::int64_t load =
+          from_seconds(8.0 * static_cast<double>(prefix_bytes) / spec.gpu.host_link.value).ns;
+      const std::int64_t rest = m.context_tokens - 5120;
+      if (std::string(strategy) == "full_kv") {
+        EXPECT_EQ(m.kv_bytes, cost_model::kv_bytes(spec.model, rest).count);
+        const std::int64_t net =
+            10'000 + from_seconds(8.0 * static_cast<double>(m.kv_bytes) / 1600e9).ns;
+        ASSERT_GT(load, net) << "the case needs the load to take longest";
+        EXPECT_EQ(m.end_ns - m.start_ns, load);
+      } else if (std::string(strategy) == "token_replay") {
+        EXPECT_EQ(m.token_bytes, 4 * rest);
+        const std::int64_t ids = 10'000 + from_seconds(8.0 * 4.0 * rest / 1600e9).ns;
+        ASSERT_GT(load, ids);
+        EXPECT_EQ(m.end_ns - m.start_ns,
+                  load + from_seconds(compute.extend(spec.model, 5120, rest)).ns);
+      }
+    }
+  }
 }
 
 // Random scenarios with the tier under pressure (1 GiB of host DRAM a node, shared with
