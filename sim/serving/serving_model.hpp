@@ -216,9 +216,10 @@ class ServingModel final : public GpuListener {
   /// The cached run of `r`'s leading blocks a move to `gpu` need not ship or rebuild: in its
   /// HBM, then in its node's host and SSD tiers (loaded while the move's bytes travel).
   PrefixRun cached_at(const Request& r, int gpu) const;
-  /// A move to `gpu` starts with `blocks` of `r`'s prefix cached there: the blocks past its HBM
-  /// are read from the node's lower tiers (touched, counted).
-  void load_cached_for_move(const Request& r, int gpu, std::size_t blocks);
+  /// The first `blocks` of `run` are taken for `r` on `gpu`: those past its HBM are read from
+  /// the node's host and SSD tiers (touched, and counted as a prefill's hit or a move's load).
+  void read_tiers(const Request& r, int gpu, const PrefixRun& run, std::size_t blocks,
+                  bool for_move);
   /// At the end of the run: moves in flight and waiting recoveries become unfinished records.
   void close_moves();
 

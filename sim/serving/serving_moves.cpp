@@ -192,8 +192,9 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
                                std::max<std::int64_t>(spec_.serving.prefix_cache.block_tokens, 1));
   Pins pins;
   if (cached_blocks > 0) {
-    if (c.option.plan.cached_load_ns > 0)
-      load_cached_for_move(r, c.option.destination, cached_blocks);
+    if (c.option.plan.cached_load_ns > 0) {
+      read_tiers(r, c.option.destination, prefix_run(r, c.option.destination), cached_blocks, true);
+    }
     pin_blocks(c.option.destination,
                std::span<const std::uint64_t>(r.prefix_keys).first(cached_blocks));
     pins = {cached_blocks, dst.cache->generation()};

@@ -40,24 +40,11 @@ std::int64_t ServingModel::reuse_prefix(Request& r, int gpu, SimTime& load) {
   ++st.lookups;
   st.lookup_tokens += static_cast<std::int64_t>(r.prefix_keys.size()) * block_tokens;
   const PrefixRun run = prefix_run(r, gpu);
+  const std::size_t hit = run.in_hbm + run.from_host + run.from_ssd;
   // Pinned in HBM from now, as the blocks it finds there: a request arriving while they load
   // finds them too (at most the load early).
-  const std::span<const std::uint64_t> keys(r.prefix_keys);
-  const auto node = static_cast<std::size_t>(g.node);
-  if (run.from_host > 0) {
-    host_tiers_[node]->touch(keys.subspan(run.in_hbm, run.from_host));
-    ++st.host.hits;
-    st.host.hit_tokens += static_cast<std::int64_t>(run.from_host) * block_tokens;
-    st.host.read_bytes += static_cast<std::int64_t>(run.from_host) * g.cache->block_bytes();
-  }
-  if (run.from_ssd > 0) {
-    ssd_tiers_[node]->touch(keys.subspan(run.in_hbm + run.from_host, run.from_ssd));
-    ++st.ssd.hits;
-    st.ssd.hit_tokens += static_cast<std::int64_t>(run.from_ssd) * block_tokens;
-    st.ssd.read_bytes += static_cast<std::int64_t>(run.from_ssd) * g.cache->block_bytes();
-  }
+  read_tiers(r, gpu, run, hit, false);
   load = run.load;
-  const std::size_t hit = run.in_hbm + run.from_host + run.from_ssd;
   if (hit == 0) return 0;
   pin_prefix(r, gpu, hit);
   const std::int64_t cached = static_cast<std::int64_t>(hit) * block_tokens;
@@ -69,27 +56,29 @@ std::int64_t ServingModel::reuse_prefix(Request& r, int gpu, SimTime& load) {
   return cached;
 }
 
-void ServingModel::load_cached_for_move(const Request& r, int gpu, std::size_t blocks) {
-  const PrefixRun run = prefix_run(r, gpu);
+void ServingModel::read_tiers(const Request& r, int gpu, const PrefixRun& run, std::size_t blocks,
+                              bool for_move) {
   const auto node = static_cast<std::size_t>(gpus_[gpu].node);
   const std::span<const std::uint64_t> keys(r.prefix_keys);
   const std::int64_t block_tokens = spec_.serving.prefix_cache.block_tokens;
   const std::int64_t block_bytes = gpus_[gpu].cache->block_bytes();
-  PrefixCacheStats& st = result_.prefix_cache;
   const std::size_t from_host = std::min(run.from_host, blocks - std::min(blocks, run.in_hbm));
   const std::size_t from_ssd =
       std::min(run.from_ssd, blocks - std::min(blocks, run.in_hbm + from_host));
+  // One tier's books: a prefill's hit, or a move's load.
+  auto count = [&](auto& tier, std::size_t n) {
+    const std::int64_t tokens = static_cast<std::int64_t>(n) * block_tokens;
+    ++(for_move ? tier.move_loads : tier.hits);
+    (for_move ? tier.move_tokens : tier.hit_tokens) += tokens;
+    tier.read_bytes += static_cast<std::int64_t>(n) * block_bytes;
+  };
   if (from_host > 0) {
     host_tiers_[node]->touch(keys.subspan(run.in_hbm, from_host));
-    ++st.host.move_loads;
-    st.host.move_tokens += static_cast<std::int64_t>(from_host) * block_tokens;
-    st.host.read_bytes += static_cast<std::int64_t>(from_host) * block_bytes;
+    count(result_.prefix_cache.host, from_host);
   }
   if (from_ssd > 0) {
     ssd_tiers_[node]->touch(keys.subspan(run.in_hbm + from_host, from_ssd));
-    ++st.ssd.move_loads;
-    st.ssd.move_tokens += static_cast<std::int64_t>(from_ssd) * block_tokens;
-    st.ssd.read_bytes += static_cast<std::int64_t>(from_ssd) * block_bytes;
+    count(result_.prefix_cache.ssd, from_ssd);
   }
 }
 
