@@ -242,17 +242,25 @@ void Network::begin_channels(FlowRecord fr, std::span<const std::uint32_t> chann
   h.hop_begin = region_begin_[f.slot];
   h.hop_count = static_cast<std::uint16_t>(hops);
   std::copy(channels.begin(), channels.end(), hop_arena_.begin() + h.hop_begin);
-  // Joining the sharing after the latency reads each channel's record, long cold in a large
-  // fabric: fetch them while the events in between run.
-  for (const std::uint32_t c : channels) __builtin_prefetch(&channels_[c]);
+  // Counted as joining each channel, so a move planned meanwhile sees it coming; touching the
+  // records also brings them in for the join after the latency (long cold in a large fabric).
+  for (const std::uint32_t c : channels) ++channels_[c].joining;
   f.info.phase = TransferPhase::kLatency;
   h.event = sim_.schedule_after(latency, [this, fr] { enter_sharing(fr); });
+}
+
+void Network::leave_latency(Flow& f) {
+  if (f.info.phase != TransferPhase::kLatency) return;
+  const Hot& h = hot_[f.slot];
+  for (std::uint32_t k = 0; k < h.hop_count; ++k) --channels_[hop_arena_[h.hop_begin + k]].joining;
+  f.info.phase = TransferPhase::kNone;
 }
 
 void Network::enter_sharing(FlowRecord fr) {
   Flow& f = flows_[fr];
   Hot& h = hot_[f.slot];
   h.event = {};
+  leave_latency(f);
   if (h.hop_count == 0 || h.remaining_bits <= 0) {
     complete(fr);
     return;
@@ -328,6 +336,7 @@ void Network::complete(FlowRecord fr) {
 void Network::end(Flow& f, TransferState s, std::string reason) {
   if (f.info.state == TransferState::kRunning) {
     settle(f.slot);
+    leave_latency(f);
     leave_sharing(f);
     const FlowRecord last = running_.back();
     running_[f.running_index] = last;
@@ -382,7 +391,7 @@ ChannelStats Network::channel_stats(LinkId link, bool forward) const {
   for (const std::uint32_t slot : ch.flows) {
     bits += hot_[slot].route_bits - hot_[slot].remaining_bits;
   }
-  return {bits / 8, ch.capacity, ch.flows.size(), ch.allocated, timelines_[c]};
+  return {bits / 8, ch.capacity, ch.flows.size(), ch.joining, ch.allocated, timelines_[c]};
 }
 
 }  // namespace kvshift::sim

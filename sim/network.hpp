@@ -147,6 +147,7 @@ struct ChannelStats {
   double bytes = 0;                  ///< carried so far (settled at rate changes and ends)
   double capacity_bps = 0;           ///< current
   std::size_t active_flows = 0;      ///< flows in the sharing now
+  std::size_t joining_flows = 0;     ///< flows routed over it that join once their latency is paid
   double allocated_bps = 0;          ///< rate allocated to those flows now
   std::vector<RateSample> timeline;  ///< allocated rate changes (if recorded)
 };
@@ -257,6 +258,7 @@ class Network {
     std::uint64_t mark = 0;     ///< component search epoch
     std::uint32_t count = 0;    ///< solver scratch: its refilled flows not yet fixed
     std::uint32_t version = 0;  ///< solver scratch
+    std::uint32_t joining = 0;  ///< flows routed over it still paying their latency
     bool binding = false;       ///< solver scratch: can be saturated
   };
   static_assert(sizeof(Channel) == 128);
@@ -280,6 +282,9 @@ class Network {
   void enter_sharing(FlowRecord fr);
   void complete(FlowRecord fr);
   void leave_sharing(Flow& f);
+  /// A flow in its latency phase stops counting as joining its channels (it joins, ends or is
+  /// re-routed).
+  void leave_latency(Flow& f);
   void settle(std::uint32_t slot);
   void end(Flow& f, TransferState s, std::string reason);
   void stall(Flow& f, std::string reason);

@@ -58,6 +58,7 @@ void Network::on_route_change(std::optional<LinkId> link, std::optional<NodeId> 
     }
     if (route_usable(f)) continue;
     settle(f.slot);
+    leave_latency(f);
     leave_sharing(f);
     sim_.cancel(hot_[f.slot].event);
     hot_[f.slot].event = {};

@@ -68,7 +68,9 @@ BitsPerSecond NetworkFabric::available_bandwidth(NodeId src, NodeId dst) {
   double best = std::numeric_limits<double>::infinity();
   for (const Hop& h : r->hops) {
     const ChannelStats s = network_->channel_stats(h.link, h.forward);
-    best = std::min(best, s.capacity_bps / static_cast<double>(s.active_flows + 1));
+    // Flows still paying their latency (a burst of moves planned at one instant) share too.
+    best =
+        std::min(best, s.capacity_bps / static_cast<double>(s.active_flows + s.joining_flows + 1));
   }
   return BitsPerSecond{best};
 }

@@ -44,6 +44,56 @@ TEST(Network, LatencyChangeReachesTransfersRoutedAfterIt) {
   EXPECT_THROW(net.set_link_latency(0, SimTime{-5}), InputError);
 }
 
+// A flow paying its latency counts as joining every channel of its route (a move planned
+// meanwhile sees it coming) until it joins, ends or is re-routed; the count never lingers.
+TEST(Network, FlowsInTheirLatencyCountAsJoiningUntilTheyJoinEndOrReroute) {
+  Cluster cluster;
+  add_ring(cluster, 4, LinkParams{BitsPerSecond{1 * kGbps}, milliseconds(10)});
+  Topology t(cluster);
+  const NodeId g0 = *t.find_node("gpu0"), g1 = *t.find_node("gpu1");
+  const LinkId direct = *t.find_link("gpu0-gpu1");
+  auto no_joining_left = [&](const Network& net) {
+    for (LinkId l = 0; l < t.link_count(); ++l) {
+      EXPECT_EQ(net.channel_stats(l, true).joining_flows, 0u) << l;
+      EXPECT_EQ(net.channel_stats(l, false).joining_flows, 0u) << l;
+    }
+  };
+  {
+    Simulator sim;
+    Network net(sim, t);
+    const TransferId joins = net.submit(req(g0, g1, 125'000));
+    const TransferId cancelled = net.submit(req(g0, g1, 125'000));
+    const TransferId rerouted = net.submit(req(g0, g1, 125'000'000));
+    sim.run_until(milliseconds(5));  // all three routed, none through its latency yet
+    EXPECT_EQ(net.channel_stats(direct, true).joining_flows, 3u);
+    EXPECT_EQ(net.channel_stats(direct, true).active_flows, 0u);
+    net.cancel(cancelled);
+    EXPECT_EQ(net.channel_stats(direct, true).joining_flows, 2u);
+    net.fail_link(direct);  // the two left go the long way round, joining its channels
+    EXPECT_EQ(net.info(rerouted).reroutes, 1);
+    EXPECT_EQ(net.channel_stats(direct, true).joining_flows, 0u);
+    EXPECT_EQ(net.channel_stats(*t.find_link("gpu1-gpu2"), false).joining_flows, 2u);
+    sim.run_until(milliseconds(100));  // both joined (three 10 ms hops)
+    no_joining_left(net);
+    EXPECT_EQ(net.channel_stats(*t.find_link("gpu1-gpu2"), false).active_flows, 1u);
+    EXPECT_EQ(net.info(joins).state, TransferState::kFinished);
+    sim.run();
+    EXPECT_EQ(net.info(rerouted).state, TransferState::kFinished);
+    no_joining_left(net);
+  }
+  {
+    t.set_link_up(direct, true);
+    Simulator sim;
+    Network net(sim, t);
+    const TransferId lost = net.submit(req(g0, g1, 125'000));
+    sim.run_until(milliseconds(5));
+    EXPECT_EQ(net.channel_stats(direct, true).joining_flows, 1u);
+    net.fail_node(g1);  // ends it while it pays its latency
+    EXPECT_EQ(net.info(lost).state, TransferState::kFailed);
+    no_joining_left(net);
+  }
+}
+
 TEST(Network, FailedLinkReroutesOrStallsAndRepairResumes) {
   Cluster cluster;
   add_ring(cluster, 4, LinkParams{BitsPerSecond{1 * kGbps}, SimTime{0}});
