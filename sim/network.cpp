@@ -92,6 +92,11 @@ std::optional<Network::FlowRecord> Network::find_record(TransferId id) const {
   return records_.find(id);
 }
 
+bool Network::pending(TransferId id) const {
+  const std::optional<FlowRecord> fr = find_record(id);
+  return fr && flows_[*fr].info.state == TransferState::kPending;
+}
+
 Network::FlowRecord Network::record_of(TransferId id) const {
   const std::optional<FlowRecord> fr = find_record(id);
   if (!fr) throw std::out_of_range("transfer " + std::to_string(id) + ": ended (not kept)");

@@ -169,6 +169,8 @@ class Network {
 
   /// Throws std::out_of_range for an unknown id, or an ended one when !keep_ended.
   const TransferInfo& info(TransferId id) const { return flows_[record_of(id)].info; }
+  /// Whether the transfer has yet to reach its start (false once started or ended).
+  bool pending(TransferId id) const;
   /// Transfers submitted so far.
   std::size_t transfer_count() const { return next_id_; }
   /// Transfer records allocated (with !keep_ended: at most the most ever in flight at once).

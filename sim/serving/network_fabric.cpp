@@ -45,7 +45,13 @@ std::uint64_t NetworkFabric::send(NodeId src, NodeId dst, Bytes bytes, Done done
     if (info.state == TransferState::kCancelled) return;
     finished(info.state == TransferState::kFinished, info.reason);
   };
-  return network_->submit(std::move(req));
+  if (req.start.ns != starting_at_) {
+    starting_.clear();
+    starting_at_ = req.start.ns;
+  }
+  const TransferId id = network_->submit(std::move(req));
+  starting_.push_back({id, src, dst});
+  return id;
 }
 
 void NetworkFabric::cancel(std::uint64_t transfer) {
@@ -65,12 +71,26 @@ bool NetworkFabric::reachable(NodeId src, NodeId dst) {
 BitsPerSecond NetworkFabric::available_bandwidth(NodeId src, NodeId dst) {
   const Route* r = topology_.route(src, dst);
   if (!r) return BitsPerSecond{0};
+  // Besides the flows in the sharing: those still paying their latency, and those sent this
+  // instant that have yet to start (a burst of moves planned at one instant sees itself).
+  if (starting_at_ != network_->simulator().now().ns) starting_.clear();
+  std::erase_if(starting_, [&](const Starting& s) { return !network_->pending(s.id); });
+  const std::vector<Hop> hops = r->hops;  // route() below may replace the cached route
+  std::vector<std::size_t> starting(hops.size(), 0);
+  for (const Starting& s : starting_) {
+    const Route* other = topology_.route(s.src, s.dst);
+    if (!other) continue;
+    for (std::size_t k = 0; k < hops.size(); ++k) {
+      for (const Hop& o : other->hops) {  // by channel: a half-duplex link's two ways share one
+        starting[k] += topology_.channel(o) == topology_.channel(hops[k]);
+      }
+    }
+  }
   double best = std::numeric_limits<double>::infinity();
-  for (const Hop& h : r->hops) {
-    const ChannelStats s = network_->channel_stats(h.link, h.forward);
-    // Flows still paying their latency (a burst of moves planned at one instant) share too.
-    best =
-        std::min(best, s.capacity_bps / static_cast<double>(s.active_flows + s.joining_flows + 1));
+  for (std::size_t k = 0; k < hops.size(); ++k) {
+    const ChannelStats s = network_->channel_stats(hops[k].link, hops[k].forward);
+    const std::size_t sharing = s.active_flows + s.joining_flows + starting[k];
+    best = std::min(best, s.capacity_bps / static_cast<double>(sharing + 1));
   }
   return BitsPerSecond{best};
 }

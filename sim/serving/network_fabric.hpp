@@ -46,6 +46,14 @@ class NetworkFabric final : public Fabric {
   /// itself would not fit std::function's inline buffer, and a fleet run sends millions.
   std::vector<Done> dones_;
   std::vector<std::uint32_t> free_dones_;
+  /// Transfers sent at `starting_at_` ns, which start in a later event of that instant: a move
+  /// planned meanwhile (a burst of recoveries) shares their paths too.
+  struct Starting {
+    TransferId id;
+    NodeId src, dst;
+  };
+  std::vector<Starting> starting_;
+  std::int64_t starting_at_ = -1;
 };
 
 }  // namespace kvshift::sim
