@@ -330,33 +330,26 @@ std::string run_table(const json& summary) {
                   static_cast<long long>(c.lookups), c.saved_prefill_gpu_s,
                   static_cast<long long>(c.evicted_blocks));
     o << line;
-    if (c.host_tier) {
-      const PrefixCacheUse::HostTier& h = *c.host_tier;
-      std::snprintf(line, sizeof line,
-                    "  host tier: %lld prefills loaded %lld tokens and %lld moves %lld tokens from "
-                    "host DRAM (%.1f GiB read, %.1f GiB written through, not timed), %lld blocks "
-                    "evicted, peak %.1f GiB\n",
-                    static_cast<long long>(h.hits), static_cast<long long>(h.hit_tokens),
-                    static_cast<long long>(h.move_loads), static_cast<long long>(h.move_tokens),
-                    static_cast<double>(h.read_bytes) / (1 << 30),
-                    static_cast<double>(h.written_bytes) / (1 << 30),
-                    static_cast<long long>(h.evicted_blocks),
-                    static_cast<double>(h.peak_bytes) / (1 << 30));
-      o << line;
-    }
-    if (c.ssd_tier) {
-      const PrefixCacheUse::SsdTier& s = *c.ssd_tier;
+    // One line per tier below HBM: `verb` how prefills take blocks from it, `fill` how blocks
+    // reach it.
+    auto tier_line = [&](const char* tier, const char* verb, const char* from, const char* fill,
+                         const PrefixCacheUse::Tier& t) {
       std::snprintf(
           line, sizeof line,
-          "  SSD tier: %lld prefills read %lld tokens and %lld moves %lld tokens from SSD "
-          "(%.1f GiB read, %.1f GiB written from host-tier evictions, not timed), %lld "
-          "blocks evicted, peak %.1f GiB\n",
-          static_cast<long long>(s.hits), static_cast<long long>(s.hit_tokens),
-          static_cast<long long>(s.move_loads), static_cast<long long>(s.move_tokens),
-          static_cast<double>(s.read_bytes) / (1 << 30),
-          static_cast<double>(s.written_bytes) / (1 << 30),
-          static_cast<long long>(s.evicted_blocks), static_cast<double>(s.peak_bytes) / (1 << 30));
+          "  %s: %lld prefills %s %lld tokens and %lld moves %lld tokens from %s (%.1f "
+          "GiB read, %.1f GiB %s, not timed), %lld blocks evicted, peak %.1f GiB\n",
+          tier, static_cast<long long>(t.hits), verb, static_cast<long long>(t.hit_tokens),
+          static_cast<long long>(t.move_loads), static_cast<long long>(t.move_tokens), from,
+          static_cast<double>(t.read_bytes) / (1 << 30),
+          static_cast<double>(t.written_bytes) / (1 << 30), fill,
+          static_cast<long long>(t.evicted_blocks), static_cast<double>(t.peak_bytes) / (1 << 30));
       o << line;
+    };
+    if (c.host_tier) {
+      tier_line("host tier", "loaded", "host DRAM", "written through", *c.host_tier);
+    }
+    if (c.ssd_tier) {
+      tier_line("SSD tier", "read", "SSD", "written from host-tier evictions", *c.ssd_tier);
     }
   }
   if (summary.contains("pools")) {

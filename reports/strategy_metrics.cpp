@@ -52,6 +52,20 @@ Distribution ttft_distribution(const sim::RunTally& t, std::int64_t end_ns) {
   return d;
 }
 
+PrefixCacheUse::Tier tier_use(const sim::PrefixCacheStats::Tier& t) {
+  return {.hits = t.hits,
+          .hit_tokens = t.hit_tokens,
+          .read_bytes = t.read_bytes,
+          .written_blocks = t.written_blocks,
+          .written_bytes = t.written_bytes,
+          .evicted_blocks = t.evicted_blocks,
+          .lost_blocks = t.lost_blocks,
+          .resident_bytes_at_end = t.resident_bytes,
+          .peak_bytes = t.peak_bytes,
+          .move_loads = t.move_loads,
+          .move_tokens = t.move_tokens};
+}
+
 PrefixCacheUse prefix_cache_use(const sim::PrefixCacheStats& c, const sim::PrefixCacheSpec& spec) {
   const auto share = [](std::int64_t a, std::int64_t b) {
     return b > 0 ? r9(static_cast<double>(a) / static_cast<double>(b)) : 0.0;
@@ -71,33 +85,8 @@ PrefixCacheUse prefix_cache_use(const sim::PrefixCacheStats& c, const sim::Prefi
                    c.resident_bytes,
                    std::nullopt,
                    std::nullopt};
-  if (spec.host_offload) {
-    const sim::PrefixCacheStats::HostTier& h = c.host;
-    u.host_tier = PrefixCacheUse::HostTier{.hits = h.hits,
-                                           .hit_tokens = h.hit_tokens,
-                                           .read_bytes = h.read_bytes,
-                                           .written_blocks = h.written_blocks,
-                                           .written_bytes = h.written_bytes,
-                                           .evicted_blocks = h.evicted_blocks,
-                                           .lost_blocks = h.lost_blocks,
-                                           .resident_bytes_at_end = h.resident_bytes,
-                                           .peak_bytes = h.peak_bytes,
-                                           .move_loads = h.move_loads,
-                                           .move_tokens = h.move_tokens};
-  }
-  if (spec.ssd_tier) {
-    const sim::PrefixCacheStats::SsdTier& s = c.ssd;
-    u.ssd_tier = PrefixCacheUse::SsdTier{.hits = s.hits,
-                                         .hit_tokens = s.hit_tokens,
-                                         .read_bytes = s.read_bytes,
-                                         .written_blocks = s.written_blocks,
-                                         .written_bytes = s.written_bytes,
-                                         .evicted_blocks = s.evicted_blocks,
-                                         .resident_bytes_at_end = s.resident_bytes,
-                                         .peak_bytes = s.peak_bytes,
-                                         .move_loads = s.move_loads,
-                                         .move_tokens = s.move_tokens};
-  }
+  if (spec.host_offload) u.host_tier = tier_use(c.host);
+  if (spec.ssd_tier) u.ssd_tier = tier_use(c.ssd);
   return u;
 }
 

@@ -135,6 +135,37 @@ Quality read_quality(const Fields& f) {
   return q;
 }
 
+// `loses`: a node failure drops the tier's blocks (host DRAM), so it counts lost_blocks.
+json tier_json(const PrefixCacheUse::Tier& t, bool loses) {
+  json j = {{"hits", t.hits},
+            {"hit_tokens", t.hit_tokens},
+            {"read_bytes", t.read_bytes},
+            {"written_blocks", t.written_blocks},
+            {"written_bytes", t.written_bytes},
+            {"evicted_blocks", t.evicted_blocks},
+            {"resident_bytes_at_end", t.resident_bytes_at_end},
+            {"peak_bytes", t.peak_bytes},
+            {"move_loads", t.move_loads},
+            {"move_tokens", t.move_tokens}};
+  if (loses) j["lost_blocks"] = t.lost_blocks;
+  return j;
+}
+
+PrefixCacheUse::Tier read_tier(const Fields& t, bool loses) {
+  return {.hits = t.integer("hits"),
+          .hit_tokens = t.integer("hit_tokens"),
+          .read_bytes = t.integer("read_bytes"),
+          .written_blocks = t.integer("written_blocks"),
+          .written_bytes = t.integer("written_bytes"),
+          .evicted_blocks = t.integer("evicted_blocks"),
+          .lost_blocks = loses ? t.integer("lost_blocks") : 0,
+          .resident_bytes_at_end = t.integer("resident_bytes_at_end"),
+          .peak_bytes = t.integer("peak_bytes"),
+          // Moves load from the tiers since 2026-12-04; an older summary's moves never did.
+          .move_loads = t.optional_integer("move_loads").value_or(0),
+          .move_tokens = t.optional_integer("move_tokens").value_or(0)};
+}
+
 json prefix_cache_json(const PrefixCacheUse& c) {
   json j = {{"prefills", c.prefills},
             {"lookups", c.lookups},
@@ -149,33 +180,8 @@ json prefix_cache_json(const PrefixCacheUse& c) {
             {"evicted_blocks", c.evicted_blocks},
             {"lost_blocks", c.lost_blocks},
             {"resident_bytes_at_end", c.resident_bytes_at_end}};
-  if (c.host_tier) {
-    const PrefixCacheUse::HostTier& h = *c.host_tier;
-    j["host_tier"] = {{"hits", h.hits},
-                      {"hit_tokens", h.hit_tokens},
-                      {"read_bytes", h.read_bytes},
-                      {"written_blocks", h.written_blocks},
-                      {"written_bytes", h.written_bytes},
-                      {"evicted_blocks", h.evicted_blocks},
-                      {"lost_blocks", h.lost_blocks},
-                      {"resident_bytes_at_end", h.resident_bytes_at_end},
-                      {"peak_bytes", h.peak_bytes},
-                      {"move_loads", h.move_loads},
-                      {"move_tokens", h.move_tokens}};
-  }
-  if (c.ssd_tier) {
-    const PrefixCacheUse::SsdTier& s = *c.ssd_tier;
-    j["ssd_tier"] = {{"hits", s.hits},
-                     {"hit_tokens", s.hit_tokens},
-                     {"read_bytes", s.read_bytes},
-                     {"written_blocks", s.written_blocks},
-                     {"written_bytes", s.written_bytes},
-                     {"evicted_blocks", s.evicted_blocks},
-                     {"resident_bytes_at_end", s.resident_bytes_at_end},
-                     {"peak_bytes", s.peak_bytes},
-                     {"move_loads", s.move_loads},
-                     {"move_tokens", s.move_tokens}};
-  }
+  if (c.host_tier) j["host_tier"] = tier_json(*c.host_tier, true);
+  if (c.ssd_tier) j["ssd_tier"] = tier_json(*c.ssd_tier, false);
   return j;
 }
 
@@ -195,36 +201,8 @@ PrefixCacheUse read_prefix_cache(const Fields& f) {
                    f.integer("resident_bytes_at_end"),
                    std::nullopt,
                    std::nullopt};
-  // Moves load from the tiers since 2026-12-04; an older summary's moves never did.
-  if (f.has("host_tier")) {
-    const Fields h = f.object("host_tier");
-    c.host_tier =
-        PrefixCacheUse::HostTier{.hits = h.integer("hits"),
-                                 .hit_tokens = h.integer("hit_tokens"),
-                                 .read_bytes = h.integer("read_bytes"),
-                                 .written_blocks = h.integer("written_blocks"),
-                                 .written_bytes = h.integer("written_bytes"),
-                                 .evicted_blocks = h.integer("evicted_blocks"),
-                                 .lost_blocks = h.integer("lost_blocks"),
-                                 .resident_bytes_at_end = h.integer("resident_bytes_at_end"),
-                                 .peak_bytes = h.integer("peak_bytes"),
-                                 .move_loads = h.optional_integer("move_loads").value_or(0),
-                                 .move_tokens = h.optional_integer("move_tokens").value_or(0)};
-  }
-  if (f.has("ssd_tier")) {
-    const Fields s = f.object("ssd_tier");
-    c.ssd_tier =
-        PrefixCacheUse::SsdTier{.hits = s.integer("hits"),
-                                .hit_tokens = s.integer("hit_tokens"),
-                                .read_bytes = s.integer("read_bytes"),
-                                .written_blocks = s.integer("written_blocks"),
-                                .written_bytes = s.integer("written_bytes"),
-                                .evicted_blocks = s.integer("evicted_blocks"),
-                                .resident_bytes_at_end = s.integer("resident_bytes_at_end"),
-                                .peak_bytes = s.integer("peak_bytes"),
-                                .move_loads = s.integer("move_loads"),
-                                .move_tokens = s.integer("move_tokens")};
-  }
+  if (f.has("host_tier")) c.host_tier = read_tier(f.object("host_tier"), true);
+  if (f.has("ssd_tier")) c.ssd_tier = read_tier(f.object("ssd_tier"), false);
   return c;
 }
 

@@ -147,33 +147,23 @@ struct PrefixCacheStats {
   std::int64_t evicted_blocks = 0;
   std::int64_t lost_blocks = 0;     ///< dropped with a failed GPU's HBM
   std::int64_t resident_bytes = 0;  ///< cached at the end of the run, over all GPUs
-  /// The host-DRAM tier (serving.prefix_cache.host_offload), over all nodes.
-  struct HostTier {
+  /// A tier below HBM, over all nodes: host DRAM (serving.prefix_cache.host_offload) or the
+  /// local SSD below it (ssd_tier). Blocks reach host DRAM written through after prefill, and
+  /// the SSD when host DRAM evicts them.
+  struct Tier {
     std::int64_t hits = 0;            ///< prefills that loaded at least one block from it
     std::int64_t hit_tokens = 0;      ///< prompt tokens loaded instead of prefilled
     std::int64_t move_loads = 0;      ///< moves that loaded at least one block from it
     std::int64_t move_tokens = 0;     ///< tokens those loaded instead of receiving or rebuilding
-    std::int64_t read_bytes = 0;      ///< host -> HBM over the host links (prefills and moves)
-    std::int64_t written_blocks = 0;  ///< blocks written through after prefill (new to the tier)
-    std::int64_t written_bytes = 0;   ///< HBM -> host
+    std::int64_t read_bytes = 0;      ///< towards HBM, over the host links (prefills and moves)
+    std::int64_t written_blocks = 0;  ///< blocks new to the tier
+    std::int64_t written_bytes = 0;
     std::int64_t evicted_blocks = 0;  ///< to make room (for other blocks, or for replicas)
-    std::int64_t lost_blocks = 0;     ///< dropped with a failed node
+    std::int64_t lost_blocks = 0;     ///< dropped with a failed node (host DRAM; an SSD keeps them)
     std::int64_t resident_bytes = 0;  ///< held at the end of the run
     std::int64_t peak_bytes = 0;      ///< the most held at once
-  } host;
-  /// The SSD tier (serving.prefix_cache.ssd_tier), over all nodes.
-  struct SsdTier {
-    std::int64_t hits = 0;            ///< prefills that read at least one block from it
-    std::int64_t hit_tokens = 0;      ///< prompt tokens read instead of prefilled
-    std::int64_t move_loads = 0;      ///< moves that read at least one block from it
-    std::int64_t move_tokens = 0;     ///< tokens those read instead of receiving or rebuilding
-    std::int64_t read_bytes = 0;      ///< SSD -> host DRAM, then the host link (prefills, moves)
-    std::int64_t written_blocks = 0;  ///< host-tier evictions written to it (new to the tier)
-    std::int64_t written_bytes = 0;   ///< host DRAM -> SSD
-    std::int64_t evicted_blocks = 0;  ///< to make room for other blocks
-    std::int64_t resident_bytes = 0;  ///< held at the end of the run
-    std::int64_t peak_bytes = 0;      ///< the most held at once
-  } ssd;
+  };
+  Tier host, ssd;
 };
 
 /// One trace-event span (Chrome trace format: one track per node or link).

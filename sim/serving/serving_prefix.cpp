@@ -66,7 +66,7 @@ void ServingModel::read_tiers(const Request& r, int gpu, const PrefixRun& run, s
   const std::size_t from_ssd =
       std::min(run.from_ssd, blocks - std::min(blocks, run.in_hbm + from_host));
   // One tier's books: a prefill's hit, or a move's load.
-  auto count = [&](auto& tier, std::size_t n) {
+  auto count = [&](PrefixCacheStats::Tier& tier, std::size_t n) {
     const std::int64_t tokens = static_cast<std::int64_t>(n) * block_tokens;
     ++(for_move ? tier.move_loads : tier.hits);
     (for_move ? tier.move_tokens : tier.hit_tokens) += tokens;
@@ -207,7 +207,7 @@ SimTime ServingModel::ssd_read_time(std::int64_t bytes) const {
 
 void ServingModel::spill_to_ssd(int node, std::span<const std::uint64_t> keys) {
   PrefixCache& ssd = *ssd_tiers_[static_cast<std::size_t>(node)];
-  PrefixCacheStats::SsdTier& st = result_.prefix_cache.ssd;
+  PrefixCacheStats::Tier& st = result_.prefix_cache.ssd;
   const auto written = static_cast<std::int64_t>(ssd.touch(keys));
   st.written_blocks += written;
   st.written_bytes += written * ssd.block_bytes();

@@ -57,7 +57,7 @@ TEST(HostTier, AReloadCrossesTheHostLinkThenPrefillsTheTail) {
         << "the other GPU: the host tier, or nothing";
     EXPECT_EQ(ttft(run.requests[2]), tail) << "back on the first GPU: its HBM";
     EXPECT_EQ(ttft(run.requests[3]), tail);
-    const PrefixCacheStats::HostTier& h = run.prefix_cache.host;
+    const PrefixCacheStats::Tier& h = run.prefix_cache.host;
     EXPECT_EQ(h.hits, offload ? 1 : 0);
     EXPECT_EQ(h.hit_tokens, offload ? 1536 : 0);
     EXPECT_EQ(h.read_bytes, offload ? bytes : 0);
@@ -135,7 +135,7 @@ TEST(HostTier, AMoveLoadsThePrefixFromTheDestinationsHostTier) {
       ASSERT_EQ(m.outcome, MoveOutcome::kDone) << strategy << ": " << m.note;
       EXPECT_EQ(m.to, "gpu1");
       EXPECT_EQ(m.estimated_ns, m.end_ns - m.start_ns) << strategy << ": the plan's own estimate";
-      const PrefixCacheStats::HostTier& h = run.prefix_cache.host;
+      const PrefixCacheStats::Tier& h = run.prefix_cache.host;
       if (!offload) {
         EXPECT_EQ(m.cached_tokens, 0) << strategy << ": the prefix was lost with the GPU";
         continue;
@@ -177,7 +177,7 @@ TEST(HostTier, BooksBalanceUnderPressureAndFailures) {
     const cost_model::RooflineCosts compute(spec.gpu);
     const std::int64_t block = cost_model::kv_bytes(spec.model, 128).count;
     for (const RunResult& run : run_scenario(spec, compute, {false, {}})) {
-      const PrefixCacheStats::HostTier& h = run.prefix_cache.host;
+      const PrefixCacheStats::Tier& h = run.prefix_cache.host;
       const RunTally& t = run.tally;
       EXPECT_EQ(t.arrived, t.completed + t.failed + t.unfinished) << run.strategy;
       EXPECT_EQ(h.resident_bytes % block, 0);

@@ -75,7 +75,7 @@ TEST(SsdTier, AReloadReadsTheSsdThenCrossesTheHostLinkThenPrefillsTheTail) {
   }
   for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(ttft(with_ssd.requests[i]), full) << i;
   EXPECT_EQ(ttft(with_ssd.requests[3]), read + link + tail);
-  const PrefixCacheStats::SsdTier& s = with_ssd.prefix_cache.ssd;
+  const PrefixCacheStats::Tier& s = with_ssd.prefix_cache.ssd;
   EXPECT_EQ(s.hits, 1);
   EXPECT_EQ(s.hit_tokens, 1536);
   EXPECT_EQ(s.read_bytes, bytes);
@@ -127,7 +127,7 @@ TEST(SsdTier, BooksBalanceUnderPressureAndFailures) {
     const cost_model::RooflineCosts compute(spec.gpu);
     const std::int64_t block = cost_model::kv_bytes(spec.model, 128).count;
     for (const RunResult& run : run_scenario(spec, compute, {false, {}})) {
-      const PrefixCacheStats::SsdTier& s = run.prefix_cache.ssd;
+      const PrefixCacheStats::Tier& s = run.prefix_cache.ssd;
       const RunTally& t = run.tally;
       EXPECT_EQ(t.arrived, t.completed + t.failed + t.unfinished) << run.strategy;
       EXPECT_EQ(s.resident_bytes % block, 0);
