@@ -156,6 +156,16 @@ sim::ServingSpec parse_serving(const Reader& r) {
                                      std::to_string(s.prefix_cache.block_tokens));
     }
   }
+  if (auto p = r.object("preemption", false)) {
+    p->allow_only(keys::kPreemption);
+    sim::PreemptionSpec pre;
+    using Mode = sim::PreemptionSpec::Mode;
+    pre.mode =
+        enum_field<Mode>(*p, "mode", {{"recompute", Mode::kRecompute}, {"swap", Mode::kSwap}}, true)
+            .value_or(pre.mode);
+    pre.watermark = number_in(*p, "watermark", 0, 0.5, false, false).value_or(pre.watermark);
+    s.preemption = pre;
+  }
   return s;
 }
 

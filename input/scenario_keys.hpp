@@ -48,7 +48,8 @@ inline const List kWorkload = {"arrival",       "rate",         "cv",           
 inline const List kSharedPrefix = {"share", "groups", "tokens"};
 inline const List kTokenDist = {"distribution", "value", "min", "max", "mean", "cv"};
 inline const List kServing = {"max_batch", "kv_block_tokens", "prefill_chunk_tokens",
-                              "prefix_cache"};
+                              "prefix_cache", "preemption"};
+inline const List kPreemption = {"mode", "watermark"};
 inline const List kPrefixCache = {"enabled", "block_tokens", "host_offload", "ssd_tier"};
 inline const List kSsdTier = {"capacity", "read_bandwidth"};
 inline const List kProtection = {"mode", "placement", "store", "stream_every_tokens"};
@@ -98,6 +99,7 @@ inline std::vector<Entry> all_entries() {
           {"/$defs/serving", kServing},
           {"/$defs/prefix_cache", kPrefixCache},
           {"/$defs/ssd_tier", kSsdTier},
+          {"/$defs/preemption", kPreemption},
           {"/$defs/live", kLive},
           {"/$defs/protection", kProtection},
           {"/$defs/event", kEvent},

@@ -150,12 +150,18 @@ json run_charts(const std::filesystem::path& dir, std::vector<NamedMetrics> stra
               "at most 2,000 points, each the peak of its span)",
               "line", {{"datasets", link_sets}}, "simulated time (s)", "utilisation", "linear"));
   }
-  const std::vector<Part> gpu_time = {
+  std::vector<Part> gpu_time = {
       {"prefill", [](const StrategyMetrics& m) { return m.gpu_time.prefill; }},
       {"decode", [](const StrategyMetrics& m) { return m.gpu_time.decode; }},
       {"reconstruct", [](const StrategyMetrics& m) { return m.gpu_time.reconstruct; }},
       {"replay", [](const StrategyMetrics& m) { return m.gpu_time.replay; }},
       {"proxy_scoring", [](const StrategyMetrics& m) { return m.gpu_time.proxy_scoring; }}};
+  if (std::any_of(strategies.begin(), strategies.end(),
+                  [](const NamedMetrics& n) { return n.metrics.preemption.has_value(); })) {
+    gpu_time.emplace_back("recompute (preempted)", [](const StrategyMetrics& m) {
+      return m.preemption ? m.preemption->recompute_gpu_s : 0.0;
+    });
+  }
   charts.push_back(chart("GPU time split (summed over GPUs)", "bar", stacked_bars(gpu_time, 1.0),
                          "strategy", "GPU seconds", "category", true));
   return charts;

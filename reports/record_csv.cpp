@@ -22,7 +22,7 @@ void append_int(std::string& out, std::int64_t v) { out += std::to_string(v); }
 
 std::string requests_csv_header() {
   return "strategy,id,arrival_s,prompt_tokens,output_tokens,first_token_s,finish_s,outcome,"
-         "first_node,final_node,moves,reason\n";
+         "first_node,final_node,moves,preemptions,reason\n";
 }
 
 std::string recoveries_csv_header() {
@@ -57,6 +57,8 @@ void append_request_row(std::string& o, const std::string& strategy, const sim::
   o += util::csv_escape(r.final_node);
   o += ',';
   append_int(o, r.moves);
+  o += ',';
+  append_int(o, r.preemptions);
   o += ',';
   o += util::csv_escape(r.reason);
   o += '\n';

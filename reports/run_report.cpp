@@ -352,6 +352,23 @@ std::string run_table(const json& summary) {
       tier_line("SSD tier", "read", "SSD", "written from host-tier evictions", *c.ssd_tier);
     }
   }
+  for (const NamedMetrics& n : strategies) {
+    if (!n.metrics.preemption) continue;
+    const PreemptionUse& p = *n.metrics.preemption;
+    std::snprintf(line, sizeof line,
+                  "preemption (%s), %s: %lld preemptions of %lld requests; %lld recomputed "
+                  "(%lld tokens, %.3f GPU-s), %lld swapped out and %lld back in (%.1f GiB out, "
+                  "peak %.1f GiB in host DRAM), %lld swaps recomputed instead\n",
+                  p.mode.c_str(), n.strategy.c_str(), static_cast<long long>(p.preemptions),
+                  static_cast<long long>(p.preempted_requests),
+                  static_cast<long long>(p.recomputes), static_cast<long long>(p.recompute_tokens),
+                  p.recompute_gpu_s, static_cast<long long>(p.swap_outs),
+                  static_cast<long long>(p.swap_ins),
+                  static_cast<double>(p.swap_out_bytes) / (1 << 30),
+                  static_cast<double>(p.swapped_peak_bytes) / (1 << 30),
+                  static_cast<long long>(p.swap_fallbacks));
+    o << line;
+  }
   if (summary.contains("pools")) {
     o << "pools:";
     for (const json& p : summary["pools"]) {

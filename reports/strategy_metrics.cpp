@@ -180,6 +180,22 @@ StrategyMetrics strategy_metrics(const input::ScenarioSpec& spec, const sim::Run
                   g.batched_reconstructions};
   m.quality = quality(spec, t);
   m.events = run.events;
+  if (const auto& pre = spec.serving.preemption) {
+    const sim::PreemptionStats& p = run.preemption;
+    m.preemption = PreemptionUse{sim::preemption_mode_name(pre->mode),
+                                 p.preemptions,
+                                 p.preempted_requests,
+                                 p.recomputes,
+                                 p.recompute_tokens,
+                                 p.recompute_cached_tokens,
+                                 p.swap_outs,
+                                 p.swap_out_bytes,
+                                 p.swap_ins,
+                                 p.swap_in_bytes,
+                                 p.swap_fallbacks,
+                                 p.swapped_peak_bytes,
+                                 r9(s_of(run.gpu_time.recompute))};
+  }
   if (spec.serving.prefix_cache.enabled) {
     m.prefix_cache = prefix_cache_use(run.prefix_cache, spec.serving.prefix_cache);
   }

@@ -92,6 +92,15 @@ struct PrefixCacheUse {
   std::optional<Tier> ssd_tier;   ///< the SSD tier on
 };
 
+/// Preemption over a run (sim::PreemptionStats), with the GPU time its recomputes took.
+struct PreemptionUse {
+  std::string mode;  ///< "recompute" or "swap"
+  std::int64_t preemptions = 0, preempted_requests = 0, recomputes = 0, recompute_tokens = 0,
+               recompute_cached_tokens = 0, swap_outs = 0, swap_out_bytes = 0, swap_ins = 0,
+               swap_in_bytes = 0, swap_fallbacks = 0, swapped_peak_bytes = 0;
+  double recompute_gpu_s = 0;
+};
+
 struct SloViolations {
   std::int64_t ttft = 0, e2e = 0;
 };
@@ -120,6 +129,7 @@ struct StrategyMetrics {
   Quality quality;
   std::int64_t events = 0;
   std::optional<PrefixCacheUse> prefix_cache;  ///< prefix caching on
+  std::optional<PreemptionUse> preemption;     ///< serving.preemption on
   std::optional<SloViolations> slo;            ///< the scenario sets an SLO
   std::optional<BusiestLink> busiest_link;     ///< asked for (the run's own summary.json)
 };

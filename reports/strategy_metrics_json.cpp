@@ -206,6 +206,38 @@ PrefixCacheUse read_prefix_cache(const Fields& f) {
   return c;
 }
 
+json preemption_json(const PreemptionUse& p) {
+  return {{"mode", p.mode},
+          {"preemptions", p.preemptions},
+          {"preempted_requests", p.preempted_requests},
+          {"recomputes", p.recomputes},
+          {"recompute_tokens", p.recompute_tokens},
+          {"recompute_cached_tokens", p.recompute_cached_tokens},
+          {"recompute_gpu_s", p.recompute_gpu_s},
+          {"swap_outs", p.swap_outs},
+          {"swap_out_bytes", p.swap_out_bytes},
+          {"swap_ins", p.swap_ins},
+          {"swap_in_bytes", p.swap_in_bytes},
+          {"swap_fallbacks", p.swap_fallbacks},
+          {"swapped_peak_bytes", p.swapped_peak_bytes}};
+}
+
+PreemptionUse read_preemption(const Fields& f) {
+  return {f.text("mode"),
+          f.integer("preemptions"),
+          f.integer("preempted_requests"),
+          f.integer("recomputes"),
+          f.integer("recompute_tokens"),
+          f.integer("recompute_cached_tokens"),
+          f.integer("swap_outs"),
+          f.integer("swap_out_bytes"),
+          f.integer("swap_ins"),
+          f.integer("swap_in_bytes"),
+          f.integer("swap_fallbacks"),
+          f.integer("swapped_peak_bytes"),
+          f.number("recompute_gpu_s")};
+}
+
 BusiestLink read_busiest_link(const Fields& f) {
   BusiestLink b{f.numbers("t_s"), f.numbers("utilisation")};
   if (b.t_s.size() != b.utilisation.size()) {
@@ -248,6 +280,7 @@ StrategyMetrics read_metrics(const Fields& f) {
   m.quality = read_quality(f.object("quality"));
   m.events = f.integer("events");
   if (f.has("prefix_cache")) m.prefix_cache = read_prefix_cache(f.object("prefix_cache"));
+  if (f.has("preemption")) m.preemption = read_preemption(f.object("preemption"));
   if (f.has("slo")) {
     const Fields s = f.object("slo");
     m.slo = SloViolations{s.integer("ttft_violations"), s.integer("e2e_violations")};
@@ -310,6 +343,7 @@ json to_json(const StrategyMetrics& m) {
   if (mv.handoffs) j["moves"]["handoffs"] = *mv.handoffs;
   if (m.handoff) j["handoff"] = distribution_json(*m.handoff);
   if (m.prefix_cache) j["prefix_cache"] = prefix_cache_json(*m.prefix_cache);
+  if (m.preemption) j["preemption"] = preemption_json(*m.preemption);
   if (m.slo) j["slo"] = {{"ttft_violations", m.slo->ttft}, {"e2e_violations", m.slo->e2e}};
   if (m.busiest_link) {
     j["busiest_link"] = {{"t_s", m.busiest_link->t_s},

@@ -99,6 +99,22 @@ struct PrefixCacheSpec {
   std::optional<SsdTier> ssd_tier;
 };
 
+/// Preemption when HBM runs out, as vLLM does: admission books a request's prompt (leaving a
+/// watermark of each GPU's HBM free), its KV grows block by block as it decodes, and when a
+/// decode step finds no room the latest-arrived request on that GPU is preempted.
+struct PreemptionSpec {
+  /// kRecompute: its KV is dropped and rebuilt later by a prefill of its prompt and the tokens
+  /// it produced. kSwap: its KV is copied to its node's host DRAM over the host link and copied
+  /// back to a GPU of that node when there is room (recomputed when host DRAM has no room).
+  enum class Mode { kRecompute, kSwap };
+  Mode mode = Mode::kRecompute;
+  double watermark = 0.01;  ///< share of each GPU's KV room admission leaves free for growth
+};
+
+constexpr const char* preemption_mode_name(PreemptionSpec::Mode m) {
+  return m == PreemptionSpec::Mode::kSwap ? "swap" : "recompute";
+}
+
 struct ServingSpec {
   int max_batch = 32;                 ///< requests decoded together on one GPU
   std::int64_t kv_block_tokens = 16;  ///< paged KV block size in tokens
@@ -106,6 +122,8 @@ struct ServingSpec {
   /// decode step of the GPU's batch between chunks; 0: whole.
   std::int64_t prefill_chunk_tokens = 0;
   PrefixCacheSpec prefix_cache;
+  /// Empty: admission books each request's final KV size, so no request is ever preempted.
+  std::optional<PreemptionSpec> preemption;
 };
 
 // ---------------------------------------------------------------- pools and the transfer engine

@@ -135,7 +135,8 @@ void GpuWorker::next_iteration() {
 
 GpuJob GpuWorker::next_chunk(const GpuJob& job) const {
   GpuJob chunk{job.kind, job.request, job.tokens, {}, job.prefix};
-  const bool prompt = job.kind == JobKind::kPrefill || job.kind == JobKind::kReplay;
+  const bool prompt = job.kind == JobKind::kPrefill || job.kind == JobKind::kReplay ||
+                      job.kind == JobKind::kRecompute;
   if (prompt && chunk_ > 0) chunk.tokens = std::min(job.tokens, chunk_);
   return chunk;
 }
@@ -153,6 +154,7 @@ SimTime GpuWorker::job_duration(const GpuJob& job, std::int64_t* batch_requests)
   }
   switch (job.kind) {
     case JobKind::kPrefill:  // on top of a cached prefix, when it has one
+    case JobKind::kRecompute:
       return job.prefix > 0 ? costs_.extend(job.prefix, job.tokens) : costs_.prefill(job.tokens);
     case JobKind::kReplay:
       return costs_.extend(job.prefix, job.tokens);
@@ -197,8 +199,10 @@ void GpuWorker::start_job() {
   SimTime length = job_duration(shape, &n);
   SimTime prompt_part = length;
   mixed_ = false;
-  if (chunk_ > 0 && (kind == JobKind::kPrefill || kind == JobKind::kReplay)) {
+  if (chunk_ > 0 &&
+      (kind == JobKind::kPrefill || kind == JobKind::kReplay || kind == JobKind::kRecompute)) {
     fill_batch();
+    if (!batch_.empty() && growth_booking_) book_batch(1);
     if (!batch_.empty()) {
       std::int64_t context = 0;
       for (const DecodeState& s : batch_) context += s.context;
@@ -244,14 +248,46 @@ void GpuWorker::fill_batch() {
   }
 }
 
-void GpuWorker::start_epoch(std::int64_t cap) {
-  busy_ = true;
-  std::int64_t context = 0, steps = cap;
-  for (const DecodeState& s : batch_) {
-    context += s.context;
-    steps = std::min(steps, s.remaining);
+std::int64_t GpuWorker::book_batch(std::int64_t steps) {
+  // Each pass either books or preempts at least one request, so this ends.
+  while (!batch_.empty()) {
+    preempt_.clear();
+    const std::int64_t booked =
+        listener_.book_growth(index_, {batch_.data(), batch_.size()}, steps, preempt_);
+    if (preempt_.empty()) {
+      if (booked < 1 || booked > steps) {
+        throw std::logic_error("GpuWorker: book_growth booked " + std::to_string(booked) + " of " +
+                               std::to_string(steps) + " steps and preempted none");
+      }
+      return booked;
+    }
+    for (const std::uint64_t request : preempt_) {
+      const auto is = [&](const DecodeState& s) { return s.request == request; };
+      const auto in_batch = std::remove_if(batch_.begin(), batch_.end(), is);
+      const auto removed = (batch_.end() - in_batch) + std::erase_if(waiting_, is);
+      batch_.erase(in_batch, batch_.end());
+      if (removed != 1) {
+        throw std::logic_error("GpuWorker: preempted request " + std::to_string(request) +
+                               " is not decoding on GPU " + std::to_string(index_));
+      }
+    }
+    fill_batch();
+    for (const DecodeState& s : batch_) steps = std::min(steps, s.remaining);
   }
+  return 0;
+}
+
+void GpuWorker::start_epoch(std::int64_t cap) {
+  std::int64_t steps = cap;
+  for (const DecodeState& s : batch_) steps = std::min(steps, s.remaining);
   steps = std::max<std::int64_t>(steps, 1);
+  if (growth_booking_) {
+    steps = book_batch(steps);
+    if (batch_.empty()) return;  // every request was preempted
+  }
+  busy_ = true;
+  std::int64_t context = 0;
+  for (const DecodeState& s : batch_) context += s.context;
   step_ = costs_.decode_step(static_cast<std::int64_t>(batch_.size()), context);
   if (step_.ns <= 0) step_ = SimTime{1};
   epoch_start_ = sim_.now();
@@ -313,6 +349,8 @@ std::int64_t* GpuWorker::busy_counter(JobKind kind) {
       return &gpu_time_.reconstruct;
     case JobKind::kProxyScore:
       return &gpu_time_.proxy_scoring;
+    case JobKind::kRecompute:
+      return &gpu_time_.recompute;
   }
   return &gpu_time_.prefill;
 }

@@ -6,8 +6,9 @@
 // granularity). A job or a batch change interrupts an epoch at the next step
 // boundary, so a recovery never waits for a whole epoch. The worker keeps at
 // most one pending event of its own.
-// Leaves out: overlap of prefill and decode within one iteration (chunked
-// prefill), preemption of admitted requests, multi-GPU tensor parallelism.
+// With growth booking on (preemption), each decode pass first asks its owner to
+// book the KV the batch grows by; the owner may preempt requests to make room.
+// Leaves out: multi-GPU tensor parallelism.
 #pragma once
 
 #include <boost/container/small_vector.hpp>
@@ -25,7 +26,8 @@
 
 namespace kvshift::sim {
 
-enum class JobKind { kPrefill, kReplay, kReconstruct, kProxyScore };
+/// kRecompute: a preempted request's prompt and produced tokens, prefilled again.
+enum class JobKind { kPrefill, kReplay, kReconstruct, kProxyScore, kRecompute };
 
 constexpr const char* job_kind_name(JobKind k) {
   switch (k) {
@@ -37,6 +39,8 @@ constexpr const char* job_kind_name(JobKind k) {
       return "reconstruct";
     case JobKind::kProxyScore:
       return "proxy_score";
+    case JobKind::kRecompute:
+      return "recompute";
   }
   return "?";
 }
@@ -69,6 +73,16 @@ class GpuListener {
   virtual void on_decoded(int gpu, std::span<const DecodeState> batch, std::int64_t steps) = 0;
   /// `request` produced its last token.
   virtual void on_finished(int gpu, std::uint64_t request) = 0;
+  /// With growth booking on, before a decode pass of up to `steps` steps: books the KV that
+  /// `batch` grows by and returns the steps booked (at least 1 unless every request left),
+  /// after preempting (taking off this GPU, its bookings given back) the requests it names in
+  /// `preempt`, of the batch or of those waiting for a slot, when the rest would not fit
+  /// otherwise. It must not add work to this GPU.
+  virtual std::int64_t book_growth(int gpu, std::span<const DecodeState> batch, std::int64_t steps,
+                                   std::vector<std::uint64_t>& preempt) {
+    (void)gpu, (void)batch, (void)preempt;
+    return steps;
+  }
 };
 
 class GpuWorker {
@@ -83,6 +97,8 @@ class GpuWorker {
   /// Chunked prefill: prefills and replays run `tokens` at a time (0: whole), and each chunk
   /// carries one decode step of the batch in the same pass, as vLLM's scheduler mixes them.
   void set_prefill_chunk(std::int64_t tokens) { chunk_ = tokens; }
+  /// Preemption: each decode pass asks the listener to book the batch's growth first.
+  void set_growth_booking(bool on) { growth_booking_ = on; }
   bool up() const { return up_; }
 
   /// The end of the run: busy time is counted up to here, never past it.
@@ -112,6 +128,9 @@ class GpuWorker {
   void next_iteration();
   void start_job();
   void start_epoch(std::int64_t cap);
+  /// Growth booking: the steps (≤ `steps`) the listener booked for the batch, after the
+  /// requests it preempted left the batch (refilled from those waiting); the batch may be empty.
+  std::int64_t book_batch(std::int64_t steps);
   /// The job's next chunk (the whole job unless chunked prefill splits it).
   GpuJob next_chunk(const GpuJob& job) const;
   void end_epoch();
@@ -158,6 +177,8 @@ class GpuWorker {
   std::int64_t running_chunk_ = 0;  ///< tokens of the chunk in flight (0: a whole job)
   bool chunk_cancelled_ = false;    ///< its job was cancelled: no further chunks
   bool batch_reconstructions_ = true;
+  bool growth_booking_ = false;
+  std::vector<std::uint64_t> preempt_;  ///< book_batch's scratch
   std::string track_;
 };
 

@@ -10,6 +10,7 @@ ReplicaStore::ReplicaStore(std::vector<NodeKind> kinds, std::vector<std::int64_t
     : kinds_(std::move(kinds)),
       capacity_(std::move(capacity)),
       booked_(kinds_.size(), 0),
+      swapped_(kinds_.size(), 0),
       placement_(placement),
       storage_node_(storage_node),
       held_(kinds_.size(), 0) {}
@@ -50,7 +51,27 @@ void ReplicaStore::book(int node, std::int64_t bytes) {
   if (b > capacity(node)) {
     throw std::logic_error("invariant: replicas over the capacity of node " + std::to_string(node));
   }
-  peak_share_ = std::max(peak_share_, static_cast<double>(b) / static_cast<double>(capacity(node)));
+  peak_share_ = std::max(
+      peak_share_, static_cast<double>(b - swapped(node)) / static_cast<double>(capacity(node)));
+}
+
+void ReplicaStore::book_swap(int node, std::int64_t bytes) {
+  std::int64_t& b = booked_[static_cast<std::size_t>(node)];
+  if (b + bytes > capacity(node)) {
+    throw std::logic_error("invariant: swapped KV over the host DRAM of node " +
+                           std::to_string(node));
+  }
+  b += bytes;
+  swapped_[static_cast<std::size_t>(node)] += bytes;
+}
+
+void ReplicaStore::unbook_swap(int node, std::int64_t bytes) {
+  std::int64_t& s = swapped_[static_cast<std::size_t>(node)];
+  s -= bytes;
+  booked_[static_cast<std::size_t>(node)] -= bytes;
+  if (s < 0) {
+    throw std::logic_error("invariant: swapped KV below zero on node " + std::to_string(node));
+  }
 }
 
 void ReplicaStore::unbook(int node, std::int64_t bytes) {

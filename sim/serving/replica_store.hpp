@@ -7,7 +7,8 @@
 // capacity): a pick books the request's final protected size there, as
 // admission books HBM, so no node ever holds more than it has; a node without
 // room is not picked. Which node may hold a replica (up, reachable) is the
-// caller's to say; the store only books.
+// caller's to say; the store only books. Host DRAM also holds KV swapped out by
+// preemption: it books the same room (book_swap), so neither overfills it.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +34,10 @@ class ReplicaStore {
   void book(int node, std::int64_t bytes);
   void unbook(int node, std::int64_t bytes);
   std::int64_t booked(int node) const { return booked_[static_cast<std::size_t>(node)]; }
+  /// Books `bytes` of `node`'s room for swapped-out KV, and gives them back.
+  void book_swap(int node, std::int64_t bytes);
+  void unbook_swap(int node, std::int64_t bytes);
+  std::int64_t swapped(int node) const { return swapped_[static_cast<std::size_t>(node)]; }
   std::int64_t capacity(int node) const { return capacity_[static_cast<std::size_t>(node)]; }
   /// The highest share of one node's room its replicas have booked.
   double peak_share() const { return peak_share_; }
@@ -51,7 +56,8 @@ class ReplicaStore {
  private:
   std::vector<NodeKind> kinds_;
   std::vector<std::int64_t> capacity_;
-  std::vector<std::int64_t> booked_;  ///< node -> room booked by its replicas
+  std::vector<std::int64_t> booked_;   ///< node -> room booked (replicas and swapped KV)
+  std::vector<std::int64_t> swapped_;  ///< node -> of which swapped-out KV
   ReplicaPlacement placement_;
   int storage_node_;
   std::vector<std::int64_t> held_;  ///< node -> KV bytes streamed into its replicas

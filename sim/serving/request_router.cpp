@@ -32,7 +32,7 @@ int RequestRouter::add_gpu(int node, std::int64_t capacity, int pool) {
     throw std::logic_error("router: GPU added to pool " + std::to_string(pool) +
                            ", which does not exist");
   }
-  gpus_.push_back({node, pool, capacity, 0, 0, true, {}});
+  gpus_.push_back({node, pool, capacity, 0, 0, 0, true, {}});
   const int index = static_cast<int>(gpus_.size()) - 1;
   pools_[static_cast<std::size_t>(pool)].gpus.push_back(index);
   reindex(index, 0);
@@ -77,6 +77,24 @@ void RequestRouter::reserve(int gpu, std::uint64_t request, std::int64_t bytes) 
   }
 }
 
+void RequestRouter::set_watermark(double share) {
+  for (Gpu& g : gpus_) {
+    g.watermark = static_cast<std::int64_t>(share * static_cast<double>(g.capacity));
+  }
+}
+
+void RequestRouter::grow(int gpu, std::uint64_t request, std::int64_t bytes) {
+  Gpu& g = at(gpu);
+  const auto it = g.members.find(request);
+  if (it == g.members.end() || bytes < 0 || g.reserved + bytes > g.capacity) {
+    throw std::logic_error("invariant: request " + std::to_string(request) + " grew on GPU " +
+                           std::to_string(gpu) +
+                           " without a reservation there, or over its KV capacity");
+  }
+  it->second += bytes;
+  reindex(gpu, g.reserved + bytes);
+}
+
 void RequestRouter::release(int gpu, std::uint64_t request) {
   Gpu& g = at(gpu);
   const auto it = g.members.find(request);
@@ -112,7 +130,7 @@ std::vector<std::uint64_t> RequestRouter::clear(int gpu) {
 
 bool RequestRouter::fits(int gpu, std::int64_t bytes, int exclude_node) const {
   const Gpu& g = at(gpu);
-  return g.open && g.node != exclude_node && g.capacity - g.reserved >= bytes;
+  return g.open && g.node != exclude_node && g.capacity - g.reserved - g.watermark >= bytes;
 }
 
 int RequestRouter::route_in(Pool& p, std::int64_t bytes, int exclude_node, const Accept& accept) {

@@ -53,10 +53,18 @@ class RequestRouter {
   /// The bytes `request` holds on `gpu` (0 when none).
   std::int64_t held(int gpu, std::uint64_t request) const;
 
+  /// Bytes of `gpu`'s KV room not booked (unpinned prefix blocks live there).
+  std::int64_t room(int gpu) const { return at(gpu).capacity - at(gpu).reserved; }
+
   /// Whether `gpu` takes new work (its GPU is up and its node is not draining).
   void set_open(int gpu, bool open);
+  /// Picks (route, fitting, destinations) leave this share of each GPU's room free, for the
+  /// growth of the requests already there (preemption's watermark; 0 by default).
+  void set_watermark(double share);
   /// Books `bytes` of `gpu`'s HBM for `request`.
   void reserve(int gpu, std::uint64_t request, std::int64_t bytes);
+  /// Books `bytes` more for `request`, which holds a reservation on `gpu` (its KV grew).
+  void grow(int gpu, std::uint64_t request, std::int64_t bytes);
   /// Gives them back (all `request` holds there).
   void release(int gpu, std::uint64_t request);
   /// `gpu`'s prefix-cache blocks in use now: booked like a reservation, once however many
@@ -88,6 +96,7 @@ class RequestRouter {
     std::int64_t capacity = 0;
     std::int64_t reserved = 0;  ///< members' bytes plus `cached`
     std::int64_t cached = 0;
+    std::int64_t watermark = 0;  ///< room picks leave free
     bool open = true;
     Members members;
   };

@@ -70,6 +70,7 @@ struct RequestRecord {
   std::string first_node;            ///< where it was first placed
   std::string final_node;            ///< where it finished (or last was)
   int moves = 0;
+  int preemptions = 0;  ///< times it was preempted (serving.preemption)
   RequestOutcome outcome = RequestOutcome::kUnfinished;
   std::string reason;  ///< failed: why; unfinished: what it was doing at the end
   bool operator==(const RequestRecord&) const = default;
@@ -131,6 +132,7 @@ struct GpuTime {
   std::int64_t reconstruct = 0;
   std::int64_t replay = 0;
   std::int64_t proxy_scoring = 0;
+  std::int64_t recompute = 0;  ///< preempted requests' prefills again (serving.preemption)
   std::int64_t batched_reconstructions = 0;  ///< reconstruction GEMMs that served > 1 request
 };
 
@@ -164,6 +166,23 @@ struct PrefixCacheStats {
     std::int64_t peak_bytes = 0;      ///< the most held at once
   };
   Tier host, ssd;
+};
+
+/// Preemption over a run (serving.preemption); all zero when it is off.
+struct PreemptionStats {
+  std::int64_t preemptions = 0;         ///< requests taken off a GPU to make room
+  std::int64_t preempted_requests = 0;  ///< distinct requests preempted at least once
+  std::int64_t recomputes = 0;          ///< resumptions by a prefill of prompt + produced tokens
+  std::int64_t recompute_tokens = 0;    ///< tokens those prefilled
+  std::int64_t recompute_cached_tokens = 0;  ///< prompt tokens they found in the GPU's cache
+  std::int64_t swap_outs = 0;                ///< preemptions whose KV went to host DRAM
+  std::int64_t swap_out_bytes = 0;
+  std::int64_t swap_ins = 0;  ///< resumptions that copied it back
+  std::int64_t swap_in_bytes = 0;
+  /// Swap asked, recomputed instead: host DRAM had no room, or the node failed or drained
+  /// before the request came back.
+  std::int64_t swap_fallbacks = 0;
+  std::int64_t swapped_peak_bytes = 0;  ///< the most held in host DRAM at once, over all nodes
 };
 
 /// One trace-event span (Chrome trace format: one track per node or link).
@@ -234,6 +253,7 @@ struct RunResult {
   BytesByKind bytes;
   GpuTime gpu_time;
   PrefixCacheStats prefix_cache;
+  PreemptionStats preemption;
   std::int64_t replica_bytes_held_peak = 0;   ///< KV held on replicas at peak
   std::int64_t replica_bytes_full_equiv = 0;  ///< what a full replica would have held then
   std::int64_t unprotected = 0;        ///< requests that once found no node with replica room

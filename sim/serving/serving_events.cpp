@@ -104,6 +104,10 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
   }
   fabric_.fail_node(node_id(node));
   recover_lost(lost, node, detection_delay);
+  // KV swapped out to this node's host DRAM is gone: those requests recompute.
+  for (const std::uint64_t id : preempted_) {
+    if (Request& r = request(id); r.swap_node == node) drop_swap(r);
+  }
   for (Request& r : requests_) {
     if (r.phase != Phase::kDone && r.replica < 0 && r.gpu >= 0 && !on_prefill_pool(r.gpu) &&
         spec_.protection.mode != ProtectionMode::kNone) {
@@ -174,6 +178,11 @@ void ServingModel::recover_lost(const std::vector<std::uint64_t>& lost, int node
     if (r.phase == Phase::kDone) continue;
     r.gpu = -1;
     ++r.epoch;
+    if (r.phase == Phase::kResuming) {  // preempted, and its resumption died with the GPU
+      r.phase = Phase::kPreempted;
+      preempted_.insert(id);
+      continue;
+    }
     if (r.phase == Phase::kPrefill || r.phase == Phase::kQueued || r.phase == Phase::kHandingOff) {
       r.phase = Phase::kQueued;  // nothing computed yet worth saving: start over
       pending_.push_front(id);

@@ -83,6 +83,7 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
                                                records_.trace ? &result_.trace : nullptr);
       gpu.worker->set_batch_reconstructions(spec.predictors.batch_reconstruction);
       gpu.worker->set_prefill_chunk(spec.serving.prefill_chunk_tokens);
+      gpu.worker->set_growth_booking(spec.serving.preemption.has_value());
       if (spec.serving.prefix_cache.enabled) {
         gpu.cache =
             std::make_unique<PrefixCache>(block_bytes(spec.serving.prefix_cache.block_tokens));
@@ -104,6 +105,7 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
     }
   }
   if (gpus_.empty()) throw std::runtime_error("the cluster has no GPU");
+  if (spec.serving.preemption) router_.set_watermark(spec.serving.preemption->watermark);
   if (predictor_source_ < 0) predictor_source_ = storage_node_ >= 0 ? storage_node_ : gpus_[0].node;
   std::vector<NodeKind> kinds;
   std::vector<std::int64_t> room;  // host DRAM of gpu nodes, capacity of storage nodes
@@ -275,7 +277,8 @@ void ServingModel::on_arrival(const RequestArrival& a) {
   req.rec.prompt_tokens = a.prompt_tokens;
   req.rec.output_tokens = a.output_tokens;
   req.rec.arrival_ns = a.arrival_ns;
-  req.reserved = block_bytes(a.prompt_tokens + a.output_tokens);
+  // With preemption the prompt is booked now and the rest block by block as it decodes.
+  req.reserved = block_bytes(a.prompt_tokens + (spec_.serving.preemption ? 0 : a.output_tokens));
   if (spec_.serving.prefix_cache.enabled) req.prefix_keys = prefix_keys(a);
   const int gpu = pending_.empty() ? route_arrival(req) : -1;
   if (gpu < 0) {
@@ -301,6 +304,8 @@ void ServingModel::admit_pending() {
     Request* r = find_request(id);
     if (r && r->epoch == epoch && r->phase == Phase::kHandingOff) try_handoff(*r);
   }
+  // Then preempted requests, before new arrivals (vLLM's order).
+  if (!preempted_.empty()) resume_preempted();
   while (!pending_.empty()) {
     Request& r = request(pending_.front());
     const int gpu = route_arrival(r);
@@ -408,6 +413,11 @@ std::string ServingModel::unfinished_reason(const Request& r) const {
       return "decoding";
     case Phase::kMoving:
       return "waiting to recover (failure not yet detected)";
+    case Phase::kPreempted:
+      return r.swap_node >= 0 ? "preempted: swapped out to host DRAM, waiting for room on its node"
+                              : "preempted: waiting for a GPU with room to recompute";
+    case Phase::kResuming:
+      return r.swap_node >= 0 ? "preempted: swapping back in" : "preempted: recomputing";
     case Phase::kDone:
       return "";
   }

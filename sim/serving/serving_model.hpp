@@ -20,6 +20,10 @@
 // - Admission reserves a request's final KV size (prompt + output tokens, in
 //   paged blocks) on its GPU, so HBM use never exceeds capacity and no
 //   admitted request is preempted. Actual use grows token by token.
+//   With serving.preemption, admission books the prompt (leaving a watermark
+//   free), each decode pass books the blocks its batch grows into, and a pass
+//   that finds no room preempts the latest arrival decoding on that GPU
+//   (serving_preemption.cpp).
 // - Prefix caching (when on): a prefill reuses the longest cached run of its
 //   prompt's leading blocks on the GPU it was routed to (continued from the
 //   node's host tier, loaded over the host link, when there is one) and
@@ -86,11 +90,24 @@ class ServingModel final : public GpuListener {
   // GpuListener
   void on_decoded(int gpu, std::span<const DecodeState> batch, std::int64_t steps) override;
   void on_finished(int gpu, std::uint64_t request) override;
+  std::int64_t book_growth(int gpu, std::span<const DecodeState> batch, std::int64_t steps,
+                           std::vector<std::uint64_t>& preempt) override;
 
  private:
   /// kHandingOff: prefilled on a prefill-pool GPU, waiting for its handoff to start (its
   /// ProxyKV scores, or a decode GPU with room and a free transfer slot).
-  enum class Phase { kQueued, kPrefill, kHandingOff, kDecoding, kMoving, kDone };
+  /// kPreempted: taken off its GPU for room (serving.preemption), waiting to resume;
+  /// kResuming: its recompute or swap-in is under way.
+  enum class Phase {
+    kQueued,
+    kPrefill,
+    kHandingOff,
+    kDecoding,
+    kMoving,
+    kPreempted,
+    kResuming,
+    kDone
+  };
   struct Request;
   struct Gpu;
   struct Move;
@@ -156,6 +173,21 @@ class ServingModel final : public GpuListener {
   bool on_prefill_pool(int gpu) const;
   const ServingCosts& costs_of(int node) const;
 
+  // Preemption (serving_preemption.cpp).
+  /// Takes `r` off `gpu` (the worker drops it from its batch): its bookings are given back,
+  /// its KV goes to host DRAM (swap, with room there) or is dropped (recompute), and it waits
+  /// to resume. A request whose KV outgrows the GPU on its own fails instead.
+  void preempt(Request& r, int gpu);
+  /// Resumes the preempted requests that find room, oldest first.
+  void resume_preempted();
+  bool resume(Request& r);
+  /// The swapped-out copy is gone or unwanted (its node failed or drains): recomputed instead.
+  void drop_swap(Request& r);
+  /// A resumed request rejoins decoding on `gpu`.
+  void rejoin(Request& r, int gpu);
+  /// Runs admit_pending from a top-level event, once, soon (callers that may not add work).
+  void admit_soon();
+
   // Replica streaming.
   /// Streams `tokens` new tokens of each request to its replica: one flush per replica
   /// node, in replica order. Reorders `items`.
@@ -213,6 +245,9 @@ class ServingModel final : public GpuListener {
   void end_move(Move& m, MoveOutcome outcome, const std::string& why);
   /// `pins`: the destination's cached prefix blocks the move pinned.
   void land(Request& r, int dst_gpu, int src_gpu, Pins pins);
+  /// `r` decodes on `node` from now: a replica on the wrong side of it (local placement or
+  /// not) is dropped, one is placed when it has none, and what it lacks streams again.
+  void rehome_replica(Request& r, int node);
   /// The cached run of `r`'s leading blocks a move to `gpu` need not ship or rebuild: in its
   /// HBM, then in its node's host and SSD tiers (loaded while the move's bytes travel).
   PrefixRun cached_at(const Request& r, int gpu) const;
@@ -302,6 +337,8 @@ class ServingModel final : public GpuListener {
   std::deque<Request> requests_;  ///< in place: one pointer less per lookup
   std::uint64_t first_live_ = 0;
   std::deque<std::uint64_t> pending_;  ///< waiting for a GPU with room
+  std::set<std::uint64_t> preempted_;  ///< waiting to resume, by id (arrival order)
+  std::int64_t swapped_bytes_ = 0;     ///< held in host DRAM by swapped-out requests
   std::deque<PendingRecovery> pending_recoveries_;
   std::deque<std::uint64_t> unprotected_;  ///< waiting for replica room, oldest first
   /// P/D: prefilled requests waiting for a decode GPU with room (id, epoch).

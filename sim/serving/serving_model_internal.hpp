@@ -25,7 +25,9 @@ struct alignas(64) ServingModel::Request {
   Phase phase = Phase::kQueued;
   int gpu = -1;  ///< where it runs (during a migration: the GPU it leaves)
   RequestRecord rec;
-  std::int64_t reserved = 0;  ///< KV bytes its final size books (a prefill GPU books the prompt)
+  /// KV bytes it books on its GPU: its final size (a prefill GPU books the prompt); with
+  /// preemption, the blocks booked so far (they grow as it decodes).
+  std::int64_t reserved = 0;
   std::int64_t replica_booked = 0;  ///< room its replica books there (its final size)
   bool waited_for_replica = false;  ///< once found no node with room for its replica
   int attempts = 0;
@@ -37,6 +39,11 @@ struct alignas(64) ServingModel::Request {
   std::size_t pinned = 0;
   int pin_gpu = -1;
   std::uint64_t pin_generation = 0;
+  /// Preempted with swap: the node whose host DRAM holds its KV (-1: none), the bytes, and
+  /// when the copy out ends.
+  int swap_node = -1;
+  std::int64_t swap_bytes = 0;
+  std::int64_t swap_ready_ns = 0;
 };
 
 /// The serving model numbers nodes with int (-1: none); the fabric takes a real one.

@@ -253,7 +253,10 @@ void ServingModel::release_slot(Move& m) {
   if (!m.in_slot) return;
   m.in_slot = false;
   --inflight_[static_cast<std::size_t>(node_of(m.dst_gpu))];
-  // Waiting handoffs and recoveries may take the slot: from a top-level event, once.
+  admit_soon();  // waiting handoffs and recoveries may take the slot
+}
+
+void ServingModel::admit_soon() {
   if (admit_scheduled_) return;
   admit_scheduled_ = true;
   sim_.schedule_after(SimTime{}, [this] {
@@ -572,16 +575,20 @@ void ServingModel::land(Request& r, int dst_gpu, int src_gpu, Pins pins) {
   r.rec.moves += 1;
   r.rec.final_node = spec_.cluster.nodes[dst_node].name;
   if (r.rec.first_token_ns < 0) r.rec.first_token_ns = sim_.now().ns;  // a handoff landed
+  rehome_replica(r, dst_node);
+  gpus_[dst_gpu].worker->add_decoding({r.rec.id, r.context, r.remaining});
+  admit_pending();
+}
+
+void ServingModel::rehome_replica(Request& r, int node) {
   // A replica lives on another node, or (local placement) on the request's own: after a
   // move it may have to be placed again.
   const bool local = spec_.protection.placement == ReplicaPlacement::kLocal;
-  if (r.replica >= 0 && (r.replica == dst_node) != local) drop_replica(r);
+  if (r.replica >= 0 && (r.replica == node) != local) drop_replica(r);
   // A handoff is protected from its decode GPU on; a request that had none (its replica was
   // lost, or had no room) is placed again.
-  if (r.replica < 0 && spec_.protection.mode != ProtectionMode::kNone) protect(r, dst_node);
+  if (r.replica < 0 && spec_.protection.mode != ProtectionMode::kNone) protect(r, node);
   if (r.replica >= 0 && r.replicated < r.context) r.unstreamed = r.context - r.replicated;
-  gpus_[dst_gpu].worker->add_decoding({r.rec.id, r.context, r.remaining});
-  admit_pending();
 }
 
 ServingModel::PrefixRun ServingModel::cached_at(const Request& r, int gpu) const {

@@ -300,6 +300,25 @@ TEST(ScenarioRules, APrefillChunkOfZeroTokensIsRefused) {
   EXPECT_EQ(problems(j), V{});
 }
 
+TEST(ScenarioRules, PreemptionNamesItsModeAndBoundsItsWatermark) {
+  json j = minimal_json();
+  j["serving"] = {{"preemption", json::object()}};
+  EXPECT_EQ(problems(j), V{"/serving/preemption/mode: is required"});
+  j["serving"]["preemption"] = {{"mode", "swapp"}};
+  EXPECT_EQ(problems(j), V{"/serving/preemption/mode: expected one of \"recompute\", \"swap\" "
+                           "(got \"swapp\") (did you mean \"swap\"?)"});
+  j["serving"]["preemption"] = {{"mode", "swap"}, {"watermark", 0.6}};
+  const V got = problems(j);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].rfind("/serving/preemption/watermark: ", 0), 0u) << got[0];
+  j["serving"]["preemption"] = {{"mode", "recompute"}, {"watermark", 0.05}, {"victim", "last"}};
+  const V unknown = problems(j);
+  ASSERT_EQ(unknown.size(), 1u);
+  EXPECT_EQ(unknown[0].rfind("/serving/preemption/victim: ", 0), 0u) << unknown[0];
+  j["serving"]["preemption"].erase("victim");
+  EXPECT_EQ(problems(j), V{});
+}
+
 TEST(ScenarioRules, GpuFailureFieldsAreChecked) {
   json j = minimal_json();
   j["events"] = {{{"type", "gpu_failure"}, {"at", "1s"}, {"node", "a"}, {"gpu", -1}},
