@@ -47,8 +47,9 @@ std::int64_t ServingModel::book_growth(int gpu, std::span<const DecodeState> bat
     throw std::logic_error("invariant: GPU " + std::to_string(gpu) +
                            " has no room for its batch's next step and nothing to preempt");
   }
-  // The most steps whose growth fits (growth is monotone in k).
+  // The most steps whose growth fits (growth is monotone in k); usually all of them.
   std::int64_t lo = 1, hi = steps;
+  if (growth(steps) <= room) lo = steps;
   while (lo < hi) {
     const std::int64_t mid = lo + (hi - lo + 1) / 2;
     if (growth(mid) <= room) {
