@@ -36,8 +36,9 @@ json summary_on_disk(const std::string& scenario) {
 const std::vector<json>& summaries() {
   static const std::vector<json> all = [] {
     std::vector<json> s;
-    for (const char* f : {"quickstart.json", "pd-disaggregated.json", "kv-tiers.json",
-                          "smollm2-calibrated.json", "predictor-sharing.json"}) {
+    for (const char* f :
+         {"quickstart.json", "pd-disaggregated.json", "kv-tiers.json", "smollm2-calibrated.json",
+          "predictor-sharing.json", "hbm-pressure.json"}) {
       s.push_back(summary_on_disk(f));
     }
     return s;
@@ -58,6 +59,7 @@ TEST(StrategyMetrics, ASummaryReadBackWritesTheSameJson) {
       if (m.prefix_cache && m.prefix_cache->host_tier) sections.push_back("host_tier");
       if (m.prefix_cache && m.prefix_cache->ssd_tier) sections.push_back("ssd_tier");
       if (m.slo) sections.push_back("slo");
+      if (m.preemption) sections.push_back("preemption");
       if (m.quality.proxy_kv) sections.push_back("proxy_kv");
       if (m.quality.risk_kv) sections.push_back("risk_kv");
       if (m.ttft.without_first_token) sections.push_back("without_first_token");
@@ -68,7 +70,7 @@ TEST(StrategyMetrics, ASummaryReadBackWritesTheSameJson) {
     EXPECT_EQ(again, summary) << summary["scenario"];
   }
   for (const char* s : {"handoff", "host_tier", "slo", "proxy_kv", "risk_kv", "without_first_token",
-                        "busiest_link"}) {
+                        "busiest_link", "preemption"}) {
     EXPECT_NE(std::find(sections.begin(), sections.end(), s), sections.end())
         << "no summary exercised " << s;
   }
