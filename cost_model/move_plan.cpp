@@ -181,9 +181,11 @@ MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods, con
       (with_data && plan.predictor.count > 0 && route.data == MoveRoute::Leg::kNone)) {
     e.reachable = false;
   }
+  const std::int64_t local_wait =
+      route.data == MoveRoute::Leg::kLocal ? route.host_link_backlog_ns : 0;
   const std::int64_t data_ns = data.count > 0
                                    ? leg_ns(route.data, route.data_path, route.host_link, data) +
-                                         engine_ns(methods.engine, plan.descriptors)
+                                         engine_ns(methods.engine, plan.descriptors) + local_wait
                                    : 0;
   e.transfer_ns = std::max(
       {data_ns, leg_ns(route.predictor, route.predictor_path, route.host_link, plan.predictor),

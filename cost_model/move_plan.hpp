@@ -146,6 +146,7 @@ struct MoveRoute {
   Path predictor_path{};
   std::int64_t predictor_ready_in_ns = 0;  ///< a fetch already on its way lands in this long
   BitsPerSecond host_link{};               ///< for kLocal legs
+  std::int64_t host_link_backlog_ns = 0;   ///< a kLocal data leg waits for the copies ahead
 };
 
 /// A plan's time on a route, in nanoseconds rounded as the simulator rounds.

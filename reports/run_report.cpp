@@ -353,6 +353,20 @@ std::string run_table(const json& summary) {
     }
   }
   for (const NamedMetrics& n : strategies) {
+    if (!n.metrics.host_links ||
+        n.metrics.host_links->waited_s + n.metrics.host_links->ssd_waited_s == 0) {
+      continue;
+    }
+    const HostLinkUse& h = *n.metrics.host_links;
+    std::snprintf(line, sizeof line,
+                  "host links, %s: %.1f GiB to the GPUs and %.1f GiB from them, %.3f s of copies; "
+                  "copies waited %.3f s for others on their link (SSD reads %.3f s)\n",
+                  n.strategy.c_str(), static_cast<double>(h.to_gpu_bytes) / (1 << 30),
+                  static_cast<double>(h.from_gpu_bytes) / (1 << 30), h.busy_s, h.waited_s,
+                  h.ssd_waited_s);
+    o << line;
+  }
+  for (const NamedMetrics& n : strategies) {
     if (!n.metrics.preemption) continue;
     const PreemptionUse& p = *n.metrics.preemption;
     std::snprintf(line, sizeof line,

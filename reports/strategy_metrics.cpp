@@ -180,6 +180,10 @@ StrategyMetrics strategy_metrics(const input::ScenarioSpec& spec, const sim::Run
                   g.batched_reconstructions};
   m.quality = quality(spec, t);
   m.events = run.events;
+  if (const sim::HostLinkStats& h = run.host_links; h.to_gpu_bytes + h.from_gpu_bytes > 0) {
+    m.host_links = HostLinkUse{h.to_gpu_bytes, h.from_gpu_bytes, r9(s_of(h.busy_ns)),
+                               r9(s_of(h.waited_ns)), r9(s_of(h.ssd_waited_ns))};
+  }
   if (const auto& pre = spec.serving.preemption) {
     const sim::PreemptionStats& p = run.preemption;
     m.preemption = PreemptionUse{sim::preemption_mode_name(pre->mode),

@@ -55,6 +55,12 @@ struct ReplicaUse {
   std::int64_t unprotected_requests = 0;
 };
 
+/// Copies over the GPUs' host links and the nodes' SSD reads (sim::HostLinkStats).
+struct HostLinkUse {
+  std::int64_t to_gpu_bytes = 0, from_gpu_bytes = 0;
+  double busy_s = 0, waited_s = 0, ssd_waited_s = 0;
+};
+
 struct PredictorUse {
   std::int64_t copies = 0, bytes_resident = 0, uses = 0;
   double requests_per_copy = 0;
@@ -130,8 +136,10 @@ struct StrategyMetrics {
   std::int64_t events = 0;
   std::optional<PrefixCacheUse> prefix_cache;  ///< prefix caching on
   std::optional<PreemptionUse> preemption;     ///< serving.preemption on
-  std::optional<SloViolations> slo;            ///< the scenario sets an SLO
-  std::optional<BusiestLink> busiest_link;     ///< asked for (the run's own summary.json)
+  /// Any copy crossed a host link (an older summary has none: read as absent).
+  std::optional<HostLinkUse> host_links;
+  std::optional<SloViolations> slo;         ///< the scenario sets an SLO
+  std::optional<BusiestLink> busiest_link;  ///< asked for (the run's own summary.json)
 };
 
 /// A strategy's metrics under its name.

@@ -238,6 +238,19 @@ PreemptionUse read_preemption(const Fields& f) {
           f.number("recompute_gpu_s")};
 }
 
+json host_links_json(const HostLinkUse& h) {
+  return {{"to_gpu_bytes", h.to_gpu_bytes},
+          {"from_gpu_bytes", h.from_gpu_bytes},
+          {"busy_s", h.busy_s},
+          {"waited_s", h.waited_s},
+          {"ssd_waited_s", h.ssd_waited_s}};
+}
+
+HostLinkUse read_host_links(const Fields& f) {
+  return {f.integer("to_gpu_bytes"), f.integer("from_gpu_bytes"), f.number("busy_s"),
+          f.number("waited_s"), f.number("ssd_waited_s")};
+}
+
 BusiestLink read_busiest_link(const Fields& f) {
   BusiestLink b{f.numbers("t_s"), f.numbers("utilisation")};
   if (b.t_s.size() != b.utilisation.size()) {
@@ -281,6 +294,7 @@ StrategyMetrics read_metrics(const Fields& f) {
   m.events = f.integer("events");
   if (f.has("prefix_cache")) m.prefix_cache = read_prefix_cache(f.object("prefix_cache"));
   if (f.has("preemption")) m.preemption = read_preemption(f.object("preemption"));
+  if (f.has("host_links")) m.host_links = read_host_links(f.object("host_links"));
   if (f.has("slo")) {
     const Fields s = f.object("slo");
     m.slo = SloViolations{s.integer("ttft_violations"), s.integer("e2e_violations")};
@@ -344,6 +358,7 @@ json to_json(const StrategyMetrics& m) {
   if (m.handoff) j["handoff"] = distribution_json(*m.handoff);
   if (m.prefix_cache) j["prefix_cache"] = prefix_cache_json(*m.prefix_cache);
   if (m.preemption) j["preemption"] = preemption_json(*m.preemption);
+  if (m.host_links) j["host_links"] = host_links_json(*m.host_links);
   if (m.slo) j["slo"] = {{"ttft_violations", m.slo->ttft}, {"e2e_violations", m.slo->e2e}};
   if (m.busiest_link) {
     j["busiest_link"] = {{"t_s", m.busiest_link->t_s},

@@ -185,6 +185,15 @@ struct PreemptionStats {
   std::int64_t swapped_peak_bytes = 0;  ///< the most held in host DRAM at once, over all nodes
 };
 
+/// Copies over the GPUs' host links (tier loads, write-through, local replicas and moves,
+/// swaps) and the nodes' SSD reads, each channel serving its copies in turn.
+struct HostLinkStats {
+  std::int64_t to_gpu_bytes = 0, from_gpu_bytes = 0;
+  std::int64_t busy_ns = 0;        ///< copy time, summed over both directions of every GPU
+  std::int64_t waited_ns = 0;      ///< time copies waited for the ones ahead of them
+  std::int64_t ssd_waited_ns = 0;  ///< time SSD reads waited for the ones ahead of them
+};
+
 /// One trace-event span (Chrome trace format: one track per node or link).
 struct TraceSpan {
   std::string track;  ///< "node:gpu3/0", "link:leaf1-spine0"
@@ -254,6 +263,7 @@ struct RunResult {
   GpuTime gpu_time;
   PrefixCacheStats prefix_cache;
   PreemptionStats preemption;
+  HostLinkStats host_links;
   std::int64_t replica_bytes_held_peak = 0;   ///< KV held on replicas at peak
   std::int64_t replica_bytes_full_equiv = 0;  ///< what a full replica would have held then
   std::int64_t unprotected = 0;        ///< requests that once found no node with replica room

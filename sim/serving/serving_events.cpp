@@ -146,6 +146,8 @@ std::vector<std::uint64_t> ServingModel::fail_gpus(const std::vector<int>& gpus,
     // The requests that live here are those holding a reservation; queued work of others
     // (a ProxyKV scoring job of a request that has since migrated) is dropped, not lost.
     gpus_[g].worker->fail();
+    gpus_[g].to_gpu.clear(sim_.now());  // copies to or from its HBM are gone
+    gpus_[g].from_gpu.clear(sim_.now());
     for (std::uint64_t id : router_.clear(g)) lost.push_back(id);
     if (PrefixCache* cache = gpus_[g].cache.get()) {
       result_.prefix_cache.lost_blocks += static_cast<std::int64_t>(cache->blocks());

@@ -42,6 +42,7 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
   proxy_gpus_.resize(n);
   host_tiers_.resize(n);
   ssd_tiers_.resize(n);
+  ssd_reads_.resize(n);
   node_up_.assign(n, true);
   node_draining_.assign(n, false);
   methods_ = move_methods(spec);
@@ -223,6 +224,11 @@ RunResult ServingModel::finish() {
           static_cast<std::int64_t>(g.cache->blocks()) * g.cache->block_bytes();
     }
   }
+  for (const Gpu& g : gpus_) {
+    result_.host_links.busy_ns += g.to_gpu.busy_ns() + g.from_gpu.busy_ns();
+    result_.host_links.waited_ns += g.to_gpu.waited_ns() + g.from_gpu.waited_ns();
+  }
+  for (const CopyQueue& q : ssd_reads_) result_.host_links.ssd_waited_ns += q.waited_ns();
   result_.prefix_cache.host.resident_bytes = host_tier_bytes_;
   result_.prefix_cache.ssd.resident_bytes = ssd_tier_bytes_;
   result_.predictor_copies = predictors_->copies();

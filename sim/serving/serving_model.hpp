@@ -35,7 +35,9 @@
 //   destination node's host tier).
 // - Replicas book their request's final protected size in the host DRAM (or
 //   storage capacity) of the node holding them; a host tier keeps what is left.
-//   Host-link transfers (local replicas, tier loads) are not contended.
+//   Copies over a GPU's host link (tier loads, write-through, local replicas and
+//   moves, swaps) take turns on it, each way (copy_queue.hpp); so do a node's SSD
+//   reads. SSD writes are counted, not timed.
 // - After a failure, a replica holds the tokens streamed so far; the tail that
 //   was never streamed is recomputed on the receiver (a replay of the tail).
 // - Token ids are held by the request's replica (or the router, without one)
@@ -57,6 +59,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/serving/copy_queue.hpp"
 #include "sim/serving/fabric.hpp"
 #include "sim/serving/gpu_worker.hpp"
 #include "sim/serving/predictor_cache.hpp"
@@ -200,7 +203,7 @@ class ServingModel final : public GpuListener {
   bool place_replica(Request& r, int gpu_node);
   /// Sends a replica flush unless its path is failed (lost) or stalled (lost after a timeout,
   /// else held until the stall clears).
-  void send_stream(int src, int replica, std::int64_t bytes, Fabric::Done done);
+  void send_stream(int gpu, int replica, std::int64_t bytes, Fabric::Done done);
   /// Transfer-engine descriptors of streaming `tokens` tokens of protected KV.
   std::int64_t stream_descriptors(std::int64_t tokens) const;
   /// Forgets the request's replica (finished, failed, or the replica node is gone).
@@ -235,6 +238,9 @@ class ServingModel final : public GpuListener {
   void begin_predictor_fetch(int node);
   /// Bytes that stay on one node cross its host link (the estimator's local leg).
   SimTime host_link_time(std::int64_t bytes) const;
+  /// Copies `bytes` over `gpu`'s host link, towards the GPU or from it, once `ready` (and the
+  /// copies asked for before it) allow; returns when it ends.
+  SimTime host_copy(int gpu, bool to_gpu, std::int64_t bytes, SimTime ready = {});
   /// Reading `bytes` of prefix blocks from a node's SSD tier into its host DRAM.
   SimTime ssd_read_time(std::int64_t bytes) const;
   void on_transfers_done(Move& m);
@@ -252,9 +258,11 @@ class ServingModel final : public GpuListener {
   /// HBM, then in its node's host and SSD tiers (loaded while the move's bytes travel).
   PrefixRun cached_at(const Request& r, int gpu) const;
   /// The first `blocks` of `run` are taken for `r` on `gpu`: those past its HBM are read from
-  /// the node's host and SSD tiers (touched, and counted as a prefill's hit or a move's load).
-  void read_tiers(const Request& r, int gpu, const PrefixRun& run, std::size_t blocks,
-                  bool for_move);
+  /// the node's host and SSD tiers (touched, and counted as a prefill's hit or a move's load),
+  /// the SSD's into host DRAM, then all over the GPU's host link. Returns how long from now
+  /// until they are in HBM.
+  SimTime read_tiers(const Request& r, int gpu, const PrefixRun& run, std::size_t blocks,
+                     bool for_move);
   /// At the end of the run: moves in flight and waiting recoveries become unfinished records.
   void close_moves();
 
@@ -328,7 +336,8 @@ class ServingModel final : public GpuListener {
   std::int64_t host_tier_bytes_ = 0;  ///< held by every host tier
   /// node -> its SSD prefix tier (null unless serving.prefix_cache.ssd_tier)
   std::vector<std::unique_ptr<PrefixCache>> ssd_tiers_;
-  std::int64_t ssd_tier_bytes_ = 0;  ///< held by every SSD tier
+  std::int64_t ssd_tier_bytes_ = 0;   ///< held by every SSD tier
+  std::vector<CopyQueue> ssd_reads_;  ///< node -> its SSD's reads
   std::vector<bool> node_up_, node_draining_;
   std::unique_ptr<ReplicaStore> replicas_;      ///< where protected KV is kept, and how much
   std::unique_ptr<PredictorCache> predictors_;  ///< which nodes hold the RISK-KV predictors

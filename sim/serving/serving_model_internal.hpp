@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "sim/serving/copy_queue.hpp"
 #include "sim/serving/serving_model.hpp"
 
 namespace kvshift::sim {
@@ -58,6 +59,7 @@ struct ServingModel::Gpu {
   std::unique_ptr<GpuWorker> worker;
   std::unique_ptr<PrefixCache> cache;  ///< null unless serving.prefix_cache is on
   int node = 0;
+  CopyQueue to_gpu, from_gpu;  ///< its host link, each way
 };
 
 /// A move is an activity: planned -> transferring -> rebuilding -> one terminal outcome
@@ -85,6 +87,7 @@ struct ServingModel::Move {
   /// The destination's cached prefix blocks the move pins (plan.cached_tokens); handed to
   /// the request when it lands, given back otherwise.
   Pins dst_pins;
+  SimTime cached_load;  ///< until they are in from the destination's host or SSD tier
   /// One of the move's own flows in the network: what a stall needs to hang and resend it.
   struct Flow {
     std::uint64_t handle = 0;

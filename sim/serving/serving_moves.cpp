@@ -75,7 +75,8 @@ MoveCandidate ServingModel::candidate(Strategy s, const Request& r,
                     spec_.serving.prefix_cache.block_tokens;
   here.dst_cached_load_ns = cached.load.ns;
   MovePlan plan = cost_model::plan_move(s, methods_, here);
-  const MoveRoute route = route_of(plan, src, node_of(gpu));
+  MoveRoute route = route_of(plan, src, node_of(gpu));
+  route.host_link_backlog_ns = gpus_[gpu].to_gpu.backlog(sim_.now()).ns;
   const std::int64_t backlog = gpus_[gpu].worker->backlog().ns;
   const cost_model::ComputeCosts& compute = costs_of(node_of(gpu)).compute();
   plan = cost_model::balance_hybrid(std::move(plan), methods_, route, backlog, compute);
@@ -191,9 +192,11 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
       static_cast<std::size_t>(c.option.plan.cached_tokens /
                                std::max<std::int64_t>(spec_.serving.prefix_cache.block_tokens, 1));
   Pins pins;
+  SimTime load;
   if (cached_blocks > 0) {
     if (c.option.plan.cached_load_ns > 0) {
-      read_tiers(r, c.option.destination, prefix_run(r, c.option.destination), cached_blocks, true);
+      load = read_tiers(r, c.option.destination, prefix_run(r, c.option.destination), cached_blocks,
+                        true);
     }
     pin_blocks(c.option.destination,
                std::span<const std::uint64_t>(r.prefix_keys).first(cached_blocks));
@@ -215,6 +218,7 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   m->from_node = from_node;
   m->stall_since = stall_since;
   m->dst_pins = pins;
+  m->cached_load = load;
   MoveRecord& rec = m->rec;
   rec.request = r.rec.id;
   rec.trigger = trigger;
@@ -282,10 +286,10 @@ void ServingModel::launch(std::uint64_t request) {
       predictors_->wait(dst, request);
     }
   }
-  if (m.plan.cached_load_ns > 0) {
+  if (m.cached_load.ns > 0) {
     // The cached prefix loads from the destination node's host or SSD tier beside the transfers.
     ++m.transfers_left;
-    sim_.schedule_after(SimTime{m.plan.cached_load_ns}, [this, request, id] {
+    sim_.schedule_after(m.cached_load, [this, request, id] {
       Move* mv = find_move(request, id);
       if (mv && --mv->transfers_left == 0 && !mv->awaiting_predictor) on_transfers_done(*mv);
     });
@@ -304,13 +308,12 @@ void ServingModel::launch(std::uint64_t request) {
     };
     GpuJob front{JobKind::kReplay, request, m.plan.front_tokens, std::move(front_done),
                  m.plan.cached_tokens};
-    if (m.plan.cached_load_ns > 0) {
-      sim_.schedule_after(SimTime{m.plan.cached_load_ns},
-                          [this, request, id, front = std::move(front)]() mutable {
-                            if (Move* mv = find_move(request, id)) {
-                              gpus_[mv->dst_gpu].worker->submit(std::move(front));
-                            }
-                          });
+    if (m.cached_load.ns > 0) {
+      sim_.schedule_after(m.cached_load, [this, request, id, front = std::move(front)]() mutable {
+        if (Move* mv = find_move(request, id)) {
+          gpus_[mv->dst_gpu].worker->submit(std::move(front));
+        }
+      });
     } else {
       gpus_[m.dst_gpu].worker->submit(std::move(front));
     }
@@ -366,7 +369,7 @@ void ServingModel::start_flow(std::uint64_t request, std::uint64_t id, int src, 
     return;
   }
   if (src == dst) {  // same node: the bytes cross the host link, not the network
-    sim_.schedule_after(host_link_time(bytes), [done] { done(true, ""); });
+    sim_.schedule_at(host_copy(m->dst_gpu, true, bytes), [done] { done(true, ""); });
     return;
   }
   m->flows.push_back(
@@ -432,6 +435,12 @@ void ServingModel::begin_predictor_fetch(int node) {
 
 SimTime ServingModel::host_link_time(std::int64_t bytes) const {
   return SimTime{cost_model::leg_ns(MoveRoute::Leg::kLocal, {}, spec_.gpu.host_link, Bytes{bytes})};
+}
+
+SimTime ServingModel::host_copy(int gpu, bool to_gpu, std::int64_t bytes, SimTime ready) {
+  Gpu& g = gpus_[gpu];
+  (to_gpu ? result_.host_links.to_gpu_bytes : result_.host_links.from_gpu_bytes) += bytes;
+  return (to_gpu ? g.to_gpu : g.from_gpu).copy(sim_.now(), ready, host_link_time(bytes));
 }
 
 void ServingModel::on_transfers_done(Move& m) {

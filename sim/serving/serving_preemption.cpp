@@ -8,9 +8,9 @@
 // - swap: its KV went to its node's host DRAM over the host link and comes back
 //   to a GPU of that node over it; without room there, or once its node failed or
 //   drains, it is recomputed.
-// The copies over the host link run beside the GPU's compute (DMA) and are not
-// contended; a swap frees its HBM at once, as vLLM's swap frees the blocks in the
-// step that swaps them.
+// The copies run over the GPU's host link beside its compute (DMA), in turn with
+// the link's other copies; a swap frees its HBM at once, as vLLM's swap frees the
+// blocks in the step that swaps them.
 #include <algorithm>
 #include <stdexcept>
 #include <string>
@@ -97,7 +97,7 @@ void ServingModel::preempt(Request& r, int gpu) {
       fit_host_tier(node);  // the host prefix tier keeps what is left
       r.swap_node = node;
       r.swap_bytes = r.reserved;
-      r.swap_ready_ns = (sim_.now() + host_link_time(r.reserved)).ns;
+      r.swap_ready_ns = host_copy(gpu, false, r.reserved).ns;
       ++st.swap_outs;
       st.swap_out_bytes += r.reserved;
       swapped_bytes_ += r.reserved;
@@ -143,8 +143,8 @@ bool ServingModel::resume(Request& r) {
     reserve(gpu, r);
     r.gpu = gpu;
     r.phase = Phase::kResuming;
-    const SimTime start = std::max(sim_.now(), SimTime{r.swap_ready_ns});
-    sim_.schedule_at(start + host_link_time(r.reserved), [this, id, gpu, epoch = r.epoch] {
+    const SimTime in = host_copy(gpu, true, r.reserved, SimTime{r.swap_ready_ns});
+    sim_.schedule_at(in, [this, id, gpu, epoch = r.epoch] {
       Request* q = find_request(id);
       if (!q || q->epoch != epoch || q->phase != Phase::kResuming) return;
       ++result_.preemption.swap_ins;

@@ -43,8 +43,7 @@ std::int64_t ServingModel::reuse_prefix(Request& r, int gpu, SimTime& load) {
   const std::size_t hit = run.in_hbm + run.from_host + run.from_ssd;
   // Pinned in HBM from now, as the blocks it finds there: a request arriving while they load
   // finds them too (at most the load early).
-  read_tiers(r, gpu, run, hit, false);
-  load = run.load;
+  load = read_tiers(r, gpu, run, hit, false);
   if (hit == 0) return 0;
   pin_prefix(r, gpu, hit);
   const std::int64_t cached = static_cast<std::int64_t>(hit) * block_tokens;
@@ -56,8 +55,8 @@ std::int64_t ServingModel::reuse_prefix(Request& r, int gpu, SimTime& load) {
   return cached;
 }
 
-void ServingModel::read_tiers(const Request& r, int gpu, const PrefixRun& run, std::size_t blocks,
-                              bool for_move) {
+SimTime ServingModel::read_tiers(const Request& r, int gpu, const PrefixRun& run,
+                                 std::size_t blocks, bool for_move) {
   const auto node = static_cast<std::size_t>(gpus_[gpu].node);
   const std::span<const std::uint64_t> keys(r.prefix_keys);
   const std::int64_t block_tokens = spec_.serving.prefix_cache.block_tokens;
@@ -80,6 +79,17 @@ void ServingModel::read_tiers(const Request& r, int gpu, const PrefixRun& run, s
     ssd_tiers_[node]->touch(keys.subspan(run.in_hbm + from_host, from_ssd));
     count(result_.prefix_cache.ssd, from_ssd);
   }
+  if (from_host + from_ssd == 0) return {};
+  // The SSD's blocks are read into host DRAM first; then all of them cross the host link.
+  const SimTime now = sim_.now();
+  SimTime ready = now;
+  if (from_ssd > 0) {
+    ready = ssd_reads_[node].copy(now, now,
+                                  ssd_read_time(static_cast<std::int64_t>(from_ssd) * block_bytes));
+  }
+  return host_copy(gpu, true, static_cast<std::int64_t>(from_host + from_ssd) * block_bytes,
+                   ready) -
+         now;
 }
 
 std::size_t ServingModel::pin_prefix(Request& r, int gpu, std::size_t blocks) {
@@ -129,6 +139,8 @@ void ServingModel::cache_prompt(Request& r, int gpu, std::int64_t booked) {
     result_.prefix_cache.host.written_blocks += written;
     result_.prefix_cache.host.written_bytes += written * host->block_bytes();
     count_host_tier(written * host->block_bytes());
+    // The copy runs beside decode and nothing waits for it, but it holds the host link.
+    if (written > 0) host_copy(gpu, false, written * host->block_bytes());
     fit_host_tier(node);
   }
 }
@@ -148,7 +160,12 @@ ServingModel::PrefixRun ServingModel::prefix_run(const Request& r, int gpu) cons
   const std::int64_t block = host->block_bytes();
   const std::int64_t ssd_bytes = static_cast<std::int64_t>(run.from_ssd) * block;
   const std::int64_t bytes = static_cast<std::int64_t>(run.from_host) * block + ssd_bytes;
-  if (bytes > 0) run.load = ssd_read_time(ssd_bytes) + host_link_time(bytes);
+  if (bytes > 0) {  // read_tiers' copies, as they would go now
+    const SimTime now = sim_.now();
+    const SimTime ssd =
+        ssd_bytes > 0 ? ssd_reads_[node].backlog(now) + ssd_read_time(ssd_bytes) : SimTime{};
+    run.load = std::max(ssd, g.to_gpu.backlog(now)) + host_link_time(bytes);
+  }
   return run;
 }
 

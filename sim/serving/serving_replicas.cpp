@@ -89,7 +89,6 @@ void ServingModel::stream(int gpu, std::span<std::pair<Request*, std::int64_t>> 
     for (std::size_t j = i; j > 0 && items[j - 1].first->replica > items[j].first->replica; --j)
       std::swap(items[j - 1], items[j]);
   }
-  const int src = node_of(gpu);
   for (std::size_t begin = 0, end; begin < items.size(); begin = end) {
     const int replica = items[begin].first->replica;
     std::uint32_t slot;
@@ -119,11 +118,11 @@ void ServingModel::stream(int gpu, std::span<std::pair<Request*, std::int64_t>> 
     const std::int64_t setup = cost_model::engine_ns(methods_.engine, descriptors);
     if (setup > 0) {
       sim_.schedule_after(SimTime{setup},
-                          [this, src, replica, bytes, done = std::move(done)]() mutable {
-                            send_stream(src, replica, bytes, std::move(done));
+                          [this, gpu, replica, bytes, done = std::move(done)]() mutable {
+                            send_stream(gpu, replica, bytes, std::move(done));
                           });
     } else {
-      send_stream(src, replica, bytes, std::move(done));
+      send_stream(gpu, replica, bytes, std::move(done));
     }
   }
 }
@@ -144,11 +143,11 @@ void ServingModel::on_flushed(std::uint32_t slot, bool delivered) {
   }
 }
 
-void ServingModel::send_stream(int src, int replica, std::int64_t bytes, Fabric::Done done) {
-  if (src == replica) {
-    sim_.schedule_after(host_link_time(bytes), [this, src, done = std::move(done)] {
-      done(node_up_[src], "node failed");
-    });
+void ServingModel::send_stream(int gpu, int replica, std::int64_t bytes, Fabric::Done done) {
+  const int src = node_of(gpu);
+  if (src == replica) {  // into its own node's host DRAM, over the GPU's host link
+    sim_.schedule_at(host_copy(gpu, false, bytes),
+                     [this, src, done = std::move(done)] { done(node_up_[src], "node failed"); });
     return;
   }
   const auto fault = path_faults_.empty() ? path_faults_.end() : path_faults_.find({src, replica});
@@ -159,7 +158,7 @@ void ServingModel::send_stream(int src, int replica, std::int64_t bytes, Fabric:
     sim_.schedule_after(SimTime{}, [done] { done(false, "path fault"); });
   } else {  // a stall without a timeout: the flush waits for it to clear
     stalled_[{src, replica}].push_back(
-        [this, src, replica, bytes, done] { send_stream(src, replica, bytes, done); });
+        [this, gpu, replica, bytes, done] { send_stream(gpu, replica, bytes, done); });
   }
 }
 
