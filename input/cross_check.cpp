@@ -145,6 +145,20 @@ void check_memory(const ScenarioSpec& s, Diagnostics& d, const LoadContext& ctx)
                   std::to_string(s.serving.prefix_cache.block_tokens) + ")");
       }
     }
+    if (const auto& st = s.serving.prefix_cache.storage_tier) {
+      const auto it = std::find_if(s.cluster.nodes.begin(), s.cluster.nodes.end(),
+                                   [&](const sim::ClusterNode& n) { return n.name == st->node; });
+      const std::string where = "/serving/prefix_cache/storage_tier/node";
+      if (it == s.cluster.nodes.end()) {
+        d.add(where, "unknown node \"" + st->node + "\"");
+      } else if (it->kind != sim::NodeKind::kStorage) {
+        d.add(where, "node \"" + st->node + "\" is not a storage node");
+      } else if (it->host_memory < block) {
+        d.add(where, "storage node \"" + st->node + "\" (" + std::to_string(it->host_memory.count) +
+                         " bytes) is smaller than one prefix block (" +
+                         std::to_string(block.count) + " bytes)");
+      }
+    }
     const auto& ssd = s.serving.prefix_cache.ssd_tier;
     if (ssd && ssd->capacity < block) {
       d.add("/serving/prefix_cache/ssd_tier/capacity",

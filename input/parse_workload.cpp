@@ -149,6 +149,17 @@ sim::ServingSpec parse_serving(const Reader& r) {
                    "evicts them)");
       }
     }
+    if (auto t = c->object("storage_tier", false)) {
+      t->allow_only(keys::kStorageTier);
+      if (auto node = t->string("node", true)) {
+        s.prefix_cache.storage_tier = sim::PrefixCacheSpec::StorageTier{*node};
+      }
+      if (!s.prefix_cache.host_offload) {
+        c->problem("storage_tier",
+                   "needs host_offload: true (blocks reach the storage node when the node's "
+                   "lowest tier evicts them)");
+      }
+    }
     // Cached blocks are whole paged blocks, so a hit frees exactly the blocks it reuses.
     if (s.prefix_cache.block_tokens % s.kv_block_tokens != 0) {
       c->problem("block_tokens", "must be a multiple of serving.kv_block_tokens (" +

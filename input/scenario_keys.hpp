@@ -50,8 +50,10 @@ inline const List kTokenDist = {"distribution", "value", "min", "max", "mean", "
 inline const List kServing = {"max_batch", "kv_block_tokens", "prefill_chunk_tokens",
                               "prefix_cache", "preemption"};
 inline const List kPreemption = {"mode", "watermark"};
-inline const List kPrefixCache = {"enabled", "block_tokens", "host_offload", "ssd_tier"};
+inline const List kPrefixCache = {"enabled", "block_tokens", "host_offload", "ssd_tier",
+                                  "storage_tier"};
 inline const List kSsdTier = {"capacity", "read_bandwidth"};
+inline const List kStorageTier = {"node"};
 inline const List kProtection = {"mode", "placement", "store", "stream_every_tokens"};
 inline const List kEvent = {
     "type",         "at",        "node",    "gpu",  "link", "detection_delay",
@@ -99,6 +101,7 @@ inline std::vector<Entry> all_entries() {
           {"/$defs/serving", kServing},
           {"/$defs/prefix_cache", kPrefixCache},
           {"/$defs/ssd_tier", kSsdTier},
+          {"/$defs/storage_tier", kStorageTier},
           {"/$defs/preemption", kPreemption},
           {"/$defs/live", kLive},
           {"/$defs/protection", kProtection},

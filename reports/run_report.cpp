@@ -351,6 +351,10 @@ std::string run_table(const json& summary) {
     if (c.ssd_tier) {
       tier_line("SSD tier", "read", "SSD", "written from host-tier evictions", *c.ssd_tier);
     }
+    if (c.storage_tier) {
+      tier_line("storage tier", "fetched", "the storage node", "sent from the nodes' evictions",
+                *c.storage_tier);
+    }
   }
   for (const NamedMetrics& n : strategies) {
     if (!n.metrics.host_links ||

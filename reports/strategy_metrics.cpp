@@ -63,7 +63,8 @@ PrefixCacheUse::Tier tier_use(const sim::PrefixCacheStats::Tier& t) {
           .resident_bytes_at_end = t.resident_bytes,
           .peak_bytes = t.peak_bytes,
           .move_loads = t.move_loads,
-          .move_tokens = t.move_tokens};
+          .move_tokens = t.move_tokens,
+          .failed_reads = t.failed_reads};
 }
 
 PrefixCacheUse prefix_cache_use(const sim::PrefixCacheStats& c, const sim::PrefixCacheSpec& spec) {
@@ -84,9 +85,11 @@ PrefixCacheUse prefix_cache_use(const sim::PrefixCacheStats& c, const sim::Prefi
                    c.lost_blocks,
                    c.resident_bytes,
                    std::nullopt,
+                   std::nullopt,
                    std::nullopt};
   if (spec.host_offload) u.host_tier = tier_use(c.host);
   if (spec.ssd_tier) u.ssd_tier = tier_use(c.ssd);
+  if (spec.storage_tier) u.storage_tier = tier_use(c.storage);
   return u;
 }
 

@@ -90,12 +90,14 @@ struct PrefixCacheUse {
     std::int64_t hits = 0, hit_tokens = 0, read_bytes = 0, written_blocks = 0, written_bytes = 0,
                  evicted_blocks = 0, lost_blocks = 0, resident_bytes_at_end = 0, peak_bytes = 0;
     std::int64_t move_loads = 0, move_tokens = 0;  ///< moves that loaded their prefix from it
+    std::int64_t failed_reads = 0;                 ///< the storage tier's lost fetches
   };
   std::int64_t prefills = 0, lookups = 0, hits = 0, misses = 0, hit_tokens = 0, prompt_tokens = 0;
   double token_hit_rate = 0, cacheable_token_hit_rate = 0, saved_prefill_gpu_s = 0;
   std::int64_t inserted_blocks = 0, evicted_blocks = 0, lost_blocks = 0, resident_bytes_at_end = 0;
-  std::optional<Tier> host_tier;  ///< host offload on
-  std::optional<Tier> ssd_tier;   ///< the SSD tier on
+  std::optional<Tier> host_tier;     ///< host offload on
+  std::optional<Tier> ssd_tier;      ///< the SSD tier on
+  std::optional<Tier> storage_tier;  ///< the storage-node tier on
 };
 
 /// Preemption over a run (sim::PreemptionStats), with the GPU time its recomputes took.

@@ -182,6 +182,10 @@ json prefix_cache_json(const PrefixCacheUse& c) {
             {"resident_bytes_at_end", c.resident_bytes_at_end}};
   if (c.host_tier) j["host_tier"] = tier_json(*c.host_tier, true);
   if (c.ssd_tier) j["ssd_tier"] = tier_json(*c.ssd_tier, false);
+  if (c.storage_tier) {
+    j["storage_tier"] = tier_json(*c.storage_tier, true);
+    j["storage_tier"]["failed_reads"] = c.storage_tier->failed_reads;
+  }
   return j;
 }
 
@@ -200,9 +204,14 @@ PrefixCacheUse read_prefix_cache(const Fields& f) {
                    f.integer("lost_blocks"),
                    f.integer("resident_bytes_at_end"),
                    std::nullopt,
+                   std::nullopt,
                    std::nullopt};
   if (f.has("host_tier")) c.host_tier = read_tier(f.object("host_tier"), true);
   if (f.has("ssd_tier")) c.ssd_tier = read_tier(f.object("ssd_tier"), false);
+  if (f.has("storage_tier")) {
+    c.storage_tier = read_tier(f.object("storage_tier"), true);
+    c.storage_tier->failed_reads = f.object("storage_tier").integer("failed_reads");
+  }
   return c;
 }
 

@@ -97,6 +97,14 @@ struct PrefixCacheSpec {
     BitsPerSecond read_bandwidth;
   };
   std::optional<SsdTier> ssd_tier;
+  /// The last tier, shared by every GPU node: a storage node (needs host_offload). The blocks
+  /// the lowest local tier evicts are sent to it over the network; a prefill whose blocks are
+  /// in no local tier fetches them from it over the network, then the host link. It keeps what
+  /// the replicas there leave of the node's capacity, and loses its blocks when the node fails.
+  struct StorageTier {
+    std::string node;
+  };
+  std::optional<StorageTier> storage_tier;
 };
 
 /// Preemption when HBM runs out, as vLLM does: admission books a request's prompt (leaving a

@@ -164,8 +164,10 @@ struct PrefixCacheStats {
     std::int64_t lost_blocks = 0;     ///< dropped with a failed node (host DRAM; an SSD keeps them)
     std::int64_t resident_bytes = 0;  ///< held at the end of the run
     std::int64_t peak_bytes = 0;      ///< the most held at once
+    /// The storage tier: fetches lost with their path or the node (those blocks were prefilled).
+    std::int64_t failed_reads = 0;
   };
-  Tier host, ssd;
+  Tier host, ssd, storage;
 };
 
 /// Preemption over a run (serving.preemption); all zero when it is off.

@@ -93,6 +93,11 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
   if (proxy_gpus_[node]) proxy_gpus_[node]->fail();  // scores in flight are lost
   const std::vector<std::uint64_t> lost =
       fail_gpus(node_gpus_[node], "node " + spec_.cluster.nodes[node].name + " failed");
+  if (node == storage_tier_node_) {  // the storage tier is gone with its node
+    result_.prefix_cache.storage.lost_blocks += static_cast<std::int64_t>(storage_tier_->blocks());
+    storage_tier_bytes_ = 0;
+    storage_tier_->clear();
+  }
   if (PrefixCache* host = host_tiers_[static_cast<std::size_t>(node)].get()) {
     result_.prefix_cache.host.lost_blocks += static_cast<std::int64_t>(host->blocks());
     count_host_tier(-static_cast<std::int64_t>(host->blocks()) * host->block_bytes());

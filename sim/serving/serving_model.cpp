@@ -107,6 +107,16 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
   }
   if (gpus_.empty()) throw std::runtime_error("the cluster has no GPU");
   if (spec.serving.preemption) router_.set_watermark(spec.serving.preemption->watermark);
+  if (const auto& tier = spec.serving.prefix_cache.storage_tier;
+      tier && spec.serving.prefix_cache.enabled) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (spec.cluster.nodes[i].name == tier->node) storage_tier_node_ = static_cast<int>(i);
+    }
+    if (storage_tier_node_ < 0)
+      throw std::logic_error("storage tier on unknown node " + tier->node);
+    storage_tier_ =
+        std::make_unique<PrefixCache>(block_bytes(spec.serving.prefix_cache.block_tokens));
+  }
   if (predictor_source_ < 0) predictor_source_ = storage_node_ >= 0 ? storage_node_ : gpus_[0].node;
   std::vector<NodeKind> kinds;
   std::vector<std::int64_t> room;  // host DRAM of gpu nodes, capacity of storage nodes
@@ -231,6 +241,7 @@ RunResult ServingModel::finish() {
   for (const CopyQueue& q : ssd_reads_) result_.host_links.ssd_waited_ns += q.waited_ns();
   result_.prefix_cache.host.resident_bytes = host_tier_bytes_;
   result_.prefix_cache.ssd.resident_bytes = ssd_tier_bytes_;
+  result_.prefix_cache.storage.resident_bytes = storage_tier_bytes_;
   result_.predictor_copies = predictors_->copies();
   result_.predictor_bytes_resident = result_.predictor_copies * predictor_bytes_;
   return std::move(result_);
@@ -328,7 +339,8 @@ void ServingModel::start_prefill(Request& r, int gpu) {
   const std::int64_t booked = handoff ? block_bytes(r.rec.prompt_tokens) : r.reserved;
   // Prefix caching: reuse the longest cached run of the prompt's blocks, prefill the rest.
   SimTime load;
-  const std::int64_t cached = reuse_prefix(r, gpu, load);
+  std::size_t fetch = 0;
+  const std::int64_t cached = reuse_prefix(r, gpu, load, fetch);
   reserve(gpu, r, booked - pinned_bytes(r));
   r.gpu = gpu;
   r.phase = Phase::kPrefill;
@@ -373,7 +385,10 @@ void ServingModel::start_prefill(Request& r, int gpu) {
                    }
                  },
                  cached};
-  if (load.ns > 0) {
+  if (fetch > 0) {
+    // The run's last blocks come from the storage tier over the network.
+    fetch_then_prefill(r, gpu, fetch, sim_.now() + load, std::move(prefill));
+  } else if (load.ns > 0) {
     // Blocks from the host tier cross the host link first; the GPU serves others meanwhile.
     sim_.schedule_after(load, [this, id, epoch, gpu, job = std::move(prefill)]() mutable {
       Request* rp = find_request(id);

@@ -131,18 +131,22 @@ class ServingModel final : public GpuListener {
   /// prompt (its last token is always prefilled, for the first output token).
   std::vector<std::uint64_t> prefix_keys(const RequestArrival& a) const;
   /// At the start of a prefill on `gpu`: pins the cached run of the prompt's leading blocks
-  /// (in HBM, then continued from the node's host tier, then its SSD tier) and returns its
-  /// tokens (0 without a cache or a hit), counting the lookup; `load` is how long the blocks
-  /// from the lower tiers take to reach HBM.
-  std::int64_t reuse_prefix(Request& r, int gpu, SimTime& load);
+  /// (in HBM, then continued from the node's host tier, its SSD tier, then the storage tier)
+  /// and returns its tokens (0 without a cache or a hit), counting the lookup; `load` is how
+  /// long the blocks from the node's lower tiers take to reach HBM, and `fetch` how many
+  /// blocks (the run's last) the prefill must fetch from the storage tier first.
+  std::int64_t reuse_prefix(Request& r, int gpu, SimTime& load, std::size_t& fetch);
   /// The cached run of `r`'s leading blocks for `gpu`: in its HBM, then continued in its
   /// node's host tier, then in its SSD tier, and how long the lower tiers' blocks take to
   /// reach HBM: the SSD's read into host DRAM, then the host link for both.
+  /// With `storage`, the run goes on into the storage tier (estimated over the network path's
+  /// share now, then the host link); moves do not read it.
   struct PrefixRun {
-    std::size_t in_hbm = 0, from_host = 0, from_ssd = 0;
+    std::size_t in_hbm = 0, from_host = 0, from_ssd = 0, from_storage = 0;
     SimTime load;
+    std::size_t blocks() const { return in_hbm + from_host + from_ssd + from_storage; }
   };
-  PrefixRun prefix_run(const Request& r, int gpu) const;
+  PrefixRun prefix_run(const Request& r, int gpu, bool storage = true) const;
   /// Pins the request's keys [r.pinned, blocks) in `gpu`'s cache; returns those inserted.
   std::size_t pin_prefix(Request& r, int gpu, std::size_t blocks);
   /// Pins `keys` in `gpu`'s cache (inserting the missing ones; returns how many), and gives
@@ -171,6 +175,15 @@ class ServingModel final : public GpuListener {
   /// Writes blocks the host tier of `node` evicted to its SSD tier, evicting the SSD's least
   /// recently used blocks beyond its capacity.
   void spill_to_ssd(int node, std::span<const std::uint64_t> keys);
+  /// Sends blocks the lowest tier of `node` evicted to the storage tier (over the network;
+  /// nothing waits for it), evicting its least recently used blocks beyond its room.
+  void spill_to_storage(int node, std::span<const std::uint64_t> keys);
+  /// Evicts storage-tier blocks until they fit beside the replicas on the storage node.
+  void fit_storage_tier();
+  /// Fetches `blocks` storage-tier blocks of `r` for its prefill on `gpu` over the network,
+  /// then the host link, and submits `job` once they and the local tiers' load (`ready`) are
+  /// in; a failed fetch prefills those blocks instead.
+  void fetch_then_prefill(Request& r, int gpu, std::size_t blocks, SimTime ready, GpuJob job);
   /// P/D: hands a prefilled request to a decode pool once it may go (scores, room, a slot).
   void try_handoff(Request& r);
   bool on_prefill_pool(int gpu) const;
@@ -338,6 +351,10 @@ class ServingModel final : public GpuListener {
   std::vector<std::unique_ptr<PrefixCache>> ssd_tiers_;
   std::int64_t ssd_tier_bytes_ = 0;   ///< held by every SSD tier
   std::vector<CopyQueue> ssd_reads_;  ///< node -> its SSD's reads
+  /// The storage tier (serving.prefix_cache.storage_tier), its node and the bytes it holds.
+  std::unique_ptr<PrefixCache> storage_tier_;
+  int storage_tier_node_ = -1;
+  std::int64_t storage_tier_bytes_ = 0;
   std::vector<bool> node_up_, node_draining_;
   std::unique_ptr<ReplicaStore> replicas_;      ///< where protected KV is kept, and how much
   std::unique_ptr<PredictorCache> predictors_;  ///< which nodes hold the RISK-KV predictors

@@ -71,8 +71,8 @@ MoveCandidate ServingModel::candidate(Strategy s, const Request& r,
   cost_model::MoveState here = state;
   here.predictor_at_dst = predictors_->at_or_coming(node_of(gpu));
   const PrefixRun cached = cached_at(r, gpu);
-  here.dst_cached = static_cast<std::int64_t>(cached.in_hbm + cached.from_host + cached.from_ssd) *
-                    spec_.serving.prefix_cache.block_tokens;
+  here.dst_cached =
+      static_cast<std::int64_t>(cached.blocks()) * spec_.serving.prefix_cache.block_tokens;
   here.dst_cached_load_ns = cached.load.ns;
   MovePlan plan = cost_model::plan_move(s, methods_, here);
   MoveRoute route = route_of(plan, src, node_of(gpu));
@@ -195,8 +195,8 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   SimTime load;
   if (cached_blocks > 0) {
     if (c.option.plan.cached_load_ns > 0) {
-      load = read_tiers(r, c.option.destination, prefix_run(r, c.option.destination), cached_blocks,
-                        true);
+      load = read_tiers(r, c.option.destination, prefix_run(r, c.option.destination, false),
+                        cached_blocks, true);
     }
     pin_blocks(c.option.destination,
                std::span<const std::uint64_t>(r.prefix_keys).first(cached_blocks));
@@ -606,7 +606,7 @@ ServingModel::PrefixRun ServingModel::cached_at(const Request& r, int gpu) const
   // are given back); a request never pins one cache twice.
   const bool pinned_here = r.pin_gpu == gpu && cache && cache->generation() == r.pin_generation;
   if (!cache || r.prefix_keys.empty() || pinned_here) return {};
-  return prefix_run(r, gpu);
+  return prefix_run(r, gpu, false);
 }
 
 void ServingModel::fail_request(Request& r, const std::string& reason) {

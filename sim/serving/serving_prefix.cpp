@@ -28,8 +28,9 @@ std::vector<std::uint64_t> ServingModel::prefix_keys(const RequestArrival& a) co
   return keys;
 }
 
-std::int64_t ServingModel::reuse_prefix(Request& r, int gpu, SimTime& load) {
+std::int64_t ServingModel::reuse_prefix(Request& r, int gpu, SimTime& load, std::size_t& fetch) {
   unpin_prefix(r);  // pins of a cache lost with a failed GPU
+  fetch = 0;
   const Gpu& g = gpus_[gpu];
   if (!g.cache) return 0;
   PrefixCacheStats& st = result_.prefix_cache;
@@ -40,10 +41,19 @@ std::int64_t ServingModel::reuse_prefix(Request& r, int gpu, SimTime& load) {
   ++st.lookups;
   st.lookup_tokens += static_cast<std::int64_t>(r.prefix_keys.size()) * block_tokens;
   const PrefixRun run = prefix_run(r, gpu);
-  const std::size_t hit = run.in_hbm + run.from_host + run.from_ssd;
+  const std::size_t hit = run.blocks();
   // Pinned in HBM from now, as the blocks it finds there: a request arriving while they load
   // finds them too (at most the load early).
-  load = read_tiers(r, gpu, run, hit, false);
+  load = read_tiers(r, gpu, run, hit - run.from_storage, false);
+  if (run.from_storage > 0) {
+    fetch = run.from_storage;
+    const std::size_t first = hit - fetch;
+    storage_tier_->touch(std::span<const std::uint64_t>(r.prefix_keys).subspan(first, fetch));
+    PrefixCacheStats::Tier& t = st.storage;
+    ++t.hits;
+    t.hit_tokens += static_cast<std::int64_t>(fetch) * block_tokens;
+    t.read_bytes += static_cast<std::int64_t>(fetch) * storage_tier_->block_bytes();
+  }
   if (hit == 0) return 0;
   pin_prefix(r, gpu, hit);
   const std::int64_t cached = static_cast<std::int64_t>(hit) * block_tokens;
@@ -145,7 +155,7 @@ void ServingModel::cache_prompt(Request& r, int gpu, std::int64_t booked) {
   }
 }
 
-ServingModel::PrefixRun ServingModel::prefix_run(const Request& r, int gpu) const {
+ServingModel::PrefixRun ServingModel::prefix_run(const Request& r, int gpu, bool storage) const {
   const Gpu& g = gpus_[gpu];
   PrefixRun run;
   const std::span<const std::uint64_t> keys(r.prefix_keys);
@@ -166,6 +176,34 @@ ServingModel::PrefixRun ServingModel::prefix_run(const Request& r, int gpu) cons
         ssd_bytes > 0 ? ssd_reads_[node].backlog(now) + ssd_read_time(ssd_bytes) : SimTime{};
     run.load = std::max(ssd, g.to_gpu.backlog(now)) + host_link_time(bytes);
   }
+  if (!storage || !storage_tier_ || !node_up_[storage_tier_node_]) return run;
+  const std::size_t local = run.in_hbm + run.from_host + run.from_ssd;
+  run.from_storage = storage_tier_->match(keys.subspan(local));
+  if (run.from_storage == 0) return run;
+  const std::optional<cost_model::Path> path =
+      fabric_.path(node_id(storage_tier_node_), node_id(g.node));
+  const BitsPerSecond share =
+      fabric_.available_bandwidth(node_id(storage_tier_node_), node_id(g.node));
+  if (!path || share.value <= 0) {
+    run.from_storage = 0;
+    return run;
+  }
+  const Bytes fetched{static_cast<std::int64_t>(run.from_storage) * block};
+  const SimTime remote =
+      SimTime{round_to_ns(path->latency.value) + round_to_ns(fetched.bits() / share.value)} +
+      host_link_time(fetched.count);
+  // Fetched only when that beats prefilling those blocks (a busy path to the store does not).
+  const ServingCosts& c = costs_of(g.node);
+  const std::int64_t block_tokens = spec_.serving.prefix_cache.block_tokens;
+  const std::int64_t prompt = r.rec.prompt_tokens;
+  const std::int64_t have = static_cast<std::int64_t>(local) * block_tokens;
+  const std::int64_t more = static_cast<std::int64_t>(run.from_storage) * block_tokens;
+  const SimTime without = have > 0 ? c.extend(have, prompt - have) : c.prefill(prompt);
+  if (remote >= without - c.extend(have + more, prompt - have - more)) {
+    run.from_storage = 0;
+    return run;
+  }
+  run.load = std::max(run.load, remote);
   return run;
 }
 
@@ -182,8 +220,7 @@ int ServingModel::route_arrival(const Request& r) {
   for (int gpu : router_.fitting(r.reserved, arrival_pools_)) {
     const Gpu& g = gpus_[gpu];
     const PrefixRun run = prefix_run(r, gpu);
-    const std::int64_t cached =
-        static_cast<std::int64_t>(run.in_hbm + run.from_host + run.from_ssd) * block_tokens;
+    const std::int64_t cached = static_cast<std::int64_t>(run.blocks()) * block_tokens;
     const std::int64_t ns =
         g.worker->backlog().ns + run.load.ns + costs_of(g.node).extend(cached, prompt - cached).ns;
     const auto share = [&](int i) {
@@ -198,6 +235,7 @@ int ServingModel::route_arrival(const Request& r) {
 }
 
 void ServingModel::fit_host_tier(int node) {
+  if (node == storage_tier_node_) fit_storage_tier();  // its replicas may have taken room
   PrefixCache* host = host_tiers_[static_cast<std::size_t>(node)].get();
   if (!host) return;
   // Replicas come first: the tier keeps what is left of host DRAM.
@@ -205,15 +243,20 @@ void ServingModel::fit_host_tier(int node) {
   const std::int64_t over = host->unpinned_bytes() - room;
   if (over <= 0) return;
   std::vector<std::uint64_t> keys;
-  const auto evicted = static_cast<std::int64_t>(
-      host->evict(over, ssd_tiers_[static_cast<std::size_t>(node)] ? &keys : nullptr));
+  const bool below = ssd_tiers_[static_cast<std::size_t>(node)] || storage_tier_;
+  const auto evicted = static_cast<std::int64_t>(host->evict(over, below ? &keys : nullptr));
   result_.prefix_cache.host.evicted_blocks += evicted;
   count_host_tier(-evicted * host->block_bytes());
   if (host->unpinned_bytes() > room) {
     throw std::logic_error("invariant: node " + std::to_string(node) +
                            " holds more replicas and host-tier blocks than its host DRAM");
   }
-  if (!keys.empty()) spill_to_ssd(node, keys);
+  if (keys.empty()) return;
+  if (ssd_tiers_[static_cast<std::size_t>(node)]) {
+    spill_to_ssd(node, keys);
+  } else {
+    spill_to_storage(node, keys);
+  }
 }
 
 SimTime ServingModel::ssd_read_time(std::int64_t bytes) const {
@@ -231,8 +274,10 @@ void ServingModel::spill_to_ssd(int node, std::span<const std::uint64_t> keys) {
   ssd_tier_bytes_ += written * ssd.block_bytes();
   const std::int64_t capacity = spec_.serving.prefix_cache.ssd_tier->capacity.count;
   const std::int64_t over = ssd.unpinned_bytes() - capacity;
+  std::vector<std::uint64_t> evicted_keys;
   if (over > 0) {
-    const auto evicted = static_cast<std::int64_t>(ssd.evict(over));
+    const auto evicted =
+        static_cast<std::int64_t>(ssd.evict(over, storage_tier_ ? &evicted_keys : nullptr));
     st.evicted_blocks += evicted;
     ssd_tier_bytes_ -= evicted * ssd.block_bytes();
   }
@@ -241,6 +286,67 @@ void ServingModel::spill_to_ssd(int node, std::span<const std::uint64_t> keys) {
     throw std::logic_error("invariant: node " + std::to_string(node) +
                            " holds more SSD-tier blocks than the tier's capacity");
   }
+  if (!evicted_keys.empty()) spill_to_storage(node, evicted_keys);
+}
+
+void ServingModel::spill_to_storage(int node, std::span<const std::uint64_t> keys) {
+  if (!storage_tier_ || !node_up_[storage_tier_node_]) return;  // the blocks are dropped
+  PrefixCacheStats::Tier& st = result_.prefix_cache.storage;
+  const std::int64_t block = storage_tier_->block_bytes();
+  const auto written = static_cast<std::int64_t>(storage_tier_->touch(keys));
+  st.written_blocks += written;
+  st.written_bytes += written * block;
+  storage_tier_bytes_ += written * block;
+  st.peak_bytes = std::max(st.peak_bytes, storage_tier_bytes_);
+  // Over the network, beside everything else on the path; nothing waits for it.
+  if (written > 0 && fabric_.reachable(node_id(node), node_id(storage_tier_node_))) {
+    fabric_.send(node_id(node), node_id(storage_tier_node_), Bytes{written * block},
+                 [](bool, const std::string&) {});
+  }
+  fit_storage_tier();
+}
+
+void ServingModel::fit_storage_tier() {
+  if (!storage_tier_) return;
+  // Replicas there come first: the tier keeps what is left of the node's capacity.
+  const int node = storage_tier_node_;
+  const std::int64_t room = replicas_->capacity(node) - replicas_->booked(node);
+  const std::int64_t over = storage_tier_->unpinned_bytes() - room;
+  if (over <= 0) return;
+  const auto evicted = static_cast<std::int64_t>(storage_tier_->evict(over));
+  result_.prefix_cache.storage.evicted_blocks += evicted;
+  storage_tier_bytes_ -= evicted * storage_tier_->block_bytes();
+  if (storage_tier_->unpinned_bytes() > room) {
+    throw std::logic_error("invariant: storage node " + std::to_string(node) +
+                           " holds more replicas and prefix blocks than its capacity");
+  }
+}
+
+void ServingModel::fetch_then_prefill(Request& r, int gpu, std::size_t blocks, SimTime ready,
+                                      GpuJob job) {
+  const std::int64_t bytes = static_cast<std::int64_t>(blocks) * storage_tier_->block_bytes();
+  const std::int64_t tokens =
+      static_cast<std::int64_t>(blocks) * spec_.serving.prefix_cache.block_tokens;
+  const std::uint64_t id = r.rec.id;
+  const std::uint32_t epoch = r.epoch;
+  auto done = [this, id, epoch, gpu, bytes, tokens, ready, job = std::move(job)](
+                  bool delivered, const std::string&) mutable {
+    Request* rp = find_request(id);
+    if (!rp || rp->epoch != epoch || rp->gpu != gpu) return;
+    SimTime at = std::max(ready, sim_.now());
+    if (delivered) {
+      at = std::max(at, host_copy(gpu, true, bytes));
+    } else {  // the storage node or the path failed: those blocks are prefilled instead
+      ++result_.prefix_cache.storage.failed_reads;
+      job.prefix -= tokens;
+      job.tokens += tokens;
+    }
+    sim_.schedule_at(at, [this, id, epoch, gpu, job = std::move(job)]() mutable {
+      Request* q = find_request(id);
+      if (q && q->epoch == epoch && q->gpu == gpu) gpus_[gpu].worker->submit(std::move(job));
+    });
+  };
+  fabric_.send(node_id(storage_tier_node_), node_id(node_of(gpu)), Bytes{bytes}, std::move(done));
 }
 
 void ServingModel::count_host_tier(std::int64_t delta_bytes) {

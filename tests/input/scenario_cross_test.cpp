@@ -151,6 +151,31 @@ TEST(ScenarioCross, AHostTierSmallerThanOneBlockIsNamed) {
   EXPECT_EQ(problems(j).size(), 1u);
 }
 
+TEST(ScenarioCross, TheStorageTierIsAStorageNodeBelowTheHostTier) {
+  json j = minimal_json();
+  j["cluster"]["nodes"].push_back({{"name", "store"}, {"kind", "storage"}, {"capacity", "4TiB"}});
+  j["cluster"]["links"].push_back({{"a", "store"}, {"b", "a"}, {"bandwidth", "100Gbps"}});
+  j["serving"] = {
+      {"prefix_cache", {{"host_offload", true}, {"storage_tier", {{"node", "store"}}}}}};
+  EXPECT_EQ(problems(j), V{});
+  j["serving"]["prefix_cache"]["storage_tier"]["node"] = "stor";
+  EXPECT_EQ(problems(j), V{"/serving/prefix_cache/storage_tier/node: unknown node \"stor\""});
+  j["serving"]["prefix_cache"]["storage_tier"]["node"] = "b";
+  EXPECT_EQ(problems(j),
+            V{"/serving/prefix_cache/storage_tier/node: node \"b\" is not a storage node"});
+  j["cluster"]["nodes"][2]["capacity"] = "1MiB";
+  j["serving"]["prefix_cache"]["storage_tier"]["node"] = "store";
+  EXPECT_EQ(problems(j), V{"/serving/prefix_cache/storage_tier/node: storage node \"store\" "
+                           "(1048576 bytes) is smaller than one prefix block (6291456 bytes)"});
+  j["cluster"]["nodes"][2]["capacity"] = "4TiB";
+  j["serving"]["prefix_cache"]["host_offload"] = false;
+  EXPECT_EQ(problems(j), V{"/serving/prefix_cache/storage_tier: needs host_offload: true (blocks "
+                           "reach the storage node when the node's lowest tier evicts them)"});
+  j["serving"]["prefix_cache"]["host_offload"] = true;
+  j["serving"]["prefix_cache"]["storage_tier"] = json::object();
+  EXPECT_EQ(problems(j), V{"/serving/prefix_cache/storage_tier/node: is required"});
+}
+
 TEST(ScenarioCross, TheSsdTierNeedsTheHostTierAndRoomForOneBlock) {
   json j = minimal_json();
   j["serving"] = {{"prefix_cache",

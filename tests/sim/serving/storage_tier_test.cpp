@@ -1,0 +1,109 @@
+// The storage-node prefix tier (serving.prefix_cache.storage_tier): blocks the
+// host tier evicts go to a storage node over the network; a prefill that finds
+// them only there fetches them over the path, then the host link, and prefills
+// the tail (exact to the ns on an idle path); a fetch lost with the storage node
+// prefills everything; a fetch that would not beat prefilling is not made.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "cost_model/compute_costs.hpp"
+#include "cost_model/storage.hpp"
+#include "input/scenario_loader.hpp"
+#include "sim/serving/scenario_run.hpp"
+
+namespace kvshift::sim {
+namespace {
+
+// One H100 node serving Llama-3.1-8B whose host tier holds one 512-token block, and a storage
+// node behind a link of `link`. r0 caches a 3-block prefix: HBM keeps all three, the host tier
+// the last one, and the first two go to the storage node. A GPU failure empties HBM; r1, on
+// the same prefix, finds blocks 1-2 only in the storage tier.
+struct Store {
+  std::string trace = ::testing::TempDir() + "storage-tier-trace.jsonl";
+  Store() {
+    std::ofstream(trace)
+        << R"({"timestamp": 0, "input_length": 1537, "output_length": 1, "hash_ids": [1, 2, 3]})"
+        << "\n"
+        << R"({"timestamp": 10000, "input_length": 1537, "output_length": 1, "hash_ids": [1, 2, 3]})"
+        << "\n";
+  }
+  ~Store() { std::filesystem::remove(trace); }
+  RunResult run(const std::string& link, const std::string& extra_event = "") const {
+    const std::string text = R"({
+      "name": "store", "model": "llama-3.1-8b", "gpu": "h100",
+      "cluster": {"nodes": [{"name": "gpu0", "host_memory": 67108864},
+                            {"name": "store", "kind": "storage", "capacity": "1TiB"}],
+                  "links": [{"a": "gpu0", "b": "store", "bandwidth": ")" +
+                             link + R"(", "latency": "5us"}]},
+      "workload": {"arrival": "trace", "trace": ")" +
+                             trace + R"("},
+      "serving": {"max_batch": 4,
+                  "prefix_cache": {"block_tokens": 512, "host_offload": true,
+                                   "storage_tier": {"node": "store"}}},
+      "protection": {"mode": "none"},
+      "events": [{"type": "gpu_failure", "at": "5s", "node": "gpu0", "gpu": 0,
+                  "repair_after": "1s"})" +
+                             extra_event + R"(],
+      "policies": {"strategies": ["full_kv"]},
+      "seed": 1, "duration": "20s"})";
+    spec = input::load_scenario_text(text, "t");
+    const cost_model::RooflineCosts compute(spec.gpu);
+    return run_scenario(spec, compute, {false, {}}).at(0);
+  }
+  mutable input::ScenarioSpec spec;
+};
+
+std::int64_t ttft(const RequestRecord& r) { return r.first_token_ns - r.arrival_ns; }
+
+TEST(StorageTier, AFetchCrossesThePathThenTheHostLinkThenPrefillsTheTail) {
+  const Store s;
+  const RunResult run = s.run("400Gbps");
+  const cost_model::RooflineCosts c(s.spec.gpu);
+  ASSERT_EQ(run.requests.size(), 2u);
+  const std::int64_t bytes = cost_model::kv_bytes(s.spec.model, 1024).count;
+  const std::int64_t path =
+      5000 + from_seconds(Seconds{8.0 * static_cast<double>(bytes) / 400e9}).ns;
+  const std::int64_t link =
+      from_seconds(Seconds{8.0 * static_cast<double>(bytes) / s.spec.gpu.host_link.value}).ns;
+  EXPECT_EQ(ttft(run.requests[0]), from_seconds(c.prefill(s.spec.model, 1537)).ns);
+  EXPECT_EQ(ttft(run.requests[1]),
+            path + link + from_seconds(c.extend(s.spec.model, 1024, 513)).ns);
+  const PrefixCacheStats::Tier& t = run.prefix_cache.storage;
+  EXPECT_EQ(t.written_blocks, 2) << "the two blocks the one-block host tier evicted";
+  EXPECT_EQ(t.written_bytes, bytes);
+  EXPECT_EQ(t.hits, 1);
+  EXPECT_EQ(t.hit_tokens, 1024);
+  EXPECT_EQ(t.read_bytes, bytes);
+  EXPECT_EQ(t.failed_reads, 0);
+  EXPECT_EQ(t.resident_bytes, bytes);
+  EXPECT_EQ(run.prefix_cache.host.hits, 0) << "the host tier's block comes after the gap";
+}
+
+TEST(StorageTier, AFetchLostWithTheStorageNodePrefillsEverything) {
+  const Store s;
+  const RunResult run =
+      s.run("400Gbps", R"(, {"type": "node_failure", "at": "10.000001s", "node": "store"})");
+  const cost_model::RooflineCosts c(s.spec.gpu);
+  ASSERT_EQ(run.requests.size(), 2u);
+  EXPECT_EQ(ttft(run.requests[1]), 1000 + from_seconds(c.prefill(s.spec.model, 1537)).ns);
+  EXPECT_EQ(run.prefix_cache.storage.failed_reads, 1);
+  EXPECT_EQ(run.prefix_cache.storage.lost_blocks, 2);
+  EXPECT_EQ(run.prefix_cache.storage.resident_bytes, 0);
+}
+
+TEST(StorageTier, AFetchThatWouldNotBeatPrefillingIsNotMade) {
+  // At 1 Gbps the 128 MiB take about a second: prefilling them is far faster.
+  const Store s;
+  const RunResult run = s.run("1Gbps");
+  const cost_model::RooflineCosts c(s.spec.gpu);
+  ASSERT_EQ(run.requests.size(), 2u);
+  EXPECT_EQ(ttft(run.requests[1]), from_seconds(c.prefill(s.spec.model, 1537)).ns);
+  EXPECT_EQ(run.prefix_cache.storage.hits, 0);
+  EXPECT_EQ(run.prefix_cache.storage.written_blocks, 2);
+}
+
+}  // namespace
+}  // namespace kvshift::sim
