@@ -152,6 +152,8 @@ void ServingModel::cache_prompt(Request& r, int gpu, std::int64_t booked) {
     // The copy runs beside decode and nothing waits for it, but it holds the host link.
     if (written > 0) host_copy(gpu, false, written * host->block_bytes());
     fit_host_tier(node);
+    result_.prefix_cache.host.peak_bytes =  // once it fits
+        std::max(result_.prefix_cache.host.peak_bytes, host_tier_bytes_);
   }
 }
 
@@ -290,20 +292,24 @@ void ServingModel::spill_to_ssd(int node, std::span<const std::uint64_t> keys) {
 }
 
 void ServingModel::spill_to_storage(int node, std::span<const std::uint64_t> keys) {
-  if (!storage_tier_ || !node_up_[storage_tier_node_]) return;  // the blocks are dropped
+  // Without the node or a path to it, the blocks are dropped.
+  if (!storage_tier_ || !node_up_[storage_tier_node_] ||
+      !fabric_.reachable(node_id(node), node_id(storage_tier_node_))) {
+    return;
+  }
   PrefixCacheStats::Tier& st = result_.prefix_cache.storage;
   const std::int64_t block = storage_tier_->block_bytes();
   const auto written = static_cast<std::int64_t>(storage_tier_->touch(keys));
   st.written_blocks += written;
   st.written_bytes += written * block;
   storage_tier_bytes_ += written * block;
-  st.peak_bytes = std::max(st.peak_bytes, storage_tier_bytes_);
   // Over the network, beside everything else on the path; nothing waits for it.
-  if (written > 0 && fabric_.reachable(node_id(node), node_id(storage_tier_node_))) {
+  if (written > 0) {
     fabric_.send(node_id(node), node_id(storage_tier_node_), Bytes{written * block},
                  [](bool, const std::string&) {});
   }
   fit_storage_tier();
+  st.peak_bytes = std::max(st.peak_bytes, storage_tier_bytes_);  // once it fits
 }
 
 void ServingModel::fit_storage_tier() {
@@ -349,11 +355,7 @@ void ServingModel::fetch_then_prefill(Request& r, int gpu, std::size_t blocks, S
   fabric_.send(node_id(storage_tier_node_), node_id(node_of(gpu)), Bytes{bytes}, std::move(done));
 }
 
-void ServingModel::count_host_tier(std::int64_t delta_bytes) {
-  host_tier_bytes_ += delta_bytes;
-  result_.prefix_cache.host.peak_bytes =
-      std::max(result_.prefix_cache.host.peak_bytes, host_tier_bytes_);
-}
+void ServingModel::count_host_tier(std::int64_t delta_bytes) { host_tier_bytes_ += delta_bytes; }
 
 std::int64_t ServingModel::pinned_bytes(const Request& r) const {
   return r.pinned == 0

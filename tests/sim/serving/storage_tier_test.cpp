@@ -5,6 +5,8 @@
 // prefills everything; a fetch that would not beat prefilling is not made.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -13,6 +15,7 @@
 #include "cost_model/storage.hpp"
 #include "input/scenario_loader.hpp"
 #include "sim/serving/scenario_run.hpp"
+#include "tests/sim/serving/pressure_scenario.hpp"
 
 namespace kvshift::sim {
 namespace {
@@ -103,6 +106,41 @@ TEST(StorageTier, AFetchThatWouldNotBeatPrefillingIsNotMade) {
   EXPECT_EQ(ttft(run.requests[1]), from_seconds(c.prefill(s.spec.model, 1537)).ns);
   EXPECT_EQ(run.prefix_cache.storage.hits, 0);
   EXPECT_EQ(run.prefix_cache.storage.written_blocks, 2);
+}
+
+TEST(StorageTier, BooksBalanceBesideReplicasUnderPressureAndFailures) {
+  // The host-tier pressure scenario with a storage node of 3 GiB as the last tier, holding
+  // half the runs' replicas too, failing at 6 s and back at 8 s.
+  std::int64_t hits = 0, evicted = 0, lost = 0;
+  for (std::uint64_t seed = 1; seed <= 4; ++seed) {
+    nlohmann::json j = nlohmann::json::parse(testing::pressure_scenario(seed, true));
+    j["cluster"]["nodes"] = {{{"name", "store"}, {"kind", "storage"}, {"capacity", "3GiB"}}};
+    j["cluster"]["links"] = {{{"a", "store"}, {"b", "hub"}, {"bandwidth", "200Gbps"}}};
+    j["serving"]["prefix_cache"]["storage_tier"] = {{"node", "store"}};
+    if (seed % 2 == 0)
+      j["protection"] = {{"mode", "full"}, {"placement", "storage"}, {"store", "store"}};
+    j["events"].push_back(
+        {{"type", "node_failure"}, {"at", "6s"}, {"node", "store"}, {"repair_after", "2s"}});
+    const input::ScenarioSpec spec = input::load_scenario_text(j.dump(), "p");
+    const cost_model::RooflineCosts compute(spec.gpu);
+    const std::int64_t block = cost_model::kv_bytes(spec.model, 128).count;
+    for (const RunResult& run : run_scenario(spec, compute, {false, {}})) {
+      const PrefixCacheStats::Tier& t = run.prefix_cache.storage;
+      const std::string where = run.strategy + " seed " + std::to_string(seed);
+      EXPECT_EQ(t.written_blocks, t.evicted_blocks + t.lost_blocks + t.resident_bytes / block)
+          << where;
+      EXPECT_EQ(t.written_bytes, t.written_blocks * block) << where;
+      EXPECT_LE(t.peak_bytes, 3LL << 30) << where << ": never over the node's capacity";
+      EXPECT_LE(t.hit_tokens, run.prefix_cache.hit_tokens) << where;
+      EXPECT_EQ(t.read_bytes, t.hit_tokens / 128 * block) << where;
+      hits += t.hits;
+      evicted += t.evicted_blocks;
+      lost += t.lost_blocks;
+    }
+  }
+  EXPECT_GT(hits, 0) << "no prefill fetched from the storage tier";
+  EXPECT_GT(evicted, 0) << "no run filled it";
+  EXPECT_GT(lost, 0) << "no run lost it with its node";
 }
 
 }  // namespace
