@@ -36,7 +36,9 @@ RunResult run(const std::string& text, bool trace = false) {
 // One GPU whose KV room is `blocks` paged blocks of qwen2.5-1.5b; two requests from a trace:
 // A (1,600 + 1,000 tokens) at 0 and B (800 + 1,000) at 0.2 s.
 struct TwoRequests {
-  std::string trace = ::testing::TempDir() + "preemption-two.csv";
+  // One file per test: ctest runs the tests of this file in parallel processes.
+  std::string trace = ::testing::TempDir() + "preemption-" +
+                      ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".csv";
   TwoRequests() {
     std::ofstream(trace) << "arrival_s,prompt_tokens,output_tokens\n0,1600,1000\n0.2,800,1000\n";
   }

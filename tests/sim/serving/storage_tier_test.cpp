@@ -25,7 +25,9 @@ namespace {
 // the last one, and the first two go to the storage node. A GPU failure empties HBM; r1, on
 // the same prefix, finds blocks 1-2 only in the storage tier.
 struct Store {
-  std::string trace = ::testing::TempDir() + "storage-tier-trace.jsonl";
+  // One file per test: ctest runs the tests of this file in parallel processes.
+  std::string trace = ::testing::TempDir() + "storage-tier-" +
+                      ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".jsonl";
   Store() {
     std::ofstream(trace)
         << R"({"timestamp": 0, "input_length": 1537, "output_length": 1, "hash_ids": [1, 2, 3]})"
