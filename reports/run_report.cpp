@@ -337,7 +337,7 @@ std::string run_table(const json& summary) {
       std::snprintf(
           line, sizeof line,
           "  %s: %lld prefills %s %lld tokens and %lld moves %lld tokens from %s (%.1f "
-          "GiB read, %.1f GiB %s, not timed), %lld blocks evicted, peak %.1f GiB\n",
+          "GiB read, %.1f GiB %s), %lld blocks evicted, peak %.1f GiB\n",
           tier, static_cast<long long>(t.hits), verb, static_cast<long long>(t.hit_tokens),
           static_cast<long long>(t.move_loads), static_cast<long long>(t.move_tokens), from,
           static_cast<double>(t.read_bytes) / (1 << 30),
@@ -346,19 +346,26 @@ std::string run_table(const json& summary) {
       o << line;
     };
     if (c.host_tier) {
-      tier_line("host tier", "loaded", "host DRAM", "written through", *c.host_tier);
+      tier_line("host tier", "loaded", "host DRAM", "written through over the host link",
+                *c.host_tier);
     }
     if (c.ssd_tier) {
-      tier_line("SSD tier", "read", "SSD", "written from host-tier evictions", *c.ssd_tier);
+      tier_line("SSD tier", "read", "SSD", "written from host-tier evictions, not timed",
+                *c.ssd_tier);
     }
     if (c.storage_tier) {
-      tier_line("storage tier", "fetched", "the storage node", "sent from the nodes' evictions",
-                *c.storage_tier);
+      tier_line("storage tier", "fetched", "the storage node",
+                "sent from the nodes' evictions over the network", *c.storage_tier);
+      if (const std::int64_t failed = c.storage_tier->failed_reads; failed > 0) {
+        o << "    of those fetches, " << failed
+          << " failed (the store or its path went down): their blocks were prefilled instead\n";
+      }
     }
   }
   for (const NamedMetrics& n : strategies) {
+    // Said when copies waited 10 ms or more in the whole run; summary.json has every figure.
     if (!n.metrics.host_links ||
-        n.metrics.host_links->waited_s + n.metrics.host_links->ssd_waited_s == 0) {
+        n.metrics.host_links->waited_s + n.metrics.host_links->ssd_waited_s < 0.01) {
       continue;
     }
     const HostLinkUse& h = *n.metrics.host_links;
