@@ -26,13 +26,14 @@
 //   (serving_preemption.cpp).
 // - Prefix caching (when on): a prefill reuses the longest cached run of its
 //   prompt's leading blocks on the GPU it was routed to (continued from the
-//   node's host tier, loaded over the host link, when there is one) and
+//   node's host tier and SSD tier, loaded over the host link, then from the
+//   storage tier over the network, when fetching beats prefilling) and
 //   prefills the rest on top of it (ComputeCosts::extend); its blocks join that
 //   GPU's cache, and are written through to the host tier, when the prefill
-//   ends. Blocks in use are booked once, on the GPU; a request books its final
-//   size less the blocks it pins. A move to a GPU whose HBM caches the
-//   request's leading blocks pins them and moves only the rest (not from the
-//   destination node's host tier).
+//   ends. Blocks in use are booked once, on the GPU; a request books its size
+//   less the blocks it pins. A move to a GPU whose HBM, host or SSD tier holds
+//   the request's leading blocks pins them and moves only the rest (the storage
+//   tier is not read by moves).
 // - Replicas book their request's final protected size in the host DRAM (or
 //   storage capacity) of the node holding them; a host tier keeps what is left.
 //   Copies over a GPU's host link (tier loads, write-through, local replicas and
