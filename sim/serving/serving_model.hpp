@@ -31,9 +31,9 @@
 //   prefills the rest on top of it (ComputeCosts::extend); its blocks join that
 //   GPU's cache, and are written through to the host tier, when the prefill
 //   ends. Blocks in use are booked once, on the GPU; a request books its size
-//   less the blocks it pins. A move to a GPU whose HBM, host or SSD tier holds
-//   the request's leading blocks pins them and moves only the rest (the storage
-//   tier is not read by moves).
+//   less the blocks it pins. A move to a GPU whose HBM, host or SSD tier, or the
+//   storage tier, holds the request's leading blocks pins them, loads them while
+//   the rest travels, and moves only the rest.
 // - Replicas book their request's final protected size in the host DRAM (or
 //   storage capacity) of the node holding them; a host tier keeps what is left.
 //   Copies over a GPU's host link (tier loads, write-through, local replicas and
@@ -140,14 +140,14 @@ class ServingModel final : public GpuListener {
   /// The cached run of `r`'s leading blocks for `gpu`: in its HBM, then continued in its
   /// node's host tier, then in its SSD tier, and how long the lower tiers' blocks take to
   /// reach HBM: the SSD's read into host DRAM, then the host link for both.
-  /// With `storage`, the run goes on into the storage tier (estimated over the network path's
-  /// share now, then the host link); moves do not read it.
+  /// The run goes on into the storage tier (estimated over the network path's share now, then
+  /// the host link) when fetching beats prefilling those blocks.
   struct PrefixRun {
     std::size_t in_hbm = 0, from_host = 0, from_ssd = 0, from_storage = 0;
     SimTime load;
     std::size_t blocks() const { return in_hbm + from_host + from_ssd + from_storage; }
   };
-  PrefixRun prefix_run(const Request& r, int gpu, bool storage = true) const;
+  PrefixRun prefix_run(const Request& r, int gpu) const;
   /// Pins the request's keys [r.pinned, blocks) in `gpu`'s cache; returns those inserted.
   std::size_t pin_prefix(Request& r, int gpu, std::size_t blocks);
   /// Pins `keys` in `gpu`'s cache (inserting the missing ones; returns how many), and gives
@@ -239,6 +239,11 @@ class ServingModel final : public GpuListener {
   Move* find_move(std::uint64_t request, std::uint64_t id);
   void launch(std::uint64_t request);
   void send_part(Move& m, int src, int dst, std::int64_t bytes, std::int64_t BytesByKind::*kind);
+  /// One of a move's prefix loads is in; the last one queues a hybrid's front.
+  void prefix_loaded(std::uint64_t request, std::uint64_t id);
+  /// Fetches the move's storage-tier blocks over the network, then the host link; a failed
+  /// fetch fails the move.
+  void fetch_prefix(Move& m);
   /// Starts a transfer's bytes after its engine setup, unless its path is stalled or failed.
   void start_flow(std::uint64_t request, std::uint64_t id, int src, int dst, std::int64_t bytes,
                   const Fabric::Done& done);
@@ -269,7 +274,8 @@ class ServingModel final : public GpuListener {
   /// not) is dropped, one is placed when it has none, and what it lacks streams again.
   void rehome_replica(Request& r, int node);
   /// The cached run of `r`'s leading blocks a move to `gpu` need not ship or rebuild: in its
-  /// HBM, then in its node's host and SSD tiers (loaded while the move's bytes travel).
+  /// HBM, then in its node's host and SSD tiers and the storage tier (loaded while the move's
+  /// bytes travel).
   PrefixRun cached_at(const Request& r, int gpu) const;
   /// The first `blocks` of `run` are taken for `r` on `gpu`: those past its HBM are read from
   /// the node's host and SSD tiers (touched, and counted as a prefill's hit or a move's load),

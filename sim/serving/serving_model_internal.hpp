@@ -87,7 +87,10 @@ struct ServingModel::Move {
   /// The destination's cached prefix blocks the move pins (plan.cached_tokens); handed to
   /// the request when it lands, given back otherwise.
   Pins dst_pins;
-  SimTime cached_load;  ///< until they are in from the destination's host or SSD tier
+  SimTime cached_load;           ///< until they are in from the destination's host or SSD tier
+  std::size_t fetch_blocks = 0;  ///< of them, the last ones come from the storage tier
+  int prefix_loads = 0;          ///< the prefix's loads not yet in (local tiers, storage)
+  std::optional<GpuJob> front;   ///< hybrid: its front, queued once the prefix is in
   /// One of the move's own flows in the network: what a stall needs to hang and resend it.
   struct Flow {
     std::uint64_t handle = 0;

@@ -193,10 +193,20 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
                                std::max<std::int64_t>(spec_.serving.prefix_cache.block_tokens, 1));
   Pins pins;
   SimTime load;
+  std::size_t fetch = 0;
   if (cached_blocks > 0) {
-    if (c.option.plan.cached_load_ns > 0) {
-      load = read_tiers(r, c.option.destination, prefix_run(r, c.option.destination, false),
-                        cached_blocks, true);
+    // From the destination node's host and SSD tiers over its host link, then (the run's last
+    // blocks) from the storage tier over the network.
+    const PrefixRun run = prefix_run(r, c.option.destination);
+    const std::size_t local = std::min(cached_blocks, run.in_hbm + run.from_host + run.from_ssd);
+    load = read_tiers(r, c.option.destination, run, local, true);
+    fetch = cached_blocks - local;
+    if (fetch > 0) {
+      storage_tier_->touch(std::span<const std::uint64_t>(r.prefix_keys).subspan(local, fetch));
+      PrefixCacheStats::Tier& t = result_.prefix_cache.storage;
+      ++t.move_loads;
+      t.move_tokens += static_cast<std::int64_t>(fetch) * spec_.serving.prefix_cache.block_tokens;
+      t.read_bytes += static_cast<std::int64_t>(fetch) * storage_tier_->block_bytes();
     }
     pin_blocks(c.option.destination,
                std::span<const std::uint64_t>(r.prefix_keys).first(cached_blocks));
@@ -219,6 +229,7 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   m->stall_since = stall_since;
   m->dst_pins = pins;
   m->cached_load = load;
+  m->fetch_blocks = fetch;
   MoveRecord& rec = m->rec;
   rec.request = r.rec.id;
   rec.trigger = trigger;
@@ -286,13 +297,17 @@ void ServingModel::launch(std::uint64_t request) {
       predictors_->wait(dst, request);
     }
   }
+  // The cached prefix loads from the destination node's host or SSD tier, and from the storage
+  // tier, beside the transfers.
   if (m.cached_load.ns > 0) {
-    // The cached prefix loads from the destination node's host or SSD tier beside the transfers.
     ++m.transfers_left;
-    sim_.schedule_after(m.cached_load, [this, request, id] {
-      Move* mv = find_move(request, id);
-      if (mv && --mv->transfers_left == 0 && !mv->awaiting_predictor) on_transfers_done(*mv);
-    });
+    ++m.prefix_loads;
+    sim_.schedule_after(m.cached_load, [this, request, id] { prefix_loaded(request, id); });
+  }
+  if (m.fetch_blocks > 0) {
+    ++m.transfers_left;
+    ++m.prefix_loads;
+    fetch_prefix(m);
   }
   if (m.plan.front_tokens > 0) {
     // Hybrid: the receiver prefills the front once the cached prefix is in, while the rest of
@@ -308,12 +323,8 @@ void ServingModel::launch(std::uint64_t request) {
     };
     GpuJob front{JobKind::kReplay, request, m.plan.front_tokens, std::move(front_done),
                  m.plan.cached_tokens};
-    if (m.cached_load.ns > 0) {
-      sim_.schedule_after(m.cached_load, [this, request, id, front = std::move(front)]() mutable {
-        if (Move* mv = find_move(request, id)) {
-          gpus_[mv->dst_gpu].worker->submit(std::move(front));
-        }
-      });
+    if (m.prefix_loads > 0) {
+      m.front = std::move(front);  // prefix_loaded() queues it
     } else {
       gpus_[m.dst_gpu].worker->submit(std::move(front));
     }
@@ -325,6 +336,36 @@ void ServingModel::launch(std::uint64_t request) {
   }
   Move* still = find_move(request, id);  // a send may fail at once
   if (still && still->transfers_left == 0 && !still->awaiting_predictor) on_transfers_done(*still);
+}
+
+void ServingModel::prefix_loaded(std::uint64_t request, std::uint64_t id) {
+  Move* m = find_move(request, id);
+  if (!m) return;
+  if (--m->prefix_loads == 0 && m->front) {
+    gpus_[m->dst_gpu].worker->submit(std::move(*m->front));
+    m->front.reset();
+  }
+  if (--m->transfers_left == 0 && !m->awaiting_predictor) on_transfers_done(*m);
+}
+
+void ServingModel::fetch_prefix(Move& m) {
+  const std::uint64_t request = m.r->rec.id, id = m.id;
+  const int store = storage_tier_node_, dst = node_of(m.dst_gpu);
+  const std::int64_t bytes =
+      static_cast<std::int64_t>(m.fetch_blocks) * storage_tier_->block_bytes();
+  Fabric::Done done = [this, request, id, bytes](bool delivered, const std::string& reason) {
+    Move* mv = find_move(request, id);
+    if (!mv) return;
+    if (!delivered) {
+      end_move(*mv, MoveOutcome::kFailed,
+               "the prefix fetch from the storage tier failed: " + reason);
+      return;
+    }
+    sim_.schedule_at(host_copy(mv->dst_gpu, true, bytes),
+                     [this, request, id] { prefix_loaded(request, id); });
+  };
+  m.flows.push_back(
+      {fabric_.send(node_id(store), node_id(dst), Bytes{bytes}, done), store, dst, bytes, done});
 }
 
 void ServingModel::send_part(Move& m, int src, int dst, std::int64_t bytes,
@@ -606,7 +647,7 @@ ServingModel::PrefixRun ServingModel::cached_at(const Request& r, int gpu) const
   // are given back); a request never pins one cache twice.
   const bool pinned_here = r.pin_gpu == gpu && cache && cache->generation() == r.pin_generation;
   if (!cache || r.prefix_keys.empty() || pinned_here) return {};
-  return prefix_run(r, gpu, false);
+  return prefix_run(r, gpu);
 }
 
 void ServingModel::fail_request(Request& r, const std::string& reason) {

@@ -157,7 +157,7 @@ void ServingModel::cache_prompt(Request& r, int gpu, std::int64_t booked) {
   }
 }
 
-ServingModel::PrefixRun ServingModel::prefix_run(const Request& r, int gpu, bool storage) const {
+ServingModel::PrefixRun ServingModel::prefix_run(const Request& r, int gpu) const {
   const Gpu& g = gpus_[gpu];
   PrefixRun run;
   const std::span<const std::uint64_t> keys(r.prefix_keys);
@@ -178,7 +178,7 @@ ServingModel::PrefixRun ServingModel::prefix_run(const Request& r, int gpu, bool
         ssd_bytes > 0 ? ssd_reads_[node].backlog(now) + ssd_read_time(ssd_bytes) : SimTime{};
     run.load = std::max(ssd, g.to_gpu.backlog(now)) + host_link_time(bytes);
   }
-  if (!storage || !storage_tier_ || !node_up_[storage_tier_node_]) return run;
+  if (!storage_tier_ || !node_up_[storage_tier_node_]) return run;
   const std::size_t local = run.in_hbm + run.from_host + run.from_ssd;
   run.from_storage = storage_tier_->match(keys.subspan(local));
   if (run.from_storage == 0) return run;

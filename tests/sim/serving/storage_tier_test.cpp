@@ -110,10 +110,57 @@ TEST(StorageTier, AFetchThatWouldNotBeatPrefillingIsNotMade) {
   EXPECT_EQ(run.prefix_cache.storage.written_blocks, 2);
 }
 
+TEST(StorageTier, AMigrationFetchesItsPrefixFromTheStoreWhileTheRestTravels) {
+  // gpu0 caches a 3-block prefix; its one-block host tier sends the first two blocks to the
+  // store. gpu0 drains at 2 s while the request decodes: its migration to gpu1 ships what the
+  // store lacks over gpu0-gpu1 and fetches the two blocks over store-gpu1 at the same time.
+  const std::string trace = ::testing::TempDir() + "storage-tier-migration.jsonl";
+  std::ofstream(trace)
+      << R"({"timestamp": 0, "input_length": 1537, "output_length": 2000, "hash_ids": [1, 2, 3]})"
+      << "\n";
+  const std::string text = R"({
+    "name": "store-move", "model": "llama-3.1-8b", "gpu": "h100",
+    "cluster": {"nodes": [{"name": "gpu0", "host_memory": 67108864},
+                          {"name": "gpu1", "host_memory": 67108864},
+                          {"name": "store", "kind": "storage", "capacity": "1TiB"}],
+                "links": [{"a": "gpu0", "b": "gpu1", "bandwidth": "400Gbps", "latency": "5us"},
+                          {"a": "gpu0", "b": "store", "bandwidth": "100Gbps", "latency": "5us"},
+                          {"a": "gpu1", "b": "store", "bandwidth": "100Gbps", "latency": "5us"}]},
+    "workload": {"arrival": "trace", "trace": ")" +
+                           trace + R"("},
+    "serving": {"max_batch": 4,
+                "prefix_cache": {"block_tokens": 512, "host_offload": true,
+                                 "storage_tier": {"node": "store"}}},
+    "protection": {"mode": "none"},
+    "events": [{"type": "drain", "at": "2s", "node": "gpu0"}],
+    "policies": {"strategies": ["full_kv"]},
+    "seed": 1, "duration": "30s"})";
+  const input::ScenarioSpec spec = input::load_scenario_text(text, "t");
+  const cost_model::RooflineCosts compute(spec.gpu);
+  const RunResult run = run_scenario(spec, compute, {false, {}}).at(0);
+  std::filesystem::remove(trace);
+  ASSERT_EQ(run.moves.size(), 1u);
+  const MoveRecord& m = run.moves[0];
+  EXPECT_EQ(m.outcome, MoveOutcome::kDone);
+  EXPECT_EQ(m.cached_tokens, 1024) << "the store's two blocks";
+  EXPECT_EQ(m.end_ns - m.start_ns, m.estimated_ns) << "an idle network: the plan's own estimate";
+  // The fetch is the longer leg: the store's path, then gpu1's host link.
+  const std::int64_t bytes = cost_model::kv_bytes(spec.model, 1024).count;
+  const std::int64_t fetch =
+      5000 + from_seconds(Seconds{8.0 * static_cast<double>(bytes) / 100e9}).ns +
+      from_seconds(Seconds{8.0 * static_cast<double>(bytes) / spec.gpu.host_link.value}).ns;
+  EXPECT_EQ(m.end_ns - m.start_ns, fetch);
+  const PrefixCacheStats::Tier& t = run.prefix_cache.storage;
+  EXPECT_EQ(t.move_loads, 1);
+  EXPECT_EQ(t.move_tokens, 1024);
+  EXPECT_EQ(t.read_bytes, cost_model::kv_bytes(spec.model, 1024).count);
+  EXPECT_EQ(run.requests.at(0).outcome, RequestOutcome::kCompleted);
+}
+
 TEST(StorageTier, BooksBalanceBesideReplicasUnderPressureAndFailures) {
   // The host-tier pressure scenario with a storage node of 3 GiB as the last tier, holding
   // half the runs' replicas too, failing at 6 s and back at 8 s.
-  std::int64_t hits = 0, evicted = 0, lost = 0;
+  std::int64_t hits = 0, evicted = 0, lost = 0, move_loads = 0;
   for (std::uint64_t seed = 1; seed <= 4; ++seed) {
     nlohmann::json j = nlohmann::json::parse(testing::pressure_scenario(seed, true));
     j["cluster"]["nodes"] = {{{"name", "store"}, {"kind", "storage"}, {"capacity", "3GiB"}}};
@@ -134,13 +181,15 @@ TEST(StorageTier, BooksBalanceBesideReplicasUnderPressureAndFailures) {
       EXPECT_EQ(t.written_bytes, t.written_blocks * block) << where;
       EXPECT_LE(t.peak_bytes, 3LL << 30) << where << ": never over the node's capacity";
       EXPECT_LE(t.hit_tokens, run.prefix_cache.hit_tokens) << where;
-      EXPECT_EQ(t.read_bytes, t.hit_tokens / 128 * block) << where;
+      EXPECT_EQ(t.read_bytes, (t.hit_tokens + t.move_tokens) / 128 * block) << where;
       hits += t.hits;
+      move_loads += t.move_loads;
       evicted += t.evicted_blocks;
       lost += t.lost_blocks;
     }
   }
   EXPECT_GT(hits, 0) << "no prefill fetched from the storage tier";
+  EXPECT_GT(move_loads, 0) << "no move fetched its prefix from the storage tier";
   EXPECT_GT(evicted, 0) << "no run filled it";
   EXPECT_GT(lost, 0) << "no run lost it with its node";
 }
