@@ -18,14 +18,14 @@ ReplicaStore::ReplicaStore(std::vector<NodeKind> kinds, std::vector<std::int64_t
 int ReplicaStore::pick(int gpu_node, std::int64_t bytes,
                        const std::function<bool(int)>& usable) const {
   const int n = static_cast<int>(kinds_.size());
-  auto room = [&](int i) { return capacity(i) - booked(i) >= bytes; };
+  auto fits = [&](int i) { return room(i) >= bytes; };
   auto ok = [&](int i) {
-    return i != gpu_node && kinds_[static_cast<std::size_t>(i)] != NodeKind::kSwitch && room(i) &&
+    return i != gpu_node && kinds_[static_cast<std::size_t>(i)] != NodeKind::kSwitch && fits(i) &&
            usable(i);
   };
   switch (placement_) {
     case ReplicaPlacement::kLocal:
-      return room(gpu_node) && usable(gpu_node) ? gpu_node : -1;
+      return fits(gpu_node) && usable(gpu_node) ? gpu_node : -1;
     case ReplicaPlacement::kStorage:
       return storage_node_ >= 0 && ok(storage_node_) ? storage_node_ : -1;
     case ReplicaPlacement::kNextNode:

@@ -39,6 +39,8 @@ class ReplicaStore {
   void unbook_swap(int node, std::int64_t bytes);
   std::int64_t swapped(int node) const { return swapped_[static_cast<std::size_t>(node)]; }
   std::int64_t capacity(int node) const { return capacity_[static_cast<std::size_t>(node)]; }
+  /// Room not booked on `node` (a prefix tier there keeps its blocks in it).
+  std::int64_t room(int node) const { return capacity(node) - booked(node); }
   /// The highest share of one node's room its replicas have booked.
   double peak_share() const { return peak_share_; }
 

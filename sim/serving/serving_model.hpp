@@ -145,7 +145,8 @@ class ServingModel final : public GpuListener {
   struct PrefixRun {
     std::size_t in_hbm = 0, from_host = 0, from_ssd = 0, from_storage = 0;
     SimTime load;
-    std::size_t blocks() const { return in_hbm + from_host + from_ssd + from_storage; }
+    std::size_t local() const { return in_hbm + from_host + from_ssd; }  ///< on the node
+    std::size_t blocks() const { return local() + from_storage; }
   };
   PrefixRun prefix_run(const Request& r, int gpu) const;
   /// Pins the request's keys [r.pinned, blocks) in `gpu`'s cache; returns those inserted.

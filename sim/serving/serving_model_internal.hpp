@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "sim/serving/copy_queue.hpp"
 #include "sim/serving/serving_model.hpp"
 
 namespace kvshift::sim {

@@ -198,7 +198,7 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
     // From the destination node's host and SSD tiers over its host link, then (the run's last
     // blocks) from the storage tier over the network.
     const PrefixRun run = prefix_run(r, c.option.destination);
-    const std::size_t local = std::min(cached_blocks, run.in_hbm + run.from_host + run.from_ssd);
+    const std::size_t local = std::min(cached_blocks, run.local());
     load = read_tiers(r, c.option.destination, run, local, true);
     fetch = cached_blocks - local;
     if (fetch > 0) {

@@ -92,7 +92,7 @@ void ServingModel::preempt(Request& r, int gpu) {
     return;
   }
   if (spec_.serving.preemption->mode == PreemptionSpec::Mode::kSwap) {
-    if (replicas_->capacity(node) - replicas_->booked(node) >= r.reserved) {
+    if (replicas_->room(node) >= r.reserved) {
       replicas_->book_swap(node, r.reserved);
       fit_host_tier(node);  // the host prefix tier keeps what is left
       r.swap_node = node;

@@ -179,7 +179,7 @@ ServingModel::PrefixRun ServingModel::prefix_run(const Request& r, int gpu) cons
     run.load = std::max(ssd, g.to_gpu.backlog(now)) + host_link_time(bytes);
   }
   if (!storage_tier_ || !node_up_[storage_tier_node_]) return run;
-  const std::size_t local = run.in_hbm + run.from_host + run.from_ssd;
+  const std::size_t local = run.local();
   run.from_storage = storage_tier_->match(keys.subspan(local));
   if (run.from_storage == 0) return run;
   const std::optional<cost_model::Path> path =
@@ -241,7 +241,7 @@ void ServingModel::fit_host_tier(int node) {
   PrefixCache* host = host_tiers_[static_cast<std::size_t>(node)].get();
   if (!host) return;
   // Replicas come first: the tier keeps what is left of host DRAM.
-  const std::int64_t room = replicas_->capacity(node) - replicas_->booked(node);
+  const std::int64_t room = replicas_->room(node);
   const std::int64_t over = host->unpinned_bytes() - room;
   if (over <= 0) return;
   std::vector<std::uint64_t> keys;
@@ -316,7 +316,7 @@ void ServingModel::fit_storage_tier() {
   if (!storage_tier_) return;
   // Replicas there come first: the tier keeps what is left of the node's capacity.
   const int node = storage_tier_node_;
-  const std::int64_t room = replicas_->capacity(node) - replicas_->booked(node);
+  const std::int64_t room = replicas_->room(node);
   const std::int64_t over = storage_tier_->unpinned_bytes() - room;
   if (over <= 0) return;
   const auto evicted = static_cast<std::int64_t>(storage_tier_->evict(over));
