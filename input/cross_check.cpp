@@ -110,7 +110,9 @@ std::int64_t largest_request_tokens(const sim::WorkloadSpec& w) {
   return top(w.prompt_tokens) + top(w.output_tokens);
 }
 
-void check_memory(const ScenarioSpec& s, Diagnostics& d, const LoadContext& ctx) {
+// `pools`: only the GPU nodes of these pools run `s.model` (a deployment's); null: all do.
+void check_memory(const ScenarioSpec& s, Diagnostics& d, const LoadContext& ctx,
+                  const std::vector<int>* pools = nullptr) {
   const Bytes weights{s.model.parameter_count() * cost_model::dtype_bytes(s.model.weight_dtype)};
   const std::int64_t tokens = largest_request_tokens(s.workload);
   const Bytes kv = cost_model::kv_bytes(s.model, tokens);
@@ -118,6 +120,7 @@ void check_memory(const ScenarioSpec& s, Diagnostics& d, const LoadContext& ctx)
   for (std::size_t i = 0; i < s.cluster.nodes.size(); ++i) {
     const sim::ClusterNode& n = s.cluster.nodes[i];
     if (n.kind != NodeKind::kGpu) continue;
+    if (pools && std::find(pools->begin(), pools->end(), n.pool) == pools->end()) continue;
     const std::string& p = ctx.hbm_origin[i];
     if (said.count(p)) continue;
     if (weights > n.hbm_per_gpu) {
@@ -136,6 +139,7 @@ void check_memory(const ScenarioSpec& s, Diagnostics& d, const LoadContext& ctx)
     for (std::size_t i = 0; i < s.cluster.nodes.size(); ++i) {
       const sim::ClusterNode& n = s.cluster.nodes[i];
       if (n.kind != NodeKind::kGpu || n.host_memory >= block) continue;
+      if (pools && std::find(pools->begin(), pools->end(), n.pool) == pools->end()) continue;
       const std::string p = i < ctx.generated_nodes ? "/cluster/node" : node_ptr(ctx, i);
       if (said.insert(p + "/host_memory").second) {
         d.add(p + "/host_memory",
@@ -207,6 +211,41 @@ void check_events(const ScenarioSpec& s, const Names& n, Diagnostics& d, const L
   }
 }
 
+// The memory, method and placement checks of one deployment: its model on its pools' nodes.
+// Problems in its own sections point into it; the memory and method problems name it.
+void check_deployment(const ScenarioSpec& spec, std::size_t i, Diagnostics& d,
+                      const LoadContext& ctx) {
+  const sim::DeploymentSpec& dep = spec.deployments[i];
+  ScenarioSpec one = spec;
+  one.model = dep.model;
+  one.risk_kv = dep.risk_kv;
+  one.proxy_kv = dep.proxy_kv;
+  Diagnostics named, placements;
+  check_memory(one, named, ctx, &dep.pools);
+  check_methods(one, named);
+  check_placements(one, placements);
+  const std::string here = "/deployments/" + std::to_string(i);
+  auto add = [&](const Diagnostics& found, bool name_it) {
+    for (const std::string& item : found.items()) {
+      const std::size_t colon = item.find(": ");
+      std::string pointer = item.substr(0, colon);
+      std::string message = item.substr(colon + 2);
+      if (pointer.starts_with("/risk_kv") || pointer.starts_with("/proxy_kv")) {
+        pointer = here + pointer;
+      } else if (name_it) {
+        message = "deployment \"" + dep.name + "\": " + message;
+      }
+      // The placement checks that do not depend on the model say the same for each one.
+      if (std::find(d.items().begin(), d.items().end(), pointer + ": " + message) ==
+          d.items().end()) {
+        d.add(pointer, message);
+      }
+    }
+  };
+  add(named, true);
+  add(placements, false);
+}
+
 }  // namespace
 
 void check_cluster_names(const sim::ClusterSpec& cluster, Diagnostics& d, const LoadContext& ctx) {
@@ -217,10 +256,14 @@ void cross_check(const ScenarioSpec& spec, const Reader& top, const LoadContext&
   Diagnostics& d = top.diagnostics();
   const Names names = check_cluster(spec.cluster, d, ctx);
   if (!d.empty()) return;  // later checks assume a sound cluster
-  check_memory(spec, d, ctx);
+  if (spec.deployments.empty()) {
+    check_memory(spec, d, ctx);
+    check_methods(spec, d);
+    check_placements(spec, d);
+  } else {
+    for (std::size_t i = 0; i < spec.deployments.size(); ++i) check_deployment(spec, i, d, ctx);
+  }
   check_events(spec, names, d, ctx);
-  check_methods(spec, d);
-  check_placements(spec, d);
   if (!spec.serving.prefix_cache.enabled) {
     // Prefix-aware routing places arrivals by what the GPUs have cached.
     const char* why = "prefix_aware routes by cached prefix: it needs serving.prefix_cache";

@@ -141,8 +141,11 @@ sim::ServingSpec parse_serving(const Reader& r) {
       t->allow_only(keys::kSsdTier);
       const auto capacity = positive_bytes(*t, "capacity", true);
       const auto read = positive_bandwidth(*t, "read_bandwidth", true);
-      if (capacity && read)
-        s.prefix_cache.ssd_tier = sim::PrefixCacheSpec::SsdTier{*capacity, *read};
+      const auto write = positive_bandwidth(*t, "write_bandwidth", false);
+      const bool write_ok = write || !t->has("write_bandwidth");
+      if (capacity && read && write_ok)
+        s.prefix_cache.ssd_tier =
+            sim::PrefixCacheSpec::SsdTier{*capacity, *read, write.value_or(*read)};
       if (!s.prefix_cache.host_offload) {
         c->problem("ssd_tier",
                    "needs host_offload: true (blocks reach the SSD when the host tier "

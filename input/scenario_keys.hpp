@@ -13,10 +13,10 @@ namespace kvshift::input::keys {
 using List = std::initializer_list<std::string_view>;
 
 inline const List kTop = {
-    "$schema",  "name",       "description", "model",           "gpu",         "cluster",
-    "workload", "serving",    "protection",  "events",          "policies",    "risk_kv",
-    "proxy_kv", "predictors", "pools",       "transfer_engine", "cost_source", "live",
-    "seed",     "duration",   "slo",         "outputs"};
+    "$schema", "name",        "description",     "model",       "gpu",     "cluster",  "workload",
+    "serving", "protection",  "events",          "policies",    "risk_kv", "proxy_kv", "predictors",
+    "pools",   "deployments", "transfer_engine", "cost_source", "live",    "seed",     "duration",
+    "slo",     "outputs"};
 inline const List kModel = {"base",     "name",        "layers",         "hidden",
                             "q_heads",  "kv_heads",    "head_dim",       "intermediate",
                             "vocab",    "rope_theta",  "attention_bias", "tied_embeddings",
@@ -52,13 +52,14 @@ inline const List kServing = {"max_batch", "kv_block_tokens", "prefill_chunk_tok
 inline const List kPreemption = {"mode", "watermark"};
 inline const List kPrefixCache = {"enabled", "block_tokens", "host_offload", "ssd_tier",
                                   "storage_tier"};
-inline const List kSsdTier = {"capacity", "read_bandwidth"};
+inline const List kSsdTier = {"capacity", "read_bandwidth", "write_bandwidth"};
 inline const List kStorageTier = {"node"};
 inline const List kProtection = {"mode", "placement", "store", "stream_every_tokens"};
 inline const List kEvent = {
     "type",         "at",        "node",    "gpu",  "link", "detection_delay",
     "repair_after", "bandwidth", "latency", "from", "to"};
 inline const List kPool = {"name", "role", "router", "nodes", "site", "gpu"};
+inline const List kDeployment = {"name", "model", "pools", "share", "risk_kv", "proxy_kv"};
 inline const List kTransferEngine = {"setup", "per_block", "max_inflight_per_destination",
                                      "stall_timeout"};
 inline const List kPolicies = {"strategies", "router", "quality_budget", "rebalance"};
@@ -107,6 +108,7 @@ inline std::vector<Entry> all_entries() {
           {"/$defs/protection", kProtection},
           {"/$defs/event", kEvent},
           {"/$defs/pool", kPool},
+          {"/$defs/deployment", kDeployment},
           {"/$defs/transfer_engine", kTransferEngine},
           {"/$defs/policies", kPolicies},
           {"/$defs/rebalance", kRebalance},

@@ -22,9 +22,11 @@ void parse_all(const Reader& top, ScenarioSpec& s, detail::LoadContext& ctx) {
   if (auto v = top.string("name", false)) s.name = *v;
   s.description = top.string("description", false).value_or("");
   top.string("$schema", false);
+  // With deployments, each names its model and methods (parse_deployments).
+  const bool one_model = !top.has("deployments");
   const std::size_t before_model = top.diagnostics().items().size();
-  s.model = parse_model(top, ctx);
-  const bool model_ok = top.diagnostics().items().size() == before_model;
+  if (one_model) s.model = parse_model(top, ctx);
+  const bool model_ok = one_model && top.diagnostics().items().size() == before_model;
   s.gpu = parse_gpu(top, ctx);
   if (auto c = top.object("cluster")) s.cluster = parse_cluster(*c, s.gpu, ctx);
   if (auto w = top.object("workload")) s.workload = parse_workload(*w, ctx);
@@ -35,11 +37,14 @@ void parse_all(const Reader& top, ScenarioSpec& s, detail::LoadContext& ctx) {
     s.policies = parse_policies(*r);
   else
     s.policies.strategies = {sim::Strategy::kFullKv, sim::Strategy::kTokenReplay};
-  s.risk_kv = parse_risk_kv(top, s.model, model_ok, ctx);
-  s.proxy_kv = parse_proxy_kv(top, ctx);
+  if (one_model) {
+    s.risk_kv = parse_risk_kv(top, s.model, model_ok, ctx);
+    s.proxy_kv = parse_proxy_kv(top, ctx);
+  }
   if (auto r = top.object("predictors", false)) s.predictors = parse_predictors(*r);
   s.cost_source = parse_cost_source(top, ctx);
   s.pools = parse_pools(top, s, ctx);
+  parse_deployments(top, s, ctx);
   if (auto r = top.object("transfer_engine", false)) s.transfer_engine = parse_transfer_engine(*r);
   if (s.cost_source.kind == CostSourceKind::kProfile && model_ok) check_cost_table(top, s);
   if (s.cost_source.kind == CostSourceKind::kLive && model_ok) check_live(top, s);
@@ -160,7 +165,13 @@ std::string summarize(const ScenarioSpec& s) {
   }
   char dur[32];
   std::snprintf(dur, sizeof dur, "%gs", s.duration.value);
-  return s.name + ": " + s.model.name + " on " + s.gpu.name + ", " + std::to_string(gpu_nodes) +
+  std::string models = s.model.name;
+  if (!s.deployments.empty()) {
+    models.clear();
+    for (const sim::DeploymentSpec& d : s.deployments)
+      models += (models.empty() ? "" : " + ") + d.name + " (" + d.model.name + ")";
+  }
+  return s.name + ": " + models + " on " + s.gpu.name + ", " + std::to_string(gpu_nodes) +
          " GPU nodes (" + std::to_string(gpus) + " GPUs), " +
          std::to_string(s.cluster.links.size()) + " links, " + arrivals + ", " +
          std::to_string(s.events.size()) + " events, protection " +

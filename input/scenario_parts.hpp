@@ -94,6 +94,9 @@ sim::PredictorSpec parse_predictors(const Reader& r);
 std::optional<sim::Router> parse_router(const Reader& r, bool required);
 /// Pools (after the cluster, policies and cost source): also sets each gpu node's pool.
 std::vector<sim::PoolSpec> parse_pools(const Reader& top, ScenarioSpec& s, LoadContext& ctx);
+/// Deployments (after pools, cost source and workload): sets spec.deployments (and the
+/// first one's model and methods as the scenario's), and resolves trace requests' models.
+void parse_deployments(const Reader& top, ScenarioSpec& s, LoadContext& ctx);
 sim::TransferEngineSpec parse_transfer_engine(const Reader& r);
 CostSourceSpec parse_cost_source(const Reader& top, LoadContext& ctx);
 /// A profile cost table must exist, parse, match the model and hold the ops the scenario needs.

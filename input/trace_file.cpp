@@ -134,6 +134,7 @@ struct Row {
   std::int64_t prompt;
   std::int64_t output;
   std::vector<std::uint64_t> hashes;  ///< Mooncake hash_ids
+  std::string model;                  ///< its "model" field or column; empty: none
 };
 
 void check_row(const Row& r, Problems& problems, std::string_view prompt_col,
@@ -170,7 +171,8 @@ TraceFile finish(std::vector<Row> rows, const char* layout, Problems& problems, 
   out.layout = layout;
   const double t0 = rows.front().arrival_s;
   for (Row& r : rows) {
-    out.requests.push_back({Seconds{r.arrival_s - t0}, r.prompt, r.output, std::move(r.hashes)});
+    out.requests.push_back({Seconds{r.arrival_s - t0}, r.prompt, r.output, std::move(r.hashes),
+                            std::move(r.model), -1});
   }
   return out;
 }
@@ -204,6 +206,9 @@ TraceFile parse_csv(std::string_view text, Problems& problems) {
                         expected_columns(kCsvLayouts) + ")");
     problems.throw_if_any();
   }
+  // An optional "model" column names the deployment each request asks for.
+  const auto model_it = std::find(cells.begin(), cells.end(), "model");
+  const int model_col = model_it == cells.end() ? -1 : static_cast<int>(model_it - cells.begin());
   std::vector<Row> rows;
   const char* names[3] = {layout->arrival, layout->prompt, layout->output};
   for (std::size_t i = 1; i < lines.size(); ++i) {
@@ -213,7 +218,7 @@ TraceFile parse_csv(std::string_view text, Problems& problems) {
       problems.add(line, "unterminated quoted field");
       continue;
     }
-    Row r{line, 0, 0, 0, {}};
+    Row r{line, 0, 0, 0, {}, {}};
     bool ok = true;
     for (int k = 0; k < 3; ++k) {
       if (col[k] >= static_cast<int>(cells.size())) {
@@ -244,6 +249,9 @@ TraceFile parse_csv(std::string_view text, Problems& problems) {
       }
     }
     if (!ok) continue;
+    if (model_col >= 0 && model_col < static_cast<int>(cells.size())) {
+      r.model = std::string(trim(cells[static_cast<std::size_t>(model_col)]));
+    }
     check_row(r, problems, layout->prompt, layout->output);
     rows.push_back(r);
   }
@@ -288,10 +296,17 @@ TraceFile parse_jsonl(std::string_view text, Problems& problems) {
     auto o = count(layout->output);
     for (const std::string& item : diag.items()) problems.add(line, item);
     if (!t || !p || !o) continue;
-    Row r{line, layout->unit == TimeUnit::kMilliseconds ? *t / 1000.0 : *t, *p, *o, {}};
+    Row r{line, layout->unit == TimeUnit::kMilliseconds ? *t / 1000.0 : *t, *p, *o, {}, {}};
     if (!read_hashes(obj, r.hashes)) {
       problems.add(line, "field \"hash_ids\": expected an array of non-negative integers");
       continue;
+    }
+    if (const auto m = obj.find("model"); m != obj.end()) {
+      if (!m->is_string() || m->get<std::string>().empty()) {
+        problems.add(line, "field \"model\": expected a deployment's name (a non-empty string)");
+        continue;
+      }
+      r.model = m->get<std::string>();
     }
     check_row(r, problems, layout->prompt, layout->output);
     rows.push_back(r);

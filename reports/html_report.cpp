@@ -496,6 +496,17 @@ const char* const kPageScript = R"JS(
               v.moves.fallbacks, mib(v.bytes.kv), mib(v.bytes.replica_stream), mib(v.bytes.predictors),
               (v.gpu_time_s.reconstruct + v.gpu_time_s.replay).toFixed(3),
               v.quality.delta_nll_mean_per_move.toFixed(5)]));
+      const byDeployment = Object.entries(s.strategies).flatMap(([n, v]) =>
+        Object.entries(v.deployments || {}).map(([d, u]) => [n, d, u.model, u.requests.completed,
+          u.requests.arrived, f(u.ttft, 'p50_s') + ' / ' + f(u.ttft, 'p99_s'), f(u.tpot, 'p50_s'),
+          u.moves.recoveries, f(u.recovery, 'p50_s') + ' / ' + f(u.recovery, 'p99_s') + lb(u.recovery),
+          u.moves.migrations, u.quality.delta_nll_mean_per_move.toFixed(5)]));
+      if (byDeployment.length) {
+        el('h3', 'Deployments');
+        table(['strategy', 'deployment', 'model', 'completed', 'arrived', 'TTFT p50 / p99 (s)',
+               'TPOT p50 (s)', 'recoveries', 'recovery p50 / p99 (s)', 'migrations', 'dNLL/move'],
+              byDeployment);
+      }
       if (s.cost_sources) {
         el('h3', 'Where the GPU durations came from');
         table(['op', 'source', 'shapes measured live', 'spread (p90-p10)/median'],

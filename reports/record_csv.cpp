@@ -18,28 +18,38 @@ void append_s(std::string& out, std::int64_t ns) {
 
 void append_int(std::string& out, std::int64_t v) { out += std::to_string(v); }
 
+void append_deployment(std::string& out, int deployment, const DeploymentNames& names) {
+  if (names.empty()) return;
+  out += util::csv_escape(names[static_cast<std::size_t>(deployment)]);
+  out += ',';
+}
+
 }  // namespace
 
-std::string requests_csv_header() {
-  return "strategy,id,arrival_s,prompt_tokens,output_tokens,first_token_s,finish_s,outcome,"
+std::string requests_csv_header(const DeploymentNames& deployments) {
+  return std::string("strategy,id,") + (deployments.empty() ? "" : "deployment,") +
+         "arrival_s,prompt_tokens,output_tokens,first_token_s,finish_s,outcome,"
          "first_node,final_node,moves,preemptions,reason\n";
 }
 
-std::string recoveries_csv_header() {
+std::string recoveries_csv_header(const DeploymentNames& deployments) {
   // latency_s of an unfinished move is a lower bound (end of run − start).
   // cached/shipped/front/tail_tokens: KV the destination's prefix cache held, KV shipped,
   // recomputed while it arrived (hybrid), recomputed after.
-  return "strategy_run,request,trigger,from,to,requested,strategy,outcome,context_tokens,"
+  return std::string("strategy_run,request,") + (deployments.empty() ? "" : "deployment,") +
+         "trigger,from,to,requested,strategy,outcome,context_tokens,"
          "cached_tokens,shipped_tokens,front_tokens,tail_tokens,start_s,"
          "end_s,latency_s,estimated_s,stall_s,kv_bytes,predictor_bytes,token_bytes,transfer_s,"
          "compute_s,queue_s,delta_nll,fallback,note\n";
 }
 
-void append_request_row(std::string& o, const std::string& strategy, const sim::RequestRecord& r) {
+void append_request_row(std::string& o, const std::string& strategy, const sim::RequestRecord& r,
+                        const DeploymentNames& deployments) {
   o += strategy;
   o += ',';
   append_int(o, static_cast<std::int64_t>(r.id));
   o += ',';
+  append_deployment(o, r.deployment, deployments);
   append_s(o, r.arrival_ns);
   o += ',';
   append_int(o, r.prompt_tokens);
@@ -64,13 +74,15 @@ void append_request_row(std::string& o, const std::string& strategy, const sim::
   o += '\n';
 }
 
-void append_move_row(std::string& o, const std::string& strategy, const sim::MoveRecord& m) {
+void append_move_row(std::string& o, const std::string& strategy, const sim::MoveRecord& m,
+                     const DeploymentNames& deployments) {
   char nll[40];
   std::snprintf(nll, sizeof nll, "%.6f", m.delta_nll);
   o += strategy;
   o += ',';
   append_int(o, static_cast<std::int64_t>(m.request));
   o += ',';
+  append_deployment(o, m.deployment, deployments);
   o += sim::move_trigger_name(m.trigger);
   o += ',';
   o += util::csv_escape(m.from);
@@ -115,10 +127,12 @@ void append_move_row(std::string& o, const std::string& strategy, const sim::Mov
   o += '\n';
 }
 
-RecordCsvWriter::RecordCsvWriter(const std::filesystem::path& dir, bool requests, bool recoveries) {
+RecordCsvWriter::RecordCsvWriter(const std::filesystem::path& dir, bool requests, bool recoveries,
+                                 DeploymentNames deployments)
+    : deployments_(std::move(deployments)) {
   if (requests || recoveries) std::filesystem::create_directories(dir);
-  if (requests) open(requests_, dir / "requests.csv", requests_csv_header());
-  if (recoveries) open(recoveries_, dir / "recoveries.csv", recoveries_csv_header());
+  if (requests) open(requests_, dir / "requests.csv", requests_csv_header(deployments_));
+  if (recoveries) open(recoveries_, dir / "recoveries.csv", recoveries_csv_header(deployments_));
 }
 
 RecordCsvWriter::~RecordCsvWriter() {
@@ -145,13 +159,13 @@ void RecordCsvWriter::flush(File& file, bool all) {
 
 void RecordCsvWriter::request(const sim::RequestRecord& r) {
   if (!requests_.f) return;
-  append_request_row(requests_.buffer, strategy_, r);
+  append_request_row(requests_.buffer, strategy_, r, deployments_);
   flush(requests_, false);
 }
 
 void RecordCsvWriter::move(const sim::MoveRecord& m) {
   if (!recoveries_.f) return;
-  append_move_row(recoveries_.buffer, strategy_, m);
+  append_move_row(recoveries_.buffer, strategy_, m, deployments_);
   flush(recoveries_, false);
 }
 

@@ -34,7 +34,11 @@ std::int64_t closed_form_move_ns(const input::ScenarioSpec& spec, const sim::Mov
   const sim::Topology topo = sim::build_topology(spec.cluster, spec.gpu.name);
   const int src = node_index(spec, m.source), dst = node_index(spec, m.to);
   const int pred = node_index(spec, m.predictor_source);
-  const cost_model::MoveMethods methods = sim::move_methods(spec);
+  // The methods of the request's deployment.
+  const cost_model::MoveMethods methods =
+      spec.deployments.empty()
+          ? sim::move_methods(spec)
+          : sim::move_methods(spec, spec.deployments[static_cast<std::size_t>(m.deployment)]);
   const cost_model::Strategy strategy =
       cost_model::strategy_named(m.strategy).value_or(cost_model::Strategy::kTokenReplay);
   const cost_model::MoveState state{

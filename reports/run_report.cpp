@@ -32,18 +32,28 @@ std::string fmt_latency(double s) {
   return fmt("%.3f s", s);
 }
 
+DeploymentNames deployment_names(const std::vector<sim::RunResult>& runs) {
+  DeploymentNames names;
+  if (!runs.empty()) {
+    for (const sim::RunResult::Deployment& d : runs.front().deployments) names.push_back(d.name);
+  }
+  return names;
+}
+
 std::string requests_csv(const std::vector<sim::RunResult>& runs) {
-  std::string o = requests_csv_header();
+  const DeploymentNames names = deployment_names(runs);
+  std::string o = requests_csv_header(names);
   for (const sim::RunResult& run : runs) {
-    for (const sim::RequestRecord& r : run.requests) append_request_row(o, run.strategy, r);
+    for (const sim::RequestRecord& r : run.requests) append_request_row(o, run.strategy, r, names);
   }
   return o;
 }
 
 std::string recoveries_csv(const std::vector<sim::RunResult>& runs) {
-  std::string o = recoveries_csv_header();
+  const DeploymentNames names = deployment_names(runs);
+  std::string o = recoveries_csv_header(names);
   for (const sim::RunResult& run : runs) {
-    for (const sim::MoveRecord& m : run.moves) append_move_row(o, run.strategy, m);
+    for (const sim::MoveRecord& m : run.moves) append_move_row(o, run.strategy, m, names);
   }
   return o;
 }
@@ -227,14 +237,31 @@ json run_summary(const input::ScenarioSpec& spec, const std::vector<sim::RunResu
         if (n.kind == sim::NodeKind::kGpu && n.pool == static_cast<int>(p)) gpus += n.gpu_count;
       }
       const sim::PoolSpec& pool = spec.pools[p];
-      pools.push_back(
-          {{"name", pool.name},
-           {"role", sim::pool_role_name(pool.role)},
-           {"gpus", gpus},
-           {"gpu", pool.gpu ? pool.gpu->name : spec.gpu.name},
-           {"costs", pool.gpu ? "analytic (roofline of " + pool.gpu->name + ")" : "cost_sources"}});
+      json entry = {
+          {"name", pool.name},
+          {"role", sim::pool_role_name(pool.role)},
+          {"gpus", gpus},
+          {"gpu", pool.gpu ? pool.gpu->name : spec.gpu.name},
+          {"costs", pool.gpu ? "analytic (roofline of " + pool.gpu->name + ")" : "cost_sources"}};
+      for (const sim::DeploymentSpec& d : spec.deployments) {
+        if (std::find(d.pools.begin(), d.pools.end(), static_cast<int>(p)) != d.pools.end()) {
+          entry["deployment"] = d.name;
+        }
+      }
+      pools.push_back(entry);
     }
     j["pools"] = pools;
+  }
+  if (!spec.deployments.empty()) {
+    // Each deployment's model and share; its results are in each strategy's "deployments".
+    json deployments = json::array();
+    std::string models;
+    for (const sim::DeploymentSpec& d : spec.deployments) {
+      deployments.push_back({{"name", d.name}, {"model", d.model.name}, {"share", r9(d.share)}});
+      models += (models.empty() ? "" : " + ") + d.model.name;
+    }
+    j["deployments"] = deployments;
+    j["model"] = models;
   }
   return j;
 }
@@ -350,8 +377,7 @@ std::string run_table(const json& summary) {
                 *c.host_tier);
     }
     if (c.ssd_tier) {
-      tier_line("SSD tier", "read", "SSD", "written from host-tier evictions, not timed",
-                *c.ssd_tier);
+      tier_line("SSD tier", "read", "SSD", "written from host-tier evictions", *c.ssd_tier);
     }
     if (c.storage_tier) {
       tier_line("storage tier", "fetched", "the storage node",
@@ -371,7 +397,7 @@ std::string run_table(const json& summary) {
     const HostLinkUse& h = *n.metrics.host_links;
     std::snprintf(line, sizeof line,
                   "host links, %s: %.1f GiB to the GPUs and %.1f GiB from them, %.3f s of copies; "
-                  "copies waited %.3f s for others on their link (SSD reads %.3f s)\n",
+                  "copies waited %.3f s for others on their link (SSD reads and writes %.3f s)\n",
                   n.strategy.c_str(), static_cast<double>(h.to_gpu_bytes) / (1 << 30),
                   static_cast<double>(h.from_gpu_bytes) / (1 << 30), h.busy_s, h.waited_s,
                   h.ssd_waited_s);
@@ -393,6 +419,28 @@ std::string run_table(const json& summary) {
                   static_cast<double>(p.swapped_peak_bytes) / (1 << 30),
                   static_cast<long long>(p.swap_fallbacks));
     o << line;
+  }
+  for (const NamedMetrics& n : strategies) {
+    for (const auto& [name, d] : n.metrics.deployments) {
+      std::snprintf(line, sizeof line,
+                    "deployment %s (%s), %s: %lld of %lld requests completed; TTFT p50 %s, "
+                    "p99 %s; TPOT p50 %s; %lld recoveries (p99 %s), %lld migrations",
+                    name.c_str(), d.model.c_str(), n.strategy.c_str(),
+                    static_cast<long long>(d.requests.completed),
+                    static_cast<long long>(d.requests.arrived),
+                    d.ttft.count ? fmt_latency(d.ttft.p50_s).c_str() : "-",
+                    d.ttft.count ? fmt_latency(d.ttft.p99_s).c_str() : "-",
+                    d.tpot.count ? fmt_latency(d.tpot.p50_s).c_str() : "-",
+                    static_cast<long long>(d.recoveries),
+                    d.recovery.count ? fmt_latency(d.recovery.p99_s).c_str() : "-",
+                    static_cast<long long>(d.migrations));
+      o << line;
+      // What its moves ran (adaptive picks per deployment).
+      std::string ran;
+      for (const auto& [strategy, count] : d.by_strategy)
+        ran += (ran.empty() ? "" : ", ") + strategy + " " + std::to_string(count);
+      o << (ran.empty() ? "" : " (moves ran " + ran + ")") << "\n";
+    }
   }
   if (summary.contains("pools")) {
     o << "pools:";

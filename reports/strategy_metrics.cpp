@@ -93,22 +93,64 @@ PrefixCacheUse prefix_cache_use(const sim::PrefixCacheStats& c, const sim::Prefi
   return u;
 }
 
-Quality quality(const input::ScenarioSpec& spec, const sim::RunTally& t) {
+// The quality of the moves in `t`, made with these methods (none: say nothing of them).
+Quality quality(const std::optional<sim::RiskKvSpec>& risk_kv,
+                const std::optional<sim::ProxyKvSpec>& proxy_kv, const sim::RunTally& t) {
   const std::int64_t ok_moves = t.recoveries + t.migrations + t.handoffs;
   Quality q{t.lossy, ok_moves ? r9(t.delta_nll_sum / ok_moves) : 0.0, std::nullopt, std::nullopt};
-  if (spec.proxy_kv)
-    q.proxy_kv = Quality::ProxyKv{spec.proxy_kv->delta_nll, spec.proxy_kv->delta_nll_source};
-  if (spec.risk_kv && spec.risk_kv->violation_share) {
+  if (proxy_kv) q.proxy_kv = Quality::ProxyKv{proxy_kv->delta_nll, proxy_kv->delta_nll_source};
+  if (risk_kv && risk_kv->violation_share) {
     // The calibration's held-out share of requests over its ε, applied to the rebuilds made.
     const auto risk = t.by_strategy.find("risk_kv");
     const std::int64_t rebuilt = risk != t.by_strategy.end() ? risk->second : 0;
     char share[32];
-    std::snprintf(share, sizeof share, "%.4f", *spec.risk_kv->violation_share);
+    std::snprintf(share, sizeof share, "%.4f", *risk_kv->violation_share);
     q.risk_kv = Quality::RiskKv{
-        rebuilt, r9(*spec.risk_kv->violation_share * rebuilt),
-        "test-set violation share " + std::string(share) + " of " + spec.risk_kv->topology_source};
+        rebuilt, r9(*risk_kv->violation_share * rebuilt),
+        "test-set violation share " + std::string(share) + " of " + risk_kv->topology_source};
   }
   return q;
+}
+
+std::optional<SloViolations> slo_violations(const input::ScenarioSpec& spec,
+                                            const sim::RunTally& t) {
+  if (!spec.slo.ttft && !spec.slo.e2e) return std::nullopt;
+  SloViolations v;
+  if (spec.slo.ttft) {
+    for (double x : t.ttft_s) v.ttft += x > spec.slo.ttft->value;
+  }
+  if (spec.slo.e2e) {
+    for (double x : t.e2e_s) v.e2e += x > spec.slo.e2e->value;
+  }
+  return v;
+}
+
+// A deployment's part of the run, from the records it served.
+DeploymentUse deployment_use(const input::ScenarioSpec& spec, const sim::DeploymentSpec& d,
+                             const sim::RunTally& t, std::int64_t duration_ns) {
+  DeploymentUse u;
+  u.model = d.model.name;
+  u.requests = {t.arrived, t.completed, t.failed, t.unfinished};
+  u.goodput_tokens_per_s = r9(static_cast<double>(t.output_tokens) / s_of(duration_ns));
+  u.ttft = ttft_distribution(t, duration_ns);
+  u.e2e = distribution(t.e2e_s);
+  u.tpot = distribution(t.tpot_s);
+  u.recoveries = t.recoveries;
+  u.migrations = t.migrations;
+  u.failed_moves = t.failed_moves;
+  u.unfinished_moves = t.open_recoveries + t.open_migrations + t.open_handoffs;
+  u.by_strategy = t.by_strategy;
+  u.recovery = move_latency(t.recovery_s, t.open_recoveries);
+  const bool prefill_pool = std::any_of(d.pools.begin(), d.pools.end(), [&](int p) {
+    return spec.pools[static_cast<std::size_t>(p)].role == sim::PoolRole::kPrefill;
+  });
+  if (prefill_pool) {
+    u.handoffs = t.handoffs;
+    u.handoff = move_latency(t.handoff_s, t.open_handoffs);
+  }
+  u.quality = quality(d.risk_kv, d.proxy_kv, t);
+  u.slo = slo_violations(spec, t);
+  return u;
 }
 
 // Samples come in time order, one per busy link direction per instant.
@@ -181,7 +223,11 @@ StrategyMetrics strategy_metrics(const input::ScenarioSpec& spec, const sim::Run
   m.predictors = {run.predictor_copies, run.predictor_bytes_resident, uses,
                   run.predictor_copies ? r9(static_cast<double>(uses) / run.predictor_copies) : 0.0,
                   g.batched_reconstructions};
-  m.quality = quality(spec, t);
+  // With several deployments each one's methods are in its own entry.
+  static const std::optional<sim::RiskKvSpec> no_risk;
+  static const std::optional<sim::ProxyKvSpec> no_proxy;
+  const bool one_model = spec.deployments.empty();
+  m.quality = quality(one_model ? spec.risk_kv : no_risk, one_model ? spec.proxy_kv : no_proxy, t);
   m.events = run.events;
   if (const sim::HostLinkStats& h = run.host_links; h.to_gpu_bytes + h.from_gpu_bytes > 0) {
     m.host_links = HostLinkUse{h.to_gpu_bytes, h.from_gpu_bytes, r9(s_of(h.busy_ns)),
@@ -206,15 +252,10 @@ StrategyMetrics strategy_metrics(const input::ScenarioSpec& spec, const sim::Run
   if (spec.serving.prefix_cache.enabled) {
     m.prefix_cache = prefix_cache_use(run.prefix_cache, spec.serving.prefix_cache);
   }
-  if (spec.slo.ttft || spec.slo.e2e) {
-    SloViolations v;
-    if (spec.slo.ttft) {
-      for (double x : t.ttft_s) v.ttft += x > spec.slo.ttft->value;
-    }
-    if (spec.slo.e2e) {
-      for (double x : t.e2e_s) v.e2e += x > spec.slo.e2e->value;
-    }
-    m.slo = v;
+  m.slo = slo_violations(spec, t);
+  for (std::size_t d = 0; d < run.deployments.size() && d < spec.deployments.size(); ++d) {
+    m.deployments[run.deployments[d].name] =
+        deployment_use(spec, spec.deployments[d], run.deployments[d].tally, run.duration_ns);
   }
   if (with_busiest_link) m.busiest_link = busiest_link(run.link_samples);
   return m;

@@ -55,7 +55,7 @@ struct ReplicaUse {
   std::int64_t unprotected_requests = 0;
 };
 
-/// Copies over the GPUs' host links and the nodes' SSD reads (sim::HostLinkStats).
+/// Copies over the GPUs' host links and the nodes' SSD reads and writes (sim::HostLinkStats).
 struct HostLinkUse {
   std::int64_t to_gpu_bytes = 0, from_gpu_bytes = 0;
   double busy_s = 0, waited_s = 0, ssd_waited_s = 0;
@@ -113,6 +113,21 @@ struct SloViolations {
   std::int64_t ttft = 0, e2e = 0;
 };
 
+/// One deployment's part of a run (scenarios that serve several models).
+struct DeploymentUse {
+  std::string model;
+  RequestCounts requests;
+  double goodput_tokens_per_s = 0;
+  Distribution ttft, e2e, tpot;
+  std::int64_t recoveries = 0, migrations = 0, failed_moves = 0, unfinished_moves = 0;
+  std::map<std::string, std::int64_t> by_strategy;  ///< done moves by executed strategy
+  std::optional<std::int64_t> handoffs;             ///< a deployment with a prefill pool
+  Distribution recovery;
+  std::optional<Distribution> handoff;  ///< a deployment with a prefill pool
+  Quality quality;                      ///< of its moves, with its own methods' sources
+  std::optional<SloViolations> slo;     ///< the scenario sets an SLO
+};
+
 /// The busiest link direction's utilisation at each sampling instant that carried traffic
 /// (links.csv reduced to one value per instant). A long run samples millions of instants; at
 /// most kMaxBusiestLinkPoints are kept, each the peak of its span of time (a busy moment stays
@@ -142,6 +157,8 @@ struct StrategyMetrics {
   std::optional<HostLinkUse> host_links;
   std::optional<SloViolations> slo;         ///< the scenario sets an SLO
   std::optional<BusiestLink> busiest_link;  ///< asked for (the run's own summary.json)
+  /// Each deployment's part, by name (a scenario with "deployments" only).
+  std::map<std::string, DeploymentUse> deployments;
 };
 
 /// A strategy's metrics under its name.

@@ -61,6 +61,11 @@ class Fields {
     return out;
   }
   [[noreturn]] void fail(const std::string& why) const { throw InputError(where_ + ": " + why); }
+  std::vector<std::string> keys() const {
+    std::vector<std::string> out;
+    for (const auto& [key, v] : j_.items()) out.push_back(key);
+    return out;
+  }
 
  private:
   const json& at(const std::string& key) const {
@@ -269,11 +274,72 @@ BusiestLink read_busiest_link(const Fields& f) {
   return b;
 }
 
+json requests_json(const RequestCounts& r) {
+  return {{"arrived", r.arrived},
+          {"completed", r.completed},
+          {"failed", r.failed},
+          {"unfinished", r.unfinished}};
+}
+
+RequestCounts read_requests(const Fields& r) {
+  return {r.integer("arrived"), r.integer("completed"), r.integer("failed"),
+          r.integer("unfinished")};
+}
+
+json slo_json(const SloViolations& v) {
+  return {{"ttft_violations", v.ttft}, {"e2e_violations", v.e2e}};
+}
+
+SloViolations read_slo(const Fields& s) {
+  return {s.integer("ttft_violations"), s.integer("e2e_violations")};
+}
+
+json deployment_json(const DeploymentUse& u) {
+  json moves = {{"recoveries", u.recoveries},
+                {"migrations", u.migrations},
+                {"failed", u.failed_moves},
+                {"unfinished", u.unfinished_moves},
+                {"by_strategy", u.by_strategy}};
+  if (u.handoffs) moves["handoffs"] = *u.handoffs;
+  json j = {{"model", u.model},
+            {"requests", requests_json(u.requests)},
+            {"goodput_tokens_per_s", u.goodput_tokens_per_s},
+            {"ttft", distribution_json(u.ttft)},
+            {"e2e", distribution_json(u.e2e)},
+            {"tpot", distribution_json(u.tpot)},
+            {"moves", moves},
+            {"recovery", distribution_json(u.recovery)},
+            {"quality", quality_json(u.quality)}};
+  if (u.handoff) j["handoff"] = distribution_json(*u.handoff);
+  if (u.slo) j["slo"] = slo_json(*u.slo);
+  return j;
+}
+
+DeploymentUse read_deployment(const Fields& f) {
+  DeploymentUse u;
+  u.model = f.text("model");
+  u.requests = read_requests(f.object("requests"));
+  u.goodput_tokens_per_s = f.number("goodput_tokens_per_s");
+  u.ttft = read_distribution(f.object("ttft"));
+  u.e2e = read_distribution(f.object("e2e"));
+  u.tpot = read_distribution(f.object("tpot"));
+  const Fields mv = f.object("moves");
+  u.recoveries = mv.integer("recoveries");
+  u.migrations = mv.integer("migrations");
+  u.failed_moves = mv.integer("failed");
+  u.unfinished_moves = mv.integer("unfinished");
+  u.by_strategy = mv.counts("by_strategy");
+  u.handoffs = mv.optional_integer("handoffs");
+  u.recovery = read_distribution(f.object("recovery"));
+  if (f.has("handoff")) u.handoff = read_distribution(f.object("handoff"));
+  u.quality = read_quality(f.object("quality"));
+  if (f.has("slo")) u.slo = read_slo(f.object("slo"));
+  return u;
+}
+
 StrategyMetrics read_metrics(const Fields& f) {
   StrategyMetrics m;
-  const Fields r = f.object("requests");
-  m.requests = {r.integer("arrived"), r.integer("completed"), r.integer("failed"),
-                r.integer("unfinished")};
+  m.requests = read_requests(f.object("requests"));
   m.goodput_tokens_per_s = f.number("goodput_tokens_per_s");
   m.ttft = read_distribution(f.object("ttft"));
   m.e2e = read_distribution(f.object("e2e"));
@@ -304,9 +370,11 @@ StrategyMetrics read_metrics(const Fields& f) {
   if (f.has("prefix_cache")) m.prefix_cache = read_prefix_cache(f.object("prefix_cache"));
   if (f.has("preemption")) m.preemption = read_preemption(f.object("preemption"));
   if (f.has("host_links")) m.host_links = read_host_links(f.object("host_links"));
-  if (f.has("slo")) {
-    const Fields s = f.object("slo");
-    m.slo = SloViolations{s.integer("ttft_violations"), s.integer("e2e_violations")};
+  if (f.has("slo")) m.slo = read_slo(f.object("slo"));
+  if (f.has("deployments")) {
+    const Fields ds = f.object("deployments");
+    for (const std::string& name : ds.keys())
+      m.deployments[name] = read_deployment(ds.object(name));
   }
   if (f.has("busiest_link")) m.busiest_link = read_busiest_link(f.object("busiest_link"));
   return m;
@@ -317,11 +385,7 @@ StrategyMetrics read_metrics(const Fields& f) {
 json to_json(const StrategyMetrics& m) {
   const MoveCounts& mv = m.moves;
   json j = {
-      {"requests",
-       {{"arrived", m.requests.arrived},
-        {"completed", m.requests.completed},
-        {"failed", m.requests.failed},
-        {"unfinished", m.requests.unfinished}}},
+      {"requests", requests_json(m.requests)},
       {"goodput_tokens_per_s", m.goodput_tokens_per_s},
       {"ttft", distribution_json(m.ttft)},
       {"e2e", distribution_json(m.e2e)},
@@ -368,7 +432,8 @@ json to_json(const StrategyMetrics& m) {
   if (m.prefix_cache) j["prefix_cache"] = prefix_cache_json(*m.prefix_cache);
   if (m.preemption) j["preemption"] = preemption_json(*m.preemption);
   if (m.host_links) j["host_links"] = host_links_json(*m.host_links);
-  if (m.slo) j["slo"] = {{"ttft_violations", m.slo->ttft}, {"e2e_violations", m.slo->e2e}};
+  if (m.slo) j["slo"] = slo_json(*m.slo);
+  for (const auto& [name, u] : m.deployments) j["deployments"][name] = deployment_json(u);
   if (m.busiest_link) {
     j["busiest_link"] = {{"t_s", m.busiest_link->t_s},
                          {"utilisation", m.busiest_link->utilisation}};

@@ -58,6 +58,10 @@ struct TraceRequest {
   /// Keys of the prompt's leading blocks (Mooncake hash_ids: equal key, equal prefix); empty
   /// when the trace has none.
   std::vector<std::uint64_t> block_hashes;
+  /// The model it asks for (the trace's "model" field or column; empty: none), and which of
+  /// the scenario's deployments that is (the loader resolves it; -1: drawn by share).
+  std::string model;
+  int deployment = -1;
 };
 
 /// Generated arrivals: a share of requests open with one of `groups` common prefixes (a
@@ -90,11 +94,13 @@ struct PrefixCacheSpec {
   /// prefill, and a block gone from a GPU's HBM loads from it over the host link.
   bool host_offload = false;
   /// A third tier, each GPU node's local SSD (needs host_offload): the blocks the host tier
-  /// evicts are written to it (counted, not timed), and a block found only here is read into
-  /// host DRAM at `read_bandwidth` before it crosses the host link. It survives node failures.
+  /// evicts are written to it at `write_bandwidth`, and a block found only here is read into
+  /// host DRAM at `read_bandwidth` before it crosses the host link; reads and writes take
+  /// turns on the SSD. It survives node failures.
   struct SsdTier {
     Bytes capacity;  ///< per GPU node
     BitsPerSecond read_bandwidth;
+    BitsPerSecond write_bandwidth;  ///< the scenario's, or read_bandwidth when it gives none
   };
   std::optional<SsdTier> ssd_tier;
   /// The last tier, shared by every GPU node: a storage node (needs host_offload). The blocks
@@ -258,9 +264,25 @@ struct PredictorSpec {
   bool batch_reconstruction = true;  ///< requests recovered together share one GEMM
 };
 
+// ---------------------------------------------------------------- deployments
+
+/// One model a scenario serves: its pools, its share of the arrivals that do not name a
+/// model, and its own RISK-KV / ProxyKV methods (predictors are its own; the predictors
+/// section's placement applies to each deployment's).
+struct DeploymentSpec {
+  std::string name;
+  cost_model::ModelSpec model;
+  std::optional<RiskKvSpec> risk_kv;
+  std::optional<ProxyKvSpec> proxy_kv;
+  std::vector<int> pools;  ///< indices into SimulationSpec::pools
+  double share = 1;        ///< of the arrivals that do not name a model
+};
+
 // ---------------------------------------------------------------- the simulation
 
 struct SimulationSpec {
+  /// The model served, and its methods (risk_kv, proxy_kv); with several deployments, the
+  /// first deployment's (the serving model reads `deployments`).
   cost_model::ModelSpec model;
   cost_model::GpuSpec gpu;
   ClusterSpec cluster;
@@ -274,6 +296,9 @@ struct SimulationSpec {
   PredictorSpec predictors;
   /// Empty: one implicit mixed pool of every GPU, routed by policies.router.
   std::vector<PoolSpec> pools;
+  /// Empty: one deployment, of `model`, `risk_kv` and `proxy_kv`, on every GPU. Otherwise
+  /// two or more, each on its own pools (every pool in exactly one).
+  std::vector<DeploymentSpec> deployments;
   TransferEngineSpec transfer_engine;
   std::uint64_t seed = 1;
   Seconds duration;
@@ -307,23 +332,44 @@ constexpr const char* event_kind_name(EventKind k) {
   return "?";
 }
 
-/// The scenario's methods as the move planner takes them (cost_model/move_plan.hpp). They
-/// point into `spec`, which must outlive them.
-inline cost_model::MoveMethods move_methods(const SimulationSpec& spec) {
+/// A model's methods as the move planner takes them (cost_model/move_plan.hpp). They point
+/// into `model` and `risk`, which must outlive them.
+inline cost_model::MoveMethods move_methods(const SimulationSpec& spec,
+                                            const cost_model::ModelSpec& model,
+                                            const std::optional<RiskKvSpec>& risk,
+                                            const std::optional<ProxyKvSpec>& proxy) {
   cost_model::MoveMethods m;
-  m.model = &spec.model;
-  if (spec.risk_kv) {
-    m.omission = &spec.risk_kv->omission;
-    m.predictor_dtype = spec.risk_kv->predictor_dtype;
-    m.risk_delta_nll = spec.risk_kv->delta_nll;
+  m.model = &model;
+  if (risk) {
+    m.omission = &risk->omission;
+    m.predictor_dtype = risk->predictor_dtype;
+    m.risk_delta_nll = risk->delta_nll;
   }
-  if (spec.proxy_kv) {
-    m.retention = spec.proxy_kv->retention;
-    m.proxy_delta_nll = spec.proxy_kv->delta_nll;
+  if (proxy) {
+    m.retention = proxy->retention;
+    m.proxy_delta_nll = proxy->delta_nll;
   }
   m.engine = {spec.transfer_engine.setup, spec.transfer_engine.per_block,
               spec.serving.kv_block_tokens};
   return m;
+}
+
+/// The scenario's methods (its first deployment's).
+inline cost_model::MoveMethods move_methods(const SimulationSpec& spec) {
+  return move_methods(spec, spec.model, spec.risk_kv, spec.proxy_kv);
+}
+
+inline cost_model::MoveMethods move_methods(const SimulationSpec& spec, const DeploymentSpec& d) {
+  return move_methods(spec, d.model, d.risk_kv, d.proxy_kv);
+}
+
+/// The deployments a run serves: `spec.deployments`, or the one implicit deployment of the
+/// scenario's model on every pool.
+inline std::vector<DeploymentSpec> served_deployments(const SimulationSpec& spec) {
+  if (!spec.deployments.empty()) return spec.deployments;
+  DeploymentSpec d{spec.model.name, spec.model, spec.risk_kv, spec.proxy_kv, {}, 1};
+  for (std::size_t p = 0; p < spec.pools.size(); ++p) d.pools.push_back(static_cast<int>(p));
+  return {d};
 }
 
 constexpr const char* pool_role_name(PoolRole r) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 namespace kvshift::sim {
 
@@ -90,12 +91,26 @@ std::int64_t sample_tokens(const TokenDist& d, Rng& rng) {
   return d.value;
 }
 
-Workload::Workload(const WorkloadSpec& spec, std::uint64_t seed, Seconds horizon)
+Workload::Workload(const WorkloadSpec& spec, std::uint64_t seed, Seconds horizon,
+                   std::vector<double> shares)
     : spec_(&spec),
       horizon_ns_(static_cast<std::int64_t>(std::llround(horizon.value * 1e9))),
       arrivals_(derive_seed(seed, 1)),
       tokens_(derive_seed(seed, 2)),
-      prefixes_(derive_seed(seed, 3)) {}
+      prefixes_(derive_seed(seed, 3)),
+      deployments_(derive_seed(seed, 4)),
+      shares_(std::move(shares)) {}
+
+int Workload::draw_deployment() {
+  if (shares_.size() < 2) return 0;
+  const double u = deployments_.uniform();
+  double below = 0;
+  for (std::size_t d = 0; d + 1 < shares_.size(); ++d) {
+    below += shares_[d];
+    if (u < below) return static_cast<int>(d);
+  }
+  return static_cast<int>(shares_.size() - 1);
+}
 
 std::optional<RequestArrival> Workload::next() {
   if (spec_->max_requests > 0 && next_id_ >= static_cast<std::uint64_t>(spec_->max_requests)) {
@@ -135,6 +150,7 @@ std::optional<RequestArrival> Workload::next_generated() {
       r.prefix_tokens = std::min(p->tokens, r.prompt_tokens);
     }
   }
+  r.deployment = draw_deployment();
   return r;
 }
 
@@ -150,12 +166,13 @@ std::optional<RequestArrival> Workload::next_from_trace() {
   r.prompt_tokens = t.prompt_tokens;
   r.output_tokens = t.output_tokens;
   r.block_hashes = &t.block_hashes;
+  r.deployment = t.deployment >= 0 ? t.deployment : draw_deployment();
   return r;
 }
 
 std::vector<RequestArrival> generate_requests(const WorkloadSpec& spec, std::uint64_t seed,
-                                              Seconds horizon) {
-  Workload w(spec, seed, horizon);
+                                              Seconds horizon, std::vector<double> shares) {
+  Workload w(spec, seed, horizon, std::move(shares));
   std::vector<RequestArrival> out;
   while (auto r = w.next()) out.push_back(*r);
   return out;

@@ -31,6 +31,7 @@ struct RequestArrival {
   std::int64_t prefix_tokens = 0;
   /// Replayed trace: the keys of the prompt's leading blocks (the trace outlives the stream).
   const std::vector<std::uint64_t>* block_hashes = nullptr;
+  int deployment = 0;  ///< which of the scenario's deployments serves it
 };
 
 /// Seeded random source with hand-written samplers (portable across standard libraries).
@@ -66,7 +67,11 @@ std::int64_t sample_tokens(const TokenDist& d, Rng& rng);
 /// Pull-based request stream: arrivals in [0, horizon), at most max_requests.
 class Workload {
  public:
-  Workload(const WorkloadSpec& spec, std::uint64_t seed, Seconds horizon);
+  /// `shares`: the deployments' shares of the arrivals that do not name one (empty or one:
+  /// every arrival is deployment 0's). With two or more, each such arrival takes one draw
+  /// of a stream of its own, so arrivals and lengths stay those of the single-model stream.
+  Workload(const WorkloadSpec& spec, std::uint64_t seed, Seconds horizon,
+           std::vector<double> shares = {});
   /// The next request, or nullopt when the stream has ended.
   std::optional<RequestArrival> next();
   /// Requests produced so far.
@@ -75,12 +80,15 @@ class Workload {
  private:
   std::optional<RequestArrival> next_generated();
   std::optional<RequestArrival> next_from_trace();
+  int draw_deployment();
 
   const WorkloadSpec* spec_;
   std::int64_t horizon_ns_;
   Rng arrivals_;
   Rng tokens_;
-  Rng prefixes_;               ///< shared-prefix choices, a stream of their own
+  Rng prefixes_;     ///< shared-prefix choices, a stream of their own
+  Rng deployments_;  ///< deployment choices, a stream of their own
+  std::vector<double> shares_;
   std::int64_t clock_ns_ = 0;  ///< generated arrivals: time of the last arrival
   std::size_t trace_pos_ = 0;
   std::uint64_t next_id_ = 0;
@@ -88,6 +96,6 @@ class Workload {
 
 /// The whole stream at once (for tests and small scenarios).
 std::vector<RequestArrival> generate_requests(const WorkloadSpec& spec, std::uint64_t seed,
-                                              Seconds horizon);
+                                              Seconds horizon, std::vector<double> shares = {});
 
 }  // namespace kvshift::sim

@@ -55,9 +55,16 @@ std::string csv_from(const SweepPlan& plan, const std::map<std::uint64_t, std::s
     }
   }
   const std::vector<std::string> strategies = strategy_union(metrics);
-  std::string csv = sweep_header(plan.axes, strategies) + "\n";
+  std::set<std::string> deployment_names;  // every point serves the same ones
+  for (const auto& point : metrics) {
+    for (const reports::NamedMetrics& n : point) {
+      for (const auto& [name, use] : n.metrics.deployments) deployment_names.insert(name);
+    }
+  }
+  const std::vector<std::string> deployments(deployment_names.begin(), deployment_names.end());
+  std::string csv = sweep_header(plan.axes, strategies, deployments) + "\n";
   for (std::size_t i = 0; i < ks.size(); ++i) {
-    csv += sweep_row(plan.axes, ks[i], seeds[i], strategies, metrics[i]) + "\n";
+    csv += sweep_row(plan.axes, ks[i], seeds[i], strategies, metrics[i], deployments) + "\n";
   }
   if (strategies_out) *strategies_out = strategies;
   return csv;

@@ -52,6 +52,9 @@ void check_size(const input::ScenarioSpec& spec) {
                      std::to_string(kMaxAgents) + ")");
   }
   if (gpus < 2) throw InputError(spec.source + ": /cluster: the testbed needs two GPU nodes");
+  if (spec.deployments.size() > 1) {
+    throw InputError(spec.source + ": /deployments: the testbed runs one model");
+  }
 }
 
 Setup load_setup(const input::ScenarioSpec& spec, const TestbedOptions& o) {

@@ -89,7 +89,9 @@ int run(const RunCliOptions& o) {
   std::optional<reports::RecordCsvWriter> records;
   std::vector<sim::RunResult> runs;
   try {
-    records.emplace(tmp, wants("requests"), wants("recoveries"));
+    reports::DeploymentNames deployments;
+    for (const sim::DeploymentSpec& d : spec.deployments) deployments.push_back(d.name);
+    records.emplace(tmp, wants("requests"), wants("recoveries"), std::move(deployments));
     options.sink = &*records;
     options.keep_records = wants("trace");
     runs = sim::run_scenario(spec, *compute, options);

@@ -101,6 +101,11 @@ int run_analytic(const SweepCliOptions& o) {
   sweep::AnalyticSetup setup;
   if (!o.scenario.empty()) {
     const input::ScenarioSpec spec = input::load_scenario_file(o.scenario);
+    if (spec.deployments.size() > 1 && o.model.empty()) {
+      throw InputError(o.scenario +
+                       ": it serves several models; the analytic sweep prices one: "
+                       "name it with --model");
+    }
     setup.model = spec.model;
     setup.gpu = spec.gpu;
     if (spec.risk_kv) setup.predictor_dtype = spec.risk_kv->predictor_dtype;

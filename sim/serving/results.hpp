@@ -62,6 +62,7 @@ constexpr const char* request_outcome_name(RequestOutcome o) {
 
 struct RequestRecord {
   std::uint64_t id = 0;
+  int deployment = 0;  ///< index into RunResult::deployments (0 with one model)
   std::int64_t prompt_tokens = 0;
   std::int64_t output_tokens = 0;
   std::int64_t arrival_ns = 0;
@@ -79,6 +80,7 @@ struct RequestRecord {
 /// One migration or recovery of one request.
 struct MoveRecord {
   std::uint64_t request = 0;
+  int deployment = 0;  ///< its request's
   MoveTrigger trigger = MoveTrigger::kFailure;
   std::string from;
   std::string to;
@@ -188,12 +190,12 @@ struct PreemptionStats {
 };
 
 /// Copies over the GPUs' host links (tier loads, write-through, local replicas and moves,
-/// swaps) and the nodes' SSD reads, each channel serving its copies in turn.
+/// swaps) and the nodes' SSD reads and writes, each channel serving its copies in turn.
 struct HostLinkStats {
   std::int64_t to_gpu_bytes = 0, from_gpu_bytes = 0;
   std::int64_t busy_ns = 0;        ///< copy time, summed over both directions of every GPU
   std::int64_t waited_ns = 0;      ///< time copies waited for the ones ahead of them
-  std::int64_t ssd_waited_ns = 0;  ///< time SSD reads waited for the ones ahead of them
+  std::int64_t ssd_waited_ns = 0;  ///< time SSD reads and writes waited for those ahead
 };
 
 /// One trace-event span (Chrome trace format: one track per node or link).
@@ -257,6 +259,13 @@ struct RunResult {
   std::string strategy;
   std::int64_t duration_ns = 0;
   RunTally tally;
+  /// With several deployments: each one's name and tally (the records it served); empty
+  /// with one model.
+  struct Deployment {
+    std::string name;
+    RunTally tally;
+  };
+  std::vector<Deployment> deployments;
   std::vector<RequestRecord> requests;  ///< empty unless RecordOptions::keep
   std::vector<MoveRecord> moves;        ///< empty unless RecordOptions::keep
   std::vector<LinkSample> link_samples;

@@ -1,36 +1,56 @@
 #include "sim/serving/scenario_run.hpp"
 
+#include <algorithm>
 #include <memory>
 
 #include "sim/serving/network_fabric.hpp"
 #include "sim/serving/serving_model.hpp"
 
 namespace kvshift::sim {
+namespace {
+
+// Durations of one deployment's model and methods on the GPUs `compute` describes.
+std::unique_ptr<ServingCosts> costs_for(const cost_model::ComputeCosts& compute,
+                                        const DeploymentSpec& d) {
+  static const cost_model::OmissionPlan none;
+  std::optional<cost_model::ModelSpec> proxy;
+  if (d.proxy_kv) proxy = d.proxy_kv->proxy_model;
+  return std::make_unique<ServingCosts>(
+      compute, d.model, d.risk_kv ? d.risk_kv->omission : none,
+      d.risk_kv ? d.risk_kv->predictor_dtype : cost_model::DType::kF32, proxy,
+      d.proxy_kv ? d.proxy_kv->retention : 0.5);
+}
+
+}  // namespace
 
 std::vector<RunResult> run_scenario(const SimulationSpec& spec,
                                     const cost_model::ComputeCosts& compute,
                                     const RunOptions& options) {
-  const cost_model::OmissionPlan none;
-  const cost_model::OmissionPlan& omission = spec.risk_kv ? spec.risk_kv->omission : none;
-  const cost_model::DType predictor_dtype =
-      spec.risk_kv ? spec.risk_kv->predictor_dtype : cost_model::DType::kF32;
-  std::optional<cost_model::ModelSpec> proxy;
-  if (spec.proxy_kv) proxy = spec.proxy_kv->proxy_model;
-  const double retention = spec.proxy_kv ? spec.proxy_kv->retention : 0.5;
-  const ServingCosts costs(compute, spec.model, omission, predictor_dtype, proxy, retention);
-  // A pool with its own GPU is priced by the roofline of that GPU (the loader allows
-  // per-pool GPUs only with analytic costs: a profile or live table measures one GPU).
+  // The costs point into these specs: they live as long as the runs.
+  const std::vector<DeploymentSpec> served = served_deployments(spec);
+  const std::unique_ptr<ServingCosts> costs = costs_for(compute, served.front());
+  // A pool is priced by its deployment's model, on the roofline of its own GPU when it has
+  // one (the loader allows per-pool GPUs and several models only with analytic costs: a
+  // profile or live table measures one model on one GPU).
   std::vector<std::unique_ptr<cost_model::RooflineCosts>> rooflines;
   std::vector<std::unique_ptr<ServingCosts>> pool_costs;
   std::vector<const ServingCosts*> by_pool;
-  for (const PoolSpec& pool : spec.pools) {
-    if (!pool.gpu) {
+  for (std::size_t p = 0; p < spec.pools.size(); ++p) {
+    const PoolSpec& pool = spec.pools[p];
+    const auto serves = [&](const DeploymentSpec& d) {
+      return std::find(d.pools.begin(), d.pools.end(), static_cast<int>(p)) != d.pools.end();
+    };
+    const auto d = std::find_if(served.begin(), served.end(), serves);
+    if (!pool.gpu && d == served.begin()) {
       by_pool.push_back(nullptr);
       continue;
     }
-    rooflines.push_back(std::make_unique<cost_model::RooflineCosts>(*pool.gpu));
-    pool_costs.push_back(std::make_unique<ServingCosts>(*rooflines.back(), spec.model, omission,
-                                                        predictor_dtype, proxy, retention));
+    const cost_model::ComputeCosts* on = &compute;
+    if (pool.gpu) {
+      rooflines.push_back(std::make_unique<cost_model::RooflineCosts>(*pool.gpu));
+      on = rooflines.back().get();
+    }
+    pool_costs.push_back(costs_for(*on, d == served.end() ? served.front() : *d));
     by_pool.push_back(pool_costs.back().get());
   }
 
@@ -38,7 +58,7 @@ std::vector<RunResult> run_scenario(const SimulationSpec& spec,
   for (Strategy strategy : spec.policies.strategies) {
     Simulator sim;
     NetworkFabric fabric(sim, spec.cluster, spec.gpu.name);
-    ServingModel model(sim, fabric, spec, costs, strategy,
+    ServingModel model(sim, fabric, spec, *costs, strategy,
                        {options.record_trace, options.keep_records, options.sink}, by_pool);
     model.start();
     const SimTime end = from_seconds(spec.duration);

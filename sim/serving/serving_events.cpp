@@ -89,7 +89,7 @@ void ServingModel::schedule_events() {
 void ServingModel::node_failure(int node, SimTime detection_delay) {
   if (!node_up_[node]) return;
   node_up_[node] = false;
-  predictors_->drop(node);
+  for (Deployment& d : deployments_) d.predictors->drop(node);
   if (proxy_gpus_[node]) proxy_gpus_[node]->fail();  // scores in flight are lost
   const std::vector<std::uint64_t> lost =
       fail_gpus(node_gpus_[node], "node " + spec_.cluster.nodes[node].name + " failed");
@@ -192,7 +192,7 @@ void ServingModel::recover_lost(const std::vector<std::uint64_t>& lost, int node
     }
     if (r.phase == Phase::kPrefill || r.phase == Phase::kQueued || r.phase == Phase::kHandingOff) {
       r.phase = Phase::kQueued;  // nothing computed yet worth saving: start over
-      pending_.push_front(id);
+      deployment(r).pending.push_front(id);
       continue;
     }
     r.phase = Phase::kMoving;
@@ -215,9 +215,10 @@ void ServingModel::node_repair(int node) {
     update_open(g);
   }
   fabric_.repair_node(node_id(node));
-  if (spec_.risk_kv && spec_.predictors.placement == PredictorPlacement::kPreloaded &&
-      !node_gpus_[node].empty()) {
-    predictors_->preload(node);
+  if (const int d = node_deployment_[node];
+      d >= 0 && spec_.predictors.placement == PredictorPlacement::kPreloaded &&
+      deployments_[static_cast<std::size_t>(d)].spec.risk_kv) {
+    deployments_[static_cast<std::size_t>(d)].predictors->preload(node);
   }
   admit_pending();
 }

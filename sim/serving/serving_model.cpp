@@ -10,6 +10,27 @@ namespace kvshift::sim {
 
 using namespace serving_detail;
 
+namespace {
+
+// The deployments' shares of the arrivals that name none (the workload's draw).
+std::vector<double> shares(const SimulationSpec& spec) {
+  std::vector<double> out;
+  for (const DeploymentSpec& d : spec.deployments) out.push_back(d.share);
+  return out;
+}
+
+// The deployment that serves pool `pool` (0 with one model).
+int deployment_serving(const SimulationSpec& spec, int pool) {
+  for (std::size_t d = 0; d < spec.deployments.size(); ++d) {
+    const std::vector<int>& pools = spec.deployments[d].pools;
+    if (std::find(pools.begin(), pools.end(), pool) != pools.end()) return static_cast<int>(d);
+  }
+  if (!spec.deployments.empty()) throw std::logic_error("a pool serves no deployment");
+  return 0;
+}
+
+}  // namespace
+
 ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec& spec,
                            const ServingCosts& costs, Strategy strategy, RecordOptions records,
                            std::vector<const ServingCosts*> pool_costs)
@@ -20,41 +41,46 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
       pool_costs_(std::move(pool_costs)),
       strategy_(strategy),
       records_(records),
-      workload_(spec.workload, derive_seed(spec.seed, 1), spec.duration),
+      workload_(spec.workload, derive_seed(spec.seed, 1), spec.duration, shares(spec)),
       router_(spec.pools.empty() ? spec.policies.router : spec.pools.front().router,
-              derive_seed(spec.seed, 2)) {
+              derive_seed(spec.seed, 2)),
+      deployments_(spec.deployments.empty() ? 1 : spec.deployments.size()),
+      engine_(move_methods(spec).engine) {
   result_.strategy = strategy_name(strategy);
   end_ns_ = from_seconds(spec.duration).ns;
   const std::size_t n = spec.cluster.nodes.size();
   inflight_.assign(n, 0);
-  // Pools: arrivals prefill in the prefill pools (in the decode pools under token replay,
-  // which is decode-side prefill: no disaggregation); requests decode in the others.
-  if (disaggregated(spec)) {
+  node_deployment_.assign(n, -1);
+  std::vector<DeploymentSpec> served = served_deployments(spec);
+  const auto budget = spec.predictors.hbm_budget;
+  for (std::size_t d = 0; d < deployments_.size(); ++d) {
+    Deployment& dep = deployments_[d];
+    dep.spec = std::move(served[d]);
+    dep.methods = move_methods(spec, dep.spec);
+    dep.predictor_bytes = cost_model::predictor_bytes(dep.methods).count;
+    dep.predictors =
+        std::make_unique<PredictorCache>(n, !budget || budget->count >= dep.predictor_bytes);
+    // Pools: its arrivals prefill in its prefill pools (in its decode pools under token
+    // replay, which is decode-side prefill: no disaggregation); they decode in the others.
     PoolSet prefill = 0, decode = 0;
-    for (std::size_t p = 0; p < spec.pools.size(); ++p) {
-      (spec.pools[p].role == PoolRole::kPrefill ? prefill : decode) |= PoolSet{1} << p;
+    for (int p : dep.spec.pools) {
+      (spec.pools[static_cast<std::size_t>(p)].role == PoolRole::kPrefill ? prefill : decode) |=
+          PoolSet{1} << p;
     }
-    decode_pools_ = decode;
-    arrival_pools_ = strategy == Strategy::kTokenReplay ? decode : prefill;
+    if (!spec.pools.empty()) {
+      dep.decode_pools = decode;
+      dep.arrival_pools = prefill == 0 || strategy == Strategy::kTokenReplay ? decode : prefill;
+    }
+    if (!spec.deployments.empty()) result_.deployments.push_back({dep.spec.name, {}});
   }
   for (std::size_t p = 1; p < spec.pools.size(); ++p) router_.add_pool(spec.pools[p].router);
   node_gpus_.resize(n);
   proxy_gpus_.resize(n);
   host_tiers_.resize(n);
   ssd_tiers_.resize(n);
-  ssd_reads_.resize(n);
+  ssd_io_.resize(n);
   node_up_.assign(n, true);
   node_draining_.assign(n, false);
-  methods_ = move_methods(spec);
-  predictor_bytes_ = cost_model::predictor_bytes(methods_).count;
-  const auto budget = spec.predictors.hbm_budget;
-  predictors_ = std::make_unique<PredictorCache>(n, !budget || budget->count >= predictor_bytes_);
-  // HBM holds the weights and, when preloaded, the predictors; the rest is KV.
-  const bool preloaded =
-      spec.risk_kv && spec.predictors.placement == PredictorPlacement::kPreloaded;
-  const std::int64_t weights =
-      spec.model.parameter_count() * cost_model::dtype_bytes(spec.model.weight_dtype) +
-      (preloaded ? predictor_bytes_ : 0);
   const std::int64_t epoch_cap =
       spec.protection.mode == ProtectionMode::kNone ? 64 : spec.protection.stream_every_tokens;
   for (std::size_t i = 0; i < n; ++i) {
@@ -70,12 +96,23 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
     if (predictor_source_ < 0 && node.name == spec.predictors.source) {
       predictor_source_ = static_cast<int>(i);
     }
+    const int d = deployment_serving(spec, node.pool);
+    node_deployment_[i] = d;
+    const Deployment& dep = deployments_[static_cast<std::size_t>(d)];
+    // HBM holds the weights and, when preloaded, the predictors; the rest is KV.
+    const bool preloaded =
+        dep.spec.risk_kv && spec.predictors.placement == PredictorPlacement::kPreloaded;
+    const std::int64_t weights =
+        dep.spec.model.parameter_count() * cost_model::dtype_bytes(dep.spec.model.weight_dtype) +
+        (preloaded ? dep.predictor_bytes : 0);
+    const std::int64_t prefix_block = block_bytes(d, spec.serving.prefix_cache.block_tokens);
     for (int g = 0; g < node.gpu_count; ++g) {
       Gpu& gpu = gpus_.emplace_back();
       gpu.node = static_cast<int>(i);
       const std::int64_t capacity = node.hbm_per_gpu.count - weights;
       if (capacity <= 0) {
-        throw std::runtime_error("node " + node.name + ": the model's weights do not fit in HBM");
+        throw std::runtime_error("node " + node.name + ": the weights of " + dep.spec.model.name +
+                                 " do not fit in HBM");
       }
       const int index = router_.add_gpu(static_cast<int>(i), capacity, node.pool);
       gpu.worker = std::make_unique<GpuWorker>(sim_, *this, costs_of(static_cast<int>(i)), index,
@@ -85,20 +122,17 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
       gpu.worker->set_batch_reconstructions(spec.predictors.batch_reconstruction);
       gpu.worker->set_prefill_chunk(spec.serving.prefill_chunk_tokens);
       gpu.worker->set_growth_booking(spec.serving.preemption.has_value());
-      if (spec.serving.prefix_cache.enabled) {
-        gpu.cache =
-            std::make_unique<PrefixCache>(block_bytes(spec.serving.prefix_cache.block_tokens));
-      }
+      if (spec.serving.prefix_cache.enabled)
+        gpu.cache = std::make_unique<PrefixCache>(prefix_block);
       node_gpus_[i].push_back(index);
       if (g == 0 && spec.serving.prefix_cache.enabled && spec.serving.prefix_cache.host_offload) {
-        host_tiers_[i] =
-            std::make_unique<PrefixCache>(block_bytes(spec.serving.prefix_cache.block_tokens));
+        host_tiers_[i] = std::make_unique<PrefixCache>(prefix_block);
         if (spec.serving.prefix_cache.ssd_tier) {
-          ssd_tiers_[i] =
-              std::make_unique<PrefixCache>(block_bytes(spec.serving.prefix_cache.block_tokens));
+          ssd_tiers_[i] = std::make_unique<PrefixCache>(prefix_block);
         }
       }
-      if (g == 0 && spec.proxy_kv && spec.proxy_kv->placement == ProxyPlacement::kProxyGpu) {
+      if (g == 0 && dep.spec.proxy_kv &&
+          dep.spec.proxy_kv->placement == ProxyPlacement::kProxyGpu) {
         proxy_gpus_[i] = std::make_unique<GpuWorker>(sim_, *this, costs_of(static_cast<int>(i)), -1,
                                                      "proxy:" + node.name, 1, 1, result_.gpu_time,
                                                      records_.trace ? &result_.trace : nullptr);
@@ -115,7 +149,7 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
     if (storage_tier_node_ < 0)
       throw std::logic_error("storage tier on unknown node " + tier->node);
     storage_tier_ =
-        std::make_unique<PrefixCache>(block_bytes(spec.serving.prefix_cache.block_tokens));
+        std::make_unique<PrefixCache>(block_bytes(0, spec.serving.prefix_cache.block_tokens));
   }
   if (predictor_source_ < 0) predictor_source_ = storage_node_ >= 0 ? storage_node_ : gpus_[0].node;
   std::vector<NodeKind> kinds;
@@ -126,9 +160,12 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
   }
   replicas_ = std::make_unique<ReplicaStore>(std::move(kinds), std::move(room),
                                              spec.protection.placement, storage_node_);
-  if (spec.risk_kv && spec.predictors.placement == PredictorPlacement::kPreloaded) {
+  if (spec.predictors.placement == PredictorPlacement::kPreloaded) {
     for (std::size_t i = 0; i < n; ++i) {
-      if (!node_gpus_[i].empty()) predictors_->preload(static_cast<int>(i));
+      const int d = node_deployment_[i];
+      if (d >= 0 && deployments_[static_cast<std::size_t>(d)].spec.risk_kv) {
+        deployments_[static_cast<std::size_t>(d)].predictors->preload(static_cast<int>(i));
+      }
     }
   }
   result_.gpus = static_cast<std::int64_t>(gpus_.size());
@@ -167,33 +204,35 @@ void ServingModel::update_open(int gpu) {
   router_.set_open(gpu, gpus_[gpu].worker->up() && !node_draining_[gpus_[gpu].node]);
 }
 
-std::int64_t ServingModel::kv_bytes(std::int64_t tokens) const {
-  return cost_model::kv_bytes(spec_.model, tokens).count;
+std::int64_t ServingModel::kv_bytes(int d, std::int64_t tokens) const {
+  return cost_model::kv_bytes(deployments_[static_cast<std::size_t>(d)].spec.model, tokens).count;
 }
 
-std::int64_t ServingModel::block_bytes(std::int64_t tokens) const {
+std::int64_t ServingModel::block_bytes(int d, std::int64_t tokens) const {
   const std::int64_t block = std::max<std::int64_t>(spec_.serving.kv_block_tokens, 1);
-  return kv_bytes((tokens + block - 1) / block * block);
+  return kv_bytes(d, (tokens + block - 1) / block * block);
 }
 
-ServingModel::ProtectedKv ServingModel::protected_kv() const {
-  const int layers = spec_.model.layers;
+ServingModel::ProtectedKv ServingModel::protected_kv(int d) const {
+  const DeploymentSpec& dep = deployments_[static_cast<std::size_t>(d)].spec;
+  const int layers = dep.model.layers;
   switch (spec_.protection.mode) {
     case ProtectionMode::kNone:
       return {0, 1};
     case ProtectionMode::kFull:
       return {layers, 1};
     case ProtectionMode::kRiskKv:
-      return {spec_.risk_kv ? layers - spec_.risk_kv->omission.omitted_layers() : layers, 1};
+      return {dep.risk_kv ? layers - dep.risk_kv->omission.omitted_layers() : layers, 1};
     case ProtectionMode::kProxyKv:
-      return {layers, spec_.proxy_kv ? spec_.proxy_kv->retention : 1};
+      return {layers, dep.proxy_kv ? dep.proxy_kv->retention : 1};
   }
   return {layers, 1};
 }
 
-std::int64_t ServingModel::protected_bytes_per_token() const {
-  const ProtectedKv p = protected_kv();
-  const std::int64_t bytes = p.layers * spec_.model.kv_bytes_per_layer_token();
+std::int64_t ServingModel::protected_bytes_per_token(int d) const {
+  const ProtectedKv p = protected_kv(d);
+  const std::int64_t bytes =
+      p.layers * deployments_[static_cast<std::size_t>(d)].spec.model.kv_bytes_per_layer_token();
   return p.token_share == 1 ? bytes : std::llround(p.token_share * static_cast<double>(bytes));
 }
 
@@ -238,12 +277,14 @@ RunResult ServingModel::finish() {
     result_.host_links.busy_ns += g.to_gpu.busy_ns() + g.from_gpu.busy_ns();
     result_.host_links.waited_ns += g.to_gpu.waited_ns() + g.from_gpu.waited_ns();
   }
-  for (const CopyQueue& q : ssd_reads_) result_.host_links.ssd_waited_ns += q.waited_ns();
+  for (const CopyQueue& q : ssd_io_) result_.host_links.ssd_waited_ns += q.waited_ns();
   result_.prefix_cache.host.resident_bytes = host_tier_bytes_;
   result_.prefix_cache.ssd.resident_bytes = ssd_tier_bytes_;
   result_.prefix_cache.storage.resident_bytes = storage_tier_bytes_;
-  result_.predictor_copies = predictors_->copies();
-  result_.predictor_bytes_resident = result_.predictor_copies * predictor_bytes_;
+  for (const Deployment& d : deployments_) {
+    result_.predictor_copies += d.predictors->copies();
+    result_.predictor_bytes_resident += d.predictors->copies() * d.predictor_bytes;
+  }
   return std::move(result_);
 }
 
@@ -264,12 +305,18 @@ void ServingModel::retire_done() {
 
 void ServingModel::record(const RequestRecord& r) {
   result_.tally.add(r);
+  if (!result_.deployments.empty()) {
+    result_.deployments[static_cast<std::size_t>(r.deployment)].tally.add(r);
+  }
   if (records_.sink) records_.sink->request(r);
   if (records_.keep) result_.requests.push_back(r);
 }
 
 void ServingModel::record(const MoveRecord& m) {
   result_.tally.add(m);
+  if (!result_.deployments.empty()) {
+    result_.deployments[static_cast<std::size_t>(m.deployment)].tally.add(m);
+  }
   if (records_.sink) records_.sink->move(m);
   if (records_.keep) result_.moves.push_back(m);
 }
@@ -294,12 +341,15 @@ void ServingModel::on_arrival(const RequestArrival& a) {
   req.rec.prompt_tokens = a.prompt_tokens;
   req.rec.output_tokens = a.output_tokens;
   req.rec.arrival_ns = a.arrival_ns;
+  req.rec.deployment = a.deployment;
   // With preemption the prompt is booked now and the rest block by block as it decodes.
-  req.reserved = block_bytes(a.prompt_tokens + (spec_.serving.preemption ? 0 : a.output_tokens));
+  req.reserved =
+      block_bytes(a.deployment, a.prompt_tokens + (spec_.serving.preemption ? 0 : a.output_tokens));
   if (spec_.serving.prefix_cache.enabled) req.prefix_keys = prefix_keys(a);
-  const int gpu = pending_.empty() ? route_arrival(req) : -1;
+  std::deque<std::uint64_t>& pending = deployment(req).pending;
+  const int gpu = pending.empty() ? route_arrival(req) : -1;
   if (gpu < 0) {
-    pending_.push_back(req.rec.id);
+    pending.push_back(req.rec.id);
   } else {
     start_prefill(req, gpu);
   }
@@ -321,14 +371,17 @@ void ServingModel::admit_pending() {
     Request* r = find_request(id);
     if (r && r->epoch == epoch && r->phase == Phase::kHandingOff) try_handoff(*r);
   }
-  // Then preempted requests, before new arrivals (vLLM's order).
+  // Then preempted requests, before new arrivals (vLLM's order). Each deployment's
+  // arrivals wait in their own line: one model's full pools never hold up another's.
   if (!preempted_.empty()) resume_preempted();
-  while (!pending_.empty()) {
-    Request& r = request(pending_.front());
-    const int gpu = route_arrival(r);
-    if (gpu < 0) return;
-    pending_.pop_front();
-    start_prefill(r, gpu);
+  for (Deployment& d : deployments_) {
+    while (!d.pending.empty()) {
+      Request& r = request(d.pending.front());
+      const int gpu = route_arrival(r);
+      if (gpu < 0) break;
+      d.pending.pop_front();
+      start_prefill(r, gpu);
+    }
   }
 }
 
@@ -336,7 +389,8 @@ void ServingModel::start_prefill(Request& r, int gpu) {
   Gpu& g = gpus_[gpu];
   // A prefill-pool GPU holds only the prompt's KV, until the handoff lands.
   const bool handoff = on_prefill_pool(gpu);
-  const std::int64_t booked = handoff ? block_bytes(r.rec.prompt_tokens) : r.reserved;
+  const std::int64_t booked =
+      handoff ? block_bytes(r.rec.deployment, r.rec.prompt_tokens) : r.reserved;
   // Prefix caching: reuse the longest cached run of the prompt's blocks, prefill the rest.
   SimTime load;
   std::size_t fetch = 0;
@@ -398,12 +452,13 @@ void ServingModel::start_prefill(Request& r, int gpu) {
     g.worker->submit(std::move(prefill));
   }
   // ProxyKV scores come from the proxy, asynchronously to the target's prefill.
+  const std::optional<ProxyKvSpec>& proxy = deployment(r).spec.proxy_kv;
   const bool scoring =
-      spec_.proxy_kv && (strategy_ == Strategy::kProxyKv || strategy_ == Strategy::kAdaptive ||
-                         spec_.protection.mode == ProtectionMode::kProxyKv);
+      proxy && (strategy_ == Strategy::kProxyKv || strategy_ == Strategy::kAdaptive ||
+                spec_.protection.mode == ProtectionMode::kProxyKv);
   if (scoring) {
     // On the target's GPU (a second stream sharing its compute) or on the node's proxy GPU.
-    GpuWorker& scorer = spec_.proxy_kv->placement == ProxyPlacement::kProxyGpu
+    GpuWorker& scorer = proxy->placement == ProxyPlacement::kProxyGpu
                             ? *proxy_gpus_[static_cast<std::size_t>(g.node)]
                             : *g.worker;
     scorer.submit(
@@ -418,7 +473,7 @@ void ServingModel::start_prefill(Request& r, int gpu) {
 
 void ServingModel::try_handoff(Request& r) {
   // ProxyKV prunes by the proxy's scores: its handoff waits for them (adaptive does not).
-  if (strategy_ == Strategy::kProxyKv && spec_.proxy_kv && !r.scored) return;
+  if (strategy_ == Strategy::kProxyKv && deployment(r).spec.proxy_kv && !r.scored) return;
   start_move(r, MoveTrigger::kHandoff, r.gpu >= 0 ? node_of(r.gpu) : -1, r.handoff_since);
 }
 

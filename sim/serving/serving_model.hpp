@@ -38,7 +38,7 @@
 //   storage capacity) of the node holding them; a host tier keeps what is left.
 //   Copies over a GPU's host link (tier loads, write-through, local replicas and
 //   moves, swaps) take turns on it, each way (copy_queue.hpp); so do a node's SSD
-//   reads. SSD writes are counted, not timed.
+//   reads and writes (nothing waits for a write, but reads queue behind it).
 // - After a failure, a replica holds the tokens streamed so far; the tail that
 //   was never streamed is recomputed on the receiver (a replay of the tail).
 // - Token ids are held by the request's replica (or the router, without one)
@@ -113,6 +113,7 @@ class ServingModel final : public GpuListener {
     kDone
   };
   struct Request;
+  struct Deployment;
   struct Gpu;
   struct Move;
   struct PendingRecovery;
@@ -220,7 +221,7 @@ class ServingModel final : public GpuListener {
   /// else held until the stall clears).
   void send_stream(int gpu, int replica, std::int64_t bytes, Fabric::Done done);
   /// Transfer-engine descriptors of streaming `tokens` tokens of protected KV.
-  std::int64_t stream_descriptors(std::int64_t tokens) const;
+  std::int64_t stream_descriptors(int deployment, std::int64_t tokens) const;
   /// Forgets the request's replica (finished, failed, or the replica node is gone).
   void drop_replica(Request& r);
 
@@ -230,7 +231,7 @@ class ServingModel final : public GpuListener {
     int src = -1;                      ///< node the bytes come from (-1: none)
     std::string fallback;              ///< why the plan differs from the run's strategy
   };
-  cost_model::SourceKv source_kv(bool from_replica, int src) const;
+  cost_model::SourceKv source_kv(const Request& r, bool from_replica, int src) const;
   cost_model::MoveRoute route_of(const cost_model::MovePlan& plan, int src, int dst_node);
   cost_model::MoveCandidate candidate(Strategy s, const Request& r,
                                       const cost_model::MoveState& state, int src, int gpu);
@@ -255,14 +256,16 @@ class ServingModel final : public GpuListener {
   /// A move into a node holds one of its transfer slots while its bytes are in flight.
   bool slot_free(int node) const;
   void release_slot(Move& m);
+  /// Ships the predictors of the deployment `node` serves to it.
   void begin_predictor_fetch(int node);
   /// Bytes that stay on one node cross its host link (the estimator's local leg).
   SimTime host_link_time(std::int64_t bytes) const;
   /// Copies `bytes` over `gpu`'s host link, towards the GPU or from it, once `ready` (and the
   /// copies asked for before it) allow; returns when it ends.
   SimTime host_copy(int gpu, bool to_gpu, std::int64_t bytes, SimTime ready = {});
-  /// Reading `bytes` of prefix blocks from a node's SSD tier into its host DRAM.
-  SimTime ssd_read_time(std::int64_t bytes) const;
+  /// Reading `bytes` of prefix blocks from a node's SSD tier into its host DRAM, or writing
+  /// them from host DRAM to it.
+  SimTime ssd_time(std::int64_t bytes, bool write) const;
   void on_transfers_done(Move& m);
   /// Queues the move's GPU work once its bytes are in and a hybrid's front is done.
   void rebuild(Move& m);
@@ -319,17 +322,23 @@ class ServingModel final : public GpuListener {
   void record(const MoveRecord& m);
   /// What a request still running at the end was doing.
   std::string unfinished_reason(const Request& r) const;
-  std::int64_t kv_bytes(std::int64_t tokens) const;
+  /// KV bytes of `tokens` of deployment `d`'s model.
+  std::int64_t kv_bytes(int d, std::int64_t tokens) const;
   /// KV bytes of `tokens` rounded up to whole paged blocks (what admission books).
-  std::int64_t block_bytes(std::int64_t tokens) const;
+  std::int64_t block_bytes(int d, std::int64_t tokens) const;
   /// What a replica keeps of each token's KV: these layers, this share of the tokens.
   struct ProtectedKv {
     int layers = 0;
     double token_share = 1;
   };
-  ProtectedKv protected_kv() const;
-  std::int64_t protected_bytes_per_token() const;
+  ProtectedKv protected_kv(int d) const;
+  std::int64_t protected_bytes_per_token(int d) const;
   int node_of(int gpu) const;
+  /// The deployment a request belongs to, and the one a node's GPUs serve.
+  Deployment& deployment(const Request& r);
+  const Deployment& deployment(const Request& r) const;
+  /// The deployment a GPU node serves (its pool's).
+  Deployment& served_at(int node);
   void reserve(int gpu, const Request& r, std::int64_t bytes);
   void reserve(int gpu, const Request& r);  ///< its final KV size
   /// Gives back all `r` books on `gpu`, its prefix-cache pins there included.
@@ -347,6 +356,11 @@ class ServingModel final : public GpuListener {
   RunResult result_;
   Workload workload_;
   RequestRouter router_;  ///< HBM bookings and the routing policy
+  /// The models served (one unless spec.deployments names several); built once, never resized
+  /// (their methods point into their specs).
+  std::vector<Deployment> deployments_;
+  std::vector<int> node_deployment_;   ///< node -> the deployment its GPUs serve (-1: none)
+  cost_model::TransferEngine engine_;  ///< the transfer engine's costs, for every KV move
 
   std::vector<Gpu> gpus_;
   std::vector<std::vector<int>> node_gpus_;  ///< node -> its GPU indices
@@ -357,30 +371,25 @@ class ServingModel final : public GpuListener {
   std::int64_t host_tier_bytes_ = 0;  ///< held by every host tier
   /// node -> its SSD prefix tier (null unless serving.prefix_cache.ssd_tier)
   std::vector<std::unique_ptr<PrefixCache>> ssd_tiers_;
-  std::int64_t ssd_tier_bytes_ = 0;   ///< held by every SSD tier
-  std::vector<CopyQueue> ssd_reads_;  ///< node -> its SSD's reads
+  std::int64_t ssd_tier_bytes_ = 0;  ///< held by every SSD tier
+  std::vector<CopyQueue> ssd_io_;    ///< node -> its SSD: reads and writes take turns
   /// The storage tier (serving.prefix_cache.storage_tier), its node and the bytes it holds.
   std::unique_ptr<PrefixCache> storage_tier_;
   int storage_tier_node_ = -1;
   std::int64_t storage_tier_bytes_ = 0;
   std::vector<bool> node_up_, node_draining_;
-  std::unique_ptr<ReplicaStore> replicas_;      ///< where protected KV is kept, and how much
-  std::unique_ptr<PredictorCache> predictors_;  ///< which nodes hold the RISK-KV predictors
-  cost_model::MoveMethods methods_;             ///< the scenario's methods, for move plans
+  std::unique_ptr<ReplicaStore> replicas_;  ///< where protected KV is kept, and how much
   /// Requests from first_live_ on, by id: every live one, and done ones not yet retired.
   std::deque<Request> requests_;  ///< in place: one pointer less per lookup
   std::uint64_t first_live_ = 0;
-  std::deque<std::uint64_t> pending_;  ///< waiting for a GPU with room
   std::set<std::uint64_t> preempted_;  ///< waiting to resume, by id (arrival order)
   std::int64_t swapped_bytes_ = 0;     ///< held in host DRAM by swapped-out requests
   std::deque<PendingRecovery> pending_recoveries_;
   std::deque<std::uint64_t> unprotected_;  ///< waiting for replica room, oldest first
   /// P/D: prefilled requests waiting for a decode GPU with room (id, epoch).
   std::deque<std::pair<std::uint64_t, std::uint32_t>> pending_handoffs_;
-  PoolSet arrival_pools_ = kAllPools;  ///< where arrivals prefill
-  PoolSet decode_pools_ = kAllPools;   ///< where requests decode (handoffs, moves)
-  bool admit_scheduled_ = false;       ///< an admit_pending() event is on its way
-  std::vector<int> inflight_;          ///< node -> KV moves into it with bytes in flight
+  bool admit_scheduled_ = false;  ///< an admit_pending() event is on its way
+  std::vector<int> inflight_;     ///< node -> KV moves into it with bytes in flight
   /// Active path faults (src, dst) -> kind, and transfers hung on a stall without a timeout.
   std::map<std::pair<int, int>, EventKind> path_faults_;
   std::map<std::pair<int, int>, std::vector<std::function<void()>>> stalled_;
@@ -403,7 +412,6 @@ class ServingModel final : public GpuListener {
   std::vector<std::pair<Request*, std::int64_t>> due_flushes_;  ///< on_decoded's scratch
   int storage_node_ = -1;
   int predictor_source_ = -1;
-  std::int64_t predictor_bytes_ = 0;
   std::int64_t end_ns_ = 0;
   std::uint64_t move_seq_ = 0;
   std::optional<RequestArrival> next_arrival_;  ///< the one arrival scheduled

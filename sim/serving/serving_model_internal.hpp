@@ -53,6 +53,29 @@ inline ServingModel::Request& ServingModel::request(std::uint64_t id) {
   return requests_[id - first_live_];
 }
 
+/// One model the run serves (DeploymentSpec) and what it alone holds.
+struct ServingModel::Deployment {
+  DeploymentSpec spec;
+  cost_model::MoveMethods methods;             ///< for its move plans; points into spec
+  std::int64_t predictor_bytes = 0;            ///< one set of its RISK-KV predictors
+  std::unique_ptr<PredictorCache> predictors;  ///< which nodes hold them
+  PoolSet arrival_pools = kAllPools;           ///< where its arrivals prefill
+  PoolSet decode_pools = kAllPools;            ///< where its requests decode (handoffs, moves)
+  std::deque<std::uint64_t> pending;           ///< its arrivals waiting for a GPU with room
+};
+
+inline ServingModel::Deployment& ServingModel::deployment(const Request& r) {
+  return deployments_[static_cast<std::size_t>(r.rec.deployment)];
+}
+
+inline const ServingModel::Deployment& ServingModel::deployment(const Request& r) const {
+  return deployments_[static_cast<std::size_t>(r.rec.deployment)];
+}
+
+inline ServingModel::Deployment& ServingModel::served_at(int node) {
+  return deployments_[static_cast<std::size_t>(node_deployment_[static_cast<std::size_t>(node)])];
+}
+
 /// A GPU's compute timeline and node; its HBM bookings are the router's.
 struct ServingModel::Gpu {
   std::unique_ptr<GpuWorker> worker;

@@ -19,18 +19,19 @@ using cost_model::SourceKv;
 
 // ------------------------------------------------------------ planning
 
-SourceKv ServingModel::source_kv(bool from_replica, int src) const {
+SourceKv ServingModel::source_kv(const Request& r, bool from_replica, int src) const {
   if (src < 0) return SourceKv::kNone;
   if (!from_replica) return SourceKv::kFull;  // a migration reads the live KV
+  const DeploymentSpec& d = deployment(r).spec;
   switch (spec_.protection.mode) {
     case ProtectionMode::kNone:
       return SourceKv::kNone;
     case ProtectionMode::kFull:
       return SourceKv::kFull;
     case ProtectionMode::kRiskKv:
-      return spec_.risk_kv ? SourceKv::kKeptLayers : SourceKv::kFull;
+      return d.risk_kv ? SourceKv::kKeptLayers : SourceKv::kFull;
     case ProtectionMode::kProxyKv:
-      return spec_.proxy_kv ? SourceKv::kKeptTokens : SourceKv::kFull;
+      return d.proxy_kv ? SourceKv::kKeptTokens : SourceKv::kFull;
   }
   return SourceKv::kNone;
 }
@@ -58,37 +59,39 @@ MoveRoute ServingModel::route_of(const MovePlan& plan, int src, int dst_node) {
       leg(predictor_source_, route.predictor, route.predictor_path);
     }
   }
+  const PredictorCache& predictors = *served_at(dst_node).predictors;
   if (plan.strategy == Strategy::kRiskKv &&
-      predictors_->state(dst_node) == PredictorCache::State::kFetching) {
+      predictors.state(dst_node) == PredictorCache::State::kFetching) {
     route.predictor_ready_in_ns =
-        std::max<std::int64_t>(0, predictors_->eta_ns(dst_node) - sim_.now().ns);
+        std::max<std::int64_t>(0, predictors.eta_ns(dst_node) - sim_.now().ns);
   }
   return route;
 }
 
 MoveCandidate ServingModel::candidate(Strategy s, const Request& r,
                                       const cost_model::MoveState& state, int src, int gpu) {
+  const Deployment& d = deployment(r);
   cost_model::MoveState here = state;
-  here.predictor_at_dst = predictors_->at_or_coming(node_of(gpu));
+  here.predictor_at_dst = d.predictors->at_or_coming(node_of(gpu));
   const PrefixRun cached = cached_at(r, gpu);
   here.dst_cached =
       static_cast<std::int64_t>(cached.blocks()) * spec_.serving.prefix_cache.block_tokens;
   here.dst_cached_load_ns = cached.load.ns;
-  MovePlan plan = cost_model::plan_move(s, methods_, here);
+  MovePlan plan = cost_model::plan_move(s, d.methods, here);
   MoveRoute route = route_of(plan, src, node_of(gpu));
   route.host_link_backlog_ns = gpus_[gpu].to_gpu.backlog(sim_.now()).ns;
   const std::int64_t backlog = gpus_[gpu].worker->backlog().ns;
   const cost_model::ComputeCosts& compute = costs_of(node_of(gpu)).compute();
-  plan = cost_model::balance_hybrid(std::move(plan), methods_, route, backlog, compute);
+  plan = cost_model::balance_hybrid(std::move(plan), d.methods, route, backlog, compute);
   const cost_model::MoveEstimate e =
-      cost_model::estimate_move(plan, methods_, route, backlog, compute);
+      cost_model::estimate_move(plan, d.methods, route, backlog, compute);
   return {std::move(plan), e, gpu};
 }
 
 ServingModel::Choice ServingModel::choose_move(const Request& r, bool from_replica, int src,
                                                const std::vector<int>& destinations) {
   const cost_model::MoveState state{r.context, from_replica ? r.replicated : r.context,
-                                    source_kv(from_replica, src), r.scored, false};
+                                    source_kv(r, from_replica, src), r.scored, false};
   const std::optional<double> budget = spec_.policies.quality_budget;
   auto chosen = [&](MoveCandidate c, int from, std::string fallback) {
     if (fallback.empty()) fallback = c.plan.note;
@@ -156,8 +159,8 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   }
   // A recovery may land on its own node (a failed GPU is closed; a repaired node is empty).
   const int exclude = from_replica ? -1 : from_node;
-  const std::vector<int> dests =
-      router_.destinations(r.reserved, exclude, kMoveDestinations, decode_pools_, accept);
+  const std::vector<int> dests = router_.destinations(r.reserved, exclude, kMoveDestinations,
+                                                      deployment(r).decode_pools, accept);
   if (dests.empty()) {
     if (from_replica) {
       pending_recoveries_.push_back({r.rec.id, from_node, stall_since, sim_.now().ns});
@@ -232,6 +235,7 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   m->fetch_blocks = fetch;
   MoveRecord& rec = m->rec;
   rec.request = r.rec.id;
+  rec.deployment = r.rec.deployment;
   rec.trigger = trigger;
   rec.from = from_node >= 0 ? spec_.cluster.nodes[from_node].name : "";
   rec.to = spec_.cluster.nodes[dst.node].name;
@@ -291,10 +295,11 @@ void ServingModel::launch(std::uint64_t request) {
   const int dst = node_of(m.dst_gpu);
   if (m.plan.strategy == Strategy::kRiskKv) {
     result_.predictor_uses[spec_.cluster.nodes[dst].name] += 1;
-    if (predictors_->state(dst) != PredictorCache::State::kResident) {
+    PredictorCache& predictors = *deployment(*m.r).predictors;
+    if (predictors.state(dst) != PredictorCache::State::kResident) {
       m.awaiting_predictor = true;
-      if (predictors_->state(dst) == PredictorCache::State::kAbsent) begin_predictor_fetch(dst);
-      predictors_->wait(dst, request);
+      if (predictors.state(dst) == PredictorCache::State::kAbsent) begin_predictor_fetch(dst);
+      predictors.wait(dst, request);
     }
   }
   // The cached prefix loads from the destination node's host or SSD tier, and from the storage
@@ -385,7 +390,7 @@ void ServingModel::send_part(Move& m, int src, int dst, std::int64_t bytes,
   ++m.transfers_left;
   // The transfer engine builds and posts the KV's descriptors before any byte flows.
   const std::int64_t setup =
-      kind == &BytesByKind::kv ? cost_model::engine_ns(methods_.engine, m.plan.descriptors) : 0;
+      kind == &BytesByKind::kv ? cost_model::engine_ns(engine_, m.plan.descriptors) : 0;
   if (setup > 0) {
     sim_.schedule_after(SimTime{setup}, [this, request, id, src, dst, bytes, done] {
       start_flow(request, id, src, dst, bytes, done);
@@ -436,17 +441,18 @@ void ServingModel::hang(std::uint64_t request, std::uint64_t id, int src, int ds
 }
 
 void ServingModel::begin_predictor_fetch(int node) {
+  PredictorCache& predictors = *served_at(node).predictors;
   MovePlan shipped;
   shipped.strategy = Strategy::kRiskKv;
-  shipped.predictor = Bytes{predictor_bytes_};
+  shipped.predictor = Bytes{served_at(node).predictor_bytes};
   const MoveRoute route = route_of(shipped, -1, node);
-  predictors_->begin_fetch(node,
-                           sim_.now().ns + cost_model::leg_ns(route.predictor, route.predictor_path,
-                                                              route.host_link, shipped.predictor));
-  const std::int64_t bytes = predictor_bytes_;
-  auto done = [this, node, bytes](bool delivered, const std::string& reason) {
+  predictors.begin_fetch(node,
+                         sim_.now().ns + cost_model::leg_ns(route.predictor, route.predictor_path,
+                                                            route.host_link, shipped.predictor));
+  const std::int64_t bytes = shipped.predictor.count;
+  auto done = [this, node, bytes, &predictors](bool delivered, const std::string& reason) {
     if (delivered) result_.bytes.predictors += bytes;
-    const std::vector<std::uint64_t> waiting = predictors_->end_fetch(node, delivered);
+    const std::vector<std::uint64_t> waiting = predictors.end_fetch(node, delivered);
     bool first = true;
     for (std::uint64_t request : waiting) {
       auto it = moves_.find(request);

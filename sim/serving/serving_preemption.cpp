@@ -29,7 +29,7 @@ std::int64_t ServingModel::book_growth(int gpu, std::span<const DecodeState> bat
       const Request& r = request(s.request);
       const std::int64_t tokens =
           std::min(s.context + k, r.rec.prompt_tokens + r.rec.output_tokens);
-      bytes += std::max<std::int64_t>(0, block_bytes(tokens) - r.reserved);
+      bytes += std::max<std::int64_t>(0, block_bytes(r.rec.deployment, tokens) - r.reserved);
     }
     return bytes;
   };
@@ -61,7 +61,7 @@ std::int64_t ServingModel::book_growth(int gpu, std::span<const DecodeState> bat
   for (const DecodeState& s : batch) {
     Request& r = request(s.request);
     const std::int64_t tokens = std::min(s.context + lo, r.rec.prompt_tokens + r.rec.output_tokens);
-    const std::int64_t more = block_bytes(tokens) - r.reserved;
+    const std::int64_t more = block_bytes(r.rec.deployment, tokens) - r.reserved;
     if (more <= 0) continue;
     router_.grow(gpu, r.rec.id, more);
     r.reserved += more;
@@ -77,13 +77,14 @@ void ServingModel::preempt(Request& r, int gpu) {
   unreserve(gpu, r);  // its blocks, and its pins of cached prefix blocks
   r.gpu = -1;
   r.phase = Phase::kPreempted;
-  r.reserved = block_bytes(r.context);  // what resuming books
+  r.reserved = block_bytes(r.rec.deployment, r.context);  // what resuming books
   const int node = node_of(gpu);
   // A request that outgrows the GPU on its own would be preempted forever.
-  if (block_bytes(r.context + 1) > router_.capacity(gpu)) {
+  const std::int64_t next = block_bytes(r.rec.deployment, r.context + 1);
+  if (next > router_.capacity(gpu)) {
     r.phase = Phase::kDone;
     r.rec.outcome = RequestOutcome::kFailed;
-    r.rec.reason = "its KV (" + std::to_string(block_bytes(r.context + 1)) +
+    r.rec.reason = "its KV (" + std::to_string(next) +
                    " bytes at its next token) outgrows the GPU's KV room (" +
                    std::to_string(router_.capacity(gpu)) + " bytes)";
     r.rec.finish_ns = sim_.now().ns;
@@ -136,8 +137,8 @@ bool ServingModel::resume(Request& r) {
   if (r.swap_node >= 0) {
     // Back to a GPU of the node whose host DRAM holds it, once the copy out has ended.
     const int node = r.swap_node;
-    const std::vector<int> gpus =
-        router_.destinations(r.reserved, -1, 1, decode_pools_, [node](int n) { return n == node; });
+    const std::vector<int> gpus = router_.destinations(
+        r.reserved, -1, 1, deployment(r).decode_pools, [node](int n) { return n == node; });
     if (gpus.empty()) return false;
     const int gpu = gpus.front();
     reserve(gpu, r);
@@ -158,7 +159,7 @@ bool ServingModel::resume(Request& r) {
     return true;
   }
   // Recompute: a prefill of everything it holds, on top of the prompt blocks the GPU caches.
-  const int gpu = router_.route(r.reserved, -1, decode_pools_);
+  const int gpu = router_.route(r.reserved, -1, deployment(r).decode_pools);
   if (gpu < 0) return false;
   std::int64_t cached = 0;
   if (gpus_[gpu].cache && !r.prefix_keys.empty()) {

@@ -94,8 +94,8 @@ SimTime ServingModel::read_tiers(const Request& r, int gpu, const PrefixRun& run
   const SimTime now = sim_.now();
   SimTime ready = now;
   if (from_ssd > 0) {
-    ready = ssd_reads_[node].copy(now, now,
-                                  ssd_read_time(static_cast<std::int64_t>(from_ssd) * block_bytes));
+    ready = ssd_io_[node].copy(now, now,
+                               ssd_time(static_cast<std::int64_t>(from_ssd) * block_bytes, false));
   }
   return host_copy(gpu, true, static_cast<std::int64_t>(from_host + from_ssd) * block_bytes,
                    ready) -
@@ -142,7 +142,7 @@ void ServingModel::cache_prompt(Request& r, int gpu, std::int64_t booked) {
   router_.release(gpu, r.rec.id);
   router_.reserve(gpu, r.rec.id, booked - static_cast<std::int64_t>(r.prefix_keys.size()) * block);
   pin_prefix(r, gpu, r.prefix_keys.size());
-  // Written through to the node's host tier (counted, not timed: the copy runs beside decode).
+  // Written through to the node's host tier.
   const int node = node_of(gpu);
   if (PrefixCache* host = host_tiers_[static_cast<std::size_t>(node)].get()) {
     const auto written = static_cast<std::int64_t>(host->touch(r.prefix_keys));
@@ -175,7 +175,7 @@ ServingModel::PrefixRun ServingModel::prefix_run(const Request& r, int gpu) cons
   if (bytes > 0) {  // read_tiers' copies, as they would go now
     const SimTime now = sim_.now();
     const SimTime ssd =
-        ssd_bytes > 0 ? ssd_reads_[node].backlog(now) + ssd_read_time(ssd_bytes) : SimTime{};
+        ssd_bytes > 0 ? ssd_io_[node].backlog(now) + ssd_time(ssd_bytes, false) : SimTime{};
     run.load = std::max(ssd, g.to_gpu.backlog(now)) + host_link_time(bytes);
   }
   if (!storage_tier_ || !node_up_[storage_tier_node_]) return run;
@@ -210,8 +210,9 @@ ServingModel::PrefixRun ServingModel::prefix_run(const Request& r, int gpu) cons
 }
 
 int ServingModel::route_arrival(const Request& r) {
-  if (!router_.prefix_aware(arrival_pools_) || r.prefix_keys.empty()) {
-    return router_.route(r.reserved, -1, arrival_pools_);
+  const PoolSet pools = deployment(r).arrival_pools;
+  if (!router_.prefix_aware(pools) || r.prefix_keys.empty()) {
+    return router_.route(r.reserved, -1, pools);
   }
   // Estimated time to the first token on each GPU with room: its queue, the load from the
   // lower tiers of what its HBM lacks, and the prefill of the rest; ties go to the lower share.
@@ -219,7 +220,7 @@ int ServingModel::route_arrival(const Request& r) {
   const std::int64_t prompt = r.rec.prompt_tokens;
   int best = -1;
   std::int64_t best_ns = 0;
-  for (int gpu : router_.fitting(r.reserved, arrival_pools_)) {
+  for (int gpu : router_.fitting(r.reserved, pools)) {
     const Gpu& g = gpus_[gpu];
     const PrefixRun run = prefix_run(r, gpu);
     const std::int64_t cached = static_cast<std::int64_t>(run.blocks()) * block_tokens;
@@ -261,10 +262,11 @@ void ServingModel::fit_host_tier(int node) {
   }
 }
 
-SimTime ServingModel::ssd_read_time(std::int64_t bytes) const {
+SimTime ServingModel::ssd_time(std::int64_t bytes, bool write) const {
   if (bytes <= 0) return {};
-  const BitsPerSecond read = spec_.serving.prefix_cache.ssd_tier->read_bandwidth;
-  return SimTime{round_to_ns(Bytes{bytes}.bits() / read.value)};
+  const PrefixCacheSpec::SsdTier& ssd = *spec_.serving.prefix_cache.ssd_tier;
+  const BitsPerSecond rate = write ? ssd.write_bandwidth : ssd.read_bandwidth;
+  return SimTime{round_to_ns(Bytes{bytes}.bits() / rate.value)};
 }
 
 void ServingModel::spill_to_ssd(int node, std::span<const std::uint64_t> keys) {
@@ -274,6 +276,10 @@ void ServingModel::spill_to_ssd(int node, std::span<const std::uint64_t> keys) {
   st.written_blocks += written;
   st.written_bytes += written * ssd.block_bytes();
   ssd_tier_bytes_ += written * ssd.block_bytes();
+  // The write takes its turn on the SSD: reads asked for after it wait for it.
+  const SimTime now = sim_.now();
+  ssd_io_[static_cast<std::size_t>(node)].copy(now, now,
+                                               ssd_time(written * ssd.block_bytes(), true));
   const std::int64_t capacity = spec_.serving.prefix_cache.ssd_tier->capacity.count;
   const std::int64_t over = ssd.unpinned_bytes() - capacity;
   std::vector<std::uint64_t> evicted_keys;

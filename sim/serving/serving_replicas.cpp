@@ -37,7 +37,7 @@ void ServingModel::on_finished(int gpu, std::uint64_t id) {
 
 void ServingModel::drop_replica(Request& r) {
   if (r.replica < 0) return;
-  replicas_->remove(r.replica, r.replica_bytes, kv_bytes(r.replicated));
+  replicas_->remove(r.replica, r.replica_bytes, kv_bytes(r.rec.deployment, r.replicated));
   replicas_->unbook(r.replica, r.replica_booked);
   r.replica_bytes = 0;
   r.replica_booked = 0;
@@ -69,7 +69,7 @@ void ServingModel::protect(Request& r, int gpu_node) {
 bool ServingModel::place_replica(Request& r, int gpu_node) {
   // The replica books the request's final protected size, as admission books HBM.
   const std::int64_t bytes =
-      protected_bytes_per_token() * (r.rec.prompt_tokens + r.rec.output_tokens);
+      protected_bytes_per_token(r.rec.deployment) * (r.rec.prompt_tokens + r.rec.output_tokens);
   r.replica = replicas_->pick(gpu_node, bytes, [&](int i) {
     return node_up_[i] && (i == gpu_node || fabric_.reachable(node_id(gpu_node), node_id(i)));
   });
@@ -81,7 +81,8 @@ bool ServingModel::place_replica(Request& r, int gpu_node) {
 }
 
 void ServingModel::stream(int gpu, std::span<std::pair<Request*, std::int64_t>> items) {
-  const std::int64_t per_token = protected_bytes_per_token();
+  const int d = node_deployment_[static_cast<std::size_t>(node_of(gpu))];  // its requests'
+  const std::int64_t per_token = protected_bytes_per_token(d);
   if (per_token <= 0) return;
   // One flush per replica node carries every request's new KV from this GPU. A stable
   // insertion sort groups them (a batch is small, and it allocates nothing).
@@ -108,14 +109,14 @@ void ServingModel::stream(int gpu, std::span<std::pair<Request*, std::int64_t>> 
     for (end = begin; end < items.size() && items[end].first->replica == replica; ++end) {
       const auto [r, tokens] = items[end];
       bytes += tokens * per_token;
-      if (!methods_.engine.ideal()) descriptors += stream_descriptors(tokens);
+      if (!engine_.ideal()) descriptors += stream_descriptors(d, tokens);
       flush.parts.push_back({r->rec.id, tokens, r->epoch});
     }
     Fabric::Done done = [this, slot](bool delivered, const std::string&) {
       on_flushed(slot, delivered);
     };
     // The transfer engine posts the flush's descriptors first, as for any KV transfer.
-    const std::int64_t setup = cost_model::engine_ns(methods_.engine, descriptors);
+    const std::int64_t setup = cost_model::engine_ns(engine_, descriptors);
     if (setup > 0) {
       sim_.schedule_after(SimTime{setup},
                           [this, gpu, replica, bytes, done = std::move(done)]() mutable {
@@ -139,7 +140,7 @@ void ServingModel::on_flushed(std::uint32_t slot, bool delivered) {
     }
     r->replicated += tokens;
     r->replica_bytes += tokens * flush.per_token;
-    replicas_->add(flush.replica, tokens * flush.per_token, kv_bytes(tokens));
+    replicas_->add(flush.replica, tokens * flush.per_token, kv_bytes(r->rec.deployment, tokens));
   }
 }
 
@@ -162,11 +163,11 @@ void ServingModel::send_stream(int gpu, int replica, std::int64_t bytes, Fabric:
   }
 }
 
-std::int64_t ServingModel::stream_descriptors(std::int64_t tokens) const {
-  const ProtectedKv p = protected_kv();
+std::int64_t ServingModel::stream_descriptors(int d, std::int64_t tokens) const {
+  const ProtectedKv p = protected_kv(d);
   const std::int64_t kept =
       p.token_share == 1 ? tokens : std::llround(p.token_share * static_cast<double>(tokens));
-  return cost_model::kv_descriptors(methods_.engine, kept, p.layers);
+  return cost_model::kv_descriptors(engine_, kept, p.layers);
 }
 
 }  // namespace kvshift::sim

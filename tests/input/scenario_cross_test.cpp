@@ -12,6 +12,7 @@ namespace kvshift::input {
 namespace {
 
 using testing::json;
+using testing::load;
 using testing::minimal_json;
 using testing::problems;
 using testing::quickstart_json;
@@ -195,10 +196,17 @@ TEST(ScenarioCross, TheSsdTierNeedsTheHostTierAndRoomForOneBlock) {
   EXPECT_EQ(problems(j)[0].rfind("/serving/prefix_cache/ssd_tier/read_bandwidth: ", 0), 0u)
       << problems(j)[0];
   j["serving"]["prefix_cache"]["ssd_tier"] = {{"capacity", "2TB"}, {"write_bandwidth", "3GB/s"}};
+  EXPECT_EQ(problems(j), V{"/serving/prefix_cache/ssd_tier/read_bandwidth: is required"});
+  j["serving"]["prefix_cache"]["ssd_tier"]["read_bandwidth"] = "7GB/s";
+  j["serving"]["prefix_cache"]["ssd_tier"]["write_bandwidth"] = "0GB/s";
   const V got = problems(j);
-  ASSERT_EQ(got.size(), 2u) << ::testing::PrintToString(got);
-  EXPECT_EQ(got[0].rfind("/serving/prefix_cache/ssd_tier", 0), 0u) << got[0];
-  EXPECT_EQ(got[1].rfind("/serving/prefix_cache/ssd_tier", 0), 0u) << got[1];
+  ASSERT_EQ(got.size(), 1u) << ::testing::PrintToString(got);
+  EXPECT_EQ(got[0].rfind("/serving/prefix_cache/ssd_tier/write_bandwidth: ", 0), 0u) << got[0];
+  j["serving"]["prefix_cache"]["ssd_tier"]["write_bandwidth"] = "3GB/s";
+  EXPECT_EQ(load(j).serving.prefix_cache.ssd_tier->write_bandwidth.value, 24e9);
+  j["serving"]["prefix_cache"]["ssd_tier"].erase("write_bandwidth");
+  EXPECT_EQ(load(j).serving.prefix_cache.ssd_tier->write_bandwidth.value, 56e9)
+      << "without one, writes go at the read bandwidth";
 }
 
 TEST(ScenarioCross, LocalReplicasNeedNoSecondNode) {

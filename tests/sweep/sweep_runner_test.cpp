@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <sstream>
+
 #include "cost_model/input_error.hpp"
 #include "sweep/point_seed.hpp"
 #include "sweep/sweep_table.hpp"
@@ -47,6 +50,43 @@ TEST(SweepRunner, JobsOneAndTwoWriteTheSameTable) {
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5);
   EXPECT_NE(csv.find("\n3,7,25Gbps,3,"), std::string::npos) << csv;
   EXPECT_EQ(csv.substr(0, csv.find('\n')), sweep_header(one.axes, {"full_kv", "risk_kv"}));
+}
+
+TEST(SweepRunner, SeveralDeploymentsGetColumnsOfTheirOwn) {
+  const SweepPlan plan =
+      make_plan(std::string(KVSHIFT_SOURCE_DIR) + "/scenarios/multi-model.json",
+                {"/cluster/star/bandwidth=25Gbps,100Gbps", "/policies/strategies=[\"adaptive\"]"});
+  const auto dir = scratch("deployments");
+  RunnerOptions o;
+  o.jobs = 2;
+  run_sweep(plan, dir, roofline_costs, o);
+  const std::string csv = read_file(dir / "sweep.csv");
+  const std::string header = csv.substr(0, csv.find('\n'));
+  EXPECT_EQ(header, sweep_header(plan.axes, {"adaptive"}, {"chat", "code"}));
+  for (const char* column : {"adaptive.chat.recovery_p99_s", "adaptive.code.completed"}) {
+    EXPECT_NE(header.find(column), std::string::npos) << column;
+  }
+  // Each row's deployments add up to its strategy's completed requests.
+  std::vector<std::string> names;
+  std::stringstream h(header);
+  for (std::string cell; std::getline(h, cell, ',');) names.push_back(cell);
+  const auto col = [&](const std::string& name) {
+    return static_cast<std::size_t>(std::find(names.begin(), names.end(), name) - names.begin());
+  };
+  std::stringstream rows(csv.substr(csv.find('\n') + 1));
+  int checked = 0;
+  for (std::string line; std::getline(rows, line);) {
+    std::vector<std::string> cells;
+    std::stringstream c(line);
+    for (std::string cell; std::getline(c, cell, ',');) cells.push_back(cell);
+    ASSERT_EQ(cells.size(), names.size());
+    EXPECT_EQ(std::stoll(cells[col("adaptive.chat.completed")]) +
+                  std::stoll(cells[col("adaptive.code.completed")]),
+              std::stoll(cells[col("adaptive.completed")]));
+    EXPECT_FALSE(cells[col("adaptive.code.recovery_p99_s")].empty());
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2);
 }
 
 TEST(SweepRunner, ResumeSkipsFinishedPointsAndGivesTheSameTable) {

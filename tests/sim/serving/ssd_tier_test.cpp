@@ -25,13 +25,18 @@ std::int64_t ttft(const RequestRecord& r) { return r.first_token_ns - r.arrival_
 // Four requests 20 s apart on the two GPUs of one node (round robin), each a 2,048-token prompt
 // whose first three 512-token blocks are named by a trace's hash_ids: A, B, C, then A again.
 // The host tier holds `host_blocks` blocks, so B's write-through pushes A out (to the SSD, when
-// there is one) and C's pushes B out. The last request lands on GPU 1, whose HBM holds only B.
-RunResult run_abca(int host_blocks, const std::string& ssd) {
-  const std::string trace = ::testing::TempDir() + "ssd-tier-trace.jsonl";
+// there is one) and C's pushes B out. The last request lands on GPU 1, whose HBM holds only B;
+// it arrives at `last_ms`.
+RunResult run_abca(int host_blocks, const std::string& ssd, double last_ms = 60000) {
+  // One file per test: ctest runs the tests of this file in parallel processes.
+  const std::string trace = ::testing::TempDir() + "ssd-tier-" +
+                            ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+                            ".jsonl";
   std::ofstream out(trace);
+  out.precision(17);
   for (int i = 0; i < 4; ++i) {
     const int group = i == 3 ? 0 : i;
-    out << R"({"timestamp": )" << i * 20000
+    out << R"({"timestamp": )" << (i == 3 ? last_ms : i * 20000.0)
         << R"(, "input_length": 2048, "output_length": 1, "hash_ids": [)" << 3 * group + 1 << ", "
         << 3 * group + 2 << ", " << 3 * group + 3 << "]}\n";
   }
@@ -107,6 +112,35 @@ TEST(SsdTier, AReloadReadsTheSsdThenCrossesTheHostLinkThenPrefillsTheTail) {
   EXPECT_EQ(ttft(big_host.requests[3]), link + tail);
   EXPECT_EQ(big_host.prefix_cache.ssd.written_blocks, 0);
   EXPECT_EQ(big_host.prefix_cache.host.hits, 1);
+}
+
+TEST(SsdTier, AReadWaitsForTheWriteAheadOfItOnTheSsd) {
+  const cost_model::ModelSpec model = cost_model::find_model("qwen2.5-1.5b");
+  const cost_model::GpuSpec gpu = cost_model::find_gpu("h100");
+  const cost_model::RooflineCosts compute(gpu);
+  const std::int64_t full = from_seconds(compute.prefill(model, 2048)).ns;
+  const std::int64_t tail = from_seconds(compute.extend(model, 1536, 512)).ns;
+  const std::int64_t bytes = cost_model::kv_bytes(model, 1536).count;
+  const std::int64_t read = from_seconds(8.0 * static_cast<double>(bytes) / 56e9).ns;   // 7 GB/s
+  const std::int64_t write = from_seconds(8.0 * static_cast<double>(bytes) / 28e9).ns;  // 3.5
+  const std::int64_t link = from_seconds(8.0 * static_cast<double>(bytes) / gpu.host_link.value).ns;
+  const std::string ssd = R"(, "ssd_tier": {"capacity": )" + std::to_string(2 * bytes) +
+                          R"(, "read_bandwidth": "7GB/s", "write_bandwidth": "3.5GB/s"})";
+  // C's prefill ends at 40 s + full and its write-through pushes B out of host DRAM onto the
+  // SSD; the second A, whose blocks only the SSD holds, arrives 1 ms into that write.
+  const double c_done_ms = 40000.0 + static_cast<double>(full) * 1e-6;
+  const RunResult r = run_abca(3, ssd, c_done_ms + 1.0);
+  ASSERT_EQ(r.requests.size(), 4u);
+  const std::int64_t c_done = r.requests[2].first_token_ns;
+  ASSERT_EQ(c_done, r.requests[2].arrival_ns + full);
+  const std::int64_t a = r.requests[3].arrival_ns;
+  ASSERT_LT(a, c_done + write) << "the read is asked for while the write runs";
+  EXPECT_EQ(r.requests[3].first_token_ns, c_done + write + read + link + tail);
+  EXPECT_EQ(r.host_links.ssd_waited_ns, c_done + write - a);
+  // Long after the write, the read alone: the closed form of the first test.
+  const RunResult late = run_abca(3, ssd);
+  EXPECT_EQ(ttft(late.requests[3]), read + link + tail);
+  EXPECT_EQ(late.host_links.ssd_waited_ns, 0);
 }
 
 // The pressure scenarios (1 GiB of host DRAM a node, shared with replicas; GPU and node
