@@ -98,6 +98,10 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
     }
     const int d = deployment_serving(spec, node.pool);
     node_deployment_[i] = d;
+    if (d != 0 && &costs_of(static_cast<int>(i)) == &costs_) {  // costs_ prices deployment 0
+      throw std::logic_error("node " + node.name + " serves deployment " + std::to_string(d) +
+                             " but has no costs of its own model");
+    }
     const Deployment& dep = deployments_[static_cast<std::size_t>(d)];
     // HBM holds the weights and, when preloaded, the predictors; the rest is KV.
     const bool preloaded =

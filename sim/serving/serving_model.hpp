@@ -47,6 +47,10 @@
 //   fails or is cancelled the request carries on at its source.
 // - A move whose transfer fails (a node or link dies under it) is retried as
 //   a recovery; after three attempts the request is reported failed.
+// - Several deployments (spec.deployments): each request belongs to one and is
+//   admitted, moved and recovered only on its pools, with its model's KV size,
+//   weights, costs, methods and predictors; each one's arrivals wait in their
+//   own line. The network, host DRAM, replicas and events are shared.
 #pragma once
 
 #include <cstdint>
@@ -78,8 +82,9 @@ namespace kvshift::sim {
 class ServingModel final : public GpuListener {
  public:
   /// `strategy` is the one this run uses for every move. `fabric` carries all bytes.
-  /// `pool_costs[p]`, when given, prices the GPUs of pool p (pools with their own GPU);
-  /// a missing or null entry uses `costs`.
+  /// `costs` prices the first deployment's model; `pool_costs[p]`, when given, prices the GPUs
+  /// of pool p (pools with their own GPU, and every pool of another deployment: run_scenario
+  /// builds them); a missing or null entry uses `costs`.
   ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec& spec,
                const ServingCosts& costs, Strategy strategy, RecordOptions records = {},
                std::vector<const ServingCosts*> pool_costs = {});
