@@ -220,6 +220,8 @@ void check_deployment(const ScenarioSpec& spec, std::size_t i, Diagnostics& d,
   one.model = dep.model;
   one.risk_kv = dep.risk_kv;
   one.proxy_kv = dep.proxy_kv;
+  if (dep.prompt_tokens) one.workload.prompt_tokens = *dep.prompt_tokens;
+  if (dep.output_tokens) one.workload.output_tokens = *dep.output_tokens;
   Diagnostics named, placements;
   check_memory(one, named, ctx, &dep.pools);
   check_methods(one, named);

@@ -1,12 +1,14 @@
 // The "deployments" section: a scenario that serves several models names each
 // one, its model, the pools it runs on, its share of the arrivals that do not
-// name a model, and its own risk_kv / proxy_kv. Every pool belongs to exactly
+// name a model, its own risk_kv / proxy_kv and, for generated arrivals, its own
+// prompt and output lengths. Every pool belongs to exactly
 // one deployment. A trace's "model" field names a deployment; without
 // deployments it must name the scenario's model.
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "input/scenario_keys.hpp"
 #include "input/scenario_parts.hpp"
@@ -152,6 +154,15 @@ void parse_deployments(const Reader& top, ScenarioSpec& s, LoadContext& ctx) {
     dep.proxy_kv = parse_proxy_kv(d, ctx);
     dep.pools = pools_of(d, s, owner);
     check_roles(d, s, dep);
+    for (const auto& [key, dist, min] : {std::tuple{"prompt_tokens", &dep.prompt_tokens, 1},
+                                         {"output_tokens", &dep.output_tokens, 0}}) {
+      if (!d.has(key)) continue;
+      if (s.workload.arrival == sim::ArrivalKind::kTrace) {
+        d.problem(key, "does not apply to arrival \"trace\" (the trace gives it)");
+      } else {
+        *dist = parse_token_dist(d, key, min);
+      }
+    }
     if (d.has("share")) {
       any_share = true;
       dep.share = number_in(d, "share", 0, 1, true, false).value_or(0);

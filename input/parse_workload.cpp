@@ -11,6 +11,8 @@ namespace {
 
 constexpr std::int64_t kMaxTokens = 10'000'000;
 
+}  // namespace
+
 sim::TokenDist parse_token_dist(const Reader& w, std::string_view key, std::int64_t min_value) {
   sim::TokenDist d;
   if (w.has(key) && w.node()[key].is_number()) {
@@ -52,6 +54,8 @@ sim::TokenDist parse_token_dist(const Reader& w, std::string_view key, std::int6
   }
   return d;
 }
+
+namespace {
 
 sim::SharedPrefixSpec parse_shared_prefix(const Reader& r) {
   r.allow_only(keys::kSharedPrefix);

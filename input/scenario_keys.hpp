@@ -59,7 +59,8 @@ inline const List kEvent = {
     "type",         "at",        "node",    "gpu",  "link", "detection_delay",
     "repair_after", "bandwidth", "latency", "from", "to"};
 inline const List kPool = {"name", "role", "router", "nodes", "site", "gpu"};
-inline const List kDeployment = {"name", "model", "pools", "share", "risk_kv", "proxy_kv"};
+inline const List kDeployment = {"name",    "model",    "pools",         "share",
+                                 "risk_kv", "proxy_kv", "prompt_tokens", "output_tokens"};
 inline const List kTransferEngine = {"setup", "per_block", "max_inflight_per_destination",
                                      "stall_timeout"};
 inline const List kPolicies = {"strategies", "router", "quality_budget", "rebalance"};

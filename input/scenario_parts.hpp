@@ -82,6 +82,9 @@ cost_model::ModelSpec parse_model(const Reader& top, LoadContext& ctx);
 cost_model::GpuSpec parse_gpu(const Reader& top, LoadContext& ctx);
 sim::ClusterSpec parse_cluster(const Reader& r, const cost_model::GpuSpec& gpu, LoadContext& ctx);
 sim::WorkloadSpec parse_workload(const Reader& r, LoadContext& ctx);
+/// A token-length distribution at `key` of `r`: a number (fixed) or an object; at least
+/// `min_value` tokens.
+sim::TokenDist parse_token_dist(const Reader& r, std::string_view key, std::int64_t min_value);
 sim::ServingSpec parse_serving(const Reader& r);
 sim::ProtectionSpec parse_protection(const Reader& r);
 std::vector<sim::EventSpec> parse_events(const Reader& top, LoadContext& ctx);

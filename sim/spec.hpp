@@ -276,6 +276,8 @@ struct DeploymentSpec {
   std::optional<ProxyKvSpec> proxy_kv;
   std::vector<int> pools;  ///< indices into SimulationSpec::pools
   double share = 1;        ///< of the arrivals that do not name a model
+  /// Generated arrivals: its own prompt and output lengths; empty: the workload's.
+  std::optional<TokenDist> prompt_tokens, output_tokens;
 };
 
 // ---------------------------------------------------------------- the simulation

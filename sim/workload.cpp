@@ -92,24 +92,28 @@ std::int64_t sample_tokens(const TokenDist& d, Rng& rng) {
 }
 
 Workload::Workload(const WorkloadSpec& spec, std::uint64_t seed, Seconds horizon,
-                   std::vector<double> shares)
+                   std::vector<DeploymentDraw> deployments)
     : spec_(&spec),
       horizon_ns_(static_cast<std::int64_t>(std::llround(horizon.value * 1e9))),
       arrivals_(derive_seed(seed, 1)),
       tokens_(derive_seed(seed, 2)),
       prefixes_(derive_seed(seed, 3)),
-      deployments_(derive_seed(seed, 4)),
-      shares_(std::move(shares)) {}
+      deployment_draws_(derive_seed(seed, 4)),
+      deployments_(std::move(deployments)) {
+  for (std::size_t d = 0; d < deployments_.size(); ++d) {
+    own_tokens_.emplace_back(derive_seed(seed, 16 + d));
+  }
+}
 
 int Workload::draw_deployment() {
-  if (shares_.size() < 2) return 0;
-  const double u = deployments_.uniform();
+  if (deployments_.size() < 2) return 0;
+  const double u = deployment_draws_.uniform();
   double below = 0;
-  for (std::size_t d = 0; d + 1 < shares_.size(); ++d) {
-    below += shares_[d];
+  for (std::size_t d = 0; d + 1 < deployments_.size(); ++d) {
+    below += deployments_[d].share;
     if (u < below) return static_cast<int>(d);
   }
-  return static_cast<int>(shares_.size() - 1);
+  return static_cast<int>(deployments_.size() - 1);
 }
 
 std::optional<RequestArrival> Workload::next() {
@@ -139,6 +143,15 @@ std::optional<RequestArrival> Workload::next_generated() {
   r.arrival_ns = clock_ns_;
   r.prompt_tokens = sample_tokens(spec_->prompt_tokens, tokens_);
   r.output_tokens = sample_tokens(spec_->output_tokens, tokens_);
+  r.deployment = draw_deployment();
+  // A deployment's own lengths come from a stream of its own; the workload's are drawn for
+  // every arrival all the same, so the other deployments' lengths stay as they were.
+  if (!deployments_.empty()) {
+    const auto d = static_cast<std::size_t>(r.deployment);
+    const DeploymentDraw& own = deployments_[d];
+    if (own.prompt_tokens) r.prompt_tokens = sample_tokens(*own.prompt_tokens, own_tokens_[d]);
+    if (own.output_tokens) r.output_tokens = sample_tokens(*own.output_tokens, own_tokens_[d]);
+  }
   if (const auto& p = spec_->shared_prefix; p && p->share > 0) {
     // Two draws a request whether it shares or not: the choice of one request never shifts
     // another's, and arrivals and lengths (streams 1 and 2) are those of the same workload
@@ -150,7 +163,6 @@ std::optional<RequestArrival> Workload::next_generated() {
       r.prefix_tokens = std::min(p->tokens, r.prompt_tokens);
     }
   }
-  r.deployment = draw_deployment();
   return r;
 }
 
@@ -171,8 +183,9 @@ std::optional<RequestArrival> Workload::next_from_trace() {
 }
 
 std::vector<RequestArrival> generate_requests(const WorkloadSpec& spec, std::uint64_t seed,
-                                              Seconds horizon, std::vector<double> shares) {
-  Workload w(spec, seed, horizon, std::move(shares));
+                                              Seconds horizon,
+                                              std::vector<DeploymentDraw> deployments) {
+  Workload w(spec, seed, horizon, std::move(deployments));
   std::vector<RequestArrival> out;
   while (auto r = w.next()) out.push_back(*r);
   return out;

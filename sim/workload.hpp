@@ -34,6 +34,13 @@ struct RequestArrival {
   int deployment = 0;  ///< which of the scenario's deployments serves it
 };
 
+/// A deployment's part of the arrivals: its share of those that name none and, for generated
+/// arrivals, its own lengths (empty: the workload's).
+struct DeploymentDraw {
+  double share = 1;
+  std::optional<TokenDist> prompt_tokens, output_tokens;
+};
+
 /// Seeded random source with hand-written samplers (portable across standard libraries).
 class Rng {
  public:
@@ -67,11 +74,12 @@ std::int64_t sample_tokens(const TokenDist& d, Rng& rng);
 /// Pull-based request stream: arrivals in [0, horizon), at most max_requests.
 class Workload {
  public:
-  /// `shares`: the deployments' shares of the arrivals that do not name one (empty or one:
-  /// every arrival is deployment 0's). With two or more, each such arrival takes one draw
-  /// of a stream of its own, so arrivals and lengths stay those of the single-model stream.
+  /// `deployments`: each deployment's part of the arrivals (empty or one: every arrival is
+  /// deployment 0's). With two or more, each arrival that names none takes one draw of a
+  /// stream of its own, and a deployment's own lengths come from another, so arrivals and the
+  /// workload's lengths stay those of the single-model stream.
   Workload(const WorkloadSpec& spec, std::uint64_t seed, Seconds horizon,
-           std::vector<double> shares = {});
+           std::vector<DeploymentDraw> deployments = {});
   /// The next request, or nullopt when the stream has ended.
   std::optional<RequestArrival> next();
   /// Requests produced so far.
@@ -86,16 +94,18 @@ class Workload {
   std::int64_t horizon_ns_;
   Rng arrivals_;
   Rng tokens_;
-  Rng prefixes_;     ///< shared-prefix choices, a stream of their own
-  Rng deployments_;  ///< deployment choices, a stream of their own
-  std::vector<double> shares_;
-  std::int64_t clock_ns_ = 0;  ///< generated arrivals: time of the last arrival
+  Rng prefixes_;          ///< shared-prefix choices, a stream of their own
+  Rng deployment_draws_;  ///< deployment choices, a stream of their own
+  std::vector<DeploymentDraw> deployments_;
+  std::vector<Rng> own_tokens_;  ///< per deployment: its own lengths' stream
+  std::int64_t clock_ns_ = 0;    ///< generated arrivals: time of the last arrival
   std::size_t trace_pos_ = 0;
   std::uint64_t next_id_ = 0;
 };
 
 /// The whole stream at once (for tests and small scenarios).
 std::vector<RequestArrival> generate_requests(const WorkloadSpec& spec, std::uint64_t seed,
-                                              Seconds horizon, std::vector<double> shares = {});
+                                              Seconds horizon,
+                                              std::vector<DeploymentDraw> deployments = {});
 
 }  // namespace kvshift::sim

@@ -12,10 +12,11 @@ using namespace serving_detail;
 
 namespace {
 
-// The deployments' shares of the arrivals that name none (the workload's draw).
-std::vector<double> shares(const SimulationSpec& spec) {
-  std::vector<double> out;
-  for (const DeploymentSpec& d : spec.deployments) out.push_back(d.share);
+// The deployments' parts of the arrivals (the workload's draw).
+std::vector<DeploymentDraw> draws(const SimulationSpec& spec) {
+  std::vector<DeploymentDraw> out;
+  for (const DeploymentSpec& d : spec.deployments)
+    out.push_back({d.share, d.prompt_tokens, d.output_tokens});
   return out;
 }
 
@@ -41,7 +42,7 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
       pool_costs_(std::move(pool_costs)),
       strategy_(strategy),
       records_(records),
-      workload_(spec.workload, derive_seed(spec.seed, 1), spec.duration, shares(spec)),
+      workload_(spec.workload, derive_seed(spec.seed, 1), spec.duration, draws(spec)),
       router_(spec.pools.empty() ? spec.policies.router : spec.pools.front().router,
               derive_seed(spec.seed, 2)),
       deployments_(spec.deployments.empty() ? 1 : spec.deployments.size()),

@@ -147,6 +147,25 @@ TEST(Deployments, EachModelMustFitItsOwnPoolsHbm) {
       << got[0];
 }
 
+TEST(Deployments, GeneratedArrivalsMayHaveEachDeploymentsOwnLengths) {
+  json j = two_models();
+  j["deployments"][1]["prompt_tokens"] = 4096;
+  j["deployments"][1]["output_tokens"] = {{"distribution", "uniform"}, {"min", 8}, {"max", 4}};
+  EXPECT_EQ(problems(j), V{"/deployments/1/output_tokens/max: must be >= min (8)"});
+  j["deployments"][1]["output_tokens"]["max"] = 64;
+  const ScenarioSpec s = load(j);
+  ASSERT_TRUE(s.deployments[1].prompt_tokens);
+  EXPECT_EQ(s.deployments[1].prompt_tokens->value, 4096);
+  EXPECT_EQ(s.deployments[1].output_tokens->max, 64);
+  EXPECT_FALSE(s.deployments[0].prompt_tokens);
+  // A trace gives each request's lengths.
+  j["workload"] = {{"arrival", "trace"}, {"trace", "traces/sample-mooncake.jsonl"}};
+  EXPECT_EQ(problems(j), (V{"/deployments/1/prompt_tokens: does not apply to arrival \"trace\" "
+                            "(the trace gives it)",
+                            "/deployments/1/output_tokens: does not apply to arrival \"trace\" "
+                            "(the trace gives it)"}));
+}
+
 TEST(Deployments, StorageTierIsOneModels) {
   json j = two_models();
   j["cluster"]["nodes"] = {{{"name", "store"}, {"kind", "storage"}, {"capacity", "1TiB"}}};

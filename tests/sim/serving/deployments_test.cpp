@@ -193,7 +193,8 @@ TEST(Deployments, TheDrawOfDeploymentsLeavesArrivalsAsTheyWere) {
   const input::ScenarioSpec spec = load(base(9));
   const Seconds horizon{600};
   const std::vector<RequestArrival> one = generate_requests(spec.workload, 9, horizon);
-  const std::vector<RequestArrival> two = generate_requests(spec.workload, 9, horizon, {0.3, 0.7});
+  const std::vector<RequestArrival> two =
+      generate_requests(spec.workload, 9, horizon, {{0.3, {}, {}}, {0.7, {}, {}}});
   ASSERT_EQ(one.size(), two.size());
   std::size_t second = 0;
   for (std::size_t i = 0; i < one.size(); ++i) {
@@ -206,6 +207,29 @@ TEST(Deployments, TheDrawOfDeploymentsLeavesArrivalsAsTheyWere) {
   // A binomial share: within 4 standard deviations of 0.7.
   const double n = static_cast<double>(one.size());
   EXPECT_NEAR(static_cast<double>(second) / n, 0.7, 4 * std::sqrt(0.21 / n));
+}
+
+TEST(Deployments, ADeploymentsOwnLengthsApplyToItsArrivalsOnly) {
+  const input::ScenarioSpec spec = load(base(9));
+  const Seconds horizon{600};
+  TokenDist prompt;
+  prompt.value = 3000;
+  const std::vector<RequestArrival> one = generate_requests(spec.workload, 9, horizon);
+  const std::vector<RequestArrival> two =
+      generate_requests(spec.workload, 9, horizon, {{0.5, {}, {}}, {0.5, prompt, {}}});
+  ASSERT_EQ(one.size(), two.size());
+  std::size_t own = 0;
+  for (std::size_t i = 0; i < one.size(); ++i) {
+    EXPECT_EQ(one[i].arrival_ns, two[i].arrival_ns);
+    if (two[i].deployment == 1) {
+      EXPECT_EQ(two[i].prompt_tokens, 3000);
+      ++own;
+    } else {
+      EXPECT_EQ(two[i].prompt_tokens, one[i].prompt_tokens) << "the workload's draw, unchanged";
+    }
+    EXPECT_EQ(two[i].output_tokens, one[i].output_tokens);
+  }
+  EXPECT_GT(own, 0u);
 }
 
 }  // namespace
