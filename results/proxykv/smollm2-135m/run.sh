@@ -24,8 +24,14 @@ POLICIES="--policy exact --policy prune:proxykv:$WORK/mapper/mapper.safetensors 
 # shellcheck disable=SC2086
 "$KV" quality --model "$MODEL" --corpus data/corpus/jargon.tokens $POLICIES \
   --history 1024 --eval 128 --windows 32 --out "$WORK/quality-jargon"
+# The same held-out KJV with shorter and longer histories (the mapper trained on 1,024).
+for h in 512 2048; do
+  # shellcheck disable=SC2086
+  "$KV" quality --model "$MODEL" --corpus data/corpus/kjv.tokens --span 0.8:1 $POLICIES \
+    --history "$h" --eval 128 --windows 32 --out "$WORK/quality-kjv-h$h"
+done
 cp "$WORK/dataset/manifest.json" "$HERE/dataset-manifest.json"
 cp "$WORK/mapper/mapper.json" "$WORK/mapper/mapper.safetensors" "$WORK/mapper/train.log" "$HERE/"
-for d in kjv jargon; do
+for d in kjv jargon kjv-h512 kjv-h2048; do
   for f in quality.json quality.md quality.svg; do cp "$WORK/quality-$d/$f" "$HERE/${f%%.*}-$d.${f#*.}"; done
 done
