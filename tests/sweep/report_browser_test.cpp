@@ -78,6 +78,29 @@ TEST(ReportBrowser, RunReportDrawsEveryChart) {
   EXPECT_NE(dom.find("No migrations in this run: no migration-latency CDF."), std::string::npos);
 }
 
+TEST(ReportBrowser, SeveralDeploymentsGetATableOfTheirOwn) {
+  const std::string browser = chromium();
+  if (browser.empty()) GTEST_SKIP() << "chromium is not installed (Debian package chromium)";
+  const auto dir = artefacts() / "run-deployments";
+  std::filesystem::remove_all(dir);
+  auto r = run_kvshift("run " + std::string(KVSHIFT_SOURCE_DIR) +
+                       "/scenarios/multi-model.json --quiet --no-trace --out " + dir.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_kvshift("report " + dir.string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string dom;
+  expect_page_draws(browser, dir / "report.html", 4, "run-deployments-report.png", &dom);
+  EXPECT_NE(dom.find("<h3>Deployments</h3>"), std::string::npos);
+  // One row per (strategy, deployment): 4 strategies x 2 deployments name their models.
+  std::size_t rows = 0;
+  for (std::size_t at = dom.find("<td>qwen2.5-7b</td>"); at != std::string::npos;
+       at = dom.find("<td>qwen2.5-7b</td>", at + 1)) {
+    ++rows;
+  }
+  EXPECT_EQ(rows, 4u);
+  EXPECT_NE(dom.find("<td>llama-3.1-8b</td>"), std::string::npos);
+}
+
 TEST(ReportBrowser, SweepAndAnalyticReportsDrawLinesAndHeatMaps) {
   const std::string browser = chromium();
   if (browser.empty()) GTEST_SKIP() << "chromium is not installed (Debian package chromium)";
