@@ -171,6 +171,35 @@ TEST(Deployments, EveryRequestLivesAndMovesOnlyOnItsOwnPools) {
   }
 }
 
+TEST(Deployments, OnlyADeploymentWithAPrefillPoolHandsItsRequestsOff) {
+  json j = two_models(6);
+  j["pools"] = {{{"name", "a-prefill"}, {"role", "prefill"}, {"nodes", {"gpu0"}}},
+                {{"name", "a"}, {"role", "decode"}, {"nodes", {"gpu1", "gpu2"}}},
+                {{"name", "b"}, {"role", "mixed"}, {"nodes", {"gpu3", "gpu4", "gpu5"}}}};
+  j["deployments"][0]["pools"] = {"a-prefill", "a"};
+  const input::ScenarioSpec spec = load(j);
+  const std::map<std::string, std::string> pool = pool_of(spec);
+  for (const RunResult& r : run(spec)) {
+    SCOPED_TRACE(r.strategy);
+    ASSERT_EQ(r.deployments.size(), 2u);
+    const bool replay = r.strategy == "token_replay";  // decode-side prefill: no handoff
+    EXPECT_EQ(r.deployments[0].tally.handoffs > 0, !replay);
+    EXPECT_EQ(r.deployments[1].tally.handoffs, 0);
+    for (const RequestRecord& q : r.requests) {
+      if (q.first_node.empty()) continue;
+      const std::string& first = pool.at(q.first_node);
+      if (q.deployment == 1) {
+        EXPECT_EQ(first, "b");
+      } else {
+        EXPECT_EQ(first, replay ? "a" : "a-prefill") << "request " << q.id;
+      }
+    }
+    const reports::StrategyMetrics m = reports::strategy_metrics(spec, r);
+    EXPECT_TRUE(m.deployments.at("qwen").handoffs.has_value());
+    EXPECT_FALSE(m.deployments.at("llama").handoffs.has_value());
+  }
+}
+
 TEST(Deployments, AFullKvMoveShipsItsOwnModelsKv) {
   json j = two_models(4);
   j["policies"]["strategies"] = {"full_kv"};
