@@ -22,8 +22,11 @@ std::string join(const std::vector<std::string>& names) {
   return out;
 }
 
-// The deployment's pools, as indices, from its "pools" list of pool names.
-std::vector<int> pools_of(const Reader& d, const ScenarioSpec& s, std::vector<int>& owner) {
+// The deployment's pools, as indices, from its "pools" list of pool names. `owner`: pool ->
+// the deployment (index) that named it, -1 for none yet; `earlier`: the deployments before it.
+std::vector<int> pools_of(const Reader& d, const ScenarioSpec& s, std::vector<int>& owner,
+                          const std::vector<sim::DeploymentSpec>& earlier) {
+  const int self = static_cast<int>(earlier.size());
   std::vector<int> out;
   std::vector<std::string> names;
   for (const sim::PoolSpec& p : s.pools) names.push_back(p.name);
@@ -43,11 +46,17 @@ std::vector<int> pools_of(const Reader& d, const ScenarioSpec& s, std::vector<in
       return;
     }
     const int pool = static_cast<int>(it - names.begin());
-    if (owner[static_cast<std::size_t>(pool)] >= 0) {
-      n.problem("pool \"" + name + "\" already serves another deployment");
+    const int by = owner[static_cast<std::size_t>(pool)];
+    if (by == self) {
+      n.problem("pool \"" + name + "\" is listed twice");
       return;
     }
-    owner[static_cast<std::size_t>(pool)] = 0;
+    if (by >= 0) {
+      n.problem("pool \"" + name + "\" already serves deployment \"" +
+                earlier[static_cast<std::size_t>(by)].name + "\"");
+      return;
+    }
+    owner[static_cast<std::size_t>(pool)] = self;
     out.push_back(pool);
   });
   if (out.empty() && d.has("pools") && d.node()["pools"].is_array() && d.node()["pools"].empty()) {
@@ -152,7 +161,7 @@ void parse_deployments(const Reader& top, ScenarioSpec& s, LoadContext& ctx) {
     const bool model_ok = d.diagnostics().items().size() == before_model;
     dep.risk_kv = parse_risk_kv(d, dep.model, model_ok, ctx);
     dep.proxy_kv = parse_proxy_kv(d, ctx);
-    dep.pools = pools_of(d, s, owner);
+    dep.pools = pools_of(d, s, owner, out);
     check_roles(d, s, dep);
     for (const auto& [key, dist, min] : {std::tuple{"prompt_tokens", &dep.prompt_tokens, 1},
                                          {"output_tokens", &dep.output_tokens, 0}}) {

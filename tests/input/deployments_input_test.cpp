@@ -78,7 +78,9 @@ TEST(Deployments, APoolServesOneDeployment) {
   json j = two_models();
   j["deployments"][1]["pools"] = {"p1", "p0"};
   EXPECT_EQ(problems(j),
-            V{"/deployments/1/pools/1: pool \"p0\" already serves another deployment"});
+            V{"/deployments/1/pools/1: pool \"p0\" already serves deployment \"small\""});
+  j["deployments"][1]["pools"] = {"p1", "p1"};
+  EXPECT_EQ(problems(j), V{"/deployments/1/pools/1: pool \"p1\" is listed twice"});
 }
 
 TEST(Deployments, NamesAreUnique) {
