@@ -96,35 +96,41 @@ Names check_cluster(const sim::ClusterSpec& c, Diagnostics& d, const LoadContext
   return n;
 }
 
-std::int64_t largest_request_tokens(const sim::WorkloadSpec& w) {
+// The largest request deployment `index` of `m` may get: of the trace, those naming it or
+// none; generated, its own lengths or the workload's.
+std::int64_t largest_request_tokens(const sim::WorkloadSpec& w, const sim::DeploymentSpec& m,
+                                    int index) {
   if (w.arrival == sim::ArrivalKind::kTrace) {
-    std::int64_t m = 0;
-    for (const auto& t : w.trace) m = std::max(m, t.prompt_tokens + t.output_tokens);
-    return m;
+    std::int64_t most = 0;
+    for (const auto& t : w.trace) {
+      if (t.deployment < 0 || t.deployment == index)
+        most = std::max(most, t.prompt_tokens + t.output_tokens);
+    }
+    return most;
   }
   auto top = [](const sim::TokenDist& d) -> std::int64_t {
     if (d.kind == sim::TokenDistKind::kFixed) return d.value;
     if (d.kind == sim::TokenDistKind::kUniform) return d.max;
     return 0;  // lognormal: its clamp is a tail bound, not a typical size
   };
-  return top(w.prompt_tokens) + top(w.output_tokens);
+  return top(m.prompt_tokens.value_or(w.prompt_tokens)) +
+         top(m.output_tokens.value_or(w.output_tokens));
 }
 
-// `pools`: only the GPU nodes of these pools run `s.model` (a deployment's); null: all do.
-void check_memory(const ScenarioSpec& s, Diagnostics& d, const LoadContext& ctx,
-                  const std::vector<int>* pools = nullptr) {
-  const Bytes weights{s.model.parameter_count() * cost_model::dtype_bytes(s.model.weight_dtype)};
-  const std::int64_t tokens = largest_request_tokens(s.workload);
-  const Bytes kv = cost_model::kv_bytes(s.model, tokens);
+// Deployment `index`'s model (its weights, its largest request's KV) on its GPU nodes.
+void check_memory(const ScenarioSpec& s, const sim::DeploymentSpec& m, int index, Diagnostics& d,
+                  const LoadContext& ctx) {
+  const Bytes weights{m.model.parameter_count() * cost_model::dtype_bytes(m.model.weight_dtype)};
+  const std::int64_t tokens = largest_request_tokens(s.workload, m, index);
+  const Bytes kv = cost_model::kv_bytes(m.model, tokens);
   std::set<std::string> said;
   for (std::size_t i = 0; i < s.cluster.nodes.size(); ++i) {
     const sim::ClusterNode& n = s.cluster.nodes[i];
-    if (n.kind != NodeKind::kGpu) continue;
-    if (pools && std::find(pools->begin(), pools->end(), n.pool) == pools->end()) continue;
+    if (n.kind != NodeKind::kGpu || !serves(s, m, n)) continue;
     const std::string& p = ctx.hbm_origin[i];
     if (said.count(p)) continue;
     if (weights > n.hbm_per_gpu) {
-      d.add(p, "model " + s.model.name + " weights (" + gib(weights) + ") do not fit in the " +
+      d.add(p, "model " + m.model.name + " weights (" + gib(weights) + ") do not fit in the " +
                    gib(n.hbm_per_gpu) + " HBM of a GPU of node \"" + n.name + "\"");
       said.insert(p);
     } else if (weights + kv > n.hbm_per_gpu) {
@@ -135,11 +141,10 @@ void check_memory(const ScenarioSpec& s, Diagnostics& d, const LoadContext& ctx,
     }
   }
   if (s.serving.prefix_cache.enabled && s.serving.prefix_cache.host_offload) {
-    const Bytes block = cost_model::kv_bytes(s.model, s.serving.prefix_cache.block_tokens);
+    const Bytes block = cost_model::kv_bytes(m.model, s.serving.prefix_cache.block_tokens);
     for (std::size_t i = 0; i < s.cluster.nodes.size(); ++i) {
       const sim::ClusterNode& n = s.cluster.nodes[i];
-      if (n.kind != NodeKind::kGpu || n.host_memory >= block) continue;
-      if (pools && std::find(pools->begin(), pools->end(), n.pool) == pools->end()) continue;
+      if (n.kind != NodeKind::kGpu || n.host_memory >= block || !serves(s, m, n)) continue;
       const std::string p = i < ctx.generated_nodes ? "/cluster/node" : node_ptr(ctx, i);
       if (said.insert(p + "/host_memory").second) {
         d.add(p + "/host_memory",
@@ -216,16 +221,10 @@ void check_events(const ScenarioSpec& s, const Names& n, Diagnostics& d, const L
 void check_deployment(const ScenarioSpec& spec, std::size_t i, Diagnostics& d,
                       const LoadContext& ctx) {
   const sim::DeploymentSpec& dep = spec.deployments[i];
-  ScenarioSpec one = spec;
-  one.model = dep.model;
-  one.risk_kv = dep.risk_kv;
-  one.proxy_kv = dep.proxy_kv;
-  if (dep.prompt_tokens) one.workload.prompt_tokens = *dep.prompt_tokens;
-  if (dep.output_tokens) one.workload.output_tokens = *dep.output_tokens;
   Diagnostics named, placements;
-  check_memory(one, named, ctx, &dep.pools);
-  check_methods(one, named);
-  check_placements(one, placements);
+  check_memory(spec, dep, static_cast<int>(i), named, ctx);
+  check_methods(spec, dep, named);
+  check_placements(spec, dep, placements);
   const std::string here = "/deployments/" + std::to_string(i);
   auto add = [&](const Diagnostics& found, bool name_it) {
     for (const std::string& item : found.items()) {
@@ -259,9 +258,10 @@ void cross_check(const ScenarioSpec& spec, const Reader& top, const LoadContext&
   const Names names = check_cluster(spec.cluster, d, ctx);
   if (!d.empty()) return;  // later checks assume a sound cluster
   if (spec.deployments.empty()) {
-    check_memory(spec, d, ctx);
-    check_methods(spec, d);
-    check_placements(spec, d);
+    const sim::DeploymentSpec one = sim::served_deployments(spec).front();
+    check_memory(spec, one, 0, d, ctx);
+    check_methods(spec, one, d);
+    check_placements(spec, one, d);
   } else {
     for (std::size_t i = 0; i < spec.deployments.size(); ++i) check_deployment(spec, i, d, ctx);
   }

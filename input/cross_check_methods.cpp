@@ -19,21 +19,21 @@ std::string num(double v) {
 }
 
 // The quality cost of a lossy method, or nullopt for lossless ones.
-std::optional<double> quality_cost(const ScenarioSpec& s, bool risk) {
-  if (risk && s.risk_kv) return s.risk_kv->delta_nll;
-  if (!risk && s.proxy_kv) return s.proxy_kv->delta_nll;
+std::optional<double> quality_cost(const sim::DeploymentSpec& m, bool risk) {
+  if (risk && m.risk_kv) return m.risk_kv->delta_nll;
+  if (!risk && m.proxy_kv) return m.proxy_kv->delta_nll;
   return std::nullopt;
 }
 
-void need_method(const ScenarioSpec& s, bool risk, const std::string& ptr, const std::string& what,
-                 Diagnostics& d) {
-  const bool have = risk ? s.risk_kv.has_value() : s.proxy_kv.has_value();
+void need_method(const ScenarioSpec& s, const sim::DeploymentSpec& m, bool risk,
+                 const std::string& ptr, const std::string& what, Diagnostics& d) {
+  const bool have = risk ? m.risk_kv.has_value() : m.proxy_kv.has_value();
   const char* section = risk ? "risk_kv" : "proxy_kv";
   if (!have) {
     d.add(ptr, what + " needs a \"" + section + "\" section");
     return;
   }
-  const auto cost = quality_cost(s, risk);
+  const auto cost = quality_cost(m, risk);
   if (s.policies.quality_budget && cost && *cost > *s.policies.quality_budget) {
     d.add(ptr, what + " costs ΔNLL " + num(*cost) + " (" + section +
                    ".delta_nll), over the quality_budget " + num(*s.policies.quality_budget));
@@ -42,33 +42,38 @@ void need_method(const ScenarioSpec& s, bool risk, const std::string& ptr, const
 
 }  // namespace
 
-void check_methods(const ScenarioSpec& s, Diagnostics& d) {
+bool serves(const ScenarioSpec& s, const sim::DeploymentSpec& m, const sim::ClusterNode& node) {
+  return s.deployments.empty() ||
+         std::find(m.pools.begin(), m.pools.end(), node.pool) != m.pools.end();
+}
+
+void check_methods(const ScenarioSpec& s, const sim::DeploymentSpec& m, Diagnostics& d) {
   for (std::size_t i = 0; i < s.policies.strategies.size(); ++i) {
     const sim::Strategy st = s.policies.strategies[i];
     if (st != sim::Strategy::kRiskKv && st != sim::Strategy::kProxyKv) continue;
-    need_method(s, st == sim::Strategy::kRiskKv, "/policies/strategies/" + std::to_string(i),
+    need_method(s, m, st == sim::Strategy::kRiskKv, "/policies/strategies/" + std::to_string(i),
                 std::string("strategy \"") + sim::strategy_name(st) + "\"", d);
   }
   const sim::ProtectionMode mode = s.protection.mode;
   if (mode == sim::ProtectionMode::kRiskKv || mode == sim::ProtectionMode::kProxyKv) {
-    need_method(s, mode == sim::ProtectionMode::kRiskKv, "/protection/mode",
+    need_method(s, m, mode == sim::ProtectionMode::kRiskKv, "/protection/mode",
                 std::string("protection \"") + sim::protection_name(mode) + "\"", d);
   }
-  if (s.proxy_kv) {
-    const auto& p = s.proxy_kv->proxy_model;
-    if (p.vocab != s.model.vocab) {
+  if (m.proxy_kv) {
+    const auto& p = m.proxy_kv->proxy_model;
+    if (p.vocab != m.model.vocab) {
       d.add("/proxy_kv/proxy_model", "proxy " + p.name + " has a different tokenizer from " +
-                                         s.model.name + " (vocab " + std::to_string(p.vocab) +
-                                         " vs " + std::to_string(s.model.vocab) +
+                                         m.model.name + " (vocab " + std::to_string(p.vocab) +
+                                         " vs " + std::to_string(m.model.vocab) +
                                          "); ProxyKV needs a same-family proxy");
-    } else if (p.parameter_count() >= s.model.parameter_count()) {
+    } else if (p.parameter_count() >= m.model.parameter_count()) {
       d.add("/proxy_kv/proxy_model",
-            "proxy " + p.name + " is not smaller than the target " + s.model.name);
+            "proxy " + p.name + " is not smaller than the target " + m.model.name);
     }
   }
 }
 
-void check_placements(const ScenarioSpec& s, Diagnostics& d) {
+void check_placements(const ScenarioSpec& s, const sim::DeploymentSpec& m, Diagnostics& d) {
   auto find = [&](const std::string& name) -> const sim::ClusterNode* {
     for (const auto& n : s.cluster.nodes) {
       if (n.name == name) return &n;
@@ -92,8 +97,9 @@ void check_placements(const ScenarioSpec& s, Diagnostics& d) {
                 std::to_string(gpu_nodes) + ")");
     }
   }
-  if (s.proxy_kv && s.proxy_kv->placement == sim::ProxyPlacement::kProxyGpu) {
+  if (m.proxy_kv && m.proxy_kv->placement == sim::ProxyPlacement::kProxyGpu) {
     for (const auto& n : s.cluster.nodes) {
+      if (!serves(s, m, n)) continue;
       if (n.kind == sim::NodeKind::kGpu && n.gpu_count < 2) {
         d.add("/proxy_kv/placement",
               "\"proxy_gpu\" reserves one GPU per node for the proxy, but node \"" + n.name +
@@ -105,13 +111,13 @@ void check_placements(const ScenarioSpec& s, Diagnostics& d) {
   const auto& pd = s.predictors;
   if (pd.placement != sim::PredictorPlacement::kOnDemand) return;
   if (!find(pd.source)) d.add("/predictors/source", "unknown node \"" + pd.source + "\"");
-  if (pd.hbm_budget && s.risk_kv) {
+  if (pd.hbm_budget && m.risk_kv) {
     cost_model::StorageOptions opt;
-    opt.predictor_dtype = s.risk_kv->predictor_dtype;
+    opt.predictor_dtype = m.risk_kv->predictor_dtype;
     const Bytes set =
-        cost_model::storage(s.model, s.risk_kv->omission, 1, opt).predictor_bytes_total;
+        cost_model::storage(m.model, m.risk_kv->omission, 1, opt).predictor_bytes_total;
     if (*pd.hbm_budget < set) {
-      d.add("/predictors/hbm_budget", "cannot hold one predictor set of " + s.model.name + " (" +
+      d.add("/predictors/hbm_budget", "cannot hold one predictor set of " + m.model.name + " (" +
                                           format_mib(set) + ", budget " +
                                           format_mib(*pd.hbm_budget) + ")");
     }

@@ -111,10 +111,14 @@ SloSpec parse_slo(const Reader& r);
 /// outputs: the files a run writes, and the simulated link_sample_interval.
 void parse_outputs(const Reader& r, ScenarioSpec& s);
 
-/// Pass two, methods: strategies and protection have their sections; quality budget; proxy model.
-void check_methods(const ScenarioSpec& s, Diagnostics& d);
-/// Pass two, placements: replica store, proxy GPUs, predictor source and budget.
-void check_placements(const ScenarioSpec& s, Diagnostics& d);
+/// Whether `node` runs deployment `m`'s model: one of its pools' GPU nodes (every node when
+/// the scenario serves one model).
+bool serves(const ScenarioSpec& s, const sim::DeploymentSpec& m, const sim::ClusterNode& node);
+/// Pass two, methods of one deployment (sim::served_deployments): strategies and protection
+/// have its sections; quality budget; proxy model.
+void check_methods(const ScenarioSpec& s, const sim::DeploymentSpec& m, Diagnostics& d);
+/// Pass two, placements: replica store, proxy GPUs, predictor source and `m`'s budget.
+void check_placements(const ScenarioSpec& s, const sim::DeploymentSpec& m, Diagnostics& d);
 
 /// Pass two: cross-references. `top` is the document root (for pointers only).
 void cross_check(const ScenarioSpec& spec, const Reader& top, const LoadContext& ctx);

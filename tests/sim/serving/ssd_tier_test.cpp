@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <tuple>
 
 #include "cost_model/compute_costs.hpp"
 #include "cost_model/storage.hpp"
@@ -61,15 +62,26 @@ RunResult run_abca(int host_blocks, const std::string& ssd, double last_ms = 600
   return run;
 }
 
-TEST(SsdTier, AReloadReadsTheSsdThenCrossesTheHostLinkThenPrefillsTheTail) {
+// The closed forms of run_abca's requests (qwen2.5-1.5b on an h100): a whole prefill, the
+// tail's prefill after a 3-block hit, those blocks' bytes, and moving them at a rate in bits/s
+// (an SSD) or over the host link, as the simulator prices it.
+struct AbcaCosts {
   const cost_model::ModelSpec model = cost_model::find_model("qwen2.5-1.5b");
   const cost_model::GpuSpec gpu = cost_model::find_gpu("h100");
-  const cost_model::RooflineCosts compute(gpu);
+  const cost_model::RooflineCosts compute{gpu};
   const std::int64_t full = from_seconds(compute.prefill(model, 2048)).ns;
   const std::int64_t tail = from_seconds(compute.extend(model, 1536, 512)).ns;
   const std::int64_t bytes = cost_model::kv_bytes(model, 1536).count;
-  const std::int64_t read = from_seconds(8.0 * static_cast<double>(bytes) / 56e9).ns;  // 7 GB/s
-  const std::int64_t link = from_seconds(8.0 * static_cast<double>(bytes) / gpu.host_link.value).ns;
+  const std::int64_t link = at(gpu.host_link.value);
+  std::int64_t at(double bits_per_s) const {
+    return from_seconds(8.0 * static_cast<double>(bytes) / bits_per_s).ns;
+  }
+};
+
+TEST(SsdTier, AReloadReadsTheSsdThenCrossesTheHostLinkThenPrefillsTheTail) {
+  const AbcaCosts c;
+  const auto [full, tail, bytes, link] = std::tuple{c.full, c.tail, c.bytes, c.link};
+  const std::int64_t read = c.at(56e9);  // 7 GB/s
   const std::string six_blocks = R"(, "ssd_tier": {"capacity": )" + std::to_string(2 * bytes) +
                                  R"(, "read_bandwidth": "7GB/s"})";
 
@@ -115,15 +127,9 @@ TEST(SsdTier, AReloadReadsTheSsdThenCrossesTheHostLinkThenPrefillsTheTail) {
 }
 
 TEST(SsdTier, AReadWaitsForTheWriteAheadOfItOnTheSsd) {
-  const cost_model::ModelSpec model = cost_model::find_model("qwen2.5-1.5b");
-  const cost_model::GpuSpec gpu = cost_model::find_gpu("h100");
-  const cost_model::RooflineCosts compute(gpu);
-  const std::int64_t full = from_seconds(compute.prefill(model, 2048)).ns;
-  const std::int64_t tail = from_seconds(compute.extend(model, 1536, 512)).ns;
-  const std::int64_t bytes = cost_model::kv_bytes(model, 1536).count;
-  const std::int64_t read = from_seconds(8.0 * static_cast<double>(bytes) / 56e9).ns;   // 7 GB/s
-  const std::int64_t write = from_seconds(8.0 * static_cast<double>(bytes) / 28e9).ns;  // 3.5
-  const std::int64_t link = from_seconds(8.0 * static_cast<double>(bytes) / gpu.host_link.value).ns;
+  const AbcaCosts c;
+  const auto [full, tail, bytes, link] = std::tuple{c.full, c.tail, c.bytes, c.link};
+  const std::int64_t read = c.at(56e9), write = c.at(28e9);  // 7 and 3.5 GB/s
   const std::string ssd = R"(, "ssd_tier": {"capacity": )" + std::to_string(2 * bytes) +
                           R"(, "read_bandwidth": "7GB/s", "write_bandwidth": "3.5GB/s"})";
   // C's prefill ends at 40 s + full and its write-through pushes B out of host DRAM onto the
