@@ -23,6 +23,19 @@ void append_rows(Matrix& m, const Matrix& rows) {
   m.bottomRows(rows.rows()) = rows;
 }
 
+/// Extends layer l's key mask (if the cache has one) over `rows` appended rows: they count.
+void append_kept(KvCache& cache, int l, Eigen::Index rows) {
+  if (cache.key_mask.empty()) return;
+  KeyMask& mask = cache.key_mask[static_cast<std::size_t>(l)];
+  mask.conservativeResize(mask.rows() + rows, Eigen::NoChange);
+  mask.bottomRows(rows).setOnes();
+}
+
+/// Layer l's key mask, or null when every key counts.
+const KeyMask* mask_of(const KvCache& cache, int l) {
+  return cache.key_mask.empty() ? nullptr : &cache.key_mask[static_cast<std::size_t>(l)];
+}
+
 void size_stats(AttentionStats& s, const cost_model::ModelSpec& m, Eigen::Index keys,
                 const StatsRequest& want) {
   const Eigen::Index rows = static_cast<Eigen::Index>(m.layers) * m.q_heads;
@@ -104,8 +117,10 @@ void Model::layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t rows0,
   rope(k, m.kv_heads, m, pos0);
   append_rows(cache.k[l], k);
   append_rows(cache.v[l], v);
+  append_kept(cache, l, k.rows());
   Matrix attn;
-  causal_attention(q, cache.k[l], cache.v[l], m, attn, o.stats.any() ? &r.stats : nullptr, l);
+  causal_attention(q, cache.k[l], cache.v[l], m, attn, o.stats.any() ? &r.stats : nullptr, l,
+                   mask_of(cache, l));
   finish_layer(w, attn, x);
 }
 
@@ -147,7 +162,8 @@ Matrix Model::decode_step(std::span<const std::int32_t> tokens,
       rope(kb, m.kv_heads, m, r0 + cache.evicted);
       append_rows(cache.k[l], kb);
       append_rows(cache.v[l], v.row(b));
-      causal_attention(qb, cache.k[l], cache.v[l], m, one);
+      append_kept(cache, l, 1);
+      causal_attention(qb, cache.k[l], cache.v[l], m, one, nullptr, 0, mask_of(cache, l));
       attn.row(b) = one;
     }
     finish_layer(w, attn, x);
@@ -244,10 +260,13 @@ void rope(Matrix& x, int heads, const cost_model::ModelSpec& spec, std::int64_t 
 }
 
 void causal_attention(const Matrix& q, const Matrix& k, const Matrix& v,
-                      const cost_model::ModelSpec& m, Matrix& out, AttentionStats* stats,
-                      int layer) {
+                      const cost_model::ModelSpec& m, Matrix& out, AttentionStats* stats, int layer,
+                      const KeyMask* key_mask) {
   out.resize(q.rows(), q.cols());
   if (q.rows() == 0) return;
+  if (key_mask && (key_mask->rows() != k.rows() || key_mask->cols() != m.kv_heads)) {
+    throw std::invalid_argument("causal_attention: the key mask must be [keys, kv_heads]");
+  }
   if (stats) {
     bool any = false;
     for (const Matrix* stat : {&stats->mass, &stats->window_mass, &stats->max}) {
@@ -258,15 +277,24 @@ void causal_attention(const Matrix& q, const Matrix& k, const Matrix& v,
       any = true;
     }
     if (!any) stats = nullptr;
+    if (stats && key_mask) {
+      throw std::invalid_argument(
+          "causal_attention: no attention statistics over a cache pruned per head (key mask)");
+    }
   }
   const kernels::TensorView q3 = head_view(q, m.q_heads), k3 = head_view(k, m.kv_heads);
   Matrix lse;
   if (stats) lse.resize(q.rows(), m.q_heads);
-  kernels::cpu::attention({.q = q3,
-                           .k = k3,
-                           .v = head_view(v, m.kv_heads),
-                           .out = head_view(out, m.q_heads),
-                           .lse = stats ? matrix_view(lse) : kernels::TensorView{}});
+  kernels::cpu::attention(
+      {.q = q3,
+       .k = k3,
+       .v = head_view(v, m.kv_heads),
+       .out = head_view(out, m.q_heads),
+       .lse = stats ? matrix_view(lse) : kernels::TensorView{},
+       .key_mask = key_mask ? kernels::make_view(const_cast<std::int32_t*>(key_mask->data()),
+                                                 kernels::DType::kI32, kernels::Device::kHost,
+                                                 {key_mask->rows(), key_mask->cols()})
+                            : kernels::TensorView{}});
   if (!stats) return;
   using kernels::Reduce;
   const std::int64_t window_begin = std::max<std::int64_t>(0, q.rows() - stats->window);

@@ -34,6 +34,9 @@ struct AttentionStats {
   int window = 0;
 };
 
+/// Which keys each KV head attends to: [tokens, kv_heads], 0 = dropped for that head.
+using KeyMask = Eigen::Matrix<std::int32_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
 /// Per-layer KV cache of one request. Keys are stored post-RoPE (as attention uses
 /// them); row t of every layer is the token at position t.
 struct KvCache {
@@ -42,6 +45,9 @@ struct KvCache {
   /// Tokens dropped from every row set by pruning (compact): the kept keys keep their
   /// positions, so new tokens continue at tokens() + evicted, not at tokens().
   std::int64_t evicted = 0;
+  /// Per layer, empty when every head attends to every key: pruning whose budget differs per
+  /// head (mask_pruned) keeps all rows and drops keys per head here; rows appended later count.
+  std::vector<KeyMask> key_mask;
   /// Tokens held (0 for an empty cache).
   std::int64_t tokens() const { return k.empty() ? 0 : k.front().rows(); }
   /// Position of the next token appended.
@@ -130,10 +136,13 @@ Matrix rms_norm(const Matrix& x, const Vector& w, double eps);
 
 /// out = causal GQA attention (kernels::cpu::attention) of q [T, q_heads·head_dim] over k, v
 /// [keys, kv_heads·head_dim] whose last T rows are q's own tokens. With `stats`, fills layer
-/// `layer`'s rows of each statistic that is sized (for all layers and these keys).
+/// `layer`'s rows of each statistic that is sized (for all layers and these keys). With
+/// `key_mask` [keys, kv_heads], a key marked 0 takes no part for that KV head (no statistics
+/// then: they would describe another cache).
 void causal_attention(const Matrix& q, const Matrix& k, const Matrix& v,
                       const cost_model::ModelSpec& spec, Matrix& out,
-                      AttentionStats* stats = nullptr, int layer = 0);
+                      AttentionStats* stats = nullptr, int layer = 0,
+                      const KeyMask* key_mask = nullptr);
 
 /// Rotates x [tokens, heads·head_dim] in place by the model's RoPE (kernels::cpu::rope), row r
 /// at position first_position + r; `inverse` undoes it.

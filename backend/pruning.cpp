@@ -31,6 +31,8 @@ struct ByScore {
 
 }  // namespace
 
+const char* budget_name(Budget b) { return b == Budget::kGlobal ? "global" : "per-head"; }
+
 std::int64_t keep_count(std::int64_t tokens, const KeepPolicy& p) {
   check_policy(p);
   std::int64_t forced_n = 0;
@@ -81,6 +83,11 @@ std::vector<std::vector<std::int64_t>> top_share_global(const Matrix& scores, co
   return out;
 }
 
+std::vector<std::vector<std::int64_t>> select_kept(const Matrix& scores, const KeepPolicy& p,
+                                                   Budget budget) {
+  return budget == Budget::kGlobal ? top_share_global(scores, p) : top_k_per_head(scores, p);
+}
+
 Matrix group_reduce(const Matrix& q, int q_heads, int kv_heads, kernels::Reduce how) {
   if (kv_heads <= 0 || q_heads % kv_heads != 0 || q.rows() % q_heads != 0) {
     throw std::invalid_argument("group_reduce: rows must be layers·q_heads");
@@ -114,6 +121,27 @@ KvCache compact(const KvCache& cache, const std::vector<std::vector<std::int64_t
             cache.k[l].row(idx[i]).segment(h * head_dim, head_dim);
         out.v[l].row(r).segment(h * head_dim, head_dim) =
             cache.v[l].row(idx[i]).segment(h * head_dim, head_dim);
+      }
+    }
+  }
+  return out;
+}
+
+KvCache mask_pruned(const KvCache& cache, const std::vector<std::vector<std::int64_t>>& kept,
+                    int kv_heads) {
+  const std::size_t layers = cache.k.size();
+  if (kept.size() != layers * kv_heads) {
+    throw std::invalid_argument("mask_pruned: one kept list per layer and KV head needed");
+  }
+  if (!cache.key_mask.empty()) throw std::invalid_argument("mask_pruned: the cache is pruned");
+  KvCache out = cache;
+  const std::int64_t rows = cache.tokens();
+  out.key_mask.assign(layers, KeyMask::Zero(rows, kv_heads));
+  for (std::size_t l = 0; l < layers; ++l) {
+    for (int h = 0; h < kv_heads; ++h) {
+      for (const std::int64_t t : kept[l * kv_heads + h]) {
+        if (t < 0 || t >= rows) throw std::invalid_argument("mask_pruned: kept index out of range");
+        out.key_mask[l](t, h) = 1;
       }
     }
   }

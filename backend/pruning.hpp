@@ -30,6 +30,14 @@ struct KeepPolicy {
   int recent_window = 32;  ///< the last tokens, always kept
 };
 
+/// How a retention ratio's budget is split over the KV heads: the same count for each
+/// (top_k_per_head, then compact), or one budget over all of them (top_share_global, KVZip's
+/// default, then mask_pruned), so that heads whose scores are high keep more.
+enum class Budget : std::uint8_t { kPerHead, kGlobal };
+
+/// "per-head" or "global".
+const char* budget_name(Budget b);
+
 /// Tokens kept per head: max(round(ρ·T), forced tokens), at most T.
 std::int64_t keep_count(std::int64_t tokens, const KeepPolicy& policy);
 
@@ -43,6 +51,10 @@ std::vector<std::vector<std::int64_t>> top_k_per_head(const Matrix& scores,
 std::vector<std::vector<std::int64_t>> top_share_global(const Matrix& scores,
                                                         const KeepPolicy& policy);
 
+/// The kept token indices by `budget` (top_k_per_head or top_share_global).
+std::vector<std::vector<std::int64_t>> select_kept(const Matrix& scores, const KeepPolicy& policy,
+                                                   Budget budget);
+
 /// Reduces per-query-head rows [layers·q_heads, T] onto KV heads [layers·kv_heads, T]
 /// (kernels::cpu::group_reduce).
 Matrix group_reduce(const Matrix& per_query_head, int q_heads, int kv_heads, kernels::Reduce how);
@@ -52,6 +64,12 @@ Matrix group_reduce(const Matrix& per_query_head, int q_heads, int kv_heads, ker
 /// dropped tokens in `evicted` so that tokens appended later keep their true positions.
 KvCache compact(const KvCache& cache, const std::vector<std::vector<std::int64_t>>& kept,
                 int kv_heads, int head_dim);
+
+/// Keeps, for every layer and KV head, the tokens in kept[layer·kv_heads + head], any number
+/// per head (top_share_global's non-uniform budget): every row stays, and the returned cache's
+/// key mask drops the other tokens from that head's attention only.
+KvCache mask_pruned(const KvCache& cache, const std::vector<std::vector<std::int64_t>>& kept,
+                    int kv_heads);
 
 /// H2O scores from a prefill's statistics.
 Matrix h2o_scores(const AttentionStats& stats, const cost_model::ModelSpec& spec);

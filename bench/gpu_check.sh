@@ -32,9 +32,18 @@
 # checks GpuMapper against HybridAxialMapper::forward itself; it runs after the
 # benchmarks (skipped with the reason where that build fails).
 #
+# A machine without the project's dependencies (or without minutes to build) can run
+# programs built elsewhere: on a machine with them and nvcc,
+#   bench/gpu_check.sh --pack-prebuilt DIR GPU_CHECK_BUILD [FULL_BUILD]
+# copies the GPU programs (a -DKVSHIFT_GPU_CHECK=ON build), kvshift and gpu_mapper_test
+# (a whole-project CUDA build, optional) and the shared
+# libraries they need that are neither glibc's, the compiler's nor CUDA's into DIR;
+# KVSHIFT_GPU_PREBUILT=DIR then runs those instead of building. Build them with
+# -DKVSHIFT_NATIVE=OFF, and on a glibc no newer than the GPU machine's.
+#
 # Environment: OUT, KVSHIFT_GPU_DEPS, KVSHIFT_GPU_BUILD (build folder),
 # KVSHIFT_GPU_TOKENS (default 512,4096,32768), KVSHIFT_GPU_MODELS, CUDA_ARCH (90),
-# KVSHIFT_BIN (a kvshift built with CUDA for the profile step).
+# KVSHIFT_BIN (a kvshift built with CUDA for the profile step), KVSHIFT_GPU_PREBUILT.
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -53,7 +62,34 @@ if [[ "${1:-}" == "--pack-deps" ]]; then
   exit 0
 fi
 
+if [[ "${1:-}" == "--pack-prebuilt" ]]; then
+  dest="${2:?usage: gpu_check.sh --pack-prebuilt DIR GPU_CHECK_BUILD [FULL_BUILD]}"
+  gpu_build="${3:?usage: gpu_check.sh --pack-prebuilt DIR GPU_CHECK_BUILD [FULL_BUILD]}"
+  full_build="${4:-}"
+  rm -rf "$dest" && mkdir -p "$dest/bin" "$dest/lib"
+  programs=()
+  for p in kernels_conformance_test kernels_ref_test cuda_profiler_test gpu_mapper_test gpu_recovery_bench; do
+    [[ -x "$gpu_build/bin/$p" ]] || die "no $gpu_build/bin/$p (build the gpu-check targets first)"
+    cp "$gpu_build/bin/$p" "$dest/bin/" && programs+=("$dest/bin/$p")
+  done
+  if [[ -n "$full_build" ]]; then
+    mkdir -p "$dest/full"
+    for p in apps/kvshift tests/kernels/gpu_mapper_test; do
+      [[ -x "$full_build/$p" ]] || die "no $full_build/$p"
+      cp "$full_build/$p" "$dest/full/" && programs+=("$dest/full/$(basename "$p")")
+    done
+  fi
+  # What the GPU machine has anyway: glibc, the compiler's runtime, the CUDA toolkit and driver.
+  system='/(ld-linux|libc|libm|libdl|librt|libpthread|libgcc_s|libstdc\+\+|libcuda|libcudart|libcublas|libcublasLt|libnvidia)[.-]'
+  ldd "${programs[@]}" | awk '/=> \//{print $3}' | sort -u | grep -Ev "$system" \
+    | while read -r lib; do cp -L "$lib" "$dest/lib/"; done
+  strip --strip-unneeded "$dest"/bin/* "$dest"/full/* 2>/dev/null || true
+  echo "gpu_check: packed $(ls "$dest/bin" "$dest/full" 2>/dev/null | grep -vc ':$') programs and $(ls "$dest/lib" | wc -l) libraries into $dest ($(du -sh "$dest" | cut -f1))"
+  exit 0
+fi
+
 build="${KVSHIFT_GPU_BUILD:-$root/build-gpu-check}"
+prebuilt="${KVSHIFT_GPU_PREBUILT:+$(realpath "$KVSHIFT_GPU_PREBUILT")}"
 out="${OUT:-$build/out}"
 deps="${KVSHIFT_GPU_DEPS:-}"
 tokens="${KVSHIFT_GPU_TOKENS:-512,4096,32768}"
@@ -64,6 +100,7 @@ mkdir -p "$out" "$logs"
 out="$(cd "$out" && pwd)"  # absolute: the profile step runs from the root
 rm -f "$logs"/*.log
 full_pid=""
+skip=""
 # Whatever happens, stop the background build and leave every log concatenated in $OUT.
 trap '[[ -n "$full_pid" ]] && kill "$full_pid" 2>/dev/null; for f in "$logs"/*.log; do [[ -f "$f" ]] && { echo "===== $(basename "$f")"; cat "$f"; }; done >"$out/gpu_check.log" 2>/dev/null || true' EXIT
 
@@ -74,45 +111,56 @@ command -v cmake >/dev/null || die "cmake not found"
 command -v nvidia-smi >/dev/null || die "nvidia-smi not found: no NVIDIA driver on this machine"
 nvidia-smi -L | tee "$logs/gpu.log" || die "nvidia-smi sees no GPU"
 generator=(); command -v ninja >/dev/null && generator=(-G Ninja)
-if [[ -n "$deps" ]]; then
-  [[ -d "$deps/eigen3" && -d "$deps/googletest" ]] || die "KVSHIFT_GPU_DEPS=$deps lacks eigen3/ or googletest/"
-fi
-
-step "configuring (sm_$arch) in $build"
-# What the gpu-check preset sets, spelled out: a bare machine may lack Ninja or a CMake that reads
-# presets. Only the GPU parts are configured (cmake/gpu_check.cmake).
-timeout 120 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-  -DKVSHIFT_GPU_CHECK=ON -DKVSHIFT_GPU_DEPS="$deps" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-  -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" >"$logs/configure.log" 2>&1 \
-  || { tail -30 "$logs/configure.log"; die "configure failed (log: $out/gpu_check.log)"; }
-
-step "building"
-timeout 420 cmake --build "$build" -j "$(nproc)" \
-  --target kernels_conformance_test kernels_ref_test cuda_profiler_test gpu_mapper_test gpu_recovery_bench \
-  >"$logs/build.log" 2>&1 \
-  || { tail -40 "$logs/build.log"; die "build failed (log: $out/gpu_check.log)"; }
-
-# The whole CLI for the profile step, built while the GPU steps run: niced and on half the
-# cores, so the launch-bound timings below keep a core each.
+bin="$build/bin"
 kvshift_bin="${KVSHIFT_BIN:+$(realpath "$KVSHIFT_BIN")}"
-if [[ -z "$kvshift_bin" ]]; then
-  step "building kvshift (the whole project) in the background"
-  full="$build/full"
-  kvshift_bin="$full/apps/kvshift"
-  ( timeout 90 cmake -S "$root" -B "$full" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-      -DKVSHIFT_BUILD_TESTS=ON -DKVSHIFT_BUILD_BENCHMARKS=OFF -DKVSHIFT_ENABLE_CUDA=ON \
-      -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
-    && nice -n 10 timeout 330 cmake --build "$full" -j "$(( $(nproc) / 2 > 1 ? $(nproc) / 2 : 1 ))" \
-      --target kvshift gpu_mapper_test ) >"$logs/kvshift_build.log" 2>&1 &
-  full_pid=$!
+if [[ -n "$prebuilt" ]]; then
+  step "running the programs packed in $prebuilt (no build)"
+  [[ -d "$prebuilt/bin" ]] || die "KVSHIFT_GPU_PREBUILT=$prebuilt has no bin/ (make it with --pack-prebuilt)"
+  export LD_LIBRARY_PATH="$prebuilt/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  bin="$prebuilt/bin"
+  full="$prebuilt/full"
+  kvshift_bin="${kvshift_bin:-$full/kvshift}"
+  [[ -x "$kvshift_bin" ]] || skip="no kvshift in $prebuilt (pack it with a whole-project CUDA build)"
+else
+  if [[ -n "$deps" ]]; then
+    [[ -d "$deps/eigen3" && -d "$deps/googletest" ]] || die "KVSHIFT_GPU_DEPS=$deps lacks eigen3/ or googletest/"
+  fi
+
+  step "configuring (sm_$arch) in $build"
+  # What the gpu-check preset sets, spelled out: a bare machine may lack Ninja or a CMake that reads
+  # presets. Only the GPU parts are configured (cmake/gpu_check.cmake).
+  timeout 120 cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+    -DKVSHIFT_GPU_CHECK=ON -DKVSHIFT_GPU_DEPS="$deps" -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+    -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" >"$logs/configure.log" 2>&1 \
+    || { tail -30 "$logs/configure.log"; die "configure failed (log: $out/gpu_check.log)"; }
+
+  step "building"
+  timeout 420 cmake --build "$build" -j "$(nproc)" \
+    --target kernels_conformance_test kernels_ref_test cuda_profiler_test gpu_mapper_test gpu_recovery_bench \
+    >"$logs/build.log" 2>&1 \
+    || { tail -40 "$logs/build.log"; die "build failed (log: $out/gpu_check.log)"; }
+
+  # The whole CLI for the profile step, built while the GPU steps run: niced and on half the
+  # cores, so the launch-bound timings below keep a core each.
+  if [[ -z "$kvshift_bin" ]]; then
+    step "building kvshift (the whole project) in the background"
+    full="$build/full"
+    kvshift_bin="$full/apps/kvshift"
+    ( timeout 90 cmake -S "$root" -B "$full" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
+        -DKVSHIFT_BUILD_TESTS=ON -DKVSHIFT_BUILD_BENCHMARKS=OFF -DKVSHIFT_ENABLE_CUDA=ON \
+        -DCMAKE_CUDA_ARCHITECTURES="$arch" -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
+      && nice -n 10 timeout 330 cmake --build "$full" -j "$(( $(nproc) / 2 > 1 ? $(nproc) / 2 : 1 ))" \
+        --target kvshift gpu_mapper_test ) >"$logs/kvshift_build.log" 2>&1 &
+    full_pid=$!
+  fi
 fi
 
 step "twin tests (CUDA vs CPU reference)"
 status=0
-timeout 60 "$build/bin/kernels_ref_test" --gtest_brief=1 >"$logs/ref_tests.log" 2>&1 || status=1
-timeout 180 "$build/bin/kernels_conformance_test" --gtest_brief=1 >"$out/twin_tests.log" 2>&1 || status=1
-timeout 120 "$build/bin/cuda_profiler_test" --gtest_brief=1 >"$logs/profiler_test.log" 2>&1 || status=1
-timeout 120 "$build/bin/gpu_mapper_test" --gtest_brief=1 >>"$out/twin_tests.log" 2>&1 || status=1
+timeout 60 "$bin/kernels_ref_test" --gtest_brief=1 >"$logs/ref_tests.log" 2>&1 || status=1
+timeout 180 "$bin/kernels_conformance_test" --gtest_brief=1 >"$out/twin_tests.log" 2>&1 || status=1
+timeout 120 "$bin/cuda_profiler_test" --gtest_brief=1 >"$logs/profiler_test.log" 2>&1 || status=1
+timeout 120 "$bin/gpu_mapper_test" --gtest_brief=1 >>"$out/twin_tests.log" 2>&1 || status=1
 grep -hE "^\[  (PASSED|FAILED|SKIPPED) " "$logs/ref_tests.log" "$out/twin_tests.log" "$logs/profiler_test.log" || true
 if [[ $status -ne 0 ]]; then
   grep -h -B2 -A12 "Failure" "$out/twin_tests.log" "$logs/profiler_test.log" | head -80 || true
@@ -120,7 +168,7 @@ if [[ $status -ne 0 ]]; then
 fi
 
 step "kvshift: replay vs local recovery ($models at T=$tokens)"
-timeout 330 "$build/bin/gpu_recovery_bench" --out "$out/kvshift_gpu.json" --models "$models" --tokens "$tokens" \
+timeout 330 "$bin/gpu_recovery_bench" --out "$out/kvshift_gpu.json" --models "$models" --tokens "$tokens" \
   2>&1 | tee "$logs/bench.log" || die "gpu_recovery_bench failed (log: $out/gpu_check.log)"
 
 step "PyTorch prefill at the same shapes"
@@ -135,16 +183,17 @@ step "table"
 python3 "$root/bench/gpu_table.py" "$out/kvshift_gpu.json" "$torch_json" --out "$out/gpu_check.json" \
   | tee "$out/table.txt"
 
-skip=""
 if [[ -n "$full_pid" ]]; then
   wait "$full_pid" || skip="kvshift did not build here (the project's dependencies?); set KVSHIFT_BIN"
   full_pid=""
 fi
 
 step "GpuMapper against the CPU backend (the whole project's build)"
-full_tests="${full:-}/tests/kernels"
-if [[ -x "$full_tests/gpu_mapper_test" ]]; then
-  timeout 120 "$full_tests/gpu_mapper_test" --gtest_brief=1 >>"$out/twin_tests.log" 2>&1 || status=1
+# Where each test lies: a build's tree, or the packed folder's full/.
+full_test() { local t; for t in "${full:-}/$1" "${full:-}/tests/kernels/$1"; do
+  [[ -x "$t" ]] && { echo "$t"; return; }; done; }
+if [[ -n "$(full_test gpu_mapper_test)" ]]; then
+  timeout 120 "$(full_test gpu_mapper_test)" --gtest_brief=1 >>"$out/twin_tests.log" 2>&1 || status=1
   grep -hE "^\[  (PASSED|FAILED|SKIPPED) " "$out/twin_tests.log" | tail -6 || true
 else
   echo "gpu_check: skipped: no whole-project build here (KVSHIFT_BIN was given, or it failed; log: $out/gpu_check.log)" >&2

@@ -161,6 +161,11 @@ void validate(const AttentionDesc& d) {
     check_dim(op, "lse", 0, d.lse.shape[0], d.q.shape[0]);
     check_dim(op, "lse", 1, d.lse.shape[1], d.q.shape[1]);
   }
+  if (!d.key_mask.empty()) {
+    check_view(op, "key_mask", d.key_mask, 2, {DType::kI32});
+    check_dim(op, "key_mask", 0, d.key_mask.shape[0], d.k.shape[0]);
+    check_dim(op, "key_mask", 1, d.key_mask.shape[1], d.k.shape[1]);
+  }
   if (d.scale < 0) fail(op, "scale must be >= 0");
 }
 

@@ -56,14 +56,18 @@ struct SwigluDesc {
   TensorView out;   // [rows, inter]
 };
 
-/// Causal grouped-query attention with an online softmax (no T x T buffer).
+/// Causal grouped-query attention with an online softmax (no T x T buffer). With key_mask,
+/// a key whose entry is 0 takes no part for that KV head's queries (pruning with a budget
+/// that differs per head keeps each head's own keys); a query that sees no key gets out 0
+/// and lse −inf.
 struct AttentionDesc {
-  TensorView q;     // [q_tokens, q_heads, head_dim]
-  TensorView k;     // [kv_tokens, kv_heads, head_dim]
-  TensorView v;     // [kv_tokens, kv_heads, head_dim]
-  TensorView out;   // [q_tokens, q_heads, head_dim]
-  TensorView lse;   // [q_tokens, q_heads] f32, optional: log-sum-exp of the scaled scores
-  float scale = 0;  ///< 0 means 1/sqrt(head_dim)
+  TensorView q;         // [q_tokens, q_heads, head_dim]
+  TensorView k;         // [kv_tokens, kv_heads, head_dim]
+  TensorView v;         // [kv_tokens, kv_heads, head_dim]
+  TensorView out;       // [q_tokens, q_heads, head_dim]
+  TensorView lse;       // [q_tokens, q_heads] f32, optional: log-sum-exp of the scaled scores
+  float scale = 0;      ///< 0 means 1/sqrt(head_dim)
+  TensorView key_mask;  // [kv_tokens, kv_heads] i32, optional: 0 drops the key for that head
 };
 
 /// How a reduction combines its terms.

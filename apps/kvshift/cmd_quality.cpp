@@ -33,6 +33,7 @@ namespace fs = std::filesystem;
 
 struct QualityCliOptions {
   std::string model, corpus, out, span = "0:1", retention = "0.1,0.2,0.3,0.5,0.7";
+  std::string budget = "per-head";
   std::vector<std::string> policies;
   std::string proxy;
   int proxy_layers = 0;
@@ -80,18 +81,22 @@ void check_held_out(const input::Json& manifest, const std::string& mapper_path,
 }
 
 /// kept/<label>-rho<ρ>.safetensors per pruning row: "kept" I32 [requests, layers·KV heads, K]
-/// (ascending positions in the history) and "starts" I64 [requests] (first corpus token).
+/// (ascending positions in the history; with --budget global, K is the most any head keeps
+/// and -1 pads the heads that keep fewer) and "starts" I64 [requests] (first corpus token).
 void write_kept(const cal::QualityResult& r, const fs::path& dir) {
   for (const cal::QualityRow& row : r.rows) {
     if (!row.retention || row.kept.empty()) continue;
     const auto requests = static_cast<std::int64_t>(row.kept.size());
     const auto heads = static_cast<std::int64_t>(row.kept.front().size());
-    const auto k = static_cast<std::int64_t>(row.kept.front().front().size());
+    std::int64_t k = 0;
+    for (const auto& request : row.kept) {
+      for (const auto& head : request) k = std::max(k, static_cast<std::int64_t>(head.size()));
+    }
     backend::RawTensor kept{"kept", "I32", {requests, heads, k}, {}};
     for (const auto& request : row.kept) {
       for (const auto& head : request) {
-        for (const std::int64_t t : head) {
-          const auto v = static_cast<std::int32_t>(t);
+        for (std::int64_t i = 0; i < k; ++i) {
+          const auto v = i < std::ssize(head) ? static_cast<std::int32_t>(head[i]) : -1;
           backend::append_raw(kept.bytes, &v, sizeof v);
         }
       }
@@ -106,6 +111,7 @@ void write_kept(const cal::QualityResult& r, const fs::path& dir) {
             {kept, starts}, {{"format", "kvshift-kept-positions"},
                              {"policy", row.policy},
                              {"history", std::to_string(r.options.history)},
+                             {"budget", backend::budget_name(r.options.budget)},
                              {"eval", std::to_string(r.options.eval)},
                              {"rows", "layer*kv_heads + kv_head; positions index the history"}}));
   }
@@ -126,6 +132,11 @@ int run_quality_cli(const QualityCliOptions& o) {
   q.seed = o.seed;
   q.resamples = o.resamples;
   q.keep_positions = o.dump_kept;
+  if (o.budget == "global") {
+    q.budget = backend::Budget::kGlobal;
+  } else if (o.budget != "per-head") {
+    throw InputError("--budget: \"" + o.budget + "\" is not per-head or global");
+  }
   if (o.dump_kept && o.out.empty())
     throw InputError("--dump-kept: needs --out (the folder it writes to)");
   q.threads = o.threads > 0 ? o.threads
@@ -236,6 +247,9 @@ Action setup(CLI::App& sub) {
   sub.add_option("--eval", o->eval, "Teacher-forced eval tokens per request");
   sub.add_option("--windows", o->windows, "Requests (disjoint windows spread over --span)");
   sub.add_option("--span", o->span, "Share of the corpus the requests come from, A:B");
+  sub.add_option("--budget", o->budget,
+                 "How each ratio's budget is split: per-head (the same number of tokens per KV "
+                 "head) or global (one budget over all heads, KVZip's default)");
   sub.add_option("--eps", o->eps, "ΔNLL threshold of the share of requests over ε (nats/token)");
   sub.add_option("--proxy", o->proxy, "ProxyKV proxy model folder (default: mapper.json's)");
   sub.add_option("--proxy-layers", o->proxy_layers,

@@ -270,10 +270,10 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
       out.seconds["kvzip_second_prefill"] = seconds_since(t0);
       for (double rho : o.retentions) {
         kvzip_kept.push_back(
-            top_k_per_head(kvzip_scores_m, {rho, o.keep.sink_tokens, o.keep.recent_window}));
+            select_kept(kvzip_scores_m, {rho, o.keep.sink_tokens, o.keep.recent_window}, o.budget));
       }
-      kvzip_top =
-          top_k_per_head(kvzip_scores_m, {kKvzipTopBand, o.keep.sink_tokens, o.keep.recent_window});
+      kvzip_top = select_kept(kvzip_scores_m,
+                              {kKvzipTopBand, o.keep.sink_tokens, o.keep.recent_window}, o.budget);
     }
     std::vector<std::optional<Matrix>> scores(policies.size());
     auto scores_of = [&](std::size_t p) -> const Matrix& {
@@ -315,14 +315,17 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
         nll = probe.nll_with(std::move(c), rp.first_layer);
       } else {
         const double rho = *plan[r].retention;
-        Kept kept = top_k_per_head(scores_of(plan[r].policy),
-                                   {rho, o.keep.sink_tokens, o.keep.recent_window});
+        Kept kept = select_kept(scores_of(plan[r].policy),
+                                {rho, o.keep.sink_tokens, o.keep.recent_window}, o.budget);
         if (kvzip) {
           const auto at = std::find(o.retentions.begin(), o.retentions.end(), rho);
           out.recall[r] = kept_recall(kept, kvzip_kept[at - o.retentions.begin()]);
           out.top[r] = reference_kept_share(kept, kvzip_top, keys, o.keep);
         }
-        nll = probe.nll_with(compact(probe.exact_cache(), kept, m.kv_heads, m.head_dim), 0);
+        nll = probe.nll_with(o.budget == Budget::kGlobal
+                                 ? mask_pruned(probe.exact_cache(), kept, m.kv_heads)
+                                 : compact(probe.exact_cache(), kept, m.kv_heads, m.head_dim),
+                             0);
         if (o.keep_positions) out.kept[r] = std::move(kept);
       }
       eval_seconds.push_back(seconds_since(t0));

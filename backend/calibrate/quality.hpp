@@ -46,7 +46,8 @@ struct QualityOptions {
   int windows = 32;
   CorpusSpan span;
   std::vector<double> retentions = {0.1, 0.2, 0.3, 0.5, 0.7};
-  KeepPolicy keep;         ///< sinks and recent window, always kept
+  KeepPolicy keep;                   ///< sinks and recent window, always kept
+  Budget budget = Budget::kPerHead;  ///< how each ratio's budget is split over the KV heads
   int snapkv_window = 32;  ///< SnapKV's observation window (the last queries of the history)
   double eps = 0.01;       ///< ΔNLL threshold of the "requests over ε" share (nats/token)
   std::uint64_t seed = 1;  ///< random policy and bootstrap

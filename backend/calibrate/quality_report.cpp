@@ -109,7 +109,10 @@ json quality_json(const QualityResult& r, const cost_model::ModelSpec& spec,
       {"requests", r.starts.size()},
       {"starts", r.starts},
       {"keep", {{"sink_tokens", o.keep.sink_tokens}, {"recent_window", o.keep.recent_window}}},
-      {"selection", "top-K per KV head (equal budget per head)"},
+      {"selection", o.budget == Budget::kGlobal
+                        ? "top share over all KV heads (one budget, each head's count its own)"
+                        : "top-K per KV head (equal budget per head)"},
+      {"budget", budget_name(o.budget)},
       {"snapkv_window", o.snapkv_window},
       {"seed", o.seed},
       {"resamples", o.resamples},
@@ -142,8 +145,11 @@ std::string quality_markdown(const QualityResult& r, const cost_model::ModelSpec
      << " history + " << o.eval << " eval tokens. Exact NLL " << fmt("%.4f", r.exact_nll)
      << " nats/token " << interval(r.exact_ci95_low, r.exact_ci95_high, "%.4f") << ", PPL "
      << fmt("%.3f", r.ppl_exact) << ". Pruning keeps the first " << o.keep.sink_tokens
-     << " and the last " << o.keep.recent_window
-     << " history tokens always and the top-K of each KV head by the method's scores";
+     << " and the last " << o.keep.recent_window << " history tokens always and "
+     << (o.budget == Budget::kGlobal
+             ? "the highest scores over all KV heads together (one budget, `--budget global`: "
+               "each head keeps its own number of tokens)"
+             : "the top-K of each KV head by the method's scores (the same number per head)");
   if (!info.proxy_name.empty()) md << "; ProxyKV's proxy: " << info.proxy_name;
   md << ". Intervals: 95 % bootstrap over requests (" << o.resamples
      << " resamples); \"> ε\": requests whose ΔNLL exceeds " << fmt("%g", o.eps)

@@ -96,13 +96,32 @@ void chunk_scores(const F32& q, const F32& k, std::int64_t h, std::int64_t kh, s
   s *= scale;
 }
 
+/// Whether key j counts for KV head kh (no mask: every key does).
+bool key_kept(const TensorView& mask, std::int64_t j, std::int64_t kh) {
+  return mask.empty() || static_cast<const std::int32_t*>(mask.data)[mask.offset({j, kh})] != 0;
+}
+
+/// Sets the scores of the first `keys` columns that `mask` drops for KV head kh to −inf.
+void drop_masked(const TensorView& mask, std::int64_t kh, std::int64_t keys, RowMatrix& s) {
+  if (mask.empty()) return;
+  for (std::int64_t j = 0; j < keys; ++j) {
+    if (!key_kept(mask, j, kh)) s.col(j).setConstant(-std::numeric_limits<float>::infinity());
+  }
+}
+
 /// Softmax of each row of s, query row i seeing the first first_visible + i + 1 keys (the
-/// rest set to 0); lse[i] = log Σ exp of row i's visible scores.
+/// rest set to 0); lse[i] = log Σ exp of row i's visible scores. A row whose visible scores
+/// are all −inf (masked) becomes 0 with lse −inf.
 void masked_softmax(RowMatrix& s, std::int64_t first_visible, float* lse, std::int64_t lse_stride) {
   for (Eigen::Index i = 0; i < s.rows(); ++i) {
     const Eigen::Index visible = first_visible + i + 1;
     auto row = s.row(i);
     const float m = row.head(visible).maxCoeff();
+    if (m == -std::numeric_limits<float>::infinity()) {
+      row.setZero();
+      if (lse) lse[i * lse_stride] = m;
+      continue;
+    }
     row.head(visible) = (row.head(visible).array() - m).exp();
     const float sum = row.head(visible).sum();
     row.head(visible) /= sum;
@@ -121,7 +140,7 @@ bool worth_threads(const TensorView& q, const TensorView& k) {
 
 void attention(const AttentionDesc& d) {
   validate(d);
-  require_device("attention", Device::kHost, {&d.q, &d.k, &d.v, &d.out, &d.lse});
+  require_device("attention", Device::kHost, {&d.q, &d.k, &d.v, &d.out, &d.lse, &d.key_mask});
   apply_threads();
   const F32 q(d.q), k(d.k), v(d.v), out(d.out, false), lse(d.lse, false);
   const std::int64_t tq = d.q.shape[0], tk = d.k.shape[0], hq = d.q.shape[1];
@@ -135,6 +154,7 @@ void attention(const AttentionDesc& d) {
     for (std::int64_t c0 = 0; c0 < tq; c0 += kQueryChunk) {
       const std::int64_t rows = std::min(kQueryChunk, tq - c0), keys = offset + c0 + rows;
       chunk_scores(q, k, h, kh, c0, rows, keys, scale, s);
+      drop_masked(d.key_mask, kh, keys, s);
       float* lse_at = d.lse.empty() ? nullptr : lse.row(c0) + h * lse.view().stride[1];
       masked_softmax(s, offset + c0, lse_at, lse.view().stride[0]);
       out.head(h).middleRows(c0, rows).noalias() = s * v.head(kh).topRows(keys);
@@ -146,7 +166,7 @@ void attention(const AttentionDesc& d) {
 
 void attention_naive(const AttentionDesc& d) {
   validate(d);
-  require_device("attention_naive", Device::kHost, {&d.q, &d.k, &d.v, &d.out, &d.lse});
+  require_device("attention_naive", Device::kHost, {&d.q, &d.k, &d.v, &d.out, &d.lse, &d.key_mask});
   const std::int64_t tq = d.q.shape[0], tk = d.k.shape[0], hq = d.q.shape[1], hd = d.q.shape[2];
   const std::int64_t group = hq / d.k.shape[1], offset = tk - tq;
   const float scale = effective_scale(d.scale, hd);
@@ -157,16 +177,19 @@ void attention_naive(const AttentionDesc& d) {
       std::vector<double> p(visible);
       double m = -std::numeric_limits<double>::infinity();
       for (std::int64_t j = 0; j < visible; ++j) {
-        p[j] = score(d.q, d.k, i, h, j, kh, scale);
+        p[j] = key_kept(d.key_mask, j, kh) ? score(d.q, d.k, i, h, j, kh, scale)
+                                           : -std::numeric_limits<double>::infinity();
         m = std::max(m, p[j]);
       }
       double sum = 0;
-      for (double& x : p) sum += (x = std::exp(x - m));
+      if (m > -std::numeric_limits<double>::infinity()) {
+        for (double& x : p) sum += (x = std::exp(x - m));
+      }
       for (std::int64_t e = 0; e < hd; ++e) {
         double o = 0;
-        for (std::int64_t j = 0; j < visible; ++j)
+        for (std::int64_t j = 0; j < visible && sum > 0; ++j)
           o += p[j] * load_float(d.v, d.v.offset({j, kh, e}));
-        store_float(d.out, d.out.offset({i, h, e}), static_cast<float>(o / sum));
+        store_float(d.out, d.out.offset({i, h, e}), static_cast<float>(sum > 0 ? o / sum : 0.0));
       }
       if (!d.lse.empty())
         store_float(d.lse, d.lse.offset({i, h}), static_cast<float>(m + std::log(sum)));

@@ -8,8 +8,10 @@
 // and P·V broadcasts each p_j with a shuffle. Keys past the tile's last query
 // position are never loaded (causal skip).
 //
-// bf16 inputs with aligned rows take the tensor-core kernel in attention_tc.cu
-// instead; attention_simt() forces this one.
+// A key_mask (a pruning budget that differs per head) makes a dropped key
+// invisible like a future one. bf16 inputs with aligned rows and no mask take
+// the tensor-core kernel in attention_tc.cu instead; attention_simt() forces
+// this one.
 //
 // attention_mass_kernel: block = (32-key tile, query head); lane j owns key j,
 // warps stride over the queries that can see the tile and add (or take the max
@@ -36,6 +38,8 @@ struct AttnParams {
   DevView q, k, v, out;
   float* lse;
   std::int64_t lse_stride0, lse_stride1;
+  const std::int32_t* key_mask;  // null: every key counts
+  std::int64_t mask_stride0, mask_stride1;
   int group;
   std::int64_t offset;  // kv_tokens - q_tokens
   float scale;
@@ -86,7 +90,9 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttnParams p) {
       const std::int64_t qi = q0 + row;
       if (qi >= tq) continue;  // warp-uniform
       const std::int64_t key = k0 + lane;
-      const bool visible = key <= p.offset + qi && key < tk;
+      const bool visible =
+          key <= p.offset + qi && key < tk &&
+          (p.key_mask == nullptr || p.key_mask[key * p.mask_stride0 + kh * p.mask_stride1] != 0);
       float s = kNegInf;
       if (visible) {
         float dot = 0;
@@ -95,7 +101,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttnParams p) {
         s = dot;
       }
       const float tile_max = detail::warp_max(s);
-      if (tile_max == kNegInf) continue;  // every key of this tile is in this row's future
+      if (tile_max == kNegInf) continue;  // every key of this tile is in the future or masked
       const float m_new = fmaxf(m[r], tile_max);
       const float correction = expf(m[r] - m_new);
       const float pj = visible ? expf(s - m_new) : 0.0f;
@@ -114,7 +120,7 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttnParams p) {
   for (int r = 0; r < kRowsPerWarp; ++r) {
     const std::int64_t qi = q0 + warp * kRowsPerWarp + r;
     if (qi >= tq) continue;
-    const float inv = 1.0f / l[r];
+    const float inv = l[r] > 0 ? 1.0f / l[r] : 0.0f;  // no visible key (all masked): 0
     const std::int64_t o = qi * p.out.stride[0] + h * p.out.stride[1];
 #pragma unroll
     for (int i = 0; i < kPer; ++i) st(p.out.data, o + lane + 32 * i, p.out.dtype, acc[r][i] * inv);
@@ -195,7 +201,7 @@ float scale_of(float scale, std::int64_t head_dim) {
 
 void attention_simt(const AttentionDesc& d, CUstream_st* stream) {
   validate(d);
-  require_device("attention", Device::kCuda, {&d.q, &d.k, &d.v, &d.out, &d.lse});
+  require_device("attention", Device::kCuda, {&d.q, &d.k, &d.v, &d.out, &d.lse, &d.key_mask});
   const std::int64_t tq = d.q.shape[0], hq = d.q.shape[1], hd = d.q.shape[2];
   if (tq == 0) return;
   AttnParams p{detail::dev(d.q),
@@ -205,6 +211,9 @@ void attention_simt(const AttentionDesc& d, CUstream_st* stream) {
                static_cast<float*>(d.lse.data),
                d.lse.stride[0],
                d.lse.stride[1],
+               static_cast<const std::int32_t*>(d.key_mask.data),
+               d.key_mask.stride[0],
+               d.key_mask.stride[1],
                static_cast<int>(hq / d.k.shape[1]),
                d.k.shape[0] - tq,
                scale_of(d.scale, hd)};
@@ -225,7 +234,7 @@ void attention_simt(const AttentionDesc& d, CUstream_st* stream) {
 
 void attention(const AttentionDesc& d, CUstream_st* stream) {
   validate(d);
-  require_device("attention", Device::kCuda, {&d.q, &d.k, &d.v, &d.out, &d.lse});
+  require_device("attention", Device::kCuda, {&d.q, &d.k, &d.v, &d.out, &d.lse, &d.key_mask});
   if (d.q.shape[0] == 0) return;
   if (detail::attention_tc_applies(d)) {
     detail::attention_tc(d, scale_of(d.scale, d.q.shape[2]), stream);

@@ -184,7 +184,8 @@ bool attention_tc_applies(const AttentionDesc& d) {
            v.stride[0] % 8 == 0 && v.stride[1] % 8 == 0;
   };
   const std::int64_t hd = d.q.shape[2];
-  return (hd == 64 || hd == 128) && aligned(d.q) && aligned(d.k) && aligned(d.v);
+  return (hd == 64 || hd == 128) && d.key_mask.empty() && aligned(d.q) && aligned(d.k) &&
+         aligned(d.v);
 }
 
 void attention_tc(const AttentionDesc& d, float scale, CUstream_st* stream) {

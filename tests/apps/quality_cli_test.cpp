@@ -84,6 +84,55 @@ TEST(QualityCli, MeasuresEveryPolicyAndKeepingEverythingIsExact) {
   EXPECT_TRUE(fs::exists(w.dir / "out/quality.svg"));
 }
 
+TEST(QualityCli, AGlobalBudgetKeepsItsTotalAndEachHeadItsOwnCount) {
+  // 127 cached keys, 2 layers · 2 KV heads: at ρ 0.5 one budget of round(0.5·4·127) = 254
+  // tokens over all heads (36 forced per head), any number per head; at ρ 1 every key, exactly.
+  const Workspace w("global");
+  const CommandResult r = run_kvshift(w.base("128") +
+                                      " --policy prune:kvzip --policy prune:h2o --retention 0.5,1 "
+                                      "--budget global --dump-kept --out " +
+                                      (w.dir / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json q = json::parse(slurp((w.dir / "out/quality.json").string()));
+  EXPECT_EQ(q["budget"], "global");
+  ASSERT_EQ(q["rows"].size(), 4u);
+  for (const json& row : q["rows"]) {
+    if (row["retention"] == 1.0) {
+      for (const json& d : row["per_request"]) EXPECT_EQ(d.get<double>(), 0.0) << row["method"];
+    }
+  }
+  EXPECT_NE(slurp((w.dir / "out/quality.md").string()).find("--budget global"), std::string::npos);
+  const std::string bytes = slurp((w.dir / "out/kept/h2o-rho0.5.safetensors").string());
+  ASSERT_GT(bytes.size(), 8u);
+  std::uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  const json header = json::parse(bytes.substr(8, n));
+  ASSERT_EQ(header["kept"]["shape"][0], 8);
+  ASSERT_EQ(header["kept"]["shape"][1], 4);
+  EXPECT_EQ(header["__metadata__"]["budget"], "global");
+  const int k = header["kept"]["shape"][2];
+  const auto* kept = reinterpret_cast<const std::int32_t*>(bytes.data() + 8 + n);
+  bool unequal = false;
+  for (int req = 0; req < 8; ++req) {
+    int total = 0, first = -1;
+    for (int head = 0; head < 4; ++head) {
+      int count = 0;
+      for (int i = 0; i < k; ++i) {
+        const std::int32_t t = kept[(req * 4 + head) * k + i];
+        if (t == -1) continue;
+        ASSERT_TRUE(t >= 0 && t < 127);
+        ++count;
+      }
+      EXPECT_GE(count, 36);
+      if (first < 0) first = count;
+      unequal = unequal || count != first;
+      total += count;
+    }
+    EXPECT_EQ(total, 254) << "request " << req;
+  }
+  EXPECT_TRUE(unequal) << "H2O's scores never favoured one head: the budget was not global";
+}
+
 TEST(QualityCli, APolicyGivenTwiceGetsItsOwnLabelAndFiles) {
   // Two mappers (here: the random floor twice) in one run: rows, tables and kept files of the
   // second are labelled <method>-2, so neither overwrites the other.
@@ -123,6 +172,7 @@ TEST(QualityCli, BadInputExitsTwoNamingTheFlag) {
       {" --policy prune:snapkvv", "did you mean \"prune:snapkv\""},
       {" --policy prune:proxykv:" + (w.dir / "none.safetensors").string(), "mapper file not found"},
       {" --policy risk-kv:", "--policy: \"risk-kv:\" needs a topology.json"},
+      {" --policy prune:h2o --budget uniform", "--budget: \"uniform\" is not per-head or global"},
   };
   for (const auto& [args, expected] : cases) {
     const CommandResult r = run_kvshift(w.base() + args);

@@ -91,6 +91,63 @@ TEST(Compact, KeepsEachHeadsOwnTokens) {
   EXPECT_THROW(compact(c, {{0, 3}, {1}}, 2, 2), std::invalid_argument);
 }
 
+TEST(MaskPruned, MarksEachHeadsOwnTokensAndKeepsEveryRow) {
+  KvCache c = KvCache::empty(2, 2 * 2);  // 2 layers, 2 KV heads of dim 2
+  for (Matrix& m : c.k) m = random_scores(5, 4, 3);
+  for (Matrix& m : c.v) m = random_scores(5, 4, 4);
+  const KvCache out = mask_pruned(c, {{0, 3}, {1, 2, 4}, {0}, {0, 1, 2, 3, 4}}, 2);
+  EXPECT_EQ(out.tokens(), 5);
+  EXPECT_EQ(out.evicted, 0);
+  EXPECT_EQ(out.k[1], c.k[1]);
+  ASSERT_EQ(out.key_mask.size(), 2u);
+  EXPECT_EQ(out.key_mask[0], (KeyMask(5, 2) << 1, 0, 0, 1, 0, 1, 1, 0, 0, 1).finished());
+  EXPECT_EQ(out.key_mask[1], (KeyMask(5, 2) << 1, 1, 0, 1, 0, 1, 0, 1, 0, 1).finished());
+  EXPECT_THROW(mask_pruned(c, {{0}, {1}}, 2), std::invalid_argument);
+  EXPECT_THROW(mask_pruned(c, {{0}, {5}, {0}, {0}}, 2), std::invalid_argument);
+  EXPECT_THROW(mask_pruned(out, {{0}, {1}, {0}, {0}}, 2), std::invalid_argument);
+}
+
+/// Next-token logits of `tail` fed onto `cache` (the tiny Qwen2 fixture).
+Matrix logits_after(const Model& model, KvCache cache, const std::vector<std::int32_t>& tail) {
+  return model.forward(tail, cache, {.logits = LogitsMode::kAll}).logits;
+}
+
+// Metamorphic: with the same count per head, dropping keys by the mask and compacting them
+// away are the same attention, so the eval tokens' logits agree (to float reassociation);
+// an all-kept mask is the exact cache bit for bit. Decoding on a masked cache extends it.
+TEST(MaskPruned, EqualBudgetsMatchCompactionAndAllKeptMatchesExact) {
+  const Model model(load_hf_model(std::string(KVSHIFT_SOURCE_DIR) + "/tests/fixtures/tiny_qwen2"));
+  const auto& m = model.spec();
+  std::vector<std::int32_t> ctx, tail;
+  for (int i = 0; i < 40; ++i) ctx.push_back((i * 37 + 5) % 96);
+  for (int i = 0; i < 6; ++i) tail.push_back((i * 13 + 2) % 96);
+  KvCache cache = model.new_cache();
+  model.forward(ctx, cache, {.logits = LogitsMode::kNone});
+  const Matrix scores = random_scores(m.layers * m.kv_heads, 40, 17);
+  const auto kept =
+      top_k_per_head(scores, {.retention = 0.4, .sink_tokens = 2, .recent_window = 4});
+  const Matrix by_mask = logits_after(model, mask_pruned(cache, kept, m.kv_heads), tail);
+  const Matrix by_compaction =
+      logits_after(model, compact(cache, kept, m.kv_heads, m.head_dim), tail);
+  ASSERT_EQ(by_mask.rows(), 6);
+  EXPECT_LT((by_mask - by_compaction).norm(), 1e-5 * by_compaction.norm());
+  const Matrix exact = logits_after(model, cache, tail);
+  EXPECT_GT((by_mask - exact).norm(), 1e-3 * exact.norm());  // pruning changed something
+  std::vector<std::vector<std::int64_t>> all(kept.size());
+  for (auto& row : all) {
+    for (std::int64_t t = 0; t < 40; ++t) row.push_back(t);
+  }
+  EXPECT_EQ(logits_after(model, mask_pruned(cache, all, m.kv_heads), tail), exact);
+  KvCache masked = mask_pruned(cache, kept, m.kv_heads);
+  KvCache* one[] = {&masked};
+  model.decode_step(std::vector<std::int32_t>{7}, one);
+  ASSERT_EQ(masked.key_mask[0].rows(), 41);
+  EXPECT_EQ(masked.key_mask[0].row(40).sum(), m.kv_heads);
+  // Statistics would describe another cache: refused.
+  EXPECT_THROW(model.forward(tail, masked, {.logits = LogitsMode::kNone, .stats = {.mass = true}}),
+               std::invalid_argument);
+}
+
 /// Two query heads sharing one KV head, three tokens, all-zero queries: uniform
 /// causal attention rows [1], [1/2, 1/2], [1/3, 1/3, 1/3].
 AttentionStats uniform_stats(int window) {

@@ -86,6 +86,86 @@ TEST(AttentionRef, ChunkedAttentionEqualsNaiveSoftmax) {
   expect_chunked_equals_naive(DType::kBF16, 130, 140, 2, 1, 64, 1e-2, DType::kBF16);
 }
 
+TEST(AttentionRef, KeyMaskDropsKeysPerHeadByHand) {
+  Hand h;
+  HostTensor out(DType::kF32, {3, 1, 2}), lse(DType::kF32, {3, 1}), mask(DType::kI32, {3, 1});
+  const auto run = [&](std::initializer_list<int> kept) {
+    int j = 0;
+    for (const int m : kept) mask.seti(j++, m);
+    for (const auto op : {cpu::attention, cpu::attention_naive}) {
+      op({h.q.view(), h.k.view(), h.v.view(), out.view(), lse.view(), 1.0f, mask.view()});
+    }
+  };
+  run({1, 0, 1});  // key 1 dropped: token 1 sees key 0 only; token 2 weights (1, 3)/4
+  const float want[] = {1, 0, 1, 0, 1, 0.75f};
+  for (int i = 0; i < 6; ++i) EXPECT_NEAR(out.get(i), want[i], 1e-6) << i;
+  EXPECT_NEAR(lse.get(1), 0.0, 1e-6);
+  EXPECT_NEAR(lse.get(2), std::log(4.0), 1e-6);
+  run({0, 0, 1});  // tokens 0 and 1 see no key: 0 out, lse −inf
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(out.get(i), 0.0f) << i;
+  EXPECT_EQ(lse.get(0), -INFINITY);
+  EXPECT_EQ(lse.get(1), -INFINITY);
+  EXPECT_NEAR(out.get(4), 1.0, 1e-6);
+  EXPECT_NEAR(out.get(5), 1.0, 1e-6);
+  EXPECT_NEAR(lse.get(2), std::log(3.0), 1e-6);
+}
+
+// Metamorphic: a masked KV head attends exactly as that head alone over only its kept keys
+// (kept in order, so causality is the same), for the chunked op and the naive oracle.
+TEST(AttentionRef, KeyMaskEqualsEachHeadOverItsKeptKeysOnly) {
+  std::mt19937_64 rng(31);
+  const std::int64_t tq = 150, tk = 400, hq = 6, hkv = 3, hd = 16, group = hq / hkv;
+  HostTensor q(DType::kF32, {tq, hq, hd}), k(DType::kF32, {tk, hkv, hd}),
+      v(DType::kF32, {tk, hkv, hd}), mask(DType::kI32, {tk, hkv});
+  q.randomize(rng);
+  k.randomize(rng);
+  v.randomize(rng);
+  std::bernoulli_distribution coin(0.5);
+  std::vector<std::vector<std::int64_t>> kept(hkv);
+  for (std::int64_t j = 0; j < tk; ++j) {
+    for (std::int64_t h = 0; h < hkv; ++h) {
+      // Head h keeps a share that falls with h; every query's own key stays (tk − tq on).
+      const bool keep = j >= tk - tq || (h == 0   ? coin(rng) || coin(rng)
+                                         : h == 1 ? coin(rng)
+                                                  : j % 7 == 0);
+      mask.seti(j * hkv + h, keep ? 1 : 0);
+      if (keep) kept[h].push_back(j);
+    }
+  }
+  for (const auto op : {cpu::attention, cpu::attention_naive}) {
+    HostTensor out(DType::kF32, {tq, hq, hd}), lse(DType::kF32, {tq, hq});
+    op({q.view(), k.view(), v.view(), out.view(), lse.view(), 0, mask.view()});
+    for (std::int64_t kh = 0; kh < hkv; ++kh) {
+      const auto n = static_cast<std::int64_t>(kept[kh].size());
+      HostTensor qh(DType::kF32, {tq, group, hd}), kc(DType::kF32, {n, 1, hd}),
+          vc(DType::kF32, {n, 1, hd}), oh(DType::kF32, {tq, group, hd}),
+          lh(DType::kF32, {tq, group});
+      for (std::int64_t i = 0; i < tq; ++i) {
+        for (std::int64_t g = 0; g < group * hd; ++g) {
+          qh.set(i * group * hd + g, q.get((i * hq + kh * group) * hd + g));
+        }
+      }
+      for (std::int64_t r = 0; r < n; ++r) {
+        for (std::int64_t e = 0; e < hd; ++e) {
+          kc.set(r * hd + e, k.get((kept[kh][r] * hkv + kh) * hd + e));
+          vc.set(r * hd + e, v.get((kept[kh][r] * hkv + kh) * hd + e));
+        }
+      }
+      cpu::attention_naive({qh.view(), kc.view(), vc.view(), oh.view(), lh.view(), 0});
+      for (std::int64_t i = 0; i < tq; ++i) {
+        for (std::int64_t g = 0; g < group; ++g) {
+          EXPECT_NEAR(lse.get(i * hq + kh * group + g), lh.get(i * group + g), 1e-5);
+          for (std::int64_t e = 0; e < hd; ++e) {
+            ASSERT_NEAR(out.get((i * hq + kh * group + g) * hd + e),
+                        oh.get((i * group + g) * hd + e), 1e-5)
+                << "query " << i << " head " << kh * group + g;
+          }
+        }
+      }
+    }
+  }
+}
+
 /// Σ (kSum) or max (kMax) over queries i >= begin of softmax_i(j), in double from the scores.
 std::vector<double> naive_mass(const HostTensor& q, const HostTensor& k, std::int64_t h,
                                std::int64_t kh, std::int64_t begin, Reduce reduce) {

@@ -147,6 +147,33 @@ void add_attention(std::vector<OpCase>& cases) {
                          return d;
                        }});
     }
+    // A budget that differs per head: each KV head drops its own keys (a quarter of them on
+    // head 0, more on later heads), like pruning's global top-K; key 0 (a sink) is kept, so
+    // every query sees a key (attention_ref_test covers a query that sees none).
+    if (s.tq >= 29) {
+      cases.push_back({name_of(Op::kAttention, s.dtype, s.what() + "_masked"), Op::kAttention,
+                       s.dtype,
+                       [s](Rng& rng) {
+                         Tensors ts{random(rng, "q", s.dtype, {s.tq, s.hq, s.hd}),
+                                    random(rng, "k", s.dtype, {s.tk, s.hkv, s.hd}),
+                                    random(rng, "v", s.dtype, {s.tk, s.hkv, s.hd}),
+                                    blank("out", s.dtype, {s.tq, s.hq, s.hd}),
+                                    blank("lse", kF32, {s.tq, s.hq}),
+                                    blank("key_mask", DType::kI32, {s.tk, s.hkv}, Role::kIn)};
+                         std::uniform_real_distribution<double> u(0, 1);
+                         for (std::int64_t j = 0; j < s.tk; ++j) {
+                           for (std::int64_t h = 0; h < s.hkv; ++h) {
+                             const double keep = 0.75 - 0.5 * double(h) / double(s.hkv);
+                             const bool kept = j == 0 || u(rng) < keep;
+                             ts[5].host.seti(j * s.hkv + h, kept ? 1 : 0);
+                           }
+                         }
+                         return ts;
+                       },
+                       [](const Views& v, std::uint64_t) -> Call {
+                         return AttentionDesc{v[0], v[1], v[2], v[3], v[4], 0, v[5]};
+                       }});
+    }
     const std::int64_t begin = s.tq / 3;
     cases.push_back({name_of(Op::kAttentionMass, s.dtype, s.what() + "_sum"), Op::kAttentionMass,
                      s.dtype, [s](Rng& rng) { return mass_inputs(rng, s); },
