@@ -145,16 +145,21 @@ ModelWeights load_hf_model(const std::string& folder) {
   return w;
 }
 
-ModelWeights truncate_layers(ModelWeights w, int k) {
-  const int layers = w.spec.layers;
+ModelSpec truncated_spec(ModelSpec spec, int k) {
+  const int layers = spec.layers;
   if (k < 1 || k >= layers) {
     throw InputError("--proxy-layers: a truncated proxy keeps 1 to " + std::to_string(layers - 1) +
                      " of the target's " + std::to_string(layers) + " layers (got " +
                      std::to_string(k) + ")");
   }
+  spec.layers = k;
+  spec.name += "[:" + std::to_string(k) + "]";
+  return spec;
+}
+
+ModelWeights truncate_layers(ModelWeights w, int k) {
+  w.spec = truncated_spec(std::move(w.spec), k);
   w.layers.resize(static_cast<std::size_t>(k));
-  w.spec.layers = k;
-  w.spec.name += "[:" + std::to_string(k) + "]";
   return w;
 }
 

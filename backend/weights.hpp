@@ -47,6 +47,8 @@ ModelWeights load_hf_model(const std::string& folder);
 /// name gains "[:k]" ("SmolLM2-135M-Instruct[:8]"). InputError naming --proxy-layers unless
 /// 1 <= k < layers.
 ModelWeights truncate_layers(ModelWeights w, int k);
+/// The spec of truncate_layers(w, k) for a model of `spec` (the same checks).
+cost_model::ModelSpec truncated_spec(cost_model::ModelSpec spec, int k);
 
 /// Seeded random weights for `spec` (scaled like an initialised model: N(0, 1/in)).
 /// Deterministic for a given (spec, seed).

@@ -12,7 +12,9 @@
 # with its real weights, calibrated predictors and trained mapper (every op,
 # decode and predictor_load included) and appends its table to table.txt.
 # Then `kvshift run` simulates results/costs/live-smollm2.json with its costs
-# measured live on CUDA. $OUT (default build-gpu-check/out) receives at most
+# measured live on CUDA. Without the model folder (its weights are large to
+# carry), the profile times the trained mapper on SmolLM2-135M's shape with
+# seeded random model weights instead, and the live run is skipped. $OUT (default build-gpu-check/out) receives at most
 # eight files: table.txt, gpu_check.json (everything merged), kvshift_gpu.json,
 # torch_prefill.json, smollm2_profile.json (that cost table), live_summary.json
 # (that run's summary), twin_tests.log and gpu_check.log (all logs, concatenated).
@@ -210,7 +212,21 @@ for f in "${profile_inputs[@]}"; do
     skip="no $f (tools/prepare_model.sh makes the model folder)"
   fi
 done
-if [[ -n "$skip" ]]; then
+mapper=results/proxykv/smollm2-135m/mapper.safetensors
+if [[ -n "$skip" && -x "$kvshift_bin" && ! -f "$root/models/smollm2-135m/model.safetensors" \
+      && -f "$root/$mapper" ]]; then
+  # The weights (538 MB) did not come: time the trained mapper as it is, on the proxy
+  # and target shapes it was trained for (8 of SmolLM2-135M's layers), seeded random weights.
+  echo "gpu_check: $skip; timing the trained mapper on SmolLM2-135M's shape instead" \
+    "(seeded random model weights, the trained $mapper)" | tee -a "$out/table.txt"
+  if ! (cd "$root" && timeout 240 "$kvshift_bin" profile --backend cuda --model smollm2-135m \
+      --proxy-layers 8 --mapper "$mapper" --topology none \
+      --tokens 512,2048,8192 --decode-batch 1,16,64 --decode-context 1024,4096 \
+      --out "$out/smollm2_profile.json") 2>&1 | tee "$logs/profile.log" | tee -a "$out/table.txt"; then
+    echo "gpu_check: kvshift profile --backend cuda FAILED (log: $out/gpu_check.log)" >&2
+    status=1
+  fi
+elif [[ -n "$skip" ]]; then
   echo "gpu_check: profile step skipped: $skip (log: $out/gpu_check.log)" | tee -a "$out/table.txt" >&2
 else
   # From the root, so the paths are the ones the results folders record.

@@ -90,16 +90,17 @@ backend::ProfileRequest make_request(const ProfileOptions& o) {
   req.model = input::resolve_model(o.model);
   const bool real = has_weights(o.model);
   if (!real) {
-    for (const auto& [given, flag] : {std::pair{!o.predictors.empty(), "--predictors"},
-                                      {o.proxy_layers > 0, "--proxy-layers"}}) {
-      if (given) {
-        throw InputError(std::string(flag) + ": needs --model to be a folder with weights (got \"" +
-                         o.model + "\", a model without weights)");
-      }
+    if (!o.predictors.empty()) {
+      throw InputError("--predictors: needs --model to be a folder with weights (got \"" + o.model +
+                       "\", a model without weights)");
     }
   }
-  if (!o.mapper.empty() && o.proxy.empty() && !real) {
-    throw InputError("--mapper: needs --proxy (the model whose features the mapper reads)");
+  if (!o.proxy.empty() && o.proxy_layers > 0) {
+    throw InputError("--proxy and --proxy-layers: give one of them");
+  }
+  if (!o.mapper.empty() && o.proxy.empty() && o.proxy_layers == 0 && !real) {
+    throw InputError(
+        "--mapper: needs --proxy or --proxy-layers (the model whose features the mapper reads)");
   }
   std::string topo = o.topology;
   if (topo.empty() && !o.predictors.empty()) {
@@ -157,11 +158,18 @@ backend::ProfileRequest make_request(const ProfileOptions& o) {
     }
   } else {
     if (!o.proxy.empty()) req.proxy = input::resolve_model(o.proxy);
+    // The shape of the target's first k layers, seeded random weights like the target's.
+    if (o.proxy_layers > 0) req.proxy = backend::truncated_spec(req.model, o.proxy_layers);
     if (!o.mapper.empty()) {
       req.inputs.mapper =
           std::make_shared<const backend::HybridAxialMapper>(backend::load_mapper(o.mapper));
       req.inputs.mapper_origin = {o.mapper, backend::calibrate::digest_path(o.mapper)};
       req.inputs.mapper_weights = backend::shared_weights(req.inputs.mapper);
+      if (req.proxy) {  // before any timing: the file names the mismatch
+        backend::check_mapper_fits(req.inputs.mapper->config(),
+                                   req.proxy->layers * req.proxy->q_heads,
+                                   req.model.layers * req.model.kv_heads, "--mapper " + o.mapper);
+      }
     }
   }
   req.tokens = parse_list(o.tokens, "--tokens");
@@ -215,7 +223,8 @@ Action setup(CLI::App& sub) {
                  "ProxyKV proxy: a folder with weights, or a name (enables proxy_score; default "
                  "with a real --model and --mapper: the proxy the mapper was trained with)");
   sub.add_option("--proxy-layers", o->proxy_layers,
-                 "The target's first k layers as the proxy (a real --model)");
+                 "The target's first k layers as the proxy (with a model without weights: "
+                 "that shape, seeded random weights)");
   sub.add_option("--mapper", o->mapper,
                  "Trained ProxyKV mapper (mapper.safetensors) timed in proxy_score (default: "
                  "seeded random weights of the same shape)");

@@ -141,6 +141,41 @@ TEST(ProfileCli, ARealModelFolderTimesItsOwnWeightsAndTheTrainedMapper) {
   fs::remove_all(dir);
 }
 
+TEST(ProfileCli, AModelWithoutWeightsTimesTheTrainedMapperOnItsTruncatedProxysShape) {
+  // A config alone (seeded random weights) with --proxy-layers: the proxy is the shape of its
+  // first k layers, and the trained mapper is timed as it is; a shape it does not fit is named.
+  const fs::path dir = fs::path(KVSHIFT_BINARY_DIR) / "profile-cli-shape";
+  fs::remove_all(dir);
+  write_llama_folder(dir / "model", {.hidden = 16, .layers = 5, .heads = 2, .kv_heads = 1});
+  const std::string config = (dir / "model/config.json").string();
+  const fs::path mapper = fs::path(KVSHIFT_SOURCE_DIR) / "tests/fixtures/mapper_parity";
+  const std::string out = (dir / "costs.json").string();
+  const std::string common = " --mapper " + (mapper / "mapper.safetensors").string() +
+                             " --topology none --tokens 16 --sharing 1 --decode-batch 1 "
+                             "--decode-context 16 --repeats 1 --warmup 0 --out " +
+                             out;
+  const auto r = run_kvshift("profile --model " + config + " --proxy-layers 3" + common);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("weights: seeded random"), std::string::npos) << r.out;
+  const json j = json::parse(slurp(out));
+  EXPECT_EQ(j["inputs"]["mapper"]["path"], (mapper / "mapper.safetensors").string());
+  int scored = 0;
+  for (const auto& e : j["entries"]) scored += e["op"] == "proxy_score" ? 1 : 0;
+  EXPECT_EQ(scored, 1);
+  const auto bad = run_kvshift("profile --model " + config + " --proxy-layers 2" + common);
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--mapper"), std::string::npos) << bad.err;
+  const auto both =
+      run_kvshift("profile --model " + config + " --proxy-layers 3 --proxy " + config + common);
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.err.find("--proxy and --proxy-layers"), std::string::npos) << both.err;
+  const auto too_many = run_kvshift("profile --model " + config + " --proxy-layers 5" + common);
+  EXPECT_EQ(too_many.exit_code, 2);
+  EXPECT_NE(too_many.err.find("--proxy-layers: a truncated proxy keeps 1 to 4"), std::string::npos)
+      << too_many.err;
+  fs::remove_all(dir);
+}
+
 TEST(ProfileCli, CudaBackendSaysWhyItCannotRunWhenNotCompiledOrNoDevice) {
   const std::string out = std::string(KVSHIFT_BINARY_DIR) + "/profile-cli-cuda.json";
   const auto r = run_kvshift("profile --backend cuda --model " + fixture("tiny_llama") +
