@@ -42,9 +42,17 @@ def label_ranks(label):
     return order, ranks
 
 
+def budget_rows(t, budget):
+    """[B, targets, T] as the rows the selection ranks: per target row (per-head budget), or
+    one row of targets·T per window (global budget: every head's tokens compete)."""
+    return t if budget == "per-head" else t.reshape(t.shape[0], 1, -1)
+
+
 class HybridLoss:
-    """The five-term ProxyKV loss on Ŷ, label [B, targets, T]. Ranking is per target
-    row (the C++ side keeps each row's top-K), so every term works within a row.
+    """The five-term ProxyKV loss on Ŷ, label [B, targets, T]. Ranking is per row of
+    budget_rows: a target row (the C++ side keeps each row's top-K) or, for a global budget
+    (`kvshift quality --budget global`), a whole window, so that Ŷ's values are comparable
+    across heads. Every term works within a row.
       topk: for each ρ, the label's top-⌈ρT⌉ are positives; BCE on
             s·(ŷ − τ) with ŷ the row-standardised Ŷ and τ the (detached) midpoint of
             its k-th and (k+1)-th largest values — a smooth surrogate of exactly the
@@ -60,7 +68,8 @@ class HybridLoss:
       cos:  1 − cos(p, label): the predicted distribution points like the label row.
     The label transform is internal; only Ŷ's order within a row matters downstream."""
 
-    def __init__(self, T, ratios, weights, rank_ratio):
+    def __init__(self, T, ratios, weights, rank_ratio, budget="per-head"):
+        self.budget = budget
         self.ks = [min(T - 1, max(1, math.ceil(r * T))) for r in ratios]
         w = torch.tensor([1.0 / math.sqrt(r) for r in ratios])
         self.ratio_w = (w / w.sum()).tolist()
@@ -68,6 +77,7 @@ class HybridLoss:
         self.weights = weights
 
     def __call__(self, y, label):
+        y, label = budget_rows(y, self.budget), budget_rows(label, self.budget)
         order, ranks = label_ranks(label)
         ys = standardise(y)
         ell = standardise(torch.log(label + LABEL_FLOOR))
@@ -113,9 +123,10 @@ class HybridLoss:
         return loss
 
 
-def recall_at(y, label, ratio):
-    """Share of the label's top-⌈ρT⌉ tokens per row that Ŷ's top-⌈ρT⌉ also holds
-    (nothing excluded: sinks and the recent window are forced at inference anyway)."""
+def recall_at(y, label, ratio, budget="per-head"):
+    """Share of the label's top-⌈ρT⌉ tokens per row (of budget_rows) that Ŷ's top-⌈ρT⌉
+    also holds (nothing excluded: sinks and the recent window are forced at inference)."""
+    y, label = budget_rows(y, budget), budget_rows(label, budget)
     k = max(1, math.ceil(ratio * y.shape[-1]))
     mine = torch.zeros_like(y).scatter_(-1, y.topk(k, dim=-1)[1], 1.0)
     theirs = torch.zeros_like(label).scatter_(-1, label_ranks(label)[0][..., :k], 1.0)
@@ -142,6 +153,10 @@ def parse_args(argv):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
     ap.add_argument("--ratios", default="0.05,0.1,0.2,0.3,0.5")
+    ap.add_argument("--budget", choices=("per-head", "global"), default="per-head",
+                    help="what the ranking terms rank: each head's tokens (an equal budget per "
+                         "head) or all heads' tokens of a window together (kvshift quality "
+                         "--budget global)")
     ap.add_argument("--rank-ratio", type=float, default=0.2,
                     help="the ranking term orders the label's top-⌈ρT⌉")
     for name, default in (("topk", 1.0), ("mse", 0.5), ("rank", 0.5), ("mass", 0.5),
@@ -204,7 +219,7 @@ def split_windows(n, share, seed):
     return np.sort(perm[n_val:]), np.sort(perm[:n_val])
 
 
-def evaluate(model, loss_fn, x, y, batch, ratios):
+def evaluate(model, loss_fn, x, y, batch, ratios, budget):
     model.eval()
     preds, losses = [], []
     with torch.no_grad():
@@ -215,7 +230,7 @@ def evaluate(model, loss_fn, x, y, batch, ratios):
     pred = torch.cat(preds)
     row = {"loss": sum(losses) / len(x)}
     for r in sorted(set([0.5, 0.2] + ratios), reverse=True):
-        row["recall@%g" % r] = recall_at(pred, y, r)
+        row["recall@%g" % r] = recall_at(pred, y, r, budget)
     return row
 
 
@@ -242,7 +257,9 @@ class Trainer:
                     window=args.window)
         self.model = mm.HybridAxialMapper(**arch)
         weights = {n: getattr(args, "w_" + n) for n in ("topk", "mse", "rank", "mass", "cos")}
-        self.loss_fn = HybridLoss(x.shape[2], args.ratio_list, weights, args.rank_ratio)
+        rows_t = x.shape[2] * (y.shape[1] if args.budget == "global" else 1)
+        self.loss_fn = HybridLoss(rows_t, args.ratio_list, weights, args.rank_ratio,
+                                  args.budget)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=args.lr,
                                      weight_decay=args.weight_decay)
         per_epoch = math.ceil(len(self.train_idx) / args.batch)
@@ -288,7 +305,8 @@ class Trainer:
             train_loss = self.train_epoch(epoch, gen)
             row = dict(epoch=epoch, train_loss=train_loss,
                        **evaluate(self.model, self.loss_fn, self.x[self.val_idx],
-                                  self.y[self.val_idx], self.a.batch, self.a.ratio_list))
+                                  self.y[self.val_idx], self.a.batch, self.a.ratio_list,
+                                  self.a.budget))
             row["seconds"] = time.time() - te
             self.history.append(row)
             improved = self.better(row)

@@ -80,6 +80,17 @@ void check_held_out(const input::Json& manifest, const std::string& mapper_path,
   }
 }
 
+/// The budget a mapper was trained to rank for (train_mapper.py --budget; older files:
+/// per-head, the only one there was).
+std::string mapper_budget(const input::Json& manifest) {
+  const auto training = manifest.find("training");
+  if (training == manifest.end() || !training->contains("flags")) return "per-head";
+  const auto& flags = (*training)["flags"];
+  return flags.contains("budget") && flags["budget"].is_string()
+             ? flags["budget"].get<std::string>()
+             : "per-head";
+}
+
 /// kept/<label>-rho<ρ>.safetensors per pruning row: "kept" I32 [requests, layers·KV heads, K]
 /// (ascending positions in the history; with --budget global, K is the most any head keeps
 /// and -1 pads the heads that keep fewer) and "starts" I64 [requests] (first corpus token).
@@ -153,6 +164,7 @@ int run_quality_cli(const QualityCliOptions& o) {
   const auto& spec = target.spec();
 
   std::vector<cal::PolicyInputs> inputs(policies.size());
+  std::vector<std::string> mapper_notes;  // what a reader must know of the mappers used
   // One proxy per (folder, truncated layers): mappers trained with the same proxy share it.
   std::map<std::pair<std::string, int>, std::unique_ptr<backend::Model>> proxies;
   std::string proxy_name;
@@ -192,13 +204,21 @@ int run_quality_cli(const QualityCliOptions& o) {
       }
       inputs[i].proxy = proxy.get();
       inputs[i].mapper = backend::load_mapper(p.file);
+      const std::string trained_budget = mapper_budget(manifest);
+      if (trained_budget != backend::budget_name(q.budget)) {
+        mapper_notes.push_back(p.file + " was trained to rank tokens for a " + trained_budget +
+                               " budget and is used with --budget " +
+                               backend::budget_name(q.budget) +
+                               ": its scores were not trained to be compared that way");
+      }
       if (inputs[i].mapper->config().features == backend::MapperFeatures::kLogRepeatMax)
         inputs[i].kvzip_prompt = backend::kvzip_repeat_prompt(o.model);
     }
   }
 
-  const cal::QualityResult r =
+  cal::QualityResult r =
       cal::run_quality(target, tokens, policies, inputs, q, progress_printer("quality"));
+  r.notes.insert(r.notes.end(), mapper_notes.begin(), mapper_notes.end());
   const cal::QualityRunInfo info{
       o.model, o.corpus, corpus_tokens, proxy_name,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};

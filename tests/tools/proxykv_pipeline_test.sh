@@ -56,6 +56,20 @@ assert q["proxy"].endswith("[:1]"), q.get("proxy")
 assert "proxy_prefill" in q["timings_s"] and "mapper_forward" in q["timings_s"], q["timings_s"]
 PYEOF
 
+step "global budget"
+# The per-head mapper used with a global budget: measured, and the output says what it was
+# trained for; a mapper trained for the global budget is used without that note.
+"$KV" $Q --span 0.5:1 --retention 0.5 --budget global \
+  --policy "prune:proxykv:$TMP/mapper/mapper.safetensors" >"$TMP/g.out" 2>&1 || die "global"
+grep -q "trained to rank tokens for a per-head budget and is used with --budget global" \
+  "$TMP/g.out" || die "no note on the mapper's budget: $(cat "$TMP/g.out")"
+"$PY" "$SRC/tools/train_mapper.py" --dataset "$TMP/ds" --out "$TMP/mapper-g" --width 16 --heads 2 \
+  --ffn 32 --window 8 --batch 2 --epochs 1 --max-steps 2 --threads 1 --budget global \
+  >"$TMP/train-g.out" 2>&1 || { tail -5 "$TMP/train-g.out"; die "train_mapper --budget global"; }
+"$KV" $Q --span 0.5:1 --retention 0.5 --budget global \
+  --policy "prune:proxykv:$TMP/mapper-g/mapper.safetensors" >"$TMP/g2.out" 2>&1 || die "global 2"
+if grep -q "trained to rank tokens" "$TMP/g2.out"; then die "a note on a matching mapper"; fi
+
 step "held-out span"
 out=$("$KV" $Q --span 0.4:1 --policy "prune:proxykv:$TMP/mapper/mapper.safetensors" 2>&1)
 rc=$?

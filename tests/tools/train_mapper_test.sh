@@ -60,6 +60,29 @@ assert m["validation"] and "recall@0.5" in m["validation"][0], m["validation"]
 assert m["training"]["steps"] == 3 and m["dataset"]["windows"]["validation"] >= 1
 PYEOF
 
+# A global budget: trained and recorded; with one target row it is the per-head loss exactly,
+# and with several it ranks all rows' tokens together (a row-wise shift changes it).
+expect 0 "done:" --dataset "$TMP/ds" --out "$TMP/og" $TINY --epochs 1 --max-steps 2 --budget global
+"$PY" - "$SRC/tools" "$TMP/og/mapper.json" <<'PYEOF' || fail=1
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import torch
+import train_mapper as tm
+assert json.load(open(sys.argv[2]))["training"]["flags"]["budget"] == "global"
+g = torch.Generator().manual_seed(3)
+w = dict(topk=1.0, mse=0.5, rank=0.5, mass=0.5, cos=0.5)
+y, label = torch.randn(2, 1, 40, generator=g), torch.rand(2, 1, 40, generator=g)
+one = tm.HybridLoss(40, [0.1, 0.5], w, 0.2)(y, label)[0]
+glob = tm.HybridLoss(40, [0.1, 0.5], w, 0.2, "global")(y, label)[0]
+assert torch.equal(one, glob), (one, glob)
+y, label = torch.randn(2, 3, 40, generator=g), torch.rand(2, 3, 40, generator=g)
+shift = torch.tensor([0.0, 5.0, -5.0]).view(1, 3, 1)
+per_head, glob = tm.HybridLoss(40, [0.1, 0.5], w, 0.2), tm.HybridLoss(120, [0.1, 0.5], w, 0.2, "global")
+assert abs(float(per_head(y + shift, label)[0] - per_head(y, label)[0])) < 1e-4
+assert abs(float(glob(y + shift, label)[0] - glob(y, label)[0])) > 1e-2
+assert tm.recall_at(label, label, 0.3, "global") == 1.0
+PYEOF
+
 expect 2 "dataset" --dataset "$TMP/none" --out "$TMP/o2"
 expect 2 "format must be" --dataset "$TMP/fmt" --out "$TMP/o2"
 expect 2 "version must be 1" --dataset "$TMP/ver" --out "$TMP/o2"
@@ -69,6 +92,7 @@ expect 2 "\-\-ratios" --dataset "$TMP/ds" --out "$TMP/o2" --ratios 0.1,1.5
 expect 2 "\-\-width: must be > 0" --dataset "$TMP/ds" --out "$TMP/o2" --width 0
 expect 2 "not divisible by --heads" --dataset "$TMP/ds" --out "$TMP/o2" --width 10 --heads 4
 expect 2 "\-\-kernel: must be odd" --dataset "$TMP/ds" --out "$TMP/o2" --kernel 4
+expect 2 "\-\-budget" --dataset "$TMP/ds" --out "$TMP/o2" --budget uniform
 expect 3 "non-finite loss.*step 1" --dataset "$TMP/nan" --out "$TMP/o3" $TINY --epochs 1
 
 [ "$fail" = 0 ] && echo "train_mapper smoke test passed"
