@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
+#include <string>
 
 #include "cost_model/input_error.hpp"
 #include "cost_model/quality_curve.hpp"
@@ -154,15 +156,24 @@ void read_measured_proxy_quality(const Reader& r, sim::ProxyKvSpec& s, LoadConte
     return;
   }
   std::vector<cost_model::QualityPoint> points;
+  std::set<std::string> labels;  // one per ProxyKV policy (mapper) measured
   for (const Json& row : doc["rows"]) {
     if (row.is_object() && row.value("method", "") == "proxykv" && row.contains("retention") &&
         row["retention"].is_number() && row.contains("delta_nll_mean") &&
         row["delta_nll_mean"].is_number()) {
       points.push_back({row["retention"].get<double>(), row["delta_nll_mean"].get<double>()});
+      labels.insert(row.value("label", "proxykv"));
     }
   }
   if (points.empty()) {
     r.problem("quality", path + ": holds no proxykv rows (measure prune:proxykv:MAPPER)");
+    return;
+  }
+  if (labels.size() > 1) {
+    std::string list;
+    for (const auto& l : labels) list += (list.empty() ? "" : ", ") + l;
+    r.problem("quality", path + ": holds " + std::to_string(labels.size()) + " ProxyKV mappers (" +
+                             list + "); a scenario charges one: measure the mapper it uses alone");
     return;
   }
   const auto q = cost_model::interpolate_quality(points, s.retention);
@@ -177,7 +188,8 @@ void read_measured_proxy_quality(const Reader& r, sim::ProxyKvSpec& s, LoadConte
   // Charged as measured, like a topology's test-set mean (a small negative mean is noise).
   s.delta_nll = q->delta_nll;
   s.delta_nll_source = path + ": proxykv " + q->how + " (mean over " +
-                       std::to_string(doc.value("requests", 0)) + " requests)";
+                       std::to_string(doc.value("requests", 0)) + " requests, " +
+                       doc.value("budget", std::string("per-head")) + " budget)";
 }
 
 }  // namespace

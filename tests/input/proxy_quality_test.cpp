@@ -52,7 +52,7 @@ TEST(ProxyQuality, ChargesTheMeasuredDeltaAtItsRatio) {
   EXPECT_DOUBLE_EQ(at(0.5)->delta_nll, 0.10);
   EXPECT_DOUBLE_EQ(at(0.4)->delta_nll, 0.20);
   EXPECT_NE(at(0.4)->delta_nll_source.find("proxykv interpolated between ρ 0.3 and 0.5 (mean over "
-                                           "32 requests)"),
+                                           "32 requests, per-head budget)"),
             std::string::npos)
       << at(0.4)->delta_nll_source;
   EXPECT_NE(at(0.3)->delta_nll_source.find("measured at ρ 0.3"), std::string::npos);
@@ -86,6 +86,18 @@ TEST(ProxyQuality, RefusesWhatItCannotMeasure) {
       with_proxy({{"proxy_model", "qwen2.5-0.5b"}, {"retention", 0.5}, {"quality", no_proxy}}));
   ASSERT_EQ(none.size(), 1u);
   EXPECT_NE(none[0].find("holds no proxykv rows"), std::string::npos) << none[0];
+  json two = measured_rows();  // a second mapper in the same run: which one is meant?
+  two.push_back({{"method", "proxykv"},
+                 {"label", "proxykv-2"},
+                 {"retention", 0.5},
+                 {"delta_nll_mean", 0.05}});
+  const std::string two_mappers = write_quality("two", two);
+  const V ambiguous = problems(
+      with_proxy({{"proxy_model", "qwen2.5-0.5b"}, {"retention", 0.5}, {"quality", two_mappers}}));
+  ASSERT_EQ(ambiguous.size(), 1u);
+  EXPECT_NE(ambiguous[0].find("holds 2 ProxyKV mappers (proxykv, proxykv-2)"), std::string::npos)
+      << ambiguous[0];
+  std::filesystem::remove(two_mappers);
   const V missing = problems(with_proxy(
       {{"proxy_model", "qwen2.5-0.5b"}, {"retention", 0.5}, {"quality", "/nonexistent/q.json"}}));
   ASSERT_EQ(missing.size(), 1u);
