@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <set>
 #include <sstream>
+#include <vector>
 
 #include "backend/calibrate/text_format.hpp"
 
@@ -43,20 +44,21 @@ std::string statement(const QualityResult& r) {
   const auto rho = headline_ratio(r);
   if (!rho) return "exact NLL " + fmt("%.4f", r.exact_nll) + " nats/token";
   const QualityRow* best = nullptr;
-  const QualityRow* proxy = nullptr;
+  std::vector<const QualityRow*> proxies;  // one per mapper measured
   for (const QualityRow& row : r.rows) {
     if (row.retention != rho || row.method == "kvzip") continue;
     if (!best || row.mean < best->mean) best = &row;
-    if (row.method == "proxykv" && !proxy) proxy = &row;
+    if (row.method == "proxykv" && row.kvzip_share) proxies.push_back(&row);
   }
   std::ostringstream s;
   s << "at ρ = " << *rho << ", ";
   if (best)
-    s << best->method << " loses least of the non-oracle methods (ΔNLL " << fmt("%+.4f", best->mean)
+    s << best->label << " loses least of the non-oracle methods (ΔNLL " << fmt("%+.4f", best->mean)
       << ")";
-  if (proxy && proxy->kvzip_share) {
-    s << "; ProxyKV recovers " << pct(*proxy->kvzip_share) << " of KVZip's quality [95 % CI "
-      << pct(proxy->kvzip_share_low) << ", " << pct(proxy->kvzip_share_high) << "]";
+  for (const QualityRow* proxy : proxies) {
+    s << "; ProxyKV" << (proxies.size() > 1 ? " (" + proxy->label + ")" : "") << " recovers "
+      << pct(*proxy->kvzip_share) << " of KVZip's quality [95 % CI " << pct(proxy->kvzip_share_low)
+      << ", " << pct(proxy->kvzip_share_high) << "]";
   }
   return s.str();
 }

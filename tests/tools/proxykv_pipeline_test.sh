@@ -69,6 +69,15 @@ grep -q "trained to rank tokens for a per-head budget and is used with --budget 
 "$KV" $Q --span 0.5:1 --retention 0.5 --budget global \
   --policy "prune:proxykv:$TMP/mapper-g/mapper.safetensors" >"$TMP/g2.out" 2>&1 || die "global 2"
 if grep -q "trained to rank tokens" "$TMP/g2.out"; then die "a note on a matching mapper"; fi
+# Two mappers in one run: the headline names each one's share of KVZip's quality.
+"$KV" $Q --span 0.5:1 --retention 0.5 --budget global --policy prune:kvzip --policy prune:random \
+  --policy "prune:proxykv:$TMP/mapper-g/mapper.safetensors" \
+  --policy "prune:proxykv:$TMP/mapper/mapper.safetensors" --out "$TMP/qg" >/dev/null 2>&1 ||
+  die "two mappers"
+for label in proxykv proxykv-2; do
+  grep -q "ProxyKV ($label) recovers" "$TMP/qg/quality.md" ||
+    die "headline without $label: $(sed -n 3p "$TMP/qg/quality.md")"
+done
 
 step "held-out span"
 out=$("$KV" $Q --span 0.4:1 --policy "prune:proxykv:$TMP/mapper/mapper.safetensors" 2>&1)
