@@ -30,8 +30,22 @@ for h in 512 2048; do
   "$KV" quality --model "$MODEL" --corpus data/corpus/kjv.tokens --span 0.8:1 $POLICIES \
     --history "$h" --eval 128 --windows 32 --out "$WORK/quality-kjv-h$h"
 done
+# One budget over all KV heads (KVZip's non-uniform budget), with a mapper trained to rank
+# for it beside the per-head one (labelled proxykv-2 in the tables).
+/usr/bin/python3 tools/train_mapper.py --dataset "$WORK/dataset" --out "$WORK/mapper-global" \
+  --seed 1 --threads 2 --budget global
+for c in kjv jargon; do
+  span=""; [ "$c" = kjv ] && span="--span 0.8:1"
+  # shellcheck disable=SC2086
+  "$KV" quality --model "$MODEL" --corpus "data/corpus/$c.tokens" $span $POLICIES \
+    --policy "prune:proxykv:$WORK/mapper-global/mapper.safetensors" --budget global \
+    --history 1024 --eval 128 --windows 32 --out "$WORK/quality-$c-global"
+done
 cp "$WORK/dataset/manifest.json" "$HERE/dataset-manifest.json"
 cp "$WORK/mapper/mapper.json" "$WORK/mapper/mapper.safetensors" "$WORK/mapper/train.log" "$HERE/"
-for d in kjv jargon kjv-h512 kjv-h2048; do
+mkdir -p "$HERE/mapper-global"
+cp "$WORK/mapper-global/mapper.json" "$WORK/mapper-global/mapper.safetensors" \
+  "$WORK/mapper-global/train.log" "$HERE/mapper-global/"
+for d in kjv jargon kjv-h512 kjv-h2048 kjv-global jargon-global; do
   for f in quality.json quality.md quality.svg; do cp "$WORK/quality-$d/$f" "$HERE/${f%%.*}-$d.${f#*.}"; done
 done
