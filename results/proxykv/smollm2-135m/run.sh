@@ -34,18 +34,27 @@ done
 # for it beside the per-head one (labelled proxykv-2 in the tables).
 /usr/bin/python3 tools/train_mapper.py --dataset "$WORK/dataset" --out "$WORK/mapper-global" \
   --seed 1 --threads 2 --budget global
-for c in kjv jargon; do
-  span=""; [ "$c" = kjv ] && span="--span 0.8:1"
-  # shellcheck disable=SC2086
-  "$KV" quality --model "$MODEL" --corpus "data/corpus/$c.tokens" $span $POLICIES \
-    --policy "prune:proxykv:$WORK/mapper-global/mapper.safetensors" --budget global \
-    --history 1024 --eval 128 --windows 32 --out "$WORK/quality-$c-global"
-done
+# And one trained on twice the windows (proxykv-3 in the held-out KJV table).
+"$KV" proxykv dataset --target "$MODEL" --proxy-layers 8 --corpus data/corpus/kjv.tokens \
+  --span 0:0.8 --windows 320 --tokens 1024 --seed 1 --out "$WORK/dataset-320" --force
+/usr/bin/python3 tools/train_mapper.py --dataset "$WORK/dataset-320" \
+  --out "$WORK/mapper-global-320" --seed 1 --threads 2 --budget global
+# shellcheck disable=SC2086
+"$KV" quality --model "$MODEL" --corpus data/corpus/kjv.tokens --span 0.8:1 $POLICIES \
+  --policy "prune:proxykv:$WORK/mapper-global/mapper.safetensors" \
+  --policy "prune:proxykv:$WORK/mapper-global-320/mapper.safetensors" --budget global \
+  --history 1024 --eval 128 --windows 32 --out "$WORK/quality-kjv-global"
+# shellcheck disable=SC2086
+"$KV" quality --model "$MODEL" --corpus data/corpus/jargon.tokens $POLICIES \
+  --policy "prune:proxykv:$WORK/mapper-global/mapper.safetensors" --budget global \
+  --history 1024 --eval 128 --windows 32 --out "$WORK/quality-jargon-global"
 cp "$WORK/dataset/manifest.json" "$HERE/dataset-manifest.json"
 cp "$WORK/mapper/mapper.json" "$WORK/mapper/mapper.safetensors" "$WORK/mapper/train.log" "$HERE/"
-mkdir -p "$HERE/mapper-global"
-cp "$WORK/mapper-global/mapper.json" "$WORK/mapper-global/mapper.safetensors" \
-  "$WORK/mapper-global/train.log" "$HERE/mapper-global/"
+cp "$WORK/dataset-320/manifest.json" "$HERE/dataset-320-manifest.json"
+for m in mapper-global mapper-global-320; do
+  mkdir -p "$HERE/$m"
+  cp "$WORK/$m/mapper.json" "$WORK/$m/mapper.safetensors" "$WORK/$m/train.log" "$HERE/$m/"
+done
 for d in kjv jargon kjv-h512 kjv-h2048 kjv-global jargon-global; do
   for f in quality.json quality.md quality.svg; do cp "$WORK/quality-$d/$f" "$HERE/${f%%.*}-$d.${f#*.}"; done
 done
