@@ -209,7 +209,7 @@ int run_quality_cli(const QualityCliOptions& o) {
         mapper_notes.push_back(p.file + " was trained to rank tokens for a " + trained_budget +
                                " budget and is used with --budget " +
                                backend::budget_name(q.budget) +
-                               ": its scores were not trained to be compared that way");
+                               ": its scores were trained for the other selection");
       }
       if (inputs[i].mapper->config().features == backend::MapperFeatures::kLogRepeatMax)
         inputs[i].kvzip_prompt = backend::kvzip_repeat_prompt(o.model);
