@@ -6,6 +6,7 @@
 #include <numeric>
 #include <stdexcept>
 
+#include "cost_model/input_error.hpp"
 #include "kernels/cpu.hpp"
 
 namespace kvshift::backend {
@@ -32,6 +33,13 @@ struct ByScore {
 }  // namespace
 
 const char* budget_name(Budget b) { return b == Budget::kGlobal ? "global" : "per-head"; }
+
+Budget parse_budget(const std::string& name, const std::string& what) {
+  for (const Budget b : {Budget::kPerHead, Budget::kGlobal}) {
+    if (name == budget_name(b)) return b;
+  }
+  throw InputError(what + ": \"" + name + "\" is not per-head or global");
+}
 
 std::int64_t keep_count(std::int64_t tokens, const KeepPolicy& p) {
   check_policy(p);

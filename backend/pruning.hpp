@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "backend/model.hpp"
@@ -37,6 +38,8 @@ enum class Budget : std::uint8_t { kPerHead, kGlobal };
 
 /// "per-head" or "global".
 const char* budget_name(Budget b);
+/// The budget a name gives (budget_name's inverse); InputError naming `what` otherwise.
+Budget parse_budget(const std::string& name, const std::string& what);
 
 /// Tokens kept per head: max(round(ρ·T), forced tokens), at most T.
 std::int64_t keep_count(std::int64_t tokens, const KeepPolicy& policy);

@@ -143,11 +143,7 @@ int run_quality_cli(const QualityCliOptions& o) {
   q.seed = o.seed;
   q.resamples = o.resamples;
   q.keep_positions = o.dump_kept;
-  if (o.budget == "global") {
-    q.budget = backend::Budget::kGlobal;
-  } else if (o.budget != "per-head") {
-    throw InputError("--budget: \"" + o.budget + "\" is not per-head or global");
-  }
+  q.budget = backend::parse_budget(o.budget, "--budget");
   if (o.dump_kept && o.out.empty())
     throw InputError("--dump-kept: needs --out (the folder it writes to)");
   q.threads = o.threads > 0 ? o.threads

@@ -38,6 +38,21 @@ struct Workspace {
   }
 };
 
+/// A kept-positions file (--dump-kept): its safetensors header and the I32 data after it.
+struct KeptFile {
+  std::string bytes;
+  json header;
+  std::uint64_t header_bytes = 0;
+  explicit KeptFile(const fs::path& path) : bytes(slurp(path.string())) {
+    if (bytes.size() < 8) return;
+    std::memcpy(&header_bytes, bytes.data(), 8);
+    header = json::parse(bytes.substr(8, header_bytes));
+  }
+  const std::int32_t* kept() const {
+    return reinterpret_cast<const std::int32_t*>(bytes.data() + 8 + header_bytes);
+  }
+};
+
 TEST(QualityCli, MeasuresEveryPolicyAndKeepingEverythingIsExact) {
   const Workspace w("all");
   const CommandResult r = run_kvshift(
@@ -70,15 +85,11 @@ TEST(QualityCli, MeasuresEveryPolicyAndKeepingEverythingIsExact) {
   // The kept positions: 8 requests × (2 layers · 2 KV heads) × K; 63 cached keys, at ρ 0.5 the
   // 36 forced tokens outnumber round(0.5·63), so K = 36; at ρ 1 every key.
   for (const auto& [file, k] : {std::pair{"kvzip-rho0.5", 36}, std::pair{"random-rho1", 63}}) {
-    const std::string bytes =
-        slurp((w.dir / "out/kept" / (std::string(file) + ".safetensors")).string());
-    ASSERT_GT(bytes.size(), 8u) << file;
-    std::uint64_t n = 0;
-    std::memcpy(&n, bytes.data(), 8);
-    const json header = json::parse(bytes.substr(8, n));
-    EXPECT_EQ(header["kept"]["shape"], json({8, 4, k})) << file;
-    EXPECT_EQ(header["kept"]["dtype"], "I32");
-    EXPECT_EQ(bytes.size(), 8 + n + 8u * 4 * k * 4 + 8 * 8) << file;
+    const KeptFile f(w.dir / "out/kept" / (std::string(file) + ".safetensors"));
+    ASSERT_GT(f.bytes.size(), 8u) << file;
+    EXPECT_EQ(f.header["kept"]["shape"], json({8, 4, k})) << file;
+    EXPECT_EQ(f.header["kept"]["dtype"], "I32");
+    EXPECT_EQ(f.bytes.size(), 8 + f.header_bytes + 8u * 4 * k * 4 + 8 * 8) << file;
   }
   EXPECT_TRUE(fs::exists(w.dir / "out/quality.md"));
   EXPECT_TRUE(fs::exists(w.dir / "out/quality.svg"));
@@ -102,16 +113,13 @@ TEST(QualityCli, AGlobalBudgetKeepsItsTotalAndEachHeadItsOwnCount) {
     }
   }
   EXPECT_NE(slurp((w.dir / "out/quality.md").string()).find("--budget global"), std::string::npos);
-  const std::string bytes = slurp((w.dir / "out/kept/h2o-rho0.5.safetensors").string());
-  ASSERT_GT(bytes.size(), 8u);
-  std::uint64_t n = 0;
-  std::memcpy(&n, bytes.data(), 8);
-  const json header = json::parse(bytes.substr(8, n));
-  ASSERT_EQ(header["kept"]["shape"][0], 8);
-  ASSERT_EQ(header["kept"]["shape"][1], 4);
-  EXPECT_EQ(header["__metadata__"]["budget"], "global");
-  const int k = header["kept"]["shape"][2];
-  const auto* kept = reinterpret_cast<const std::int32_t*>(bytes.data() + 8 + n);
+  const KeptFile f(w.dir / "out/kept/h2o-rho0.5.safetensors");
+  ASSERT_GT(f.bytes.size(), 8u);
+  ASSERT_EQ(f.header["kept"]["shape"][0], 8);
+  ASSERT_EQ(f.header["kept"]["shape"][1], 4);
+  EXPECT_EQ(f.header["__metadata__"]["budget"], "global");
+  const int k = f.header["kept"]["shape"][2];
+  const std::int32_t* kept = f.kept();
   bool unequal = false;
   for (int req = 0; req < 8; ++req) {
     int total = 0, first = -1;
