@@ -382,6 +382,10 @@ void parse_outputs(const Reader& r, ScenarioSpec& s) {
         o.files.push_back(v);
       }
     });
+    if (o.files.empty() && r.node()["files"].is_array() && r.node()["files"].empty()) {
+      r.problem("files", "must name at least one file (e.g. [\"summary\"]): a run that writes "
+                         "nothing is refused before it simulates");
+    }
   }
   s.link_sample_interval =
       duration_at_least0(r, "link_sample_interval", true, false).value_or(s.link_sample_interval);

@@ -61,6 +61,11 @@ void parse_all(const Reader& top, ScenarioSpec& s, detail::LoadContext& ctx) {
   }
   if (auto r = top.object("slo", false)) s.slo = parse_slo(*r);
   if (auto r = top.object("outputs", false)) parse_outputs(*r, s);
+  check_scenario_name(top, s.name);
+  if (top.diagnostics().empty()) {
+    check_run_size(top, s);
+    if (model_ok) check_context(top, s, ctx);
+  }
 }
 
 }  // namespace

@@ -120,6 +120,15 @@ void check_methods(const ScenarioSpec& s, const sim::DeploymentSpec& m, Diagnost
 /// Pass two, placements: replica store, proxy GPUs, predictor source and `m`'s budget.
 void check_placements(const ScenarioSpec& s, const sim::DeploymentSpec& m, Diagnostics& d);
 
+/// `name` can name an output folder: not empty, no path separators, no control characters.
+void check_scenario_name(const Reader& top, const std::string& name);
+/// The run fits in memory: expected arrivals and link samples under kMaxArrivals and
+/// kMaxLinkSamples (input/scenario_limits.cpp), each problem naming its field and estimate.
+void check_run_size(const Reader& top, const ScenarioSpec& s);
+/// Generated prompts must fit the model's context (max_position_embeddings); prompt + output
+/// beyond it, or trace requests beyond it, are added to s.notes.
+void check_context(const Reader& top, ScenarioSpec& s, const LoadContext& ctx);
+
 /// Pass two: cross-references. `top` is the document root (for pointers only).
 void cross_check(const ScenarioSpec& spec, const Reader& top, const LoadContext& ctx);
 /// Node and link names are unique (a flows file's one cluster check; cross_check does more).

@@ -53,6 +53,9 @@ struct ScenarioSpec : sim::SimulationSpec {
   CostSourceSpec cost_source;
   SloSpec slo;
   OutputSpec outputs;
+  /// What the loader accepted but a reader must know (e.g. requests longer than the model's
+  /// context); validate and run print them.
+  std::vector<std::string> notes;
 };
 
 }  // namespace kvshift::input

@@ -1,6 +1,7 @@
 #include "input/spec_files.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 
 #include "cost_model/input_error.hpp"
@@ -86,6 +87,35 @@ ModelSpec resolve_model(std::string_view name_or_path) {
   return parse_hf_config(config, name, p.string());
 }
 
+std::optional<std::int64_t> model_context_tokens(std::string_view name_or_path) {
+  if (!looks_like_path(name_or_path)) {
+    // max_position_embeddings of the published config.json of each built-in model.
+    static constexpr std::pair<std::string_view, std::int64_t> kContext[] = {
+        {"qwen2.5-0.5b", 32768},   {"qwen2.5-1.5b", 32768},   {"qwen2.5-7b", 131072},
+        {"tinyllama-1.1b", 2048},  {"smollm2-135m", 8192},    {"smollm2-360m", 8192},
+        {"llama-3.1-8b", 131072},  {"llama-3.2-1b", 131072}};
+    std::string name(name_or_path);
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    for (const auto& [known, tokens] : kContext) {
+      if (known == name) return tokens;
+    }
+    return std::nullopt;
+  }
+  fs::path p{std::string(name_or_path)};
+  std::error_code ec;
+  if (fs::is_directory(p, ec)) p /= "config.json";
+  try {
+    const Json config = read_json_file(p.string());
+    const auto it = config.find("max_position_embeddings");
+    if (it != config.end() && it->is_number_integer() && it->get<std::int64_t>() > 0) {
+      return it->get<std::int64_t>();
+    }
+  } catch (const std::exception&) {  // an unreadable config is reported where it is parsed
+  }
+  return std::nullopt;
+}
+
 GpuSpec parse_gpu_spec(const Reader& r) {
   r.allow_only({"name", "base", "peak_dense_fp16_tflops", "hbm_bandwidth", "hbm_capacity",
                 "host_link", "launch_overhead", "gemm_efficiency", "attention_efficiency",
@@ -133,11 +163,32 @@ OmissionPlan parse_topology(const Reader& r, const ModelSpec& model) {
   if (auto w = r.integer("group_width", false)) opt.group_width = positive_int(r, "group_width", w);
   if (auto w = r.integer("anchor_width", false))
     opt.anchor_width = positive_int(r, "anchor_width", w);
-  if (auto layers = r.object("model", false)) {
-    // Optional cross-check: {"name": ..., "layers": N}.
-    if (auto n = layers->integer("layers", false); n && *n != model.layers) {
+  if (auto made_for = r.object("model", false)) {
+    // Cross-check of what the topology was measured on: {"name": ..., "layers": N, and
+    // optionally "hidden", "kv_heads", "head_dim"}. Its ΔNLL belongs to that model only.
+    if (auto n = made_for->integer("layers", false); n && *n != model.layers) {
       r.problem("model", "topology was made for a " + std::to_string(*n) + "-layer model, not " +
                              model.name + " (" + std::to_string(model.layers) + " layers)");
+    }
+    auto lower = [](std::string v) {
+      std::transform(v.begin(), v.end(), v.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      return v;
+    };
+    if (auto name = made_for->string("name", false);
+        name && !model.name.empty() && lower(*name) != lower(model.name)) {
+      made_for->problem("name", "topology was made for " + *name + ", not " + model.name +
+                                    " (its groups and measured ΔNLL belong to that model)");
+    }
+    for (const auto& [key, value] :
+         {std::pair<std::string_view, int>{"hidden", model.hidden},
+          {"kv_heads", model.kv_heads},
+          {"head_dim", model.head_dim}}) {
+      if (auto n = made_for->integer(key, false); n && *n != value) {
+        made_for->problem(key, "topology was made for a model with " + std::string(key) + " " +
+                                   std::to_string(*n) + ", not " + model.name + "'s " +
+                                   std::to_string(value));
+      }
     }
   }
   if (r.has("groups")) {

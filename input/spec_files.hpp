@@ -4,6 +4,8 @@
 // by `kvshift calibrate`, or by hand).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -19,6 +21,10 @@ cost_model::ModelSpec parse_hf_config(const Json& config, const std::string& nam
                                       std::string_view source);
 /// A built-in model name, a config.json path, or a folder holding config.json.
 cost_model::ModelSpec resolve_model(std::string_view name_or_path);
+
+/// The longest context (prompt + generated tokens) the model was trained for: config.json's
+/// max_position_embeddings, or the published value of a built-in model; nullopt when unknown.
+std::optional<std::int64_t> model_context_tokens(std::string_view name_or_path);
 
 /// GpuSpec from JSON: {"base": "h200", "hbm_bandwidth": "4TB/s", ...} or a full spec.
 cost_model::GpuSpec parse_gpu_spec(const Reader& r);

@@ -327,6 +327,7 @@ TraceFormat parse_trace_format(std::string_view text, std::string_view field) {
 
 TraceFile parse_trace_text(std::string_view text, TraceFormat format, std::string_view source) {
   Problems problems(source);
+  if (text.starts_with("\xEF\xBB\xBF")) text.remove_prefix(3);  // a UTF-8 BOM, as JSON allows
   if (format == TraceFormat::kAuto) {
     const std::string_view t = trim(text.substr(0, std::min<std::size_t>(text.size(), 64)));
     format = !t.empty() && t.front() == '{' ? TraceFormat::kJsonl : TraceFormat::kCsv;

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <string_view>
+#include <vector>
 
 namespace kvshift::reports {
 
@@ -13,9 +14,22 @@ namespace kvshift::reports {
 /// Throws std::runtime_error naming the path on failure.
 void write_file_atomic(const std::filesystem::path& path, std::string_view content);
 
-/// The folder to stage a whole `out` in: refuses an existing, non-empty `out` unless `force`
-/// (InputError naming --out), and returns a fresh sibling `out.partial-<pid>`.
-std::filesystem::path staging_folder(const std::filesystem::path& out, bool force);
+/// Checks, before any work, that `path` can be written as one file: not empty and not an
+/// existing folder. Throws InputError naming `flag`.
+void check_output_file(const std::filesystem::path& path, std::string_view flag);
+
+/// Whether `dir` is a folder kvshift wrote: it holds the file each output folder has
+/// (summary.json: run, testbed; sweep.json: sweep; topology.json: calibrate; quality.json:
+/// quality; manifest.json: proxykv dataset).
+bool is_kvshift_output(const std::filesystem::path& dir);
+
+/// The folder to stage a whole `out` in, returned as a fresh sibling `out.partial-<pid>`.
+/// Refuses (InputError naming `flag`) an empty name, an existing non-empty `out` without
+/// `force`, and with `force` anything but an earlier kvshift output folder, or one that holds
+/// any of `inputs` (the files the command reads), so --force never deletes a user's files.
+std::filesystem::path staging_folder(const std::filesystem::path& out, bool force,
+                                     const std::vector<std::filesystem::path>& inputs = {},
+                                     std::string_view flag = "--out");
 
 /// Moves the staged folder into place: an old `out` aside first, removed once the new one is
 /// in. Throws std::runtime_error naming `out` on failure.

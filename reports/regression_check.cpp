@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cost_model/input_error.hpp"
 #include "cost_model/move_plan.hpp"
 #include "reports/strategy_metrics.hpp"
 #include "sim/serving/network_fabric.hpp"
@@ -122,12 +123,36 @@ json golden_metrics(const json& summary) {
   return out;
 }
 
+double golden_tolerance(const json& golden) {
+  const auto it = golden.find("tolerance_rel");
+  if (it == golden.end()) return 0.0;
+  if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) {
+    throw InputError("/tolerance_rel: must be a finite number >= 0 (got " + it->dump() + ")");
+  }
+  return it->get<double>();
+}
+
 CheckOutcome check_golden(const json& summary, const json& golden) {
   CheckOutcome out;
-  const double tol = golden.value("tolerance_rel", 0.0);
+  if (!golden.is_object()) throw InputError("/: expected a JSON object");
+  const double tol = golden_tolerance(golden);
+  const auto all = golden.find("metrics");
+  if (all == golden.end() || !all->is_object()) {
+    throw InputError("/metrics: must be an object of strategies (got " +
+                     (all == golden.end() ? std::string("nothing") : all->dump()) + ")");
+  }
+  for (const auto& [strategy, metrics] : all->items()) {
+    if (!metrics.is_object()) throw InputError("/metrics/" + strategy + ": must be an object");
+    for (const auto& [path, want] : metrics.items()) {
+      if (!want.is_number()) {
+        throw InputError("/metrics/" + strategy + "/" + path + ": must be a number (got " +
+                         want.dump() + ")");
+      }
+    }
+  }
   const json now = golden_metrics(summary);
   std::size_t compared = 0;
-  for (const auto& [strategy, metrics] : golden.at("metrics").items()) {
+  for (const auto& [strategy, metrics] : all->items()) {
     if (!now.contains(strategy)) {
       out.ok = false;
       out.lines.push_back(strategy + ": missing from the run");

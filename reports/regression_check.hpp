@@ -33,7 +33,11 @@ CheckOutcome check_moves_exact(const input::ScenarioSpec& spec,
                                const std::vector<sim::RunResult>& runs,
                                const cost_model::ComputeCosts& compute);
 
-/// Compares `summary` with a golden {"tolerance_rel": x, "metrics": {...}}.
+/// A golden file's tolerance_rel: a finite number >= 0, else InputError naming /tolerance_rel.
+double golden_tolerance(const nlohmann::json& golden);
+
+/// Compares `summary` with a golden {"tolerance_rel": x, "metrics": {...}}; a golden whose
+/// tolerance or metrics are not numbers is InputError naming the field (a bad golden file).
 CheckOutcome check_golden(const nlohmann::json& summary, const nlohmann::json& golden);
 
 }  // namespace kvshift::reports

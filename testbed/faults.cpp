@@ -2,6 +2,7 @@
 #include "testbed/faults.hpp"
 
 #include <charconv>
+#include <cstdio>
 #include <sstream>
 
 #include "cost_model/input_error.hpp"
@@ -9,6 +10,9 @@
 
 namespace kvshift::testbed {
 namespace {
+
+/// The largest share of frames the faults may lose (drop + corrupt + disconnect).
+constexpr double kMaxLoss = 0.75;
 
 double probability(const std::string& flag, const std::string& key, const std::string& value) {
   double p = 0;
@@ -73,6 +77,16 @@ FaultSpec parse_faults(const std::string& text, const std::string& flag) {
     }
   }
   if (f.delay_s > 10 || f.stall_s > 10) throw InputError(flag + ": delay and stall must be <= 10s");
+  // A frame is lost with probability drop + corrupt + disconnect (about); at kMaxLoss and
+  // above a transfer would resend for minutes or forever (drop=1: nothing ever arrives).
+  const double loss = f.drop + f.corrupt + f.disconnect;
+  if (loss > kMaxLoss) {
+    char got[64];
+    std::snprintf(got, sizeof got, "%g", loss);
+    throw InputError(flag + ": drop + corrupt + disconnect must be at most 0.75 (got " + got +
+                     "): with more frames lost, a transfer resends for minutes, and at 1 "
+                     "nothing ever arrives");
+  }
   return f;
 }
 

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "apps/kvshift/command.hpp"
+#include "apps/kvshift/support_interrupt.hpp"
 #include "apps/kvshift/support_progress.hpp"
 #include "backend/calibrate/calibration.hpp"
 #include "backend/calibrate/predictor_file.hpp"
@@ -20,6 +21,7 @@
 #include "backend/weights.hpp"
 #include "cost_model/input_error.hpp"
 #include "cost_model/omission_plan.hpp"
+#include "input/spec_files.hpp"
 #include "reports/atomic_file.hpp"
 
 namespace kvshift::app {
@@ -36,6 +38,7 @@ struct CalibrateOptions {
   std::uint64_t seed = 1;
   int resamples = cal::kMinResamples;
   int threads = 0;
+  bool force = false;
 };
 
 cal::CalibrationOptions procedure_options(const CalibrateOptions& o,
@@ -60,6 +63,17 @@ cal::CalibrationOptions procedure_options(const CalibrateOptions& o,
   return c;
 }
 
+/// --history + --eval must fit the model's context (config.json's max_position_embeddings).
+void check_context(const std::string& model, std::int64_t history, std::int64_t eval) {
+  const std::optional<std::int64_t> context = input::model_context_tokens(model);
+  if (context && history + eval > *context) {
+    throw InputError("--history: " + std::to_string(history) + " + --eval " +
+                     std::to_string(eval) + " tokens exceed the model's context of " +
+                     std::to_string(*context) + " tokens (max_position_embeddings of " + model +
+                     "/config.json)");
+  }
+}
+
 int run_calibrate(const CalibrateOptions& o) {
   const auto t0 = std::chrono::steady_clock::now();
   const cost_model::DType dtype = cost_model::parse_dtype(o.predictor_dtype, "--predictor-dtype");
@@ -68,6 +82,11 @@ int run_calibrate(const CalibrateOptions& o) {
                      "\")");
   }
   cal::parse_gate(o.gate, "--gate");  // fail fast, before loading the model
+  check_context(o.model, o.history, o.eval);
+  // An existing --out is refused before the work (as run does); the files are staged whole.
+  const std::filesystem::path out(o.out);
+  const std::filesystem::path tmp = reports::staging_folder(out, o.force, {o.model, o.corpus});
+  const InterruptCleanup on_interrupt(tmp);
   const backend::Model model = [&] {
     try {
       return backend::Model(backend::load_hf_model(o.model));
@@ -92,12 +111,18 @@ int run_calibrate(const CalibrateOptions& o) {
   const std::string report = cal::report_json(r, spec, info).dump(2) + "\n";
   const std::string markdown = cal::report_markdown(r, spec, info);
   const std::string chart = cal::frontier_svg(r);
-  const std::filesystem::path out(o.out);
-  reports::write_file_atomic(out / "predictors.safetensors", predictors);
-  reports::write_file_atomic(out / "topology.json", topology);
-  reports::write_file_atomic(out / "report.json", report);
-  reports::write_file_atomic(out / "report.md", markdown);
-  reports::write_file_atomic(out / "frontier.svg", chart);
+  try {
+    reports::write_file_atomic(tmp / "predictors.safetensors", predictors);
+    reports::write_file_atomic(tmp / "topology.json", topology);
+    reports::write_file_atomic(tmp / "report.json", report);
+    reports::write_file_atomic(tmp / "report.md", markdown);
+    reports::write_file_atomic(tmp / "frontier.svg", chart);
+    reports::publish_folder(tmp, out);
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove_all(tmp, ec);
+    throw;
+  }
   const cal::GateChoice& ch = r.chosen();
   const cal::TestQuality& q = ch.test;
   std::printf("%s: %s (%s gate, eps %g, %s)\n", spec.name.c_str(),
@@ -121,7 +146,9 @@ Action setup(CLI::App& sub) {
   sub.add_option("--model", o->model, "Hugging Face model folder (config.json, model.safetensors)")
       ->required();
   sub.add_option("--corpus", o->corpus, "Token file (little-endian int32 ids)")->required();
-  sub.add_option("--out", o->out, "Output folder")->required();
+  sub.add_option("--out", o->out, "Output folder (refused if it exists; see --force)")->required();
+  sub.add_flag("--force", o->force,
+               "Replace an existing --out folder that an earlier calibrate wrote (atomically)");
   sub.add_option("--history", o->history, "History tokens per request (whose KV is rebuilt)");
   sub.add_option("--eval", o->eval, "Teacher-forced eval tokens per request");
   sub.add_option("--requests", o->requests,

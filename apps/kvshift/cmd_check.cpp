@@ -3,6 +3,7 @@
 // nanosecond) or with the golden metrics stored beside them (<name>.golden).
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 
@@ -27,7 +28,21 @@ struct CheckOptions {
   double tolerance = 0.01;
 };
 
+/// `golden_path`'s JSON, checked against `summary`; a bad golden file is InputError naming it.
+reports::CheckOutcome check_against(const nlohmann::json& summary, const fs::path& golden_path) {
+  try {
+    return reports::check_golden(summary, input::read_json_file(golden_path.string()));
+  } catch (const InputError& e) {
+    throw InputError("bad golden file " + golden_path.string() + ": " + e.what() +
+                     " (rewrite it with kvshift check --update)");
+  }
+}
+
 int check_all(const CheckOptions& o) {
+  if (!(std::isfinite(o.tolerance) && o.tolerance >= 0)) {
+    throw InputError("--tolerance: must be a finite number >= 0, a share such as 0.01 (got " +
+                     std::to_string(o.tolerance) + ")");
+  }
   if (!fs::is_directory(o.dir)) throw InputError("DIR: " + o.dir + " is not a folder");
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(o.dir)) {
@@ -49,7 +64,13 @@ int check_all(const CheckOptions& o) {
     if (o.update && !single) {
       double tol = o.tolerance;
       if (fs::exists(golden_path)) {
-        tol = input::read_json_file(golden_path.string()).value("tolerance_rel", tol);
+        const nlohmann::json old = input::read_json_file(golden_path.string());
+        if (old.is_object() && old.contains("tolerance_rel")) {
+          try {
+            tol = reports::golden_tolerance(old);
+          } catch (const InputError&) {  // a bad stored tolerance is replaced by --tolerance
+          }
+        }
       }
       const nlohmann::json golden = {{"scenario", spec.name},
                                      {"tolerance_rel", tol},
@@ -57,8 +78,7 @@ int check_all(const CheckOptions& o) {
       reports::write_file_atomic(golden_path, golden.dump(2) + "\n");
       outcomes.push_back({true, {"golden written to " + golden_path.string()}});
     } else if (fs::exists(golden_path)) {
-      outcomes.push_back(
-          reports::check_golden(summary, input::read_json_file(golden_path.string())));
+      outcomes.push_back(check_against(summary, golden_path));
     } else if (!single) {
       outcomes.push_back({false,
                           {"no golden file " + golden_path.string() +

@@ -23,6 +23,7 @@ namespace {
 struct FlowsOptions {
   std::string file;
   std::string out;
+  bool out_given = false;  ///< --out was typed (an empty one is refused)
 };
 
 std::string shortest(double v) {
@@ -32,6 +33,7 @@ std::string shortest(double v) {
 }
 
 int run_flows(const FlowsOptions& o) {
+  if (o.out_given) reports::check_output_file(o.out, "--out");  // before any work
   input::FlowsFile flows = input::load_flows_file(o.file);
   const std::vector<input::FlowOutcome> outcomes = input::simulate_flows(flows);
   std::ostringstream text;
@@ -47,7 +49,7 @@ int run_flows(const FlowsOptions& o) {
     }
   }
   std::cout << text.str();
-  if (!o.out.empty()) reports::write_file_atomic(o.out, text.str());
+  if (o.out_given) reports::write_file_atomic(o.out, text.str());
   return all_finished ? 0 : 1;
 }
 
@@ -56,7 +58,8 @@ Action setup(CLI::App& sub) {
   sub.add_option("file", o->file,
                  "Flows file: nodes, links (or a generator), transfers, optional ecmp")
       ->required();
-  sub.add_option("--out", o->out, "Also write the JSON lines to this file");
+  sub.add_option("--out", o->out, "Also write the JSON lines to this file")
+      ->each([o](const std::string&) { o->out_given = true; });
   return [o] { return run_flows(*o); };
 }
 

@@ -41,7 +41,19 @@ int list_models(bool json) {
   return 0;
 }
 
-int list_gpus() {
+int list_gpus(bool json) {
+  if (json) {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& g : cost_model::known_gpus()) {
+      out.push_back({{"name", g.name},
+                     {"peak_dense_fp16_tflops", g.peak_dense_fp16.value / 1e12},
+                     {"hbm_bandwidth_tb_s", g.hbm_bandwidth.value / 8e12},
+                     {"hbm_capacity_gib", g.hbm_capacity.mib() / 1024.0},
+                     {"host_link_gb_s", g.host_link.value / 8e9}});
+    }
+    std::printf("%s\n", out.dump(2).c_str());
+    return 0;
+  }
   std::printf("%-16s %12s %10s %8s %10s\n", "gpu", "fp16 TFLOP/s", "HBM TB/s", "HBM GiB",
               "host GB/s");
   for (const auto& g : cost_model::known_gpus()) {
@@ -57,7 +69,7 @@ Action setup(CLI::App& sub) {
   auto gpus = std::make_shared<bool>(false);
   sub.add_flag("--json", *json, "Print JSON");
   sub.add_flag("--gpus", *gpus, "List the GPU presets instead");
-  return [json, gpus] { return *gpus ? list_gpus() : list_models(*json); };
+  return [json, gpus] { return *gpus ? list_gpus(*json) : list_models(*json); };
 }
 
 const RegisterCommand kRegister{

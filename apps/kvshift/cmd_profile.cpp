@@ -188,6 +188,7 @@ backend::ProfileRequest make_request(const ProfileOptions& o) {
 }
 
 int run_profile(const ProfileOptions& o) {
+  reports::check_output_file(o.out, "--out");  // before any measurement
   const backend::ProfileRequest req = make_request(o);
   auto profiler = make_profiler(o.backend);
   const bool real = static_cast<bool>(req.inputs.target);
@@ -224,7 +225,8 @@ Action setup(CLI::App& sub) {
                  "with a real --model and --mapper: the proxy the mapper was trained with)");
   sub.add_option("--proxy-layers", o->proxy_layers,
                  "The target's first k layers as the proxy (with a model without weights: "
-                 "that shape, seeded random weights)");
+                 "that shape, seeded random weights)")
+      ->check(CLI::Range(1, 100000));
   sub.add_option("--mapper", o->mapper,
                  "Trained ProxyKV mapper (mapper.safetensors) timed in proxy_score (default: "
                  "seeded random weights of the same shape)");

@@ -9,10 +9,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <memory>
 #include <thread>
 
 #include "apps/kvshift/command.hpp"
+#include "apps/kvshift/support_interrupt.hpp"
 #include "apps/kvshift/support_progress.hpp"
 #include "backend/calibrate/quality.hpp"
 #include "backend/calibrate/quality_report.hpp"
@@ -44,6 +46,8 @@ struct QualityCliOptions {
   int resamples = cal::kMinResamples;
   int threads = 0;
   bool dump_kept = false;
+  bool force = false;
+  bool out_given = false;  ///< --out was typed (an empty one is refused)
 };
 
 backend::ModelWeights load_model(const std::string& folder, const std::string& flag) {
@@ -144,13 +148,27 @@ int run_quality_cli(const QualityCliOptions& o) {
   q.resamples = o.resamples;
   q.keep_positions = o.dump_kept;
   q.budget = backend::parse_budget(o.budget, "--budget");
-  if (o.dump_kept && o.out.empty())
+  if (o.dump_kept && !o.out_given)
     throw InputError("--dump-kept: needs --out (the folder it writes to)");
   q.threads = o.threads > 0 ? o.threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (!o.proxy.empty() && o.proxy_layers > 0) {
     throw InputError("--proxy and --proxy-layers: give one of them");
   }
+  if (const auto context = input::model_context_tokens(o.model);
+      context && q.history + q.eval > *context) {
+    throw InputError("--history: " + std::to_string(q.history) + " + --eval " +
+                     std::to_string(q.eval) + " tokens exceed the model's context of " +
+                     std::to_string(*context) + " tokens (max_position_embeddings of " + o.model +
+                     "/config.json)");
+  }
+  // An existing --out is refused before the work (as run does); the files are staged whole.
+  std::optional<fs::path> tmp;
+  if (!o.out.empty() || o.out_given) {
+    tmp = reports::staging_folder(o.out, o.force, {o.model, o.corpus});
+  }
+  std::optional<InterruptCleanup> on_interrupt;
+  if (tmp) on_interrupt.emplace(*tmp);
   const std::vector<std::int32_t> tokens = cal::read_tokens(o.corpus);
   const auto corpus_tokens = static_cast<std::int64_t>(tokens.size());
   cal::check_quality_options(q, corpus_tokens);  // before the model loads: fail fast
@@ -235,13 +253,19 @@ int run_quality_cli(const QualityCliOptions& o) {
     std::printf("\n");
   }
   for (const std::string& n : r.notes) std::printf("note: %s\n", n.c_str());
-  if (!o.out.empty()) {
-    const fs::path out(o.out);
-    reports::write_file_atomic(out / "quality.json",
-                               cal::quality_json(r, spec, info).dump(2) + "\n");
-    reports::write_file_atomic(out / "quality.md", cal::quality_markdown(r, spec, info));
-    reports::write_file_atomic(out / "quality.svg", cal::quality_svg(r, spec));
-    if (o.dump_kept) write_kept(r, out / "kept");
+  if (tmp) {
+    try {
+      reports::write_file_atomic(*tmp / "quality.json",
+                                 cal::quality_json(r, spec, info).dump(2) + "\n");
+      reports::write_file_atomic(*tmp / "quality.md", cal::quality_markdown(r, spec, info));
+      reports::write_file_atomic(*tmp / "quality.svg", cal::quality_svg(r, spec));
+      if (o.dump_kept) write_kept(r, *tmp / "kept");
+      reports::publish_folder(*tmp, o.out);
+    } catch (...) {
+      std::error_code ec;
+      fs::remove_all(*tmp, ec);
+      throw;
+    }
     std::printf("wrote %s/{quality.json, quality.md, quality.svg%s} in %.1f s\n", o.out.c_str(),
                 o.dump_kept ? ", kept/" : "", info.wall_time_s);
   }
@@ -273,7 +297,12 @@ Action setup(CLI::App& sub) {
   sub.add_option("--seed", o->seed, "Seed of the random policy and the bootstrap");
   sub.add_option("--resamples", o->resamples, "Bootstrap resamples (>= 2000)");
   sub.add_option("--threads", o->threads, "Requests measured side by side (default: all cores)");
-  sub.add_option("--out", o->out, "Output folder for quality.json, quality.md, quality.svg");
+  sub.add_option("--out", o->out,
+                 "Output folder for quality.json, quality.md, quality.svg (refused if it "
+                 "exists; see --force)")
+      ->each([o](const std::string&) { o->out_given = true; });
+  sub.add_flag("--force", o->force,
+               "Replace an existing --out folder that an earlier quality run wrote (atomically)");
   sub.add_flag("--dump-kept", o->dump_kept,
                "Also write each pruning row's kept positions per layer and KV head to "
                "OUT/kept/<method>-rho<ρ>.safetensors (a method's later policies: <method>-2, …)");

@@ -15,7 +15,8 @@ Action setup(CLI::App& sub) {
   sub.add_option("dir", *dir, "Output folder of kvshift run or kvshift sweep")->required();
   return [dir] {
     if (!std::filesystem::is_directory(*dir)) throw InputError("DIR: " + *dir + " is not a folder");
-    std::cout << "wrote " << reports::write_html_report(*dir).string() << "\n";
+    const std::filesystem::path page = reports::write_html_report(*dir);  // before any output
+    std::cout << "wrote " << page.string() << "\n";
     return 0;
   };
 }

@@ -13,6 +13,7 @@
 
 #include "apps/kvshift/command.hpp"
 #include "apps/kvshift/support_costs.hpp"
+#include "apps/kvshift/support_interrupt.hpp"
 #include "cost_model/input_error.hpp"
 #include "input/scenario_loader.hpp"
 #include "reports/atomic_file.hpp"
@@ -27,6 +28,7 @@ namespace {
 struct RunCliOptions {
   std::string scenario;
   std::string out;
+  bool out_given = false;  ///< --out was typed (an empty one is refused, not the default)
   std::string seed;  ///< strict: a whole number in [0, 2^64)
   bool seed_given = false;
   bool no_trace = false;
@@ -36,11 +38,18 @@ struct RunCliOptions {
 
 namespace fs = std::filesystem;
 
+/// kvshift-out/<name>-<time>, with -2, -3, ... when a run in the same second took it.
 std::string default_out_dir(const std::string& name) {
   char stamp[32];
   const std::time_t t = std::time(nullptr);
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&t));
-  return "kvshift-out/" + name + "-" + stamp;
+  const std::string base = "kvshift-out/" + name + "-" + stamp;
+  std::string out = base;
+  std::error_code ec;
+  for (int n = 2; fs::exists(fs::symlink_status(out, ec)) && n < 1000; ++n) {
+    out = base + "-" + std::to_string(n);
+  }
+  return out;
 }
 
 int run(const RunCliOptions& o) {
@@ -49,12 +58,16 @@ int run(const RunCliOptions& o) {
   if (o.seed_given) spec.seed = parse_seed(o.seed, "--seed");
   if (o.no_trace) std::erase(spec.outputs.files, "trace");
   // Checked before simulating, so a clash costs nothing.
-  const std::string out = !o.out.empty()              ? o.out
+  const std::string out = o.out_given                 ? o.out
                           : !spec.outputs.dir.empty() ? spec.outputs.dir
                                                       : default_out_dir(spec.name);
-  const fs::path tmp = reports::staging_folder(out, o.force);
+  std::vector<fs::path> inputs;
+  if (!o.scenario.empty()) inputs.emplace_back(o.scenario);
+  const fs::path tmp = reports::staging_folder(out, o.force, inputs);
+  const InterruptCleanup on_interrupt(tmp);  // Ctrl-C leaves no half folder behind
   const auto compute = make_compute_costs(spec);
   if (!o.quiet) std::cout << "kvshift run: " << input::summarize(spec) << "\n";
+  for (const std::string& n : spec.notes) std::cerr << "kvshift run: note: " << n << "\n";
 
   const auto wall_start = std::chrono::steady_clock::now();
   const bool tty = ::isatty(STDERR_FILENO);
@@ -112,7 +125,9 @@ int run(const RunCliOptions& o) {
     if (const auto table = live_cost_table(*compute)) {
       reports::write_file_atomic(tmp / "live-costs.json", *table);
     }
-    reports::write_html_report(tmp);  // a failure here (disk full) is a failed run: exit 1
+    // report.html is drawn from summary.json; a run that does not write it has no page.
+    // A failure here (disk full) is a failed run: exit 1.
+    if (wants("summary")) reports::write_html_report(tmp);
     reports::publish_folder(tmp, out);
   } catch (...) {
     std::error_code ec;
@@ -135,10 +150,12 @@ Action setup(CLI::App& sub) {
   auto o = std::make_shared<RunCliOptions>();
   sub.add_option("scenario", o->scenario,
                  "Scenario JSON file (default: the embedded quickstart scenario)");
-  sub.add_option("--out", o->out, "Output folder (default: kvshift-out/<scenario>-<timestamp>)");
+  sub.add_option("--out", o->out, "Output folder (default: kvshift-out/<scenario>-<timestamp>)")
+      ->each([o](const std::string&) { o->out_given = true; });
   sub.add_option("--seed", o->seed, "Override the scenario's seed (0 to 2^64-1)")
       ->each([o](const std::string&) { o->seed_given = true; });
-  sub.add_flag("--force", o->force, "Replace an existing --out folder (atomically)");
+  sub.add_flag("--force", o->force,
+               "Replace an existing --out folder that an earlier run wrote (atomically)");
   sub.add_flag("--no-trace", o->no_trace, "Do not write trace.json");
   sub.add_flag("--quiet", o->quiet, "Print only where the files went");
   return [o] { return run(*o); };

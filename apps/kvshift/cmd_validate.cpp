@@ -23,6 +23,9 @@ struct ValidateOptions {
 int validate_one(const std::string& label, const input::ScenarioLoad& load, bool quiet) {
   if (load.spec) {
     if (!quiet) std::printf("%s: ok (%s)\n", label.c_str(), input::summarize(*load.spec).c_str());
+    for (const std::string& n : load.spec->notes) {
+      if (!quiet) std::printf("%s: note: %s\n", label.c_str(), n.c_str());
+    }
     return 0;
   }
   for (const std::string& p : load.problems)
