@@ -1,6 +1,7 @@
-// Capacity search by bisection (see capacity_search.hpp).
+// Capacity search: ends, quarter points, then bisection or a grid (see capacity_search.hpp).
 #include "sweep/capacity_search.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
@@ -49,6 +50,35 @@ KnobKind parse_end(const std::string& text, double& value, bool& integer) {
 
 bool log_scale(const Knob& k) { return k.kind != KnobKind::kNumber; }
 
+std::vector<Probe> by_value(std::vector<Probe> probes) {
+  std::sort(probes.begin(), probes.end(),
+            [](const Probe& a, const Probe& b) { return a.value < b.value; });
+  return probes;
+}
+
+std::vector<MetStretch> met_stretches(const std::vector<Probe>& probes) {
+  std::vector<MetStretch> out;
+  bool open = false;
+  for (const Probe& p : by_value(probes)) {
+    if (p.met && open) out.back().to = p.value;
+    if (p.met && !open) out.push_back({p.value, p.value});
+    open = p.met;
+  }
+  return out;
+}
+
+bool narrow_enough(const Knob& k, double a, double b, double tolerance) {
+  if (log_scale(k)) return b / a <= 1 + tolerance;
+  if (k.integer) return b - a <= 1;
+  return b - a <= tolerance * (k.hi - k.lo);
+}
+
+double midpoint(const Knob& k, double a, double b) {
+  if (log_scale(k)) return std::sqrt(a * b);
+  if (k.integer) return std::floor((a + b) / 2);
+  return (a + b) / 2;
+}
+
 reports::StrategyMetrics metrics_at(const SweepPlan& plan, const SearchSettings& s, double value,
                                     const CostFactory& costs) {
   nlohmann::json doc = plan.base;
@@ -68,6 +98,12 @@ reports::StrategyMetrics metrics_at(const SweepPlan& plan, const SearchSettings&
 }
 
 }  // namespace
+
+Want parse_want(std::string_view text) {
+  if (text == "least") return Want::kLeast;
+  if (text == "most") return Want::kMost;
+  throw InputError("--want: must be least or most (got \"" + std::string(text) + "\")");
+}
 
 Knob parse_knob(std::string_view text) {
   const std::size_t eq = text.find('=');
@@ -138,39 +174,84 @@ std::string choose_strategy(const nlohmann::json& scenario, const std::string& w
   return listed.front();
 }
 
+const Probe* probe_at(const SearchResult& result, double value) {
+  for (const Probe& p : result.probes) {
+    if (std::abs(p.value - value) <= 1e-12 * std::max(std::abs(p.value), std::abs(value))) {
+      return &p;
+    }
+  }
+  return nullptr;
+}
+
 SearchResult capacity_search(const SweepPlan& plan, const SearchSettings& s,
                              const CostFactory& costs,
                              const std::function<void(const Probe&)>& on_probe) {
+  const Knob& k = s.knob;
   SearchResult result;
-  auto probe = [&](double v) {
-    if (s.knob.kind == KnobKind::kNumber && s.knob.integer) v = std::round(v);
+  auto budget_left = [&] { return static_cast<int>(result.probes.size()) < s.max_probes; };
+  // Runs the simulation at `v` (once per value) and says whether it met the objective.
+  auto probe = [&](double v, bool grid) {
+    if (k.kind == KnobKind::kNumber && k.integer) v = std::round(v);
+    if (const Probe* seen = probe_at(result, v)) return seen->met;
+    const reports::StrategyMetrics m = metrics_at(plan, s, v, costs);
     Probe p;
     p.value = v;
-    p.results = evaluate(s.objective, metrics_at(plan, s, v, costs));
+    p.grid = grid;
+    p.results = evaluate(s.objective, m);
     p.met = true;
     for (const ClauseResult& r : p.results) p.met = p.met && r.met;
+    p.moves = {m.moves.fallbacks, m.moves.unfinished, m.moves.failed, m.moves.by_strategy};
     result.probes.push_back(p);
     if (on_probe) on_probe(p);
-    (p.met ? result.answer : result.below) = v;
     return p.met;
   };
-  if (!probe(s.knob.hi)) return result;
-  if (probe(s.knob.lo)) return result;
-  double lo = s.knob.lo, hi = s.knob.hi;
-  while (static_cast<int>(result.probes.size()) < s.max_probes) {
-    double mid;
-    if (log_scale(s.knob)) {
-      if (hi / lo <= 1 + s.tolerance) break;
-      mid = std::sqrt(lo * hi);
-    } else if (s.knob.integer) {
-      if (hi - lo <= 1) break;
-      mid = std::floor((lo + hi) / 2);
-    } else {
-      if (hi - lo <= s.tolerance * (s.knob.hi - s.knob.lo)) break;
-      mid = (lo + hi) / 2;
-    }
-    (probe(mid) ? hi : lo) = mid;
+  // The value at share `q` of the range, on the knob's scale.
+  auto at = [&](double q) {
+    return log_scale(k) ? k.lo * std::pow(k.hi / k.lo, q) : k.lo + q * (k.hi - k.lo);
+  };
+  const bool least = s.want == Want::kLeast;
+  const bool hi_met = probe(k.hi, false);
+  const bool lo_met = probe(k.lo, false);
+  if (least ? lo_met : hi_met) {
+    result.answer = least ? k.lo : k.hi;  // the wanted end meets it: no assumption needed
+    result.met_stretches = met_stretches(result.probes);
+    return result;
   }
+  for (double q : {0.5, 0.25, 0.75}) {
+    if (budget_left()) probe(at(q), false);
+  }
+  const std::vector<Probe> sorted = by_value(result.probes);
+  std::vector<std::size_t> switches;  // i: sorted[i] and sorted[i + 1] differ
+  for (std::size_t i = 0; i + 1 < sorted.size(); ++i) {
+    if (sorted[i].met != sorted[i + 1].met) switches.push_back(i);
+  }
+  if (switches.size() == 1) {
+    // Monotone as far as the probes show: bisect the bracket where it switches. The wanted
+    // end does not meet it, so the met side is HI's for least and LO's for most.
+    double a = sorted[switches[0]].value, b = sorted[switches[0] + 1].value;
+    while (budget_left() && !narrow_enough(k, a, b, s.tolerance)) {
+      const double mid = midpoint(k, a, b);
+      if (mid <= a || mid >= b) break;
+      (probe(mid, false) == least ? b : a) = mid;
+    }
+    result.answer = least ? b : a;
+    result.nearest_unmet = least ? a : b;
+  } else if (switches.size() > 1) {
+    // Not monotone over the range: bisection would answer whichever switch it found first.
+    result.monotone = false;
+    const int intervals = 4 * std::max(1, (s.max_probes - 1) / 4);
+    for (int i = 1; i < intervals && budget_left(); ++i) probe(at(double(i) / intervals), true);
+    const std::vector<Probe> grid = by_value(result.probes);
+    for (std::size_t j = 0; j < grid.size(); ++j) {
+      const std::size_t i = least ? j : grid.size() - 1 - j;
+      if (!grid[i].met) continue;
+      result.answer = grid[i].value;
+      if (least && i > 0) result.nearest_unmet = grid[i - 1].value;
+      if (!least && i + 1 < grid.size()) result.nearest_unmet = grid[i + 1].value;
+      break;
+    }
+  }
+  result.met_stretches = met_stretches(result.probes);
   return result;
 }
 

@@ -1,8 +1,10 @@
 // `kvshift search`: probes printed, an answer (exit 0), no answer (exit 3),
-// malformed objectives and knobs (exit 2).
+// malformed objectives and knobs (exit 2); both ends of the range checked,
+// --want most, and the fallbacks and unfinished moves of every probe.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -95,7 +97,10 @@ TEST(SearchCli, NoValueInRangeIsExitThree) {
                              " --vary /cluster/star/bandwidth=1Gbps..2Gbps "
                              "--objective 'recovery.p99<=1ms' --strategy risk_kv");
   EXPECT_EQ(r.exit_code, 3) << r.err;
-  EXPECT_NE(r.out.find("not met even at"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("no answer: not met at any of the 5 values probed in [1.000 Gbps, 2.000 "
+                       "Gbps] (ends included)"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(SearchCli, MalformedObjectiveOrKnobIsExitTwo) {
@@ -111,6 +116,154 @@ TEST(SearchCli, MalformedObjectiveOrKnobIsExitTwo) {
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
     EXPECT_NE(r.err.find("kvshift: error: "), std::string::npos) << r.err;
   }
+}
+
+TEST(SearchCli, ConflictingFlagsAreExitTwoNamingThem) {
+  const auto want = run_kvshift("search " + tiny() +
+                                " --vary /cluster/star/bandwidth=1Gbps..2Gbps "
+                                "--objective 'recovery.p99<=1s' --want max");
+  EXPECT_EQ(want.exit_code, 2) << want.err;
+  EXPECT_NE(want.err.find("--want: must be least or most (got \"max\")"), std::string::npos)
+      << want.err;
+  const auto seed = run_kvshift("search " + tiny() +
+                                " --vary /seed=1..9 --objective 'recovery.p99<=1s' --seed 5");
+  EXPECT_EQ(seed.exit_code, 2) << seed.err;
+  EXPECT_NE(seed.err.find("--seed and --vary /seed=1..9: both set the seed"), std::string::npos)
+      << seed.err;
+}
+
+std::string search_base() {
+  return std::string(KVSHIFT_SOURCE_DIR) + "/tests/sweep/data/search_base.json";
+}
+
+// A knob where smaller is better: the search used to give up because HI failed (exit 3),
+// though LO meets the objective.
+TEST(SearchCli, ChecksBothEndsAndPointsTheOtherWay) {
+  const auto r = run_kvshift("search " + search_base() +
+                             " --vary /cluster/star/latency=1us..100ms "
+                             "--objective 'recovery.p99<=200ms' --strategy full_kv");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("answer: /cluster/star/latency = 0.001 ms (1000ns); LO itself meets it"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("note: met at 0.001 ms but not at 100.000 ms: larger values make it "
+                       "harder; --want most finds the largest value that still meets it"),
+            std::string::npos)
+      << r.out;
+}
+
+double cell(const std::string& header, const std::string& row, const std::string& column) {
+  auto split = [](const std::string& line) {
+    std::vector<std::string> out(1);
+    for (char c : line) {
+      if (c == ',') {
+        out.emplace_back();
+      } else {
+        out.back().push_back(c);
+      }
+    }
+    return out;
+  };
+  const auto h = split(header), v = split(row);
+  const auto at = std::find(h.begin(), h.end(), column);
+  if (at == h.end() || v.size() != h.size()) return std::nan("");
+  return std::stod(v[at - h.begin()]);
+}
+
+// The most traffic that meets a TTFT SLO, checked against a sweep of the same knob and seed:
+// the answer meets it there and the next rate up does not.
+TEST(SearchCli, WantMostAgreesWithASweepOnTheSameKnob) {
+  const auto se = run_kvshift("search " + search_base() +
+                              " --vary /workload/rate=1..400 --objective 'ttft.p99<=100ms' "
+                              "--strategy full_kv --want most");
+  ASSERT_EQ(se.exit_code, 0) << se.out << se.err;
+  EXPECT_NE(se.out.find("search: largest /workload/rate in [1, 400]"), std::string::npos);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      se.out, m, std::regex(R"(answer: /workload/rate = (\d+) .*; (\d+) does not meet it)")))
+      << se.out;
+  const int answer = std::stoi(m[1].str());
+  EXPECT_EQ(std::stoi(m[2].str()), answer + 1);
+  EXPECT_GT(answer, 1) << "the old search answered LO";
+  const std::string dir =
+      ::testing::TempDir() + "kvshift-search-most-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  const auto sw =
+      run_kvshift("sweep " + search_base() + " --set /workload/rate=" + std::to_string(answer) +
+                  "," + std::to_string(answer + 1) +
+                  " --set '/policies/strategies=[\"full_kv\"]' --quiet --no-report"
+                  " --jobs 1 --out " +
+                  dir);
+  ASSERT_EQ(sw.exit_code, 0) << sw.err;
+  std::ifstream in(dir + "/sweep.csv");
+  std::string header, at_answer, above;
+  std::getline(in, header);
+  std::getline(in, at_answer);
+  std::getline(in, above);
+  const double p99 = cell(header, at_answer, "full_kv.ttft_p99_s");
+  const double p99_above = cell(header, above, "full_kv.ttft_p99_s");
+  EXPECT_LE(p99, 0.1);
+  EXPECT_GT(p99_above, 0.1);
+  // The probes printed the same values (to 6 digits).
+  for (const auto& [rate, value] : {std::pair{answer, p99}, std::pair{answer + 1, p99_above}}) {
+    std::smatch probe;
+    ASSERT_TRUE(std::regex_search(se.out, probe,
+                                  std::regex("probe +\\d+: " + std::to_string(rate) +
+                                             R"( +(not )?met +ttft\.p99=([0-9.e+-]+))")))
+        << rate << "\n"
+        << se.out;
+    EXPECT_NEAR(std::stod(probe[2].str()), value, 1e-6 * value) << rate;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Where full_kv's moves fell back to another strategy, each probe says how many and what ran,
+// on the console and in search.csv; an answer reached with fallbacks says so.
+TEST(SearchCli, ReportsFallbacksPerProbe) {
+  const std::string dir = ::testing::TempDir() + "kvshift-search-fb-" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  const auto r = run_kvshift("search " + search_base() +
+                             " --vary /cluster/star/latency=1us..100ms "
+                             "--objective 'recovery.p99<=200ms' --strategy full_kv --want most "
+                             "--out " +
+                             dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_TRUE(std::regex_search(
+      r.out,
+      std::regex(
+          R"(probe  1: 100\.000 ms +not met +recovery\.p99=\S+  fallbacks=\d+ \(done moves ran [a-z_]+ \d+)")))
+      << r.out;
+  EXPECT_TRUE(std::regex_search(
+      r.out,
+      std::regex(R"(note: at the answer \d+ of full_kv's moves fell back to another strategy)")))
+      << r.out;
+  std::ifstream in(dir + "/search.csv");
+  std::string header, first;
+  std::getline(in, header);
+  std::getline(in, first);
+  EXPECT_EQ(header,
+            "probe,value,met,recovery.p99,grid,fallbacks,executed,unfinished_moves,failed_moves");
+  EXPECT_GT(cell(header, first, "fallbacks"), 0) << first;
+  EXPECT_EQ(first.find("full_kv:"), std::string::npos) << first;  // every done move fell back
+  EXPECT_NE(first.find("prefix_recompute:"), std::string::npos) << first;
+  std::filesystem::remove_all(dir);
+}
+
+// The objective holds only inside a window of rates: the search says it is not monotone and
+// reports what its grid found.
+TEST(SearchCli, NonMonotoneObjectiveFallsBackToAGrid) {
+  const auto r = run_kvshift("search " + search_base() +
+                             " --vary /workload/rate=1..400 --objective "
+                             "'ttft.p99<=100ms && requests.completed>=150' --strategy full_kv "
+                             "--max-probes 9");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("not monotone: in knob order the probes switch between met and not met"),
+            std::string::npos)
+      << r.out;
+  EXPECT_TRUE(std::regex_search(r.out, std::regex(R"(grid: met at \d+\.\.\d+ \(9 values probed)")))
+      << r.out;
+  EXPECT_NE(r.out.find("answer (grid, not monotone): /workload/rate = "), std::string::npos)
+      << r.out;
 }
 
 }  // namespace
