@@ -9,10 +9,16 @@
 // when both are given. A quality block from any set but the test set is not read.
 // ProxyKV's NLL change is either written by hand ("delta_nll") or read from a
 // quality.json of `kvshift quality` ("quality"): its proxykv rows, interpolated
-// at the scenario's ρ (a ρ outside the measured ratios is refused).
+// at the scenario's ρ (a ρ outside the measured ratios is refused); a file that measured
+// several mappers is read for the one "quality_label" names. Each ΔNLL carries its source:
+// the file it was read from with the file's digest, or "scenario constant, not measured" (a
+// hand-written RISK-KV delta_nll that overrides a calibrated topology says so). No file read
+// here has a context-length axis: a measured ΔNLL is one mean at the file's history length.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <set>
 #include <string>
 
@@ -34,10 +40,28 @@ std::string short_number(double v) {
   return buf;
 }
 
-/// The test-set quality a topology document carries.
+/// The test-set quality a topology document carries, and where it was read ("" inline).
 struct FileQuality {
   std::optional<double> delta_nll, violation_share;
+  std::string key;                       ///< the quality key delta_nll came from
+  std::optional<std::int64_t> requests;  ///< test requests behind it, where the file says
+  std::string origin;                    ///< "PATH (fnv1a64:...)" of a topology.json
 };
+
+/// "fnv1a64:<16 hex>" of a file's bytes (as `kvshift profile` records its inputs).
+std::string file_digest(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::uint64_t h = 0xCBF29CE484222325ULL;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    for (std::streamsize i = 0; i < in.gcount(); ++i) {
+      h = (h ^ static_cast<unsigned char>(buf[i])) * 0x100000001B3ULL;
+    }
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
+  return text;
+}
 
 std::optional<double> number_of(const Json& q, std::initializer_list<const char*> keys) {
   for (const char* k : keys) {
@@ -53,7 +77,13 @@ FileQuality quality_from(const Json& doc) {
     return {};
   }
   FileQuality f{number_of(q, {"delta_nll", "delta_nll_mean", "mean_delta_nll"}),
-                number_of(q, {"violation_share", "violation_rate"})};
+                number_of(q, {"violation_share", "violation_rate"}), "", std::nullopt, ""};
+  for (const char* k : {"delta_nll", "delta_nll_mean", "mean_delta_nll"}) {
+    if (f.delta_nll && f.key.empty() && q.contains(k) && q[k].is_number()) f.key = k;
+  }
+  if (q.contains("requests") && q["requests"].is_number_integer()) {
+    f.requests = q["requests"].get<std::int64_t>();
+  }
   return f;
 }
 
@@ -121,6 +151,8 @@ void read_topology(const Reader& r, const cost_model::ModelSpec& m, sim::RiskKvS
     }
     s.omission = topology_from_json(doc, r, "topology", m, s.topology_source + ": ");
     file_quality = quality_from(doc);
+    file_quality.origin =
+        s.topology_source + " (" + file_digest(input_file(ctx, text, false)) + ")";
     return;
   }
   s.topology_source = text;
@@ -155,25 +187,41 @@ void read_measured_proxy_quality(const Reader& r, sim::ProxyKvSpec& s, LoadConte
     r.problem("quality", path + ": not a quality.json written by `kvshift quality`");
     return;
   }
-  std::vector<cost_model::QualityPoint> points;
+  const auto label = r.string("quality_label", false);
+  std::vector<cost_model::QualityPoint> points, shares;  // shares: over-ε share by ρ
+  double eps = 0;
   std::set<std::string> labels;  // one per ProxyKV policy (mapper) measured
   for (const Json& row : doc["rows"]) {
     if (row.is_object() && row.value("method", "") == "proxykv" && row.contains("retention") &&
         row["retention"].is_number() && row.contains("delta_nll_mean") &&
         row["delta_nll_mean"].is_number()) {
-      points.push_back({row["retention"].get<double>(), row["delta_nll_mean"].get<double>()});
       labels.insert(row.value("label", "proxykv"));
+      if (label && row.value("label", "proxykv") != *label) continue;
+      points.push_back({row["retention"].get<double>(), row["delta_nll_mean"].get<double>()});
+      const Json& over = row.contains("over_eps") ? row["over_eps"] : Json();
+      if (over.is_object() && over.contains("share") && over["share"].is_number() &&
+          over.contains("eps") && over["eps"].is_number()) {
+        shares.push_back({row["retention"].get<double>(), over["share"].get<double>()});
+        eps = over["eps"].get<double>();
+      }
     }
   }
-  if (points.empty()) {
+  std::string list;
+  for (const auto& l : labels) list += (list.empty() ? "" : ", ") + l;
+  if (labels.empty()) {
     r.problem("quality", path + ": holds no proxykv rows (measure prune:proxykv:MAPPER)");
     return;
   }
-  if (labels.size() > 1) {
-    std::string list;
-    for (const auto& l : labels) list += (list.empty() ? "" : ", ") + l;
+  if (label && points.empty()) {
+    r.problem("quality_label",
+              "\"" + *label + "\" is not a ProxyKV label of " + path + " (it has " + list + ")");
+    return;
+  }
+  if (labels.size() > 1 && !label) {
     r.problem("quality", path + ": holds " + std::to_string(labels.size()) + " ProxyKV mappers (" +
-                             list + "); a scenario charges one: measure the mapper it uses alone");
+                             list +
+                             "); a scenario charges one: name it in quality_label, or measure "
+                             "the mapper it uses alone");
     return;
   }
   const auto q = cost_model::interpolate_quality(points, s.retention);
@@ -187,9 +235,37 @@ void read_measured_proxy_quality(const Reader& r, sim::ProxyKvSpec& s, LoadConte
   }
   // Charged as measured, like a topology's test-set mean (a small negative mean is noise).
   s.delta_nll = q->delta_nll;
-  s.delta_nll_source = path + ": proxykv " + q->how + " (mean over " +
-                       std::to_string(doc.value("requests", 0)) + " requests, " +
+  s.delta_nll_source = path + " (" + file_digest(input_file(ctx, *name, false)) +
+                       "): " + (label ? *label : std::string("proxykv")) + " " + q->how +
+                       " (mean over " + std::to_string(doc.value("requests", 0)) + " requests, " +
                        doc.value("budget", std::string("per-head")) + " budget)";
+  if (doc.contains("history") && doc["history"].is_number_integer()) {
+    s.delta_nll_source += " at " + std::to_string(doc["history"].get<long long>()) +
+                          " history tokens, whatever a move's context";
+  }
+  // The share of its requests over ε at ρ, where every row says (interpolated like the mean).
+  if (shares.size() == points.size()) {
+    if (const auto share = cost_model::interpolate_quality(shares, s.retention)) {
+      s.over_eps_share = share->delta_nll;
+      s.eps = eps;
+    }
+  }
+}
+
+// Where RISK-KV's ΔNLL comes from: the scenario's own delta_nll (`hand_written`), which
+// may override the topology's, or the topology's quality block.
+std::string delta_nll_source(const FileQuality& f, bool hand_written) {
+  const std::string what =
+      "quality." + f.key +
+      (f.requests ? " over " + std::to_string(*f.requests) + " test requests" : std::string());
+  const std::string file =
+      f.origin.empty() ? "the inline topology's " + what : f.origin + ": " + what;
+  if (hand_written) {
+    return "scenario constant, not measured (risk_kv.delta_nll written by hand" +
+           (f.delta_nll ? "; it overrides " + short_number(*f.delta_nll) + ", " + file : "") + ")";
+  }
+  if (f.origin.empty()) return "scenario constant, not measured (" + file + ")";
+  return file;
 }
 
 }  // namespace
@@ -237,11 +313,13 @@ std::optional<sim::RiskKvSpec> parse_risk_kv(const Reader& top, const cost_model
   }
   s.violation_share = file_quality.violation_share;
   auto nll = number_in(*r, "delta_nll", 0, 100, false, false);
-  if (nll)
+  if (nll) {
     s.delta_nll = *nll;
-  else if (file_quality.delta_nll)
+    s.delta_nll_source = delta_nll_source(file_quality, true);
+  } else if (file_quality.delta_nll) {
     s.delta_nll = *file_quality.delta_nll;
-  else if (!r->has("delta_nll")) {
+    s.delta_nll_source = delta_nll_source(file_quality, false);
+  } else if (!r->has("delta_nll")) {
     r->problem("delta_nll",
                "is required (the topology's measured ΔNLL in nats/token; or put "
                "{\"quality\": {\"delta_nll\": x}} in its topology.json)");
@@ -280,12 +358,15 @@ std::optional<sim::ProxyKvSpec> parse_proxy_kv(const Reader& top, LoadContext& c
                "not both");
   } else if (r->has("quality")) {
     read_measured_proxy_quality(*r, s, ctx);
+  } else if (r->has("quality_label")) {
+    r->problem("quality_label", "picks a mapper's rows of a quality.json: give quality too");
   } else if (!r->has("delta_nll")) {
     r->problem("delta_nll",
                "is required (the NLL change at ρ in nats/token), or name a "
                "quality.json written by `kvshift quality` in \"quality\"");
   } else {
     s.delta_nll = number_in(*r, "delta_nll", 0, 100, false, true).value_or(0);
+    s.delta_nll_source = "scenario constant, not measured (proxy_kv.delta_nll written by hand)";
   }
   return s;
 }

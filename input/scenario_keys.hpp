@@ -70,7 +70,8 @@ inline const List kRiskKv = {"topology", "delta_nll", "predictor_dtype"};
 inline const List kTopology = {"model",           "group_width", "anchor_width",
                                "omitted_groups",  "groups",      "quality",
                                "predictor_dtype", "gate",        "eps"};
-inline const List kProxyKv = {"proxy_model", "placement", "retention", "delta_nll", "quality"};
+inline const List kProxyKv = {"proxy_model", "placement", "retention",
+                              "delta_nll",   "quality",   "quality_label"};
 inline const List kPredictors = {"placement", "hbm_budget", "source", "batch_reconstruction"};
 inline const List kLive = {"backend",    "model",  "proxy",  "proxy_layers",
                            "predictors", "mapper", "warmup", "repeats"};

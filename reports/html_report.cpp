@@ -369,7 +369,9 @@ std::string load_chart_js() {
 }
 
 json report_data(const std::filesystem::path& dir) {
-  json data = {{"folder", dir.filename().string()}};
+  // Nothing of the folder's name (a run writes the page in a staging folder it then renames):
+  // the same files give the same page, byte for byte.
+  json data = json::object();
   if (std::filesystem::exists(dir / "summary.json")) {
     json summary;
     try {
@@ -485,11 +487,13 @@ const char* const kPageScript = R"JS(
       const s = data.run.summary;
       el('h2', 'Run: ' + s.scenario + ' (' + s.model + ' on ' + s.gpu + ', seed ' + s.seed + ')');
       if (s.answer) el('p', s.answer).style.fontWeight = 'bold';
-      const f = (d, k) => (d && d[k] !== undefined ? d[k].toFixed(3) : '-');
+      // '>': the statistic counts unfinished moves (or requests) at their lower bound.
+      const f = (d, k) => (d && d[k] !== undefined ? (d.includes_lower_bounds ? '>' : '') + d[k].toFixed(3) : '-');
       const lb = (d) => (d && d.unfinished ? ' (+' + d.unfinished + ' unfinished)' : '');
       const mib = (b) => (b / 1048576).toFixed(1);
       table(['strategy', 'completed', 'failed', 'unfinished', 'recovery p50 / p99 (s)', 'migration p50 / p99 (s)',
-             'fallbacks', 'KV moved (MiB)', 'replica stream (MiB)', 'predictors (MiB)', 'GPU rebuild (s)', 'dNLL/move'],
+             'fallbacks', 'KV moved (MiB)', 'replica stream (MiB)', 'predictors (MiB)', 'GPU rebuild (s)',
+             'ΔNLL/move (nats/token; sources below)'],
             Object.entries(s.strategies).map(([n, v]) => [n, v.requests.completed, v.requests.failed,
               v.requests.unfinished, f(v.recovery, 'p50_s') + ' / ' + f(v.recovery, 'p99_s') + lb(v.recovery),
               f(v.migration, 'p50_s') + ' / ' + f(v.migration, 'p99_s') + lb(v.migration),
@@ -506,6 +510,28 @@ const char* const kPageScript = R"JS(
         table(['strategy', 'deployment', 'model', 'completed', 'arrived', 'TTFT p50 / p99 (s)',
                'TPOT p50 (s)', 'recoveries', 'recovery p50 / p99 (s)', 'migrations', 'dNLL/move'],
               byDeployment);
+      }
+      const charges = [];
+      const addCharges = (who, q) => {
+        if (q.risk_kv_delta_nll !== undefined)
+          charges.push([who, 'risk_kv', q.risk_kv_delta_nll.toFixed(5), q.risk_kv_delta_nll_source]);
+        if (q.proxy_kv_delta_nll !== undefined)
+          charges.push([who, 'proxy_kv', q.proxy_kv_delta_nll.toFixed(5), q.proxy_kv_delta_nll_source]);
+      };
+      const first = s.strategies[s.strategy_order[0]];
+      addCharges('-', first.quality);
+      Object.entries(first.deployments || {}).forEach(([d, u]) => addCharges(d, u.quality));
+      if (charges.length) {
+        el('h3', 'Where each method\'s ΔNLL per move comes from');
+        table(['deployment', 'method', 'ΔNLL per move (nats/token)', 'source'], charges);
+      }
+      const overEps = Object.entries(s.strategies).filter(([n, v]) => v.quality.proxy_kv_moves)
+        .map(([n, v]) => [n, v.quality.proxy_kv_moves,
+          v.quality.proxy_kv_expected_requests_over_eps === null ? 'unknown'
+            : v.quality.proxy_kv_expected_requests_over_eps.toFixed(1), v.quality.proxy_kv_over_eps_source]);
+      if (overEps.length) {
+        el('h3', 'ProxyKV moves and the requests expected over ε');
+        table(['strategy', 'proxy_kv moves', 'expected over ε', 'source'], overEps);
       }
       if (s.cost_sources) {
         el('h3', 'Where the GPU durations came from');

@@ -9,6 +9,7 @@
 #include "reports/atomic_file.hpp"
 #include "reports/json_text.hpp"
 #include "reports/record_csv.hpp"
+#include "reports/run_answer.hpp"
 #include "reports/strategy_metrics.hpp"
 #include "util/csv.hpp"
 
@@ -25,12 +26,7 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-// A latency the way a person reads it: ms below a second (µs-scale moves stay visible).
-std::string fmt_latency(double s) {
-  if (s < 0.01) return fmt("%.3f ms", s * 1e3);
-  if (s < 1.0) return fmt("%.1f ms", s * 1e3);
-  return fmt("%.3f s", s);
-}
+std::string fmt_latency(double s) { return format_latency(s); }
 
 DeploymentNames deployment_names(const std::vector<sim::RunResult>& runs) {
   DeploymentNames names;
@@ -142,58 +138,42 @@ bool disaggregated(const std::vector<NamedMetrics>& all) {
                      [](const NamedMetrics& n) { return n.metrics.handoff.has_value(); });
 }
 
-// The run's answer in one sentence: the strategy with the fewest failed requests and
-// then the lowest p99 of the moves that happened (recoveries, else migrations).
-std::string answer(const std::vector<NamedMetrics>& all) {
-  const LatencyKind* kind = nullptr;
-  // Disaggregated, every request's KV moves once and the handoff lands in its TTFT.
-  if (disaggregated(all)) kind = &kTtft;
-  for (const LatencyKind* k : {&kRecovery, &kMigration}) {
-    if (kind) break;
-    for (const NamedMetrics& n : all) {
-      if (k->of(n.metrics)->count > 0) kind = k;
+// Where each method's ΔNLL per move comes from (the same for every strategy of a run), per
+// deployment when the run serves several; then ProxyKV's expected requests over ε.
+std::string delta_nll_lines(const std::vector<NamedMetrics>& all) {
+  if (all.empty()) return "";
+  auto charges = [](const Quality& q) {
+    std::string out;
+    if (q.risk_kv_charge) {
+      out += fmt("risk_kv %.5f", q.risk_kv_charge->delta_nll) + ", " + q.risk_kv_charge->source;
     }
-  }
-  if (!kind)
-    return "No moves happened in this run: the strategies differ only in what they stream.";
-  struct Entry {
-    std::string name;
-    std::int64_t failed;
-    double p99;
-    const StrategyMetrics* metrics;
+    if (q.proxy_kv) {
+      out += (out.empty() ? "" : "; ") + fmt("proxy_kv %.5f", q.proxy_kv->delta_nll) + ", " +
+             q.proxy_kv->delta_nll_source;
+    }
+    return out;
   };
-  std::vector<Entry> ranked;
-  for (const NamedMetrics& n : all) {
-    const Distribution& d = *kind->of(n.metrics);
-    if (d.count == 0) continue;
-    ranked.push_back({n.strategy, n.metrics.requests.failed, d.p99_s, &n.metrics});
+  std::string out;
+  const StrategyMetrics& first = all.front().metrics;
+  if (const std::string c = charges(first.quality); !c.empty()) {
+    out += "dNLL per move (nats/token): " + c + "\n";
   }
-  std::stable_sort(ranked.begin(), ranked.end(), [](const Entry& a, const Entry& b) {
-    return a.failed != b.failed ? a.failed < b.failed : a.p99 < b.p99;
-  });
-  const Entry& w = ranked.front();
-  const std::string what = kind == &kTtft ? "TTFT (handoff included)" : kind->name;
-  std::string out = w.name + " wins on " + what + " p99: " + fmt_latency(w.p99);
-  if (ranked.size() > 1) {
-    const Entry& next = ranked[1];
-    if (next.p99 - w.p99 <= 0.005 * next.p99) {
-      out = w.name + " and " + next.name + " tie on " + what + " p99: " + fmt_latency(w.p99);
-    } else {
-      out += " against " + fmt_latency(next.p99) + " for " + next.name + " (" +
-             fmt("%.0f", 100.0 * (next.p99 - w.p99) / next.p99) + " % lower)";
+  for (const auto& [name, d] : first.deployments) {
+    if (const std::string c = charges(d.quality); !c.empty()) {
+      out += "dNLL per move, deployment " + name + ": " + c + "\n";
     }
-    if (w.failed < next.failed) out += ", with fewer failed requests";
   }
-  const std::int64_t open = kind->of(*w.metrics)->unfinished.value_or(0);
-  if (open > 0) {
-    out += "; " + std::to_string(open) + " of its " + kind->name +
-           "s were unfinished at the end (counted at their lower bound)";
+  for (const NamedMetrics& n : all) {
+    const auto& p = n.metrics.quality.proxy_kv;
+    if (!p || p->moves == 0) continue;
+    out += "proxy_kv requests over eps, " + n.strategy + ": " +
+           (p->expected_requests_over_eps
+                ? fmt("%.1f", *p->expected_requests_over_eps) + " expected of " +
+                      std::to_string(p->moves) + " moves (" + p->over_eps_source + ")"
+                : std::string("unknown (") + p->over_eps_source + ")") +
+           "\n";
   }
-  if (w.metrics->moves.fallbacks > 0) {
-    out += "; " + std::to_string(w.metrics->moves.fallbacks) +
-           " of its moves fell back to another strategy";
-  }
-  return out + ".";
+  return out;
 }
 
 }  // namespace
@@ -220,7 +200,7 @@ json run_summary(const input::ScenarioSpec& spec, const std::vector<sim::RunResu
     strategies.push_back({run.strategy, strategy_metrics(spec, run, busiest_link)});
   }
   json j = {{"scenario", spec.name},
-            {"answer", answer(strategies)},
+            {"answer", run_answer(strategies).text},
             {"model", spec.model.name},
             {"gpu", spec.gpu.name},
             {"seed", spec.seed},
@@ -346,6 +326,7 @@ std::string run_table(const json& summary) {
     }
   }
   for (const std::string& f : flags) o << "  * " << f << "\n";
+  o << delta_nll_lines(strategies);
   for (const NamedMetrics& n : strategies) {
     if (!n.metrics.prefix_cache) continue;
     const PrefixCacheUse& c = *n.metrics.prefix_cache;

@@ -93,16 +93,38 @@ PrefixCacheUse prefix_cache_use(const sim::PrefixCacheStats& c, const sim::Prefi
   return u;
 }
 
+std::int64_t done_with(const sim::RunTally& t, const char* strategy) {
+  const auto it = t.by_strategy.find(strategy);
+  return it != t.by_strategy.end() ? it->second : 0;
+}
+
+// ProxyKV's charge and its expected requests over ε: the measured share of requests over ε
+// at ρ applied to the moves made, or unknown (never 0) when nothing measured it.
+Quality::ProxyKv proxy_quality(const sim::ProxyKvSpec& p, const sim::RunTally& t) {
+  Quality::ProxyKv q{p.delta_nll, p.delta_nll_source, done_with(t, "proxy_kv"), std::nullopt, ""};
+  if (p.over_eps_share) {
+    char text[96];
+    std::snprintf(text, sizeof text, "measured share %.4f of requests over ε %g at ρ %g in ",
+                  *p.over_eps_share, p.eps, p.retention);
+    q.expected_requests_over_eps = r9(*p.over_eps_share * static_cast<double>(q.moves));
+    q.over_eps_source = text + p.delta_nll_source.substr(0, p.delta_nll_source.find(')') + 1);
+  } else {
+    q.over_eps_source = "nothing measured the share of requests over ε for this ΔNLL";
+  }
+  return q;
+}
+
 // The quality of the moves in `t`, made with these methods (none: say nothing of them).
 Quality quality(const std::optional<sim::RiskKvSpec>& risk_kv,
                 const std::optional<sim::ProxyKvSpec>& proxy_kv, const sim::RunTally& t) {
   const std::int64_t ok_moves = t.recoveries + t.migrations + t.handoffs;
-  Quality q{t.lossy, ok_moves ? r9(t.delta_nll_sum / ok_moves) : 0.0, std::nullopt, std::nullopt};
-  if (proxy_kv) q.proxy_kv = Quality::ProxyKv{proxy_kv->delta_nll, proxy_kv->delta_nll_source};
+  Quality q{t.lossy, ok_moves ? r9(t.delta_nll_sum / ok_moves) : 0.0, std::nullopt, std::nullopt,
+            std::nullopt};
+  if (proxy_kv) q.proxy_kv = proxy_quality(*proxy_kv, t);
+  if (risk_kv) q.risk_kv_charge = Quality::Charge{risk_kv->delta_nll, risk_kv->delta_nll_source};
   if (risk_kv && risk_kv->violation_share) {
     // The calibration's held-out share of requests over its ε, applied to the rebuilds made.
-    const auto risk = t.by_strategy.find("risk_kv");
-    const std::int64_t rebuilt = risk != t.by_strategy.end() ? risk->second : 0;
+    const std::int64_t rebuilt = done_with(t, "risk_kv");
     char share[32];
     std::snprintf(share, sizeof share, "%.4f", *risk_kv->violation_share);
     q.risk_kv = Quality::RiskKv{
@@ -207,6 +229,12 @@ StrategyMetrics strategy_metrics(const input::ScenarioSpec& spec, const sim::Run
   m.recovery = move_latency(t.recovery_s, t.open_recoveries);
   m.recovery_stall = move_latency(t.recovery_stall_s, t.open_recoveries);
   m.migration = move_latency(t.migration_s, t.open_migrations);
+  {
+    std::vector<double> all = t.recovery_s;
+    all.insert(all.end(), t.migration_s.begin(), t.migration_s.end());
+    all.insert(all.end(), t.handoff_s.begin(), t.handoff_s.end());
+    m.all_moves = move_latency(std::move(all), m.moves.unfinished);
+  }
   if (sim::disaggregated(spec)) {
     m.moves.handoffs = t.handoffs;
     m.handoff = move_latency(t.handoff_s, t.open_handoffs);

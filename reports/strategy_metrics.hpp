@@ -67,20 +67,33 @@ struct PredictorUse {
   std::int64_t batched_reconstructions = 0;
 };
 
+/// What the lossy moves cost in quality, and where each ΔNLL comes from: a measured file with
+/// its digest, or "scenario constant, not measured".
 struct Quality {
   struct ProxyKv {
     double delta_nll = 0;
     std::string delta_nll_source;
+    std::int64_t moves = 0;  ///< moves made with proxy_kv (absent from older summaries: 0)
+    /// The measured share of requests over ε times `moves`; unknown (nullopt) when the ΔNLL
+    /// is a constant or its file has no per-request share.
+    std::optional<double> expected_requests_over_eps;
+    std::string over_eps_source;  ///< the share and its file, or why it is unknown
   };
   struct RiskKv {
     std::int64_t moves = 0;  ///< rebuilds made with risk_kv
     double expected_requests_over_eps = 0;
     std::string over_eps_source;
   };
+  /// A method's ΔNLL per move (nats/token) and where it comes from.
+  struct Charge {
+    double delta_nll = 0;
+    std::string source;
+  };
   std::int64_t lossy_moves = 0;
   double delta_nll_mean_per_move = 0;
-  std::optional<ProxyKv> proxy_kv;  ///< scenarios with proxy_kv
-  std::optional<RiskKv> risk_kv;    ///< risk_kv with a calibrated violation share
+  std::optional<ProxyKv> proxy_kv;       ///< scenarios with proxy_kv
+  std::optional<RiskKv> risk_kv;         ///< risk_kv with a calibrated violation share
+  std::optional<Charge> risk_kv_charge;  ///< scenarios with risk_kv
 };
 
 struct PrefixCacheUse {
@@ -144,6 +157,9 @@ struct StrategyMetrics {
   Distribution ttft, e2e, tpot;
   MoveCounts moves;
   Distribution recovery, recovery_stall, migration;
+  /// Every move together (recoveries, migrations and handoffs): what the run's answer ranks.
+  /// An older summary has none (count 0).
+  Distribution all_moves;
   std::optional<Distribution> handoff;  ///< disaggregated serving only
   ByteCounts bytes;
   GpuSeconds gpu_time;

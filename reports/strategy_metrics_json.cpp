@@ -52,6 +52,10 @@ class Fields {
   std::optional<std::int64_t> optional_integer(const char* key) const {
     return has(key) ? std::optional(integer(key)) : std::nullopt;
   }
+  /// A number that may be null (unknown); the key must be there.
+  std::optional<double> optional_number(const char* key) const {
+    return at(key).is_null() ? std::nullopt : std::optional(number(key));
+  }
   std::vector<double> numbers(const char* key) const {
     std::vector<double> out;
     for (const json& v : array(key)) {
@@ -116,6 +120,16 @@ json quality_json(const Quality& q) {
   if (q.proxy_kv) {
     j["proxy_kv_delta_nll"] = q.proxy_kv->delta_nll;
     j["proxy_kv_delta_nll_source"] = q.proxy_kv->delta_nll_source;
+    j["proxy_kv_moves"] = q.proxy_kv->moves;
+    // null when unknown: a constant ΔNLL says nothing of how many requests exceed ε.
+    j["proxy_kv_expected_requests_over_eps"] = q.proxy_kv->expected_requests_over_eps
+                                                   ? json(*q.proxy_kv->expected_requests_over_eps)
+                                                   : json(nullptr);
+    j["proxy_kv_over_eps_source"] = q.proxy_kv->over_eps_source;
+  }
+  if (q.risk_kv_charge) {
+    j["risk_kv_delta_nll"] = q.risk_kv_charge->delta_nll;
+    j["risk_kv_delta_nll_source"] = q.risk_kv_charge->source;
   }
   if (q.risk_kv) {
     j["risk_kv_moves"] = q.risk_kv->moves;
@@ -130,8 +144,18 @@ Quality read_quality(const Fields& f) {
   q.lossy_moves = f.integer("lossy_moves");
   q.delta_nll_mean_per_move = f.number("delta_nll_mean_per_move");
   if (f.has("proxy_kv_delta_nll")) {
-    q.proxy_kv =
-        Quality::ProxyKv{f.number("proxy_kv_delta_nll"), f.text("proxy_kv_delta_nll_source")};
+    q.proxy_kv = Quality::ProxyKv{f.number("proxy_kv_delta_nll"),
+                                  f.text("proxy_kv_delta_nll_source"), 0, std::nullopt, ""};
+    if (f.has("proxy_kv_moves")) {  // an older summary has neither
+      q.proxy_kv->moves = f.integer("proxy_kv_moves");
+      q.proxy_kv->expected_requests_over_eps =
+          f.optional_number("proxy_kv_expected_requests_over_eps");
+      q.proxy_kv->over_eps_source = f.text("proxy_kv_over_eps_source");
+    }
+  }
+  if (f.has("risk_kv_delta_nll")) {
+    q.risk_kv_charge =
+        Quality::Charge{f.number("risk_kv_delta_nll"), f.text("risk_kv_delta_nll_source")};
   }
   if (f.has("risk_kv_moves")) {
     q.risk_kv = Quality::RiskKv{f.integer("risk_kv_moves"), f.number("expected_requests_over_eps"),
@@ -351,6 +375,7 @@ StrategyMetrics read_metrics(const Fields& f) {
   m.recovery = read_distribution(f.object("recovery"));
   m.recovery_stall = read_distribution(f.object("recovery_stall"));
   m.migration = read_distribution(f.object("migration"));
+  if (f.has("all_moves")) m.all_moves = read_distribution(f.object("all_moves"));
   if (f.has("handoff")) m.handoff = read_distribution(f.object("handoff"));
   const Fields b = f.object("bytes");
   m.bytes = {b.integer("kv"), b.integer("replica_stream"), b.integer("predictors"),
@@ -401,6 +426,7 @@ json to_json(const StrategyMetrics& m) {
       {"recovery", distribution_json(m.recovery)},
       {"recovery_stall", distribution_json(m.recovery_stall)},
       {"migration", distribution_json(m.migration)},
+      {"all_moves", distribution_json(m.all_moves)},
       {"bytes",
        {{"kv", m.bytes.kv},
         {"replica_stream", m.bytes.replica_stream},

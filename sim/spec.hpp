@@ -236,6 +236,10 @@ struct RiskKvSpec {
   cost_model::OmissionPlan omission;
   std::string topology_source;  ///< as written: "paper", "G2,G5", or the resolved path
   double delta_nll = 0;         ///< measured ΔNLL of the topology (nats/token)
+  /// Where delta_nll comes from: "scenario constant, not measured (...)" for a hand-written
+  /// value (one that overrides a calibrated topology says so), or the topology.json with its
+  /// digest.
+  std::string delta_nll_source = "scenario constant, not measured";
   cost_model::DType predictor_dtype = cost_model::DType::kF32;
   /// Share of the calibration's held-out test requests whose own ΔNLL exceeded its ε
   /// (topology.json "quality.violation_share"); unknown for hand-written topologies.
@@ -250,9 +254,14 @@ struct ProxyKvSpec {
   ProxyPlacement placement = ProxyPlacement::kTargetStream;
   double retention = 0.5;  ///< ρ: share of tokens kept
   double delta_nll = 0;    ///< NLL change at ρ (nats/token)
-  /// Where delta_nll comes from: "scenario" (written by hand) or the quality.json it was read
-  /// from, with how (e.g. "quality.json: proxykv interpolated between ρ 0.3 and 0.5").
-  std::string delta_nll_source = "scenario";
+  /// Where delta_nll comes from: "scenario constant, not measured" (written by hand) or the
+  /// quality.json it was read from, with its digest and how (e.g. "quality.json
+  /// (fnv1a64:...): proxykv interpolated between ρ 0.3 and 0.5").
+  std::string delta_nll_source = "scenario constant, not measured";
+  /// The quality.json's share of its requests whose own ΔNLL exceeded `eps` at ρ (interpolated
+  /// like delta_nll); unknown for a hand-written delta_nll.
+  std::optional<double> over_eps_share;
+  double eps = 0;
 };
 
 enum class PredictorPlacement { kPreloaded, kOnDemand };

@@ -62,7 +62,9 @@ TEST(ProxyQuality, ChargesTheMeasuredDeltaAtItsRatio) {
 TEST(ProxyQuality, HandWrittenNumbersSaySo) {
   const auto s = testing::load(
       with_proxy({{"proxy_model", "qwen2.5-0.5b"}, {"retention", 0.5}, {"delta_nll", 0.05}}));
-  EXPECT_EQ(s.proxy_kv->delta_nll_source, "scenario");
+  EXPECT_EQ(s.proxy_kv->delta_nll_source,
+            "scenario constant, not measured (proxy_kv.delta_nll written by hand)");
+  EXPECT_FALSE(s.proxy_kv->over_eps_share);  // unknown, not 0
 }
 
 TEST(ProxyQuality, RefusesWhatItCannotMeasure) {

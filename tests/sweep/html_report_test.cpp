@@ -136,6 +136,24 @@ TEST(HtmlReport, DataCannotCloseTheScriptElement) {
   EXPECT_NE(page.find("<\\/script><b>"), std::string::npos);
 }
 
+// A run writes its page in a staging folder ("NAME.partial-PID") that it then renames, and two
+// runs of one scenario land in folders of different names: the page depends on the files only.
+TEST(HtmlReport, TheSameFilesGiveTheSamePageWhateverTheFolderIsCalled) {
+  const input::ScenarioSpec spec = input::load_scenario_file(sweep::testing::tiny_scenario());
+  const auto compute = sweep::roofline_costs(spec);
+  sim::RunOptions options;
+  options.record_trace = false;
+  const auto runs = sim::run_scenario(spec, *compute, options);
+  const auto a = sweep::testing::scratch("report-same.partial-24926");
+  const auto b = sweep::testing::scratch("report-same-b");
+  write_run_outputs(a, spec, runs, compute->sources());
+  write_run_outputs(b, spec, sim::run_scenario(spec, *compute, options), compute->sources());
+  const std::string page = render_html_report(report_data(a), "/* chart.js */");
+  EXPECT_EQ(page, render_html_report(report_data(b), "/* chart.js */"));
+  EXPECT_EQ(page.find("partial"), std::string::npos);
+  EXPECT_EQ(page.find("report-same"), std::string::npos);
+}
+
 TEST(HtmlReport, AnEmptyFolderIsAnInputError) {
   EXPECT_THROW(report_data(sweep::testing::scratch("report-empty")), InputError);
 }

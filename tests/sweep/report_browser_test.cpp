@@ -74,7 +74,10 @@ TEST(ReportBrowser, RunReportDrawsEveryChart) {
   std::string dom;
   expect_page_draws(browser, dir / "report.html", 4, "run-report.png", &dom);
   // The page leads with the answer, and a chart with no data is a sentence, not a blank canvas.
-  EXPECT_NE(dom.find(" wins on recovery p99"), std::string::npos);
+  EXPECT_NE(dom.find(". Ranked by failed requests, then moves unfinished at the end"),
+            std::string::npos);
+  // and says where each method's ΔNLL per move comes from (tiny.json's is a constant).
+  EXPECT_NE(dom.find("scenario constant, not measured"), std::string::npos);
   EXPECT_NE(dom.find("No migrations in this run: no migration-latency CDF."), std::string::npos);
 }
 
