@@ -6,6 +6,7 @@
 #include <boost/asio/thread_pool.hpp>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "cost_model/input_error.hpp"
 #include "cost_model/latency.hpp"
@@ -40,10 +41,9 @@ bool split_range(std::string_view text, std::string& lo, std::string& hi, long& 
     const std::string count(rest.substr(colon + 1));
     char* end = nullptr;
     n = std::strtol(count.c_str(), &end, 10);
-    if (count.empty() || *end != '\0' || n < 2 || n > 100000000) {
-      throw InputError(std::string(flag) +
-                       ": the count after ':' must be an integer in [2, 1e8] (got \"" + count +
-                       "\")");
+    if (count.empty() || *end != '\0' || n < 2 || n > static_cast<long>(kMaxAxisValues)) {
+      throw InputError(std::string(flag) + ": the count after ':' must be an integer in [2, " +
+                       std::to_string(kMaxAxisValues) + "] (got \"" + count + "\")");
     }
     rest = rest.substr(0, colon);
   }
@@ -66,6 +66,16 @@ std::int64_t parse_int(const std::string& s, std::string_view flag) {
   const long long v = std::strtoll(s.c_str(), &end, 10);
   if (s.empty() || *end != '\0') {
     throw InputError(std::string(flag) + ": expected an integer (got \"" + s + "\")");
+  }
+  return v;
+}
+
+// A bandwidth grid point: finite and > 0 (a 0 bandwidth has no transfer time to compare).
+double positive_bandwidth(const std::string& text, std::string_view flag) {
+  const double v = parse_bandwidth(text, flag).value;
+  if (!(v > 0) || !std::isfinite(v)) {
+    throw InputError(std::string(flag) + ": every bandwidth must be > 0 and finite (got \"" + text +
+                     "\")");
   }
   return v;
 }
@@ -136,13 +146,13 @@ std::vector<double> parse_bandwidth_grid(std::string_view text, std::string_view
   long n = 0;
   std::vector<double> v;
   if (split_range(text, lo, hi, n, flag)) {
-    const double a = parse_bandwidth(lo, flag).value, b = parse_bandwidth(hi, flag).value;
+    const double a = positive_bandwidth(lo, flag), b = positive_bandwidth(hi, flag);
     if (!(a < b))
       throw InputError(std::string(flag) + ": LO must be below HI (got \"" + std::string(text) +
                        "\")");
     v = log_space(a, b, n < 0 ? 50 : n);
   } else {
-    for (const std::string& item : split_list(text)) v.push_back(parse_bandwidth(item, flag).value);
+    for (const std::string& item : split_list(text)) v.push_back(positive_bandwidth(item, flag));
     std::sort(v.begin(), v.end());
   }
   return v;
@@ -180,13 +190,19 @@ std::vector<int> parse_int_grid(std::string_view text, std::string_view flag) {
   if (split_range(text, lo, hi, n, flag)) {
     if (n >= 0) throw InputError(std::string(flag) + ": takes LO..HI without a count");
     const std::int64_t a = parse_int(lo, flag), b = parse_int(hi, flag);
-    if (a < 0 || a > b)
-      throw InputError(std::string(flag) + ": need 0 <= LO <= HI (got \"" + std::string(text) +
+    if (a < 0 || a > b || b - a >= static_cast<std::int64_t>(kMaxAxisValues)) {
+      throw InputError(std::string(flag) + ": need 0 <= LO <= HI with at most " +
+                       std::to_string(kMaxAxisValues) + " values (got \"" + std::string(text) +
                        "\")");
+    }
     for (std::int64_t i = a; i <= b; ++i) v.push_back(static_cast<int>(i));
   } else {
-    for (const std::string& item : split_list(text))
-      v.push_back(static_cast<int>(parse_int(item, flag)));
+    for (const std::string& item : split_list(text)) {
+      const std::int64_t k = parse_int(item, flag);
+      if (k < 0 || k > std::numeric_limits<int>::max())
+        throw InputError(std::string(flag) + ": group counts must be >= 0 (got " + item + ")");
+      v.push_back(static_cast<int>(k));
+    }
   }
   return v;
 }
@@ -203,6 +219,17 @@ AnalyticResult run_analytic(const AnalyticSetup& setup, const AnalyticGrid& grid
     }
   }
   const std::size_t nt = grid.tokens.size(), nrows = grid.omitted_groups.size() * nt;
+  const double points =
+      static_cast<double>(nrows) * static_cast<double>(grid.bandwidths_bps.size());
+  if (points > static_cast<double>(kMaxAnalyticPoints) || nrows > kMaxAxisValues) {
+    throw InputError("--bandwidth/--tokens/--omit: " + g9(std::round(points)) + " points (" +
+                     std::to_string(grid.bandwidths_bps.size()) + " bandwidths x " +
+                     std::to_string(nt) + " context lengths x " +
+                     std::to_string(grid.omitted_groups.size()) +
+                     " omitted-group counts) is more than an analytic sweep evaluates (at most " +
+                     std::to_string(kMaxAnalyticPoints) + " points and " +
+                     std::to_string(kMaxAxisValues) + " context x group rows); use fewer values");
+  }
   std::vector<Row> rows(nrows);
   {
     boost::asio::thread_pool pool(static_cast<std::size_t>(std::max(jobs, 1)));

@@ -11,6 +11,7 @@
 // every point.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -21,6 +22,11 @@
 #include "cost_model/units.hpp"
 
 namespace kvshift::sweep {
+
+/// The most values one axis may take (--bandwidth LO..HI:N, --tokens, --omit).
+inline constexpr std::size_t kMaxAxisValues = 1000000;
+/// The most points one analytic sweep evaluates (about a minute on a few cores).
+inline constexpr std::uint64_t kMaxAnalyticPoints = 100000000;
 
 struct AnalyticGrid {
   std::vector<double> bandwidths_bps;  ///< ascending
@@ -43,7 +49,8 @@ struct AnalyticResult {
   std::string points_csv;  ///< empty unless asked for
 };
 
-/// "LO..HI:N" (N log-spaced values, ends included) or "v1,v2,..." of bandwidths.
+/// "LO..HI:N" (N log-spaced values, ends included) or "v1,v2,..." of bandwidths, each > 0 and
+/// finite (InputError naming `flag` otherwise).
 std::vector<double> parse_bandwidth_grid(std::string_view text, std::string_view flag);
 /// "LO..HI:N" (log-spaced, rounded, duplicates dropped) or "v1,v2,..." of token counts.
 std::vector<std::int64_t> parse_token_grid(std::string_view text, std::string_view flag);
@@ -51,7 +58,7 @@ std::vector<std::int64_t> parse_token_grid(std::string_view text, std::string_vi
 std::vector<int> parse_int_grid(std::string_view text, std::string_view flag);
 
 /// Evaluates the grid on `jobs` threads; `with_points` also fills points_csv.
-/// Throws InputError for a k the model cannot omit.
+/// Throws InputError for a k the model cannot omit and for a grid above kMaxAnalyticPoints.
 AnalyticResult run_analytic(const AnalyticSetup& setup, const AnalyticGrid& grid, int jobs,
                             bool with_points);
 

@@ -24,6 +24,15 @@ SweepPlan make_plan(const std::string& scenario, const std::vector<std::string>&
   }
   plan.sets = sets;
   for (const std::string& s : sets) plan.axes.push_back(parse_axis(s));
+  for (std::size_t i = 0; i < plan.axes.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (plan.axes[i].pointer == plan.axes[j].pointer) {
+        throw InputError("--set: " + plan.axes[i].pointer + " is set twice (\"" + sets[j] +
+                         "\" and \"" + sets[i] + "\"); give all its values in one --set " +
+                         plan.axes[i].pointer + "=v1,v2,...");
+      }
+    }
+  }
   for (const Axis& a : plan.axes) {
     nlohmann::json probe = plan.base;
     apply_pointer(probe, a.pointer, a.values.front());  // throws when it matches nothing

@@ -27,6 +27,7 @@ struct CostOptions {
   std::int64_t block_tokens = 16;
   std::optional<std::int64_t> held;
   bool json = false, paper = false;
+  bool model_given = false;  ///< --model was typed (--paper then conflicts)
   std::string out;
 };
 
@@ -85,6 +86,12 @@ int run_cost(const CostOptions& o) {
   if (o.paper) {
     if (!o.topology.empty())
       throw InputError("--paper: chooses the topology itself; drop --topology");
+    if (o.model_given) {
+      throw InputError(
+          "--paper and --model: --paper evaluates the paper's three models (qwen2.5-0.5b, "
+          "qwen2.5-1.5b, tinyllama-1.1b); drop --model, or drop --paper to price " +
+          o.model + " alone");
+    }
     result = nlohmann::json::array();
     for (const char* m : {"qwen2.5-0.5b", "qwen2.5-1.5b", "tinyllama-1.1b"}) {
       if (!result.empty()) table << "\n";
@@ -108,8 +115,10 @@ int run_cost(const CostOptions& o) {
 Action setup(CLI::App& sub) {
   auto o = std::make_shared<CostOptions>();
   sub.add_option("--model", o->model,
-                 "Model: a known name (see `kvshift models`), a config.json, or a folder with one")
-      ->capture_default_str();
+                 "Model: a known name (see `kvshift models`), a config.json, or a folder with one "
+                 "(not with --paper)")
+      ->capture_default_str()
+      ->each([o](const std::string&) { o->model_given = true; });
   sub.add_option("--topology", o->topology,
                  "Omitted groups: paper | none | G2,G5 | G2-G5 | topology.json "
                  "(default: paper where the paper has one, else none)");
@@ -144,7 +153,9 @@ Action setup(CLI::App& sub) {
   sub.add_option(
       "--prefill-gpu", o->prefill_gpu,
       "P/D: the prefill GPU (a preset or spec JSON); adds TTFT = prefill there + handoff");
-  sub.add_flag("--paper", o->paper, "Evaluate the paper's three configurations (Table I)");
+  sub.add_flag("--paper", o->paper,
+               "Evaluate the paper's three configurations (Table I); not with --model or "
+               "--topology");
   sub.add_flag("--json", o->json, "Print JSON instead of a table");
   sub.add_option("--out", o->out, "Also write the JSON to this file");
   return [o] { return run_cost(*o); };

@@ -11,8 +11,11 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -34,13 +37,20 @@ namespace {
 
 std::atomic<bool> g_interrupted{false};
 
+/// The most rows analytic.csv may hold (about 1 GB of text).
+constexpr std::uint64_t kMaxPointRows = 10000000;
+
 extern "C" void on_sigint(int) {
   g_interrupted.store(true);
   std::signal(SIGINT, SIG_DFL);  // a second Ctrl-C ends the process at once
 }
 
+namespace fs = std::filesystem;
+
 struct SweepCliOptions {
   std::string scenario, out, resume;
+  bool out_given = false, force = false;
+  std::vector<std::string> analytic_only;  ///< the --analytic options typed (names)
   std::vector<std::string> sets;
   int jobs = 0;
   bool analytic = false, no_report = false, quiet = false;
@@ -88,14 +98,70 @@ std::function<void(const sweep::Progress&)> progress_printer(bool quiet) {
   };
 }
 
-void write_report(const std::filesystem::path& dir, bool quiet) {
+// Writes report.html into `dir` (which may be staged); says where it will be under `shown`.
+void write_report(const fs::path& dir, bool quiet, const fs::path& shown) {
   try {
-    const auto path = reports::write_html_report(dir);
-    if (!quiet) std::cout << "report: " << path.string() << "\n";
+    reports::write_html_report(dir);
+    if (!quiet) std::cout << "report: " << (shown / "report.html").string() << "\n";
   } catch (const std::exception& e) {
     std::cerr << "kvshift: warning: no report.html: " << e.what() << "\n";
   }
 }
+
+// kvshift-out/<name>-<time>, created here (empty), so two sweeps started within one second get
+// <name>-<time>-2, -3, ... and never share a folder.
+fs::path fresh_default_dir(const std::string& name) {
+  char stamp[32];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&t));
+  const std::string base = "kvshift-out/" + name + "-" + stamp;
+  std::error_code ec;
+  fs::create_directories("kvshift-out", ec);
+  for (int n = 1; n < 1000; ++n) {
+    const fs::path dir = n == 1 ? base : base + "-" + std::to_string(n);
+    if (fs::create_directory(dir, ec)) return dir;  // false: it existed
+    if (ec) throw std::runtime_error(dir.string() + ": cannot create folder: " + ec.message());
+  }
+  throw std::runtime_error(base + ": no free folder name (-2 .. -999 taken)");
+}
+
+// The folder a sweep writes into, where it did not exist or was empty; with --force an earlier
+// output folder is set aside first and removed once the new sweep has ended (put back if the
+// sweep fails), so old points never mix with new ones.
+class OutFolder {
+ public:
+  OutFolder(const fs::path& dir, bool force, const std::vector<fs::path>& inputs) : dir_(dir) {
+    // The refusal `kvshift run` uses: an existing, non-empty folder needs --force, and --force
+    // replaces only an earlier kvshift output that holds none of the inputs.
+    reports::staging_folder(dir, force, inputs);
+    std::error_code ec;
+    if (force && fs::exists(dir, ec) && !fs::is_empty(dir, ec)) {
+      aside_ = dir;
+      aside_ += ".old-" + std::to_string(::getpid());
+      fs::remove_all(aside_, ec);
+      fs::rename(dir, aside_, ec);
+      if (ec) throw std::runtime_error(dir.string() + ": cannot move it aside: " + ec.message());
+    }
+  }
+  /// The sweep ended (done or interrupted): the replaced folder goes.
+  void keep() {
+    std::error_code ec;
+    if (!aside_.empty()) fs::remove_all(aside_, ec);
+    aside_.clear();
+  }
+  /// The sweep failed: what it wrote goes, and a replaced folder comes back.
+  ~OutFolder() {
+    if (aside_.empty()) return;
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+    fs::rename(aside_, dir_, ec);
+  }
+  OutFolder(const OutFolder&) = delete;
+  OutFolder& operator=(const OutFolder&) = delete;
+
+ private:
+  fs::path dir_, aside_;
+};
 
 int run_analytic(const SweepCliOptions& o) {
   sweep::AnalyticSetup setup;
@@ -122,15 +188,15 @@ int run_analytic(const SweepCliOptions& o) {
                            sweep::parse_int_grid(o.omit, "--omit")};
   const std::uint64_t points =
       grid.bandwidths_bps.size() * grid.tokens.size() * grid.omitted_groups.size();
+  if (o.max_rows > kMaxPointRows) {
+    throw InputError("--max-rows: at most " + std::to_string(kMaxPointRows) +
+                     " (analytic.csv is built in memory; got " + std::to_string(o.max_rows) + ")");
+  }
   const bool with_points = points <= o.max_rows;
   const auto start = std::chrono::steady_clock::now();
   const sweep::AnalyticResult r = sweep::run_analytic(setup, grid, o.jobs, with_points);
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const std::filesystem::path dir = o.out.empty() ? "kvshift-out/analytic-sweep" : o.out;
-  reports::write_file_atomic(dir / "crossover.csv", r.crossover_csv);
-  reports::write_file_atomic(dir / "winners.csv", r.winners_csv);
-  if (with_points) reports::write_file_atomic(dir / "analytic.csv", r.points_csv);
   std::printf(
       "analytic sweep: %s on %s, %llu points (%zu bandwidths x %zu context lengths x %zu "
       "omitted-group "
@@ -144,24 +210,60 @@ int run_analytic(const SweepCliOptions& o) {
         "hold the map)\n",
         (unsigned long long)points, (unsigned long long)o.max_rows);
   }
+  const fs::path dir = o.out_given ? fs::path(o.out) : fresh_default_dir("analytic-sweep");
+  const fs::path tmp = reports::staging_folder(dir, o.force);
+  try {
+    reports::write_file_atomic(tmp / "crossover.csv", r.crossover_csv);
+    reports::write_file_atomic(tmp / "winners.csv", r.winners_csv);
+    if (with_points) reports::write_file_atomic(tmp / "analytic.csv", r.points_csv);
+    // What was swept; it also marks the folder as kvshift's, so --force may replace it.
+    reports::write_file_atomic(tmp / "sweep.json", nlohmann::json{{"analytic",
+                                                                   {{"model", setup.model.name},
+                                                                    {"gpu", setup.gpu.name},
+                                                                    {"latency", o.latency},
+                                                                    {"bandwidth", o.bandwidth},
+                                                                    {"tokens", o.tokens},
+                                                                    {"omit", o.omit}}}}
+                                                           .dump(2) +
+                                                       "\n");
+    if (!o.no_report) write_report(tmp, o.quiet, dir);
+    reports::publish_folder(tmp, dir);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
   std::cout << "wrote " << dir.string() << "/{crossover.csv,winners.csv"
             << (with_points ? ",analytic.csv" : "") << "}\n";
-  if (!o.no_report) write_report(dir, o.quiet);
   return 0;
 }
 
 int run(const SweepCliOptions& o) {
   if (o.analytic) {
-    if (!o.sets.empty() || !o.resume.empty())
-      throw InputError("--analytic: takes --bandwidth/--tokens/--omit, not --set or --resume");
+    if (!o.sets.empty() || !o.resume.empty() || o.seed_given || o.replicates != 1)
+      throw InputError(
+          "--analytic: takes --bandwidth/--tokens/--omit, not --set, --resume, --seed or "
+          "--replicates (the closed forms have no workload)");
     return run_analytic(o);
+  }
+  if (!o.analytic_only.empty()) {
+    throw InputError(o.analytic_only.front() +
+                     ": only with --analytic (a simulated sweep varies its scenario with --set, "
+                     "e.g. --set /cluster/star/bandwidth=1Gbps,10Gbps)");
   }
   // From here on Ctrl-C stops the sweep cleanly, even during planning (the runner then
   // saves the plan and stops before the first point).
   std::signal(SIGINT, on_sigint);
   sweep::SweepPlan plan;
-  std::filesystem::path dir;
+  fs::path dir;
+  std::optional<OutFolder> out_folder;
+  bool made_default = false;
   if (!o.resume.empty()) {
+    if (o.out_given || o.force) {
+      throw InputError(std::string(o.out_given ? "--out" : "--force") +
+                       " and --resume: a resumed sweep continues in its own folder " + o.resume +
+                       "; drop " + (o.out_given ? "--out" : "--force"));
+    }
     if (!o.scenario.empty() || !o.sets.empty() || o.seed_given || o.replicates != 1) {
       throw InputError("--resume: continues the sweep saved in " + o.resume +
                        "; drop SCENARIO, --set, --seed and --replicates");
@@ -170,13 +272,39 @@ int run(const SweepCliOptions& o) {
     const auto saved = dir / "sweep.json";
     if (!std::filesystem::exists(saved))
       throw InputError("--resume: " + saved.string() + " does not exist");
-    plan = sweep::plan_from_json(input::read_json_file(saved.string()), saved.string());
+    const nlohmann::json saved_plan = input::read_json_file(saved.string());
+    if (saved_plan.contains("analytic")) {
+      throw InputError("--resume: " + o.resume +
+                       " holds an analytic sweep, which has nothing to resume (run it again "
+                       "with --out and --force)");
+    }
+    plan = sweep::plan_from_json(saved_plan, saved.string());
   } else {
     if (o.sets.empty()) throw InputError("--set: give at least one POINTER=v1,v2,... to sweep");
     plan = sweep::make_plan(o.scenario, o.sets);
-    if (o.seed_given) plan.base["seed"] = parse_seed(o.seed, "--seed");
+    if (o.seed_given) {
+      for (const std::string& set : o.sets) {
+        if (set.rfind("/seed=", 0) == 0)
+          throw InputError("--seed and --set " + set + ": both set the seed; drop one");
+      }
+      plan.base["seed"] = parse_seed(o.seed, "--seed");
+    }
     if (o.replicates != 1) sweep::add_replicates(plan, o.replicates);
-    dir = o.out.empty() ? "kvshift-out/sweep" : o.out;
+    if (o.out_given) {
+      dir = o.out;
+    } else if (sweep::launched_by_mpirun()) {
+      throw InputError("--out: under mpirun every rank writes into one folder; name it with --out");
+    } else {
+      dir = fresh_default_dir("sweep");
+      made_default = true;
+    }
+    // Rank 0 alone judges and replaces the folder: the other ranks may start after it began
+    // writing there.
+    if (sweep::rank_from_environment() == 0) {
+      std::vector<fs::path> inputs;
+      if (!o.scenario.empty()) inputs.emplace_back(o.scenario);
+      out_folder.emplace(dir, o.force, inputs);
+    }
   }
   sweep::RunnerOptions options;
   options.jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
@@ -185,7 +313,15 @@ int run(const SweepCliOptions& o) {
   options.warn = [](const std::string& w) { std::cerr << "kvshift: warning: " << w << "\n"; };
   const bool quiet = o.quiet || sweep::rank_from_environment() != 0;
   options.progress = progress_printer(quiet);
-  const sweep::SweepOutcome r = sweep::run_sweep(plan, dir, shared_cost_factory(), options);
+  sweep::SweepOutcome r;
+  try {
+    r = sweep::run_sweep(plan, dir, shared_cost_factory(), options);
+  } catch (...) {
+    std::error_code ec;
+    if (made_default && fs::is_empty(dir, ec)) fs::remove(dir, ec);  // nothing ran: no trace
+    throw;
+  }
+  if (out_folder) out_folder->keep();
   std::signal(SIGINT, SIG_DFL);
   if (!r.is_root) return r.interrupted ? 130 : 0;
   if (r.interrupted) {
@@ -221,7 +357,7 @@ int run(const SweepCliOptions& o) {
     std::cout << "wrote " << (dir / "sweep_means.csv").string()
               << " (mean and 95 % interval over the /seed replicates)\n";
   }
-  if (!o.no_report) write_report(dir, o.quiet);
+  if (!o.no_report) write_report(dir, o.quiet, dir);
   return 0;
 }
 
@@ -233,25 +369,36 @@ Action setup(CLI::App& sub) {
       "POINTER=v1,v2,...: values of one knob (JSON pointer, * for every element); repeat for "
       "a cartesian product, e.g. --set /cluster/star/bandwidth=1Gbps,10Gbps");
   sub.add_option("--jobs,-j", o->jobs, "Worker threads (default: all cores)");
-  sub.add_option("--out", o->out, "Output folder (default: kvshift-out/sweep)");
+  sub.add_option("--out", o->out,
+                 "Output folder, refused if it exists (default: a fresh "
+                 "kvshift-out/sweep-<time>, or analytic-sweep-<time>)")
+      ->each([o](const std::string&) { o->out_given = true; });
+  sub.add_flag("--force", o->force, "Replace an existing --out folder that kvshift wrote");
   sub.add_option("--resume", o->resume,
-                 "Continue the sweep in this folder, skipping points already done");
+                 "Continue the sweep in this folder, skipping points already done (no --out)");
   sub.add_flag("--analytic", o->analytic,
                "Evaluate the cost model's closed forms instead of simulating");
   sub.add_option("--bandwidth", o->bandwidth, "--analytic: LO..HI:N (log-spaced) or a list")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([o](const std::string&) { o->analytic_only.push_back("--bandwidth"); });
   sub.add_option("--tokens", o->tokens, "--analytic: context lengths, LO..HI:N or a list")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([o](const std::string&) { o->analytic_only.push_back("--tokens"); });
   sub.add_option("--omit", o->omit, "--analytic: omitted group counts, LO..HI or a list")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([o](const std::string&) { o->analytic_only.push_back("--omit"); });
   sub.add_option("--model", o->model,
-                 "--analytic: model (default: the scenario's, else qwen2.5-1.5b)");
-  sub.add_option("--gpu", o->gpu, "--analytic: receiving GPU (default: the scenario's, else h100)");
+                 "--analytic: model (default: the scenario's, else qwen2.5-1.5b)")
+      ->each([o](const std::string&) { o->analytic_only.push_back("--model"); });
+  sub.add_option("--gpu", o->gpu, "--analytic: receiving GPU (default: the scenario's, else h100)")
+      ->each([o](const std::string&) { o->analytic_only.push_back("--gpu"); });
   sub.add_option("--latency", o->latency, "--analytic: one-way path latency")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([o](const std::string&) { o->analytic_only.push_back("--latency"); });
   sub.add_option("--max-rows", o->max_rows,
                  "--analytic: write analytic.csv only up to this many points")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->each([o](const std::string&) { o->analytic_only.push_back("--max-rows"); });
   sub.add_flag("--no-report", o->no_report, "Do not write report.html");
   sub.add_option("--seed", o->seed,
                  "Workload seed of every point (default: the scenario's; all points share it)")

@@ -131,6 +131,8 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"cost --latency 10ms", "--latency: needs --bandwidth"},
                       BadCase{"cost --gpu tpu", "known: h200"},
                       BadCase{"cost --model /nonexistent/config.json", "cannot open file"},
+                      BadCase{"cost --paper --model qwen2.5-1.5b",
+                              "--paper and --model: --paper evaluates the paper's three models"},
                       BadCase{"frobnicate", "frobnicate"}));
 
 TEST(CostCli, MalformedConfigJsonIsAnInputError) {

@@ -118,5 +118,36 @@ TEST(AnalyticSweep, RejectsOmittingMoreGroupsThanTheModelHas) {
   EXPECT_THROW(run_analytic(setup(), grid, 1, false), InputError);
 }
 
+// A 0 bandwidth has no transfer time: the sweep used to write NaN and 0-second rows for it.
+TEST(AnalyticGrid, RefusesBandwidthsThatAreNotPositive) {
+  for (const char* text : {"0Gbps..1Gbps:5", "0Gbps,1Gbps", "1Gbps,0bps", "1e300Tbps,1Gbps"}) {
+    try {
+      parse_bandwidth_grid(text, "--bandwidth");
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("--bandwidth: every bandwidth must be > 0 and finite"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// Axes are bounded before anything is allocated, and the grid before it is evaluated.
+TEST(AnalyticGrid, RefusesAxesTooLargeToHold) {
+  EXPECT_THROW(parse_bandwidth_grid("1Mbps..1Gbps:100000000", "--bandwidth"), InputError);
+  EXPECT_THROW(parse_token_grid("1..100000:2000000", "--tokens"), InputError);
+  EXPECT_THROW(parse_int_grid("0..4000000000", "--omit"), InputError);
+  const AnalyticGrid grid{parse_bandwidth_grid("1Mbps..1Gbps:1000000", "--bandwidth"),
+                          parse_token_grid("1..100000:1000", "--tokens"),
+                          parse_int_grid("0..2", "--omit")};
+  try {
+    run_analytic(setup(), grid, 1, false);
+    ADD_FAILURE() << "a grid of " << grid.tokens.size() << " x 3 x 1e6 points ran";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--bandwidth/--tokens/--omit: "), std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace kvshift::sweep
