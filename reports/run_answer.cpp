@@ -52,20 +52,38 @@ bool better(const Entry& a, const Entry& b) {
   return faster(a, b);
 }
 
-// What a strategy's moves cost in quality, with where each ΔNLL it used comes from.
+// A ΔNLL source in a few words: "scenario constant, not measured", or "measured in FILE".
+std::string short_source(const std::string& source) {
+  const std::string constant = "scenario constant, not measured";
+  if (source.starts_with(constant)) return constant;
+  std::string path = source.substr(0, source.find(" ("));
+  path = path.substr(0, path.find(": "));
+  const auto slash = path.find_last_of('/');
+  return "measured in " + (slash == std::string::npos ? path : path.substr(slash + 1));
+}
+
+// What a strategy's moves cost in quality, with where each ΔNLL it used comes from (its
+// deployments' methods in a run that serves several models).
 std::string quality_cost(const Entry& e) {
   if (e.delta_nll() <= 0) return "";
-  const Quality& q = e.m().quality;
-  std::string sources;
+  std::vector<std::string> sources;
   const auto& ran = e.m().moves.by_strategy;
-  auto add = [&](const char* method, const std::string& source) {
-    if (ran.count(method) == 0) return;
-    sources += (sources.empty() ? " (" : "; ") + std::string(method) + ": " + source;
+  auto add = [&](const Quality& q) {
+    auto one = [&](const char* method, const std::string& source) {
+      const std::string text = std::string(method) + ": " + short_source(source);
+      if (ran.count(method) && std::find(sources.begin(), sources.end(), text) == sources.end()) {
+        sources.push_back(text);
+      }
+    };
+    if (q.risk_kv_charge) one("risk_kv", q.risk_kv_charge->source);
+    if (q.proxy_kv) one("proxy_kv", q.proxy_kv->delta_nll_source);
   };
-  if (q.risk_kv_charge) add("risk_kv", q.risk_kv_charge->source);
-  if (q.proxy_kv) add("proxy_kv", q.proxy_kv->delta_nll_source);
+  add(e.m().quality);
+  for (const auto& [name, d] : e.m().deployments) add(d.quality);
+  std::string list;
+  for (const std::string& t : sources) list += (list.empty() ? " (" : "; ") + t;
   return "; " + e.name() + "'s moves cost ΔNLL " + fmt("%.5f", e.delta_nll()) +
-         " nats/token on average" + (sources.empty() ? "" : sources + ")");
+         " nats/token on average" + (list.empty() ? "" : list + ")");
 }
 
 // Unfinished moves and fallbacks of a strategy the sentence names.
