@@ -233,7 +233,12 @@ RunAnswer run_answer(const std::vector<NamedMetrics>& all) {
     return e.failed() == entries[0].failed();
   });
   if (!pd && !moved && same_failed) {
-    return {{}, "No moves happened in this run: the strategies differ only in what they stream."};
+    const std::int64_t failed = entries[0].failed();
+    return {{},
+            "No moves happened in this run" +
+                (failed > 0 ? " (each strategy failed " + count(failed, "request", "requests") + ")"
+                            : std::string()) +
+                ": the strategies differ only in what they stream."};
   }
   std::stable_sort(entries.begin(), entries.end(), better);
   const std::int64_t fewest_failed = entries.front().failed();

@@ -92,6 +92,16 @@ TEST(RunAnswer, OneStrategyIsDescribedNotCrowned) {
   EXPECT_FALSE(contains(a.text, "ahead")) << a.text;
 }
 
+TEST(RunAnswer, WithNoMovesItSaysSoAndGivesTheFailedRequests) {
+  // Every node fails with no repair: nothing moves, and every strategy loses the same requests.
+  const RunAnswer a =
+      run_answer({strategy("full_kv", 180, 0, 0, 0), strategy("risk_kv", 180, 0, 0, 0)});
+  EXPECT_TRUE(a.ahead.empty());
+  EXPECT_EQ(a.text,
+            "No moves happened in this run (each strategy failed 180 requests): the strategies "
+            "differ only in what they stream.");
+}
+
 TEST(RunAnswer, SaysWhenEveryMoveFellBackToAnotherStrategy) {
   // predictor-sharing: full_kv ties token_replay only because all 30 of its moves replayed.
   std::vector<NamedMetrics> all = {strategy("full_kv", 0, 30, 0, 0.0654),
