@@ -190,6 +190,7 @@ void read_measured_proxy_quality(const Reader& r, sim::ProxyKvSpec& s, LoadConte
   const auto label = r.string("quality_label", false);
   std::vector<cost_model::QualityPoint> points, shares;  // shares: over-ε share by ρ
   double eps = 0;
+  std::string policy;
   std::set<std::string> labels;  // one per ProxyKV policy (mapper) measured
   for (const Json& row : doc["rows"]) {
     if (row.is_object() && row.value("method", "") == "proxykv" && row.contains("retention") &&
@@ -198,6 +199,9 @@ void read_measured_proxy_quality(const Reader& r, sim::ProxyKvSpec& s, LoadConte
       labels.insert(row.value("label", "proxykv"));
       if (label && row.value("label", "proxykv") != *label) continue;
       points.push_back({row["retention"].get<double>(), row["delta_nll_mean"].get<double>()});
+      if (label && row.contains("policy") && row["policy"].is_string()) {
+        policy = row["policy"].get<std::string>();  // names the mapper behind the label
+      }
       const Json& over = row.contains("over_eps") ? row["over_eps"] : Json();
       if (over.is_object() && over.contains("share") && over["share"].is_number() &&
           over.contains("eps") && over["eps"].is_number()) {
@@ -236,8 +240,9 @@ void read_measured_proxy_quality(const Reader& r, sim::ProxyKvSpec& s, LoadConte
   // Charged as measured, like a topology's test-set mean (a small negative mean is noise).
   s.delta_nll = q->delta_nll;
   s.delta_nll_source = path + " (" + file_digest(input_file(ctx, *name, false)) +
-                       "): " + (label ? *label : std::string("proxykv")) + " " + q->how +
-                       " (mean over " + std::to_string(doc.value("requests", 0)) + " requests, " +
+                       "): " + (label ? *label : std::string("proxykv")) +
+                       (policy.empty() ? "" : " (" + policy + ")") + " " + q->how + " (mean over " +
+                       std::to_string(doc.value("requests", 0)) + " requests, " +
                        doc.value("budget", std::string("per-head")) + " budget)";
   if (doc.contains("history") && doc["history"].is_number_integer()) {
     s.delta_nll_source += " at " + std::to_string(doc["history"].get<long long>()) +

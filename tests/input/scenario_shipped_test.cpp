@@ -199,7 +199,10 @@ TEST(ShippedScenarios, SmolLM2ProxyKvChargesTheCommittedMeasurement) {
   EXPECT_NE(s.proxy_kv->delta_nll_source.find("quality-kjv-global.json (fnv1a64:"),
             std::string::npos)
       << s.proxy_kv->delta_nll_source;
-  EXPECT_NE(s.proxy_kv->delta_nll_source.find("): proxykv-2 measured at ρ 0.5"), std::string::npos)
+  EXPECT_NE(s.proxy_kv->delta_nll_source.find(
+                "): proxykv-2 (prune:proxykv:proxykv-work/mapper-global/mapper.safetensors) "
+                "measured at ρ 0.5"),
+            std::string::npos)
       << s.proxy_kv->delta_nll_source;
 }
 
