@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 
 namespace kvshift::reports {
 namespace {
@@ -208,6 +209,32 @@ std::string faster_behind(const Entry& w, const std::vector<Entry>& rest,
   return "";
 }
 
+// The sentence when no strategy moved anything and all failed alike, or nullopt.
+std::optional<std::string> no_moves(const std::vector<Entry>& entries) {
+  for (const Entry& e : entries) {
+    if (e.timed() || e.unfinished() > 0 || e.failed() != entries[0].failed()) return std::nullopt;
+  }
+  const std::int64_t failed = entries[0].failed();
+  return "No moves happened in this run" +
+         (failed > 0 ? " (each strategy failed " + count(failed, "request", "requests") + ")"
+                     : std::string()) +
+         ": the strategies differ only in what they stream.";
+}
+
+// One strategy failed fewest requests, another left fewest moves unfinished (`sorted` by
+// better): no strategy is ahead on both.
+std::string nobody_ahead(const std::vector<Entry>& sorted) {
+  const Entry& a = sorted.front();
+  const Entry& b = *std::min_element(sorted.begin(), sorted.end(), [](auto& x, auto& y) {
+    return x.unfinished() != y.unfinished() ? x.unfinished() < y.unfinished()
+                                            : x.failed() < y.failed();
+  });
+  return "No strategy is ahead on every count: " + a.name() + " failed the fewest requests (" +
+         std::to_string(a.failed()) + " against " + std::to_string(b.failed()) + " for " +
+         b.name() + ") but " + b.name() + " left the fewest moves unfinished at the end (" +
+         std::to_string(b.unfinished()) + " against " + std::to_string(a.unfinished()) + ")";
+}
+
 }  // namespace
 
 std::string format_latency(double s) {
@@ -227,18 +254,8 @@ RunAnswer run_answer(const std::vector<NamedMetrics>& all) {
     entries.push_back({&n, pd ? &n.metrics.ttft : &n.metrics.all_moves});
   }
   if (entries.size() == 1) return {{}, only_strategy(entries[0], criterion)};
-  const bool moved = std::any_of(entries.begin(), entries.end(),
-                                 [](const Entry& e) { return e.timed() || e.unfinished() > 0; });
-  const bool same_failed = std::all_of(entries.begin(), entries.end(), [&](const Entry& e) {
-    return e.failed() == entries[0].failed();
-  });
-  if (!pd && !moved && same_failed) {
-    const std::int64_t failed = entries[0].failed();
-    return {{},
-            "No moves happened in this run" +
-                (failed > 0 ? " (each strategy failed " + count(failed, "request", "requests") + ")"
-                            : std::string()) +
-                ": the strategies differ only in what they stream."};
+  if (!pd) {
+    if (auto none = no_moves(entries)) return {{}, *none};
   }
   std::stable_sort(entries.begin(), entries.end(), better);
   const std::int64_t fewest_failed = entries.front().failed();
@@ -253,20 +270,7 @@ RunAnswer run_answer(const std::vector<NamedMetrics>& all) {
   for (const Entry& e : entries) {
     (e.failed() == fewest_failed && e.unfinished() == fewest_open ? level : rest).push_back(e);
   }
-  if (level.empty()) {
-    // One failed fewer requests, another left fewer moves unfinished: no strategy is ahead.
-    const Entry& a = entries.front();
-    const Entry& b = *std::min_element(entries.begin(), entries.end(), [](auto& x, auto& y) {
-      return x.unfinished() != y.unfinished() ? x.unfinished() < y.unfinished()
-                                              : x.failed() < y.failed();
-    });
-    return {{},
-            "No strategy is ahead on every count: " + a.name() + " failed the fewest requests (" +
-                std::to_string(a.failed()) + " against " + std::to_string(b.failed()) + " for " +
-                b.name() + ") but " + b.name() + " left the fewest moves unfinished at the end (" +
-                std::to_string(b.unfinished()) + " against " + std::to_string(a.unfinished()) +
-                ")" + rule + "."};
-  }
+  if (level.empty()) return {{}, nobody_ahead(entries) + rule + "."};
   RunAnswer answer;
   std::string head;
   if (level.size() == 1) {
