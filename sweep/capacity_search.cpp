@@ -158,6 +158,17 @@ std::string knob_value_display(const Knob& k, double v) {
   return "";
 }
 
+void check_strategy(const SweepPlan& plan, const std::string& strategy) {
+  nlohmann::json doc = plan.base;
+  doc["policies"]["strategies"] = nlohmann::json::array({strategy});
+  const input::ScenarioLoad load =
+      input::try_load_scenario_text(doc.dump(), plan.source, plan.base_dir);
+  const std::string where = "/policies/strategies/0: ";
+  for (const std::string& p : load.problems) {
+    if (p.rfind(where, 0) == 0) throw InputError("--strategy: " + p.substr(where.size()));
+  }
+}
+
 std::string choose_strategy(const nlohmann::json& scenario, const std::string& wanted) {
   std::vector<std::string> listed;
   const nlohmann::json::json_pointer ptr("/policies/strategies");

@@ -105,6 +105,10 @@ const Probe* probe_at(const SearchResult& result, double value);
 /// when the scenario lists it, else its first strategy.
 std::string choose_strategy(const nlohmann::json& scenario, const std::string& wanted);
 
+/// Throws InputError naming --strategy when the scenario cannot run `strategy` (an unknown name,
+/// or one its sections do not support); other problems are left to the probes.
+void check_strategy(const SweepPlan& plan, const std::string& strategy);
+
 /// Runs the search on `plan.base` (plan.axes are ignored); `on_probe` sees each probe as it ends.
 SearchResult capacity_search(const SweepPlan& plan, const SearchSettings& settings,
                              const CostFactory& costs,

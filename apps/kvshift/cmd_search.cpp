@@ -117,6 +117,13 @@ void print_end_hint(const sweep::SearchSettings& s, const sweep::SearchResult& r
       least ? "most" : "least", least ? "largest" : "least");
 }
 
+void print_not_monotone(bool grid_follows) {
+  std::printf(
+      "not monotone: in knob order the probes switch between met and not met more than once, so "
+      "bisection could answer any switch%s\n",
+      grid_follows ? "; probing an even grid over the range instead" : "");
+}
+
 int run(const SearchCliOptions& o) {
   sweep::SweepPlan plan = sweep::make_plan(o.scenario, {});
   // The same seed a sweep of this scenario uses at every point, so the two agree.
@@ -137,6 +144,7 @@ int run(const SearchCliOptions& o) {
     sweep::apply_pointer(probe, s.knob.pointer,
                          nullptr);  // the knob must exist before anything runs
   }
+  sweep::check_strategy(plan, s.strategy);  // before the header: a typo is --strategy's
   const bool least = s.want == sweep::Want::kLeast;
   std::printf("search: %s %s in [%s, %s] with %s for %s\n", least ? "least" : "largest",
               s.knob.pointer.c_str(), sweep::knob_value_display(s.knob, s.knob.lo).c_str(),
@@ -154,10 +162,7 @@ int run(const SearchCliOptions& o) {
         ++n;
         if (p.grid && !grid_announced) {
           grid_announced = true;
-          std::printf(
-              "not monotone: in knob order the probes switch between met and not met more than "
-              "once, so bisection could answer any switch; probing an even grid over the range "
-              "instead\n");
+          print_not_monotone(true);
         }
         std::printf("  probe %2d: %-14s %-8s %s%s\n", n,
                     sweep::knob_value_display(s.knob, p.value).c_str(), p.met ? "met" : "not met",
@@ -176,6 +181,7 @@ int run(const SearchCliOptions& o) {
       });
   if (!o.out.empty()) reports::write_file_atomic(std::filesystem::path(o.out) / "search.csv", csv);
   if (!r.monotone) {
+    if (!grid_announced) print_not_monotone(false);  // the probe budget left no grid to add
     std::printf("grid: met at %s (%zu values probed; between them it is not known)\n",
                 stretches_text(s.knob, r.met_stretches).c_str(), r.probes.size());
   }

@@ -125,6 +125,12 @@ TEST(SearchCli, ConflictingFlagsAreExitTwoNamingThem) {
   EXPECT_EQ(want.exit_code, 2) << want.err;
   EXPECT_NE(want.err.find("--want: must be least or most (got \"max\")"), std::string::npos)
       << want.err;
+  const auto strategy = run_kvshift("search " + tiny() +
+                                    " --vary /cluster/star/bandwidth=1Gbps..2Gbps "
+                                    "--objective 'recovery.p99<=1s' --strategy fast");
+  EXPECT_EQ(strategy.exit_code, 2) << strategy.err;
+  EXPECT_NE(strategy.err.find("--strategy: expected one of"), std::string::npos) << strategy.err;
+  EXPECT_EQ(strategy.out.find("probe"), std::string::npos) << strategy.out;
   const auto seed = run_kvshift("search " + tiny() +
                                 " --vary /seed=1..9 --objective 'recovery.p99<=1s' --seed 5");
   EXPECT_EQ(seed.exit_code, 2) << seed.err;
