@@ -16,8 +16,13 @@
 namespace kvshift::input::detail {
 namespace {
 
-/// Arrivals one strategy's run may generate: each keeps a record until the run ends.
-constexpr double kMaxArrivals = 5'000'000;
+/// Arrivals one strategy's run may generate (a 10,240-GPU fleet for an hour is 10 million).
+constexpr double kMaxArrivals = 20'000'000;
+/// A request waiting for a GPU holds about 1 KB; a cluster offered more than kMaxRatePerGpu
+/// requests/s per GPU serves almost none of them, so with over kMaxWaiting arrivals
+/// they would pile up in memory.
+constexpr double kMaxRatePerGpu = 1000;
+constexpr double kMaxWaiting = 1'000'000;
 /// Link samples one run may keep (about 64 bytes each): links.csv rows before idle
 /// directions are dropped, so the estimate counts every direction of every link.
 constexpr double kMaxLinkSamples = 50'000'000;
@@ -87,8 +92,21 @@ void check_run_size(const Reader& top, const ScenarioSpec& s) {
                   std::string(rate) + " requests/s over " + secs + " s is about " +
                       count_text(arrivals) + " arrivals per strategy, more than the " +
                       count_text(kMaxArrivals) +
-                      " a run may simulate (each keeps a record in memory): lower the rate or "
-                      "the duration, or set /workload/max_requests");
+                      " a run may simulate: lower the rate or the duration, or set "
+                      "/workload/max_requests");
+    }
+    double gpus = 0;
+    for (const sim::ClusterNode& n : s.cluster.nodes) gpus += n.gpu_count;
+    if (arrivals <= kMaxArrivals && arrivals > kMaxWaiting && gpus > 0 &&
+        w.rate_per_s / gpus > kMaxRatePerGpu) {
+      char per_gpu[32];
+      std::snprintf(per_gpu, sizeof per_gpu, "%.3g", w.rate_per_s / gpus);
+      below(top, "workload").problem(
+          "rate", std::string(per_gpu) + " requests/s per GPU (" + count_text(gpus) +
+                      " GPUs) is far beyond what a GPU serves: nearly all of the about " +
+                      count_text(arrivals) +
+                      " arrivals would wait in memory (about 1 KB each); lower the rate or the "
+                      "duration, or set /workload/max_requests");
     }
   }
   const double interval = s.link_sample_interval.value;

@@ -62,10 +62,6 @@ void parse_all(const Reader& top, ScenarioSpec& s, detail::LoadContext& ctx) {
   if (auto r = top.object("slo", false)) s.slo = parse_slo(*r);
   if (auto r = top.object("outputs", false)) parse_outputs(*r, s);
   check_scenario_name(top, s.name);
-  if (top.diagnostics().empty()) {
-    check_run_size(top, s);
-    if (model_ok) check_context(top, s, ctx);
-  }
 }
 
 }  // namespace
@@ -95,6 +91,9 @@ ScenarioLoad try_load_scenario_text(std::string_view text, std::string_view sour
   } else {
     parse_all(top, spec, ctx);
     if (diag.empty()) detail::cross_check(spec, top, ctx);
+    // Last, on a scenario that is otherwise valid: will it fit in memory and the model's context?
+    if (diag.empty()) detail::check_run_size(top, spec);
+    if (diag.empty() && spec.model.layers > 0) detail::check_context(top, spec, ctx);
   }
   out.problems = diag.items();
   if (out.problems.empty()) out.spec = std::move(spec);

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "apps/kvshift/command.hpp"
+#include "apps/kvshift/support_interrupt.hpp"
 #include "apps/kvshift/support_progress.hpp"
 #include "backend/calibrate/corpus.hpp"
 #include "backend/kvzip_prompt.hpp"
@@ -80,7 +81,8 @@ int run_dataset(const DatasetCliOptions& o, bool proxy_given) {
   }
   const std::uint64_t seed = parse_seed(o.seed, "--seed");
   const fs::path out(o.out);
-  const fs::path tmp = reports::staging_folder(out, o.force);
+  const fs::path tmp = reports::staging_folder(out, o.force, {o.target, o.proxy, o.corpus});
+  const InterruptCleanup on_interrupt(tmp);  // Ctrl-C leaves no half dataset behind
 
   const backend::Model target(naming("--target", [&] { return backend::load_hf_model(o.target); }));
   const backend::KvzipPrompt prompt =

@@ -100,6 +100,29 @@ TEST_F(CalibrateCli, ShortCorpusExitsTwoAndWritesNothing) {
   EXPECT_FALSE(fs::exists(dir_ / "out"));
 }
 
+TEST_F(CalibrateCli, AnExistingOutIsRefusedBeforeTheWork) {
+  fs::create_directories(dir_ / "run");
+  std::ofstream(dir_ / "run" / "summary.json") << "{}";
+  const auto r = run_kvshift(base() + " --history 24 --eval 12 --out " + (dir_ / "run").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--out: " + (dir_ / "run").string() + " already exists"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "run" / "topology.json")) << "nothing written among its files";
+}
+
+TEST_F(CalibrateCli, HistoryAndEvalBeyondTheModelsContextAreRefused) {
+  const std::string tiny = std::string(KVSHIFT_SOURCE_DIR) + "/tests/fixtures/tiny_llama";
+  const auto r = run_kvshift("calibrate --model " + tiny + " --corpus " +
+                             (dir_ / "corpus.tokens").string() +
+                             " --history 120 --eval 12 --out " + (dir_ / "out").string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--history: 120 + --eval 12 tokens exceed the model's context of 128"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "out"));
+}
+
 TEST_F(CalibrateCli, VocabularyMismatchExitsTwo) {
   write_llama_folder(dir_ / "small-vocab", {.vocab = 20});  // the corpus uses ids up to 39
   const auto r = run_kvshift("calibrate --model " + (dir_ / "small-vocab").string() + " --corpus " +

@@ -1,6 +1,8 @@
 // `kvshift flows` as a user runs it: output lines, exit codes, messages.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -54,6 +56,22 @@ TEST(FlowsCli, OutWritesTheSameLines) {
   EXPECT_EQ(slurp(out), r.out);
   std::remove(in.c_str());
   std::remove(out.c_str());
+}
+
+TEST(FlowsCli, AFolderAsOutIsRefusedBeforeTheWork) {
+  const std::string in = write_temp(R"({"cluster": {"nodes": [{"name": "A"}, {"name": "B"}],
+    "links": [{"name": "L", "a": "A", "b": "B", "bandwidth": "1Gbps", "latency": "1ms"}]},
+    "transfers": [{"id": "x", "src": "A", "dst": "B", "bytes": "125MB", "start": "1s"}]})");
+  const std::string dir = in + ".d";
+  std::filesystem::create_directories(dir);
+  const auto r = run_kvshift("flows " + in + " --out " + dir);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--out: " + dir + " is a folder"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("Success"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(run_kvshift("flows " + in + " --out ''").exit_code, 2);
+  std::filesystem::remove_all(dir);
+  std::remove(in.c_str());
 }
 
 TEST(FlowsCli, BadInputExitsTwoWithTheJsonPath) {

@@ -93,6 +93,19 @@ TEST(ProfileCli, BadInputExitsWithTwoAndNamesTheField) {
   EXPECT_FALSE(std::filesystem::exists(out));
 }
 
+TEST(ProfileCli, AFolderAsOutIsRefusedBeforeMeasuring) {
+  const fs::path dir = fs::path(KVSHIFT_BINARY_DIR) / "profile-cli-out-folder";
+  fs::create_directories(dir);
+  auto r = run_kvshift("profile --model smollm2-135m --out " + dir.string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("--out: " + dir.string() + " is a folder"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "") << "nothing was measured";
+  r = run_kvshift("profile --model smollm2-135m --proxy-layers 0 --out " + (dir / "t.json").string());
+  EXPECT_EQ(r.exit_code, 2) << "--proxy-layers 0 is refused, not silently no proxy";
+  EXPECT_NE(r.err.find("--proxy-layers"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
 TEST(ProfileCli, ARealModelFolderTimesItsOwnWeightsAndTheTrainedMapper) {
   // The parity mapper (6 proxy channels -> 5 targets) fits a 5-layer, 1-KV-head target whose
   // first 3 layers of 2 heads are the proxy.

@@ -139,6 +139,12 @@ TEST_F(ProxykvCli, ExistingOutNeedsForce) {
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--out"), std::string::npos) << r.err;
   EXPECT_TRUE(fs::exists(dir_ / "out/keep.txt"));
+  // --force replaces an earlier output folder only, never a folder of other files.
+  const auto foreign = run_kvshift(base() + " --proxy-layers 1 --force");
+  EXPECT_EQ(foreign.exit_code, 2) << foreign.err;
+  EXPECT_NE(foreign.err.find("is not a folder kvshift wrote"), std::string::npos) << foreign.err;
+  EXPECT_TRUE(fs::exists(dir_ / "out/keep.txt"));
+  std::ofstream(dir_ / "out/manifest.json") << "{}";  // as an earlier dataset left it
   const auto forced = run_kvshift(base() + " --proxy-layers 1 --force");
   ASSERT_EQ(forced.exit_code, 0) << forced.err;
   EXPECT_FALSE(fs::exists(dir_ / "out/keep.txt"));

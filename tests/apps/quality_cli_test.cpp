@@ -27,6 +27,10 @@ struct Workspace {
     fs::create_directories(model);
     const fs::path fixture = fs::path(KVSHIFT_SOURCE_DIR) / "tests/fixtures/tiny_llama";
     for (const char* f : {"config.json", "model.safetensors"}) fs::copy(fixture / f, model / f);
+    // The fixture says a 128-token context; these tests measure up to 128 + 16 tokens.
+    json config = json::parse(slurp((model / "config.json").string()));
+    config["max_position_embeddings"] = 256;
+    std::ofstream(model / "config.json") << config.dump();
     std::ofstream(model / "kvzip_prompt.json") << R"({"text": "repeat", "ids": [5, 6, 7]})";
     corpus = dir / "text.tokens";
     write_token_file(corpus, static_cast<std::size_t>(corpus_tokens), 96);
@@ -187,6 +191,18 @@ TEST(QualityCli, BadInputExitsTwoNamingTheFlag) {
     EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
     EXPECT_NE(r.err.find(expected), std::string::npos) << args << "\n" << r.err;
   }
+  const CommandResult past = run_kvshift(w.base("250") + " --policy exact");
+  EXPECT_EQ(past.exit_code, 2);
+  EXPECT_NE(past.err.find("--history: 250 + --eval 16 tokens exceed the model's context of 256"),
+            std::string::npos)
+      << past.err;
+  fs::create_directories(w.dir / "run");
+  std::ofstream(w.dir / "run" / "summary.json") << "{}";
+  const CommandResult exists =
+      run_kvshift(w.base() + " --policy exact --out " + (w.dir / "run").string());
+  EXPECT_EQ(exists.exit_code, 2);
+  EXPECT_NE(exists.err.find("already exists"), std::string::npos) << exists.err;
+  EXPECT_FALSE(fs::exists(w.dir / "run" / "quality.json"));
   const CommandResult h = run_kvshift(w.base("12") + " --policy exact");
   EXPECT_EQ(h.exit_code, 2);
   EXPECT_NE(h.err.find("--history: 12 tokens is too short (at least 64"), std::string::npos)

@@ -30,9 +30,11 @@ TEST(ReportCli, AFolderWithNothingToReportIsExitTwo) {
   auto r = run_kvshift("report /nonexistent-folder");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("is not a folder"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "") << "an error prints nothing on stdout";
   r = run_kvshift("report " + std::string(KVSHIFT_SOURCE_DIR) + "/tests/sweep");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("nothing to report"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "") << "no \"wrote \" before the error";
 }
 
 }  // namespace

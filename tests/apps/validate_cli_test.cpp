@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "tests/testing/run_command.hpp"
 
@@ -75,6 +77,89 @@ TEST(ValidateCli, QuietPrintsOnlyProblems) {
   const auto r = run_kvshift("validate -q " + kScenarios + "/wan-migration.json");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.out, "");
+}
+
+/// The quickstart with `change` applied, written to the temp folder as `name`; its path.
+std::string quickstart_with(const std::string& name,
+                            const std::function<void(nlohmann::json&)>& change) {
+  nlohmann::json j = nlohmann::json::parse(slurp(kScenarios + "/quickstart.json"));
+  change(j);
+  const std::string path = temp_dir() + "/" + name;
+  std::ofstream(path) << j.dump(2);
+  return path;
+}
+
+TEST(ValidateCli, ANameThatIsNotOneFolderNameIsRefused) {
+  for (const std::string& name : {std::string("../../pwned"), std::string("a/b"),
+                                  std::string(""), std::string("a\nb"), std::string("..")}) {
+    const std::string f = quickstart_with("name.json", [&](auto& j) { j["name"] = name; });
+    const auto r = run_kvshift("validate " + f);
+    EXPECT_EQ(r.exit_code, 2) << name;
+    EXPECT_NE(r.err.find(f + ": /name: must not"), std::string::npos) << r.err;
+  }
+}
+
+TEST(ValidateCli, AnEmptyFilesListIsRefusedBeforeSimulating) {
+  const std::string f =
+      quickstart_with("files.json", [](auto& j) { j["outputs"]["files"] = nlohmann::json::array(); });
+  const auto r = run_kvshift("validate " + f);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("/outputs/files: must name at least one file"), std::string::npos) << r.err;
+}
+
+TEST(ValidateCli, RunsTooLargeForMemoryAreRefusedWithTheEstimate) {
+  const std::string rate = quickstart_with("rate.json", [](auto& j) { j["workload"]["rate"] = 1e9; });
+  auto r = run_kvshift("validate " + rate);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("/workload/rate: 1e+09 requests/s over 60 s is about 6e+10 arrivals"),
+            std::string::npos)
+      << r.err;
+  const std::string samples = quickstart_with(
+      "samples.json", [](auto& j) { j["outputs"]["link_sample_interval"] = "1us"; });
+  r = run_kvshift("validate " + samples);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("/outputs/link_sample_interval: a sample every 1e-06 s over the run is up "
+                       "to 480,000,000 link samples (60,000,000 instants x 8 link directions)"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST(ValidateCli, PromptsLongerThanTheModelsContextAreRefused) {
+  const std::string f = quickstart_with("context.json", [](auto& j) {
+    j["workload"]["prompt_tokens"] = {{"distribution", "fixed"}, {"value", 40000}};
+  });
+  auto r = run_kvshift("validate " + f);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("/workload/prompt_tokens: prompts of up to 40000 tokens do not fit "
+                       "qwen2.5-1.5b's context of 32768 tokens"),
+            std::string::npos)
+      << r.err;
+  // Prompt and output together past the context: accepted, with a note.
+  const std::string g = quickstart_with("context2.json", [](auto& j) {
+    j["workload"]["prompt_tokens"] = {{"distribution", "fixed"}, {"value", 32000}};
+    j["workload"]["output_tokens"] = {{"distribution", "fixed"}, {"value", 1000}};
+  });
+  r = run_kvshift("validate " + g);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("note: /workload/output_tokens: prompts of up to 32000 tokens plus up to "
+                       "1000 generated tokens go beyond qwen2.5-1.5b's context"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(ValidateCli, ATopologyMadeForAnotherModelIsRefusedNamingTheField) {
+  const std::string dir = temp_dir();
+  std::ofstream(dir + "/topology.json")
+      << R"({"model": {"name": "qwen2.5-7b", "layers": 28}, "group_width": 2,
+             "omitted_groups": [3]})";
+  const std::string f = quickstart_with("topo.json", [&](auto& j) {
+    j["risk_kv"] = {{"topology", dir + "/topology.json"}, {"delta_nll", 0.03}};
+  });
+  const auto r = run_kvshift("validate " + f);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("/model/name: topology was made for qwen2.5-7b, not qwen2.5-1.5b"),
+            std::string::npos)
+      << r.err;
 }
 
 }  // namespace

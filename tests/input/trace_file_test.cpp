@@ -33,6 +33,13 @@ TEST(TraceFile, PlainCsvInSecondsIsSortedAndRebased) {
   EXPECT_DOUBLE_EQ(t.requests[2].arrival.value, 3.0);
 }
 
+TEST(TraceFile, AUtf8ByteOrderMarkBeforeTheHeaderIsSkipped) {
+  const TraceFile t = parse("\xEF\xBB\xBF" "arrival_s,prompt_tokens,output_tokens\n1,100,10\n",
+                            TraceFormat::kCsv);
+  ASSERT_EQ(t.requests.size(), 1u);
+  EXPECT_EQ(t.requests[0].prompt_tokens, 100);
+}
+
 TEST(TraceFile, AzureColumnsWithDateTimes) {
   const TraceFile t = parse(
       "TIMESTAMP,ContextTokens,GeneratedTokens\n"

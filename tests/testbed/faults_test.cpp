@@ -35,6 +35,8 @@ TEST(Faults, BadSpecsNameTheFlagAndTheKey) {
   expect_error("dorp=0.1", "dorp");
   expect_error("drop=-0.1", "drop");
   expect_error("drop=1.5", "drop");
+  expect_error("drop=1", "nothing ever arrives");  // every frame lost: a transfer never ends
+  expect_error("drop=0.5,corrupt=0.3", "at most 0.75");
   expect_error("corrupt=abc", "corrupt");
   expect_error("delay=-5ms", "delay");
   expect_error("delay=5", "delay");
