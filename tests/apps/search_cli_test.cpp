@@ -255,6 +255,27 @@ TEST(SearchCli, ReportsFallbacksPerProbe) {
   std::filesystem::remove_all(dir);
 }
 
+// Quickstart at 1 Gbps: full_kv "meets" recovery.p99<=100ms only because its recoveries fell
+// back. The answer says so, and the suggested clause makes the search size full_kv itself.
+TEST(SearchCli, AnAnswerReachedThroughFallbacksSaysSo) {
+  const std::string args =
+      "search --vary /cluster/star/bandwidth=1Gbps..100Gbps --strategy full_kv --objective ";
+  const auto r = run_kvshift(args + "'recovery.p99<=100ms'");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("answer: /cluster/star/bandwidth = 1.000 Gbps"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::regex_search(
+      r.out, std::regex(R"(note: at the answer [1-9]\d* of full_kv's moves fell back)")))
+      << r.out;
+  const auto strict = run_kvshift(args + "'recovery.p99<=100ms && moves.fallbacks<=0'");
+  ASSERT_EQ(strict.exit_code, 0) << strict.out << strict.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(strict.out, m,
+                                std::regex(R"(answer: /cluster/star/bandwidth = ([0-9.]+) Gbps)")))
+      << strict.out;
+  EXPECT_GT(std::stod(m[1].str()), 2.0) << strict.out;
+  EXPECT_EQ(strict.out.find("fell back"), std::string::npos) << strict.out;
+}
+
 // The objective holds only inside a window of rates: the search says it is not monotone and
 // reports what its grid found.
 TEST(SearchCli, NonMonotoneObjectiveFallsBackToAGrid) {
