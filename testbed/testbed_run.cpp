@@ -159,7 +159,8 @@ void predict(MoveRow& row, const PlannedMove& mv, const ShapedPath& path,
 /// Shaped rates above this share of the loopback ceiling are not reliable (fidelity.md).
 constexpr double kCeilingShare = 0.6;
 
-SendOptions send_options(const ShapedPath& path, const FaultSpec& faults) {
+SendOptions send_options(const ShapedPath& path, const FaultSpec& faults,
+                         std::size_t bytes_to_send) {
   SendOptions o;
   // A frame of about 250 us at the bottleneck: fine-grained sharing, few timer wake-ups.
   const double bytes = path.bottleneck().value / 8.0 * 250e-6;
@@ -168,7 +169,12 @@ SendOptions send_options(const ShapedPath& path, const FaultSpec& faults) {
       16u << 20,
       static_cast<std::uint64_t>(path.bottleneck().value / 8.0 *
                                  std::chrono::duration<double>(path.latency).count() * 2));
-  o.deadline = std::chrono::milliseconds(600'000);
+  // A move gives up in bounded time: 30 s plus 20x its unfaulted transfer (the faults allowed
+  // lose at most 3 frames in 4), at most 10 minutes; the row then says failed and why.
+  const double ideal_s = std::chrono::duration<double>(path.latency).count() +
+                         8.0 * static_cast<double>(bytes_to_send) / path.bottleneck().value;
+  o.deadline = std::chrono::milliseconds(
+      static_cast<std::int64_t>(1000 * std::min(600.0, 30.0 + 20.0 * ideal_s)));
   o.faults = faults;
   return o;
 }
@@ -261,7 +267,7 @@ TestbedRun run_testbed(const input::ScenarioSpec& spec, const cost_model::Comput
     req.segments = payload.segments;
     req.port = agents.at(mv.dst)->port();
     req.path = path;
-    req.options = send_options(path, o.faults);
+    req.options = send_options(path, o.faults, payload.bytes.size());
     std::promise<TransferResult> done;
     auto result_future = done.get_future();
     agents.at(mv.src)->send(req, [&done](const TransferResult& r) { done.set_value(r); });

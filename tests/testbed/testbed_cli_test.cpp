@@ -150,6 +150,8 @@ TEST(TestbedCli, BadInputNamesTheFlagOrFieldAndExitsTwo) {
   const std::string s = (dir / "s.json").string(), out = " --out " + (dir / "o").string();
   expect_input_error("testbed " + s + " --faults dorp=0.1" + out, "--faults");
   expect_input_error("testbed " + s + " --faults drop=-0.5" + out, "drop");
+  // Every frame lost: refused at once, not a silent 10-minute wait.
+  expect_input_error("testbed " + s + " --moves 1 --faults drop=1" + out, "nothing ever arrives");
   expect_input_error("testbed " + s + " --faults delay=-5ms" + out, "delay");
   expect_input_error("testbed " + s + " --moves -3" + out, "--moves");
   expect_input_error("testbed " + s + " --moves 20000" + out, "--moves");
