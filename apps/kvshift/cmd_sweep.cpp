@@ -11,7 +11,6 @@
 #include <chrono>
 #include <csignal>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -21,6 +20,7 @@
 
 #include "apps/kvshift/command.hpp"
 #include "apps/kvshift/support_costs.hpp"
+#include "apps/kvshift/support_out_folder.hpp"
 #include "cost_model/input_error.hpp"
 #include "input/json_reader.hpp"
 #include "input/scenario_loader.hpp"
@@ -108,62 +108,9 @@ void write_report(const fs::path& dir, bool quiet, const fs::path& shown) {
   }
 }
 
-// kvshift-out/<name>-<time>, created here (empty), so two sweeps started within one second get
-// <name>-<time>-2, -3, ... and never share a folder.
-fs::path fresh_default_dir(const std::string& name) {
-  char stamp[32];
-  const std::time_t t = std::time(nullptr);
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&t));
-  const std::string base = "kvshift-out/" + name + "-" + stamp;
-  std::error_code ec;
-  fs::create_directories("kvshift-out", ec);
-  for (int n = 1; n < 1000; ++n) {
-    const fs::path dir = n == 1 ? base : base + "-" + std::to_string(n);
-    if (fs::create_directory(dir, ec)) return dir;  // false: it existed
-    if (ec) throw std::runtime_error(dir.string() + ": cannot create folder: " + ec.message());
-  }
-  throw std::runtime_error(base + ": no free folder name (-2 .. -999 taken)");
-}
-
-// The folder a sweep writes into, where it did not exist or was empty; with --force an earlier
-// output folder is set aside first and removed once the new sweep has ended (put back if the
-// sweep fails), so old points never mix with new ones.
-class OutFolder {
- public:
-  OutFolder(const fs::path& dir, bool force, const std::vector<fs::path>& inputs) : dir_(dir) {
-    // The refusal `kvshift run` uses: an existing, non-empty folder needs --force, and --force
-    // replaces only an earlier kvshift output that holds none of the inputs.
-    reports::staging_folder(dir, force, inputs);
-    std::error_code ec;
-    if (force && fs::exists(dir, ec) && !fs::is_empty(dir, ec)) {
-      aside_ = dir;
-      aside_ += ".old-" + std::to_string(::getpid());
-      fs::remove_all(aside_, ec);
-      fs::rename(dir, aside_, ec);
-      if (ec) throw std::runtime_error(dir.string() + ": cannot move it aside: " + ec.message());
-    }
-  }
-  /// The sweep ended (done or interrupted): the replaced folder goes.
-  void keep() {
-    std::error_code ec;
-    if (!aside_.empty()) fs::remove_all(aside_, ec);
-    aside_.clear();
-  }
-  /// The sweep failed: what it wrote goes, and a replaced folder comes back.
-  ~OutFolder() {
-    if (aside_.empty()) return;
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-    fs::rename(aside_, dir_, ec);
-  }
-  OutFolder(const OutFolder&) = delete;
-  OutFolder& operator=(const OutFolder&) = delete;
-
- private:
-  fs::path dir_, aside_;
-};
-
-int run_analytic(const SweepCliOptions& o) {
+// The model, GPU and methods priced: the scenario's (or qwen2.5-1.5b on an h100), then --model,
+// --gpu and --latency.
+sweep::AnalyticSetup analytic_setup(const SweepCliOptions& o) {
   sweep::AnalyticSetup setup;
   if (!o.scenario.empty()) {
     const input::ScenarioSpec spec = input::load_scenario_file(o.scenario);
@@ -183,9 +130,36 @@ int run_analytic(const SweepCliOptions& o) {
   if (!o.model.empty()) setup.model = input::resolve_model(o.model);
   if (!o.gpu.empty()) setup.gpu = input::resolve_gpu(o.gpu);
   setup.latency = parse_duration(o.latency, "--latency");
-  sweep::AnalyticGrid grid{sweep::parse_bandwidth_grid(o.bandwidth, "--bandwidth"),
-                           sweep::parse_token_grid(o.tokens, "--tokens"),
-                           sweep::parse_int_grid(o.omit, "--omit")};
+  return setup;
+}
+
+// The map's files into the staging folder `tmp`, then renamed into place as `dir`.
+void write_analytic(const SweepCliOptions& o, const sweep::AnalyticSetup& setup,
+                    const sweep::AnalyticResult& r, const fs::path& tmp, const fs::path& dir) {
+  try {
+    reports::write_file_atomic(tmp / "crossover.csv", r.crossover_csv);
+    reports::write_file_atomic(tmp / "winners.csv", r.winners_csv);
+    if (!r.points_csv.empty()) reports::write_file_atomic(tmp / "analytic.csv", r.points_csv);
+    // What was swept; it also marks the folder as kvshift's, so --force may replace it.
+    const nlohmann::json what = {{"model", setup.model.name}, {"gpu", setup.gpu.name},
+                                 {"latency", o.latency},      {"bandwidth", o.bandwidth},
+                                 {"tokens", o.tokens},        {"omit", o.omit}};
+    reports::write_file_atomic(tmp / "sweep.json",
+                               nlohmann::json{{"analytic", what}}.dump(2) + "\n");
+    if (!o.no_report) write_report(tmp, o.quiet, dir);
+    reports::publish_folder(tmp, dir);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+int run_analytic(const SweepCliOptions& o) {
+  const sweep::AnalyticSetup setup = analytic_setup(o);
+  const sweep::AnalyticGrid grid{sweep::parse_bandwidth_grid(o.bandwidth, "--bandwidth"),
+                                 sweep::parse_token_grid(o.tokens, "--tokens"),
+                                 sweep::parse_int_grid(o.omit, "--omit")};
   const std::uint64_t points =
       grid.bandwidths_bps.size() * grid.tokens.size() * grid.omitted_groups.size();
   if (o.max_rows > kMaxPointRows) {
@@ -193,14 +167,23 @@ int run_analytic(const SweepCliOptions& o) {
                      " (analytic.csv is built in memory; got " + std::to_string(o.max_rows) + ")");
   }
   const bool with_points = points <= o.max_rows;
+  // The folder is judged before the work (an existing --out costs nothing).
+  const fs::path dir = o.out_given ? fs::path(o.out) : fresh_default_dir("analytic-sweep");
+  const fs::path tmp = reports::staging_folder(dir, o.force);
   const auto start = std::chrono::steady_clock::now();
-  const sweep::AnalyticResult r = sweep::run_analytic(setup, grid, o.jobs, with_points);
+  sweep::AnalyticResult r;
+  try {
+    r = sweep::run_analytic(setup, grid, o.jobs, with_points);
+  } catch (...) {
+    std::error_code ec;
+    if (!o.out_given) fs::remove(dir, ec);  // the fresh default folder, still empty
+    throw;
+  }
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::printf(
       "analytic sweep: %s on %s, %llu points (%zu bandwidths x %zu context lengths x %zu "
-      "omitted-group "
-      "counts) in %.3f s wall (%.3g points/s)\n",
+      "omitted-group counts) in %.3f s wall (%.3g points/s)\n",
       setup.model.name.c_str(), setup.gpu.name.c_str(), (unsigned long long)r.points,
       grid.bandwidths_bps.size(), grid.tokens.size(), grid.omitted_groups.size(), wall,
       wall > 0 ? r.points / wall : 0.0);
@@ -210,109 +193,123 @@ int run_analytic(const SweepCliOptions& o) {
         "hold the map)\n",
         (unsigned long long)points, (unsigned long long)o.max_rows);
   }
-  const fs::path dir = o.out_given ? fs::path(o.out) : fresh_default_dir("analytic-sweep");
-  const fs::path tmp = reports::staging_folder(dir, o.force);
-  try {
-    reports::write_file_atomic(tmp / "crossover.csv", r.crossover_csv);
-    reports::write_file_atomic(tmp / "winners.csv", r.winners_csv);
-    if (with_points) reports::write_file_atomic(tmp / "analytic.csv", r.points_csv);
-    // What was swept; it also marks the folder as kvshift's, so --force may replace it.
-    reports::write_file_atomic(tmp / "sweep.json", nlohmann::json{{"analytic",
-                                                                   {{"model", setup.model.name},
-                                                                    {"gpu", setup.gpu.name},
-                                                                    {"latency", o.latency},
-                                                                    {"bandwidth", o.bandwidth},
-                                                                    {"tokens", o.tokens},
-                                                                    {"omit", o.omit}}}}
-                                                           .dump(2) +
-                                                       "\n");
-    if (!o.no_report) write_report(tmp, o.quiet, dir);
-    reports::publish_folder(tmp, dir);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    throw;
-  }
+  write_analytic(o, setup, r, tmp, dir);
   std::cout << "wrote " << dir.string() << "/{crossover.csv,winners.csv"
             << (with_points ? ",analytic.csv" : "") << "}\n";
   return 0;
 }
 
-int run(const SweepCliOptions& o) {
-  if (o.analytic) {
-    if (!o.sets.empty() || !o.resume.empty() || o.seed_given || o.replicates != 1)
-      throw InputError(
-          "--analytic: takes --bandwidth/--tokens/--omit, not --set, --resume, --seed or "
-          "--replicates (the closed forms have no workload)");
-    return run_analytic(o);
+// The flags of the other mode are refused, not ignored.
+void check_mode(const SweepCliOptions& o) {
+  if (o.analytic && (!o.sets.empty() || !o.resume.empty() || o.seed_given || o.replicates != 1)) {
+    throw InputError(
+        "--analytic: takes --bandwidth/--tokens/--omit, not --set, --resume, --seed or "
+        "--replicates (the closed forms have no workload)");
   }
-  if (!o.analytic_only.empty()) {
+  if (!o.analytic && !o.analytic_only.empty()) {
     throw InputError(o.analytic_only.front() +
                      ": only with --analytic (a simulated sweep varies its scenario with --set, "
                      "e.g. --set /cluster/star/bandwidth=1Gbps,10Gbps)");
   }
+}
+
+// The plan saved in the --resume folder.
+sweep::SweepPlan resumed_plan(const SweepCliOptions& o) {
+  if (o.out_given || o.force) {
+    const std::string flag = o.out_given ? "--out" : "--force";
+    throw InputError(flag + " and --resume: a resumed sweep continues in its own folder " +
+                     o.resume + "; drop " + flag);
+  }
+  if (!o.scenario.empty() || !o.sets.empty() || o.seed_given || o.replicates != 1) {
+    throw InputError("--resume: continues the sweep saved in " + o.resume +
+                     "; drop SCENARIO, --set, --seed and --replicates");
+  }
+  const fs::path saved = fs::path(o.resume) / "sweep.json";
+  if (!fs::exists(saved)) throw InputError("--resume: " + saved.string() + " does not exist");
+  const nlohmann::json j = input::read_json_file(saved.string());
+  if (j.contains("analytic")) {
+    throw InputError("--resume: " + o.resume +
+                     " holds an analytic sweep, which has nothing to resume (run it again with "
+                     "--out and --force)");
+  }
+  return sweep::plan_from_json(j, saved.string());
+}
+
+// A new plan: SCENARIO, its --set axes, --seed and --replicates.
+sweep::SweepPlan new_plan(const SweepCliOptions& o) {
+  if (o.sets.empty()) throw InputError("--set: give at least one POINTER=v1,v2,... to sweep");
+  sweep::SweepPlan plan = sweep::make_plan(o.scenario, o.sets);
+  if (o.seed_given) {
+    for (const std::string& set : o.sets) {
+      if (set.rfind("/seed=", 0) == 0)
+        throw InputError("--seed and --set " + set + ": both set the seed; drop one");
+    }
+    plan.base["seed"] = parse_seed(o.seed, "--seed");
+  }
+  if (o.replicates != 1) sweep::add_replicates(plan, o.replicates);
+  return plan;
+}
+
+// wall.json, the summary line, sweep_means.csv for replicates, and the report.
+void finish(const SweepCliOptions& o, const sweep::SweepPlan& plan, const fs::path& dir,
+            const sweep::SweepOutcome& r, int jobs) {
+  const double rate = r.wall_s > 0 ? r.simulated / r.wall_s : 0;
+  reports::write_file_atomic(dir / "wall.json", nlohmann::json{{"wall_s", r.wall_s},
+                                                               {"points_simulated", r.simulated},
+                                                               {"points_per_s", rate},
+                                                               {"jobs", jobs},
+                                                               {"ranks", r.ranks}}
+                                                        .dump(2) +
+                                                    "\n");
+  if (!o.quiet) {
+    std::printf(
+        "sweep: %llu points (%llu simulated now, %llu already done) on %d rank(s) x %d thread(s) "
+        "in %.2f s wall (%.3g points/s)\n",
+        (unsigned long long)r.points, (unsigned long long)r.simulated,
+        (unsigned long long)r.skipped, r.ranks, jobs, r.wall_s, rate);
+  }
+  std::cout << "wrote " << (dir / "sweep.csv").string() << "\n";
+  const bool replicated = std::any_of(plan.axes.begin(), plan.axes.end(),
+                                      [](const sweep::Axis& a) { return a.pointer == "/seed"; });
+  if (replicated) {
+    std::ifstream in(dir / "sweep.csv", std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    reports::write_file_atomic(dir / "sweep_means.csv", sweep::replicate_means_csv(text.str()));
+    std::cout << "wrote " << (dir / "sweep_means.csv").string()
+              << " (mean and 95 % interval over the /seed replicates)\n";
+  }
+  if (!o.no_report) write_report(dir, o.quiet, dir);
+}
+
+int run(const SweepCliOptions& o) {
+  check_mode(o);
+  if (o.analytic) return run_analytic(o);
   // From here on Ctrl-C stops the sweep cleanly, even during planning (the runner then
   // saves the plan and stops before the first point).
   std::signal(SIGINT, on_sigint);
-  sweep::SweepPlan plan;
-  fs::path dir;
-  std::optional<OutFolder> out_folder;
-  bool made_default = false;
-  if (!o.resume.empty()) {
-    if (o.out_given || o.force) {
-      throw InputError(std::string(o.out_given ? "--out" : "--force") +
-                       " and --resume: a resumed sweep continues in its own folder " + o.resume +
-                       "; drop " + (o.out_given ? "--out" : "--force"));
-    }
-    if (!o.scenario.empty() || !o.sets.empty() || o.seed_given || o.replicates != 1) {
-      throw InputError("--resume: continues the sweep saved in " + o.resume +
-                       "; drop SCENARIO, --set, --seed and --replicates");
-    }
-    dir = o.resume;
-    const auto saved = dir / "sweep.json";
-    if (!std::filesystem::exists(saved))
-      throw InputError("--resume: " + saved.string() + " does not exist");
-    const nlohmann::json saved_plan = input::read_json_file(saved.string());
-    if (saved_plan.contains("analytic")) {
-      throw InputError("--resume: " + o.resume +
-                       " holds an analytic sweep, which has nothing to resume (run it again "
-                       "with --out and --force)");
-    }
-    plan = sweep::plan_from_json(saved_plan, saved.string());
-  } else {
-    if (o.sets.empty()) throw InputError("--set: give at least one POINTER=v1,v2,... to sweep");
-    plan = sweep::make_plan(o.scenario, o.sets);
-    if (o.seed_given) {
-      for (const std::string& set : o.sets) {
-        if (set.rfind("/seed=", 0) == 0)
-          throw InputError("--seed and --set " + set + ": both set the seed; drop one");
-      }
-      plan.base["seed"] = parse_seed(o.seed, "--seed");
-    }
-    if (o.replicates != 1) sweep::add_replicates(plan, o.replicates);
-    if (o.out_given) {
-      dir = o.out;
-    } else if (sweep::launched_by_mpirun()) {
-      throw InputError("--out: under mpirun every rank writes into one folder; name it with --out");
-    } else {
-      dir = fresh_default_dir("sweep");
-      made_default = true;
-    }
-    // Rank 0 alone judges and replaces the folder: the other ranks may start after it began
-    // writing there.
-    if (sweep::rank_from_environment() == 0) {
-      std::vector<fs::path> inputs;
-      if (!o.scenario.empty()) inputs.emplace_back(o.scenario);
-      out_folder.emplace(dir, o.force, inputs);
-    }
+  const bool resume = !o.resume.empty();
+  const sweep::SweepPlan plan = resume ? resumed_plan(o) : new_plan(o);
+  if (!resume && !o.out_given && sweep::launched_by_mpirun())
+    throw InputError("--out: under mpirun every rank writes into one folder; name it with --out");
+  const bool made_default = !resume && !o.out_given;
+  const fs::path dir = resume         ? fs::path(o.resume)
+                       : made_default ? fresh_default_dir("sweep")
+                                      : fs::path(o.out);
+  // Rank 0 alone judges and replaces a new sweep's folder: the other ranks may start after it
+  // began writing there.
+  std::optional<ReplacedFolder> out_folder;
+  if (!resume && sweep::rank_from_environment() == 0) {
+    std::vector<fs::path> inputs;
+    if (!o.scenario.empty()) inputs.emplace_back(o.scenario);
+    out_folder.emplace(dir, o.force, inputs);
   }
   sweep::RunnerOptions options;
   options.jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
-  options.resume = !o.resume.empty();
+  options.resume = resume;
   options.stop = &g_interrupted;
   options.warn = [](const std::string& w) { std::cerr << "kvshift: warning: " << w << "\n"; };
-  const bool quiet = o.quiet || sweep::rank_from_environment() != 0;
-  options.progress = progress_printer(quiet);
+  options.progress = progress_printer(o.quiet || sweep::rank_from_environment() != 0);
   sweep::SweepOutcome r;
   try {
     r = sweep::run_sweep(plan, dir, shared_cost_factory(), options);
@@ -330,34 +327,7 @@ int run(const SweepCliOptions& o) {
               << "resume with: kvshift sweep --resume " << dir.string() << "\n";
     return 130;
   }
-  const double rate = r.wall_s > 0 ? r.simulated / r.wall_s : 0;
-  reports::write_file_atomic(dir / "wall.json", nlohmann::json{{"wall_s", r.wall_s},
-                                                               {"points_simulated", r.simulated},
-                                                               {"points_per_s", rate},
-                                                               {"jobs", options.jobs},
-                                                               {"ranks", r.ranks}}
-                                                        .dump(2) +
-                                                    "\n");
-  if (!o.quiet) {
-    std::printf(
-        "sweep: %llu points (%llu simulated now, %llu already done) on %d rank(s) x %d thread(s) "
-        "in %.2f s "
-        "wall (%.3g points/s)\n",
-        (unsigned long long)r.points, (unsigned long long)r.simulated,
-        (unsigned long long)r.skipped, r.ranks, options.jobs, r.wall_s, rate);
-  }
-  std::cout << "wrote " << (dir / "sweep.csv").string() << "\n";
-  const bool replicated = std::any_of(plan.axes.begin(), plan.axes.end(),
-                                      [](const sweep::Axis& a) { return a.pointer == "/seed"; });
-  if (replicated) {
-    std::ifstream in(dir / "sweep.csv", std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    reports::write_file_atomic(dir / "sweep_means.csv", sweep::replicate_means_csv(text.str()));
-    std::cout << "wrote " << (dir / "sweep_means.csv").string()
-              << " (mean and 95 % interval over the /seed replicates)\n";
-  }
-  if (!o.no_report) write_report(dir, o.quiet, dir);
+  finish(o, plan, dir, r, options.jobs);
   return 0;
 }
 
