@@ -124,10 +124,8 @@ void print_not_monotone(bool grid_follows) {
       grid_follows ? "; probing an even grid over the range instead" : "");
 }
 
-int run(const SearchCliOptions& o) {
-  sweep::SweepPlan plan = sweep::make_plan(o.scenario, {});
-  // The same seed a sweep of this scenario uses at every point, so the two agree.
-  if (o.seed_given) plan.base["seed"] = parse_seed(o.seed, "--seed");
+// The search as asked, checked before anything runs (the knob must exist, the strategy must run).
+sweep::SearchSettings settings_from(const SearchCliOptions& o, const sweep::SweepPlan& plan) {
   sweep::SearchSettings s;
   s.knob = sweep::parse_knob(o.vary);
   s.objective = sweep::parse_objective(o.objective);
@@ -139,67 +137,55 @@ int run(const SearchCliOptions& o) {
   s.max_probes = o.max_probes;
   if (!(o.tolerance > 0)) throw InputError("--tolerance: must be > 0");
   if (o.max_probes < 2) throw InputError("--max-probes: must be at least 2");
-  {
-    nlohmann::json probe = plan.base;
-    sweep::apply_pointer(probe, s.knob.pointer,
-                         nullptr);  // the knob must exist before anything runs
-  }
-  sweep::check_strategy(plan, s.strategy);  // before the header: a typo is --strategy's
-  const bool least = s.want == sweep::Want::kLeast;
-  std::printf("search: %s %s in [%s, %s] with %s for %s\n", least ? "least" : "largest",
-              s.knob.pointer.c_str(), sweep::knob_value_display(s.knob, s.knob.lo).c_str(),
-              sweep::knob_value_display(s.knob, s.knob.hi).c_str(), s.objective.text.c_str(),
-              s.strategy.c_str());
+  nlohmann::json probe = plan.base;
+  sweep::apply_pointer(probe, s.knob.pointer, nullptr);
+  sweep::check_strategy(plan, s.strategy);
+  return s;
+}
+
+std::string csv_header(const sweep::Objective& objective) {
   std::vector<std::string> header = {"probe", "value", "met"};
-  for (const auto& c : s.objective.clauses) header.push_back(c.metric);
+  for (const auto& c : objective.clauses) header.push_back(c.metric);
   for (const char* h : {"grid", "fallbacks", "executed", "unfinished_moves", "failed_moves"})
     header.emplace_back(h);
-  std::string csv = util::csv_row(header) + "\n";
-  int n = 0;
-  bool grid_announced = false;
-  const sweep::SearchResult r =
-      sweep::capacity_search(plan, s, shared_cost_factory(), [&](const sweep::Probe& p) {
-        ++n;
-        if (p.grid && !grid_announced) {
-          grid_announced = true;
-          print_not_monotone(true);
-        }
-        std::printf("  probe %2d: %-14s %-8s %s%s\n", n,
-                    sweep::knob_value_display(s.knob, p.value).c_str(), p.met ? "met" : "not met",
-                    clause_values(s.objective, p).c_str(), move_notes(p.moves).c_str());
-        std::fflush(stdout);
-        std::vector<std::string> row = {std::to_string(n), sweep::knob_value_text(s.knob, p.value),
-                                        p.met ? "true" : "false"};
-        for (const auto& c : p.results)
-          row.push_back(c.value ? nlohmann::json(*c.value).dump() : "");
-        row.push_back(p.grid ? "true" : "false");
-        row.push_back(std::to_string(p.moves.fallbacks));
-        row.push_back(executed_cell(p.moves));
-        row.push_back(std::to_string(p.moves.unfinished));
-        row.push_back(std::to_string(p.moves.failed));
-        csv += util::csv_row(row) + "\n";
-      });
-  if (!o.out.empty()) reports::write_file_atomic(std::filesystem::path(o.out) / "search.csv", csv);
+  return util::csv_row(header) + "\n";
+}
+
+std::string csv_line(const sweep::Knob& knob, int n, const sweep::Probe& p) {
+  std::vector<std::string> row = {std::to_string(n), sweep::knob_value_text(knob, p.value),
+                                  p.met ? "true" : "false"};
+  for (const auto& c : p.results) row.push_back(c.value ? nlohmann::json(*c.value).dump() : "");
+  row.push_back(p.grid ? "true" : "false");
+  row.push_back(std::to_string(p.moves.fallbacks));
+  row.push_back(executed_cell(p.moves));
+  row.push_back(std::to_string(p.moves.unfinished));
+  row.push_back(std::to_string(p.moves.failed));
+  return util::csv_row(row) + "\n";
+}
+
+// The outcome after the probes: the grid's finding, then the answer and its caveats; the exit code.
+int print_outcome(const sweep::SearchSettings& s, const sweep::SearchResult& r, bool announced) {
+  const sweep::Knob& k = s.knob;
   if (!r.monotone) {
-    if (!grid_announced) print_not_monotone(false);  // the probe budget left no grid to add
+    if (!announced) print_not_monotone(false);  // the probe budget left no grid to add
     std::printf("grid: met at %s (%zu values probed; between them it is not known)\n",
-                stretches_text(s.knob, r.met_stretches).c_str(), r.probes.size());
+                stretches_text(k, r.met_stretches).c_str(), r.probes.size());
   }
   if (!r.answer) {
     std::printf(
         "no answer: not met at any of the %zu values probed in [%s, %s] (ends included): "
         "no value in the range is known to meet %s\n",
-        r.probes.size(), sweep::knob_value_display(s.knob, s.knob.lo).c_str(),
-        sweep::knob_value_display(s.knob, s.knob.hi).c_str(), s.objective.text.c_str());
+        r.probes.size(), sweep::knob_value_display(k, k.lo).c_str(),
+        sweep::knob_value_display(k, k.hi).c_str(), s.objective.text.c_str());
     return 3;
   }
+  const bool least = s.want == sweep::Want::kLeast;
   std::printf("answer%s: %s = %s (%s)", r.monotone ? "" : " (grid, not monotone)",
-              s.knob.pointer.c_str(), sweep::knob_value_display(s.knob, *r.answer).c_str(),
-              sweep::knob_value_text(s.knob, *r.answer).c_str());
+              k.pointer.c_str(), sweep::knob_value_display(k, *r.answer).c_str(),
+              sweep::knob_value_text(k, *r.answer).c_str());
   if (r.nearest_unmet) {
-    std::printf("; %s does not meet it",
-                sweep::knob_value_display(s.knob, *r.nearest_unmet).c_str());
-  } else if (*r.answer == (least ? s.knob.lo : s.knob.hi)) {
+    std::printf("; %s does not meet it", sweep::knob_value_display(k, *r.nearest_unmet).c_str());
+  } else if (*r.answer == (least ? k.lo : k.hi)) {
     std::printf("; %s itself meets it (%s values were not tried)", least ? "LO" : "HI",
                 least ? "smaller" : "larger");
   }
@@ -207,6 +193,36 @@ int run(const SearchCliOptions& o) {
   if (r.monotone && !r.nearest_unmet) print_end_hint(s, r);
   if (const sweep::Probe* p = sweep::probe_at(r, *r.answer)) print_answer_moves(*p, s.strategy);
   return 0;
+}
+
+int run(const SearchCliOptions& o) {
+  sweep::SweepPlan plan = sweep::make_plan(o.scenario, {});
+  // The same seed a sweep of this scenario uses at every point, so the two agree.
+  if (o.seed_given) plan.base["seed"] = parse_seed(o.seed, "--seed");
+  const sweep::SearchSettings s = settings_from(o, plan);
+  std::printf("search: %s %s in [%s, %s] with %s for %s\n",
+              s.want == sweep::Want::kLeast ? "least" : "largest", s.knob.pointer.c_str(),
+              sweep::knob_value_display(s.knob, s.knob.lo).c_str(),
+              sweep::knob_value_display(s.knob, s.knob.hi).c_str(), s.objective.text.c_str(),
+              s.strategy.c_str());
+  std::string csv = csv_header(s.objective);
+  int n = 0;
+  bool announced = false;
+  const sweep::SearchResult r =
+      sweep::capacity_search(plan, s, shared_cost_factory(), [&](const sweep::Probe& p) {
+        ++n;
+        if (p.grid && !announced) {
+          announced = true;
+          print_not_monotone(true);
+        }
+        std::printf("  probe %2d: %-14s %-8s %s%s\n", n,
+                    sweep::knob_value_display(s.knob, p.value).c_str(), p.met ? "met" : "not met",
+                    clause_values(s.objective, p).c_str(), move_notes(p.moves).c_str());
+        std::fflush(stdout);
+        csv += csv_line(s.knob, n, p);
+      });
+  if (!o.out.empty()) reports::write_file_atomic(std::filesystem::path(o.out) / "search.csv", csv);
+  return print_outcome(s, r, announced);
 }
 
 Action setup(CLI::App& sub) {
