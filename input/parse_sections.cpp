@@ -383,8 +383,9 @@ void parse_outputs(const Reader& r, ScenarioSpec& s) {
       }
     });
     if (o.files.empty() && r.node()["files"].is_array() && r.node()["files"].empty()) {
-      r.problem("files", "must name at least one file (e.g. [\"summary\"]): a run that writes "
-                         "nothing is refused before it simulates");
+      r.problem("files",
+                "must name at least one file (e.g. [\"summary\"]): a run that writes "
+                "nothing is refused before it simulates");
     }
   }
   s.link_sample_interval =

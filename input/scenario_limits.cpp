@@ -88,12 +88,12 @@ void check_run_size(const Reader& top, const ScenarioSpec& s) {
       char rate[32], secs[32];
       std::snprintf(rate, sizeof rate, "%g", w.rate_per_s);
       std::snprintf(secs, sizeof secs, "%g", duration);
-      below(top, "workload").problem("rate",
-                  std::string(rate) + " requests/s over " + secs + " s is about " +
-                      count_text(arrivals) + " arrivals per strategy, more than the " +
-                      count_text(kMaxArrivals) +
-                      " a run may simulate: lower the rate or the duration, or set "
-                      "/workload/max_requests");
+      below(top, "workload")
+          .problem("rate", std::string(rate) + " requests/s over " + secs + " s is about " +
+                               count_text(arrivals) + " arrivals per strategy, more than the " +
+                               count_text(kMaxArrivals) +
+                               " a run may simulate: lower the rate or the duration, or set "
+                               "/workload/max_requests");
     }
     double gpus = 0;
     for (const sim::ClusterNode& n : s.cluster.nodes) gpus += n.gpu_count;
@@ -101,12 +101,13 @@ void check_run_size(const Reader& top, const ScenarioSpec& s) {
         w.rate_per_s / gpus > kMaxRatePerGpu) {
       char per_gpu[32];
       std::snprintf(per_gpu, sizeof per_gpu, "%.3g", w.rate_per_s / gpus);
-      below(top, "workload").problem(
-          "rate", std::string(per_gpu) + " requests/s per GPU (" + count_text(gpus) +
-                      " GPUs) is far beyond what a GPU serves: nearly all of the about " +
-                      count_text(arrivals) +
-                      " arrivals would wait in memory (about 1 KB each); lower the rate or the "
-                      "duration, or set /workload/max_requests");
+      below(top, "workload")
+          .problem("rate",
+                   std::string(per_gpu) + " requests/s per GPU (" + count_text(gpus) +
+                       " GPUs) is far beyond what a GPU serves: nearly all of the about " +
+                       count_text(arrivals) +
+                       " arrivals would wait in memory (about 1 KB each); lower the rate or the "
+                       "duration, or set /workload/max_requests");
     }
   }
   const double interval = s.link_sample_interval.value;
@@ -120,11 +121,12 @@ void check_run_size(const Reader& top, const ScenarioSpec& s) {
       std::snprintf(every, sizeof every, "%g", interval);
       const Reader at = top.has("outputs") ? below(top, "outputs") : top;
       at.problem(top.has("outputs") ? "link_sample_interval" : "outputs",
-                  "a sample every " + std::string(every) + " s over the run is up to " +
-                      count_text(samples) + " link samples (" + count_text(instants) +
-                      " instants x " + count_text(directions) +
-                      " link directions), more than the " + count_text(kMaxLinkSamples) +
-                      " a run may keep in memory: set outputs.link_sample_interval to at least " + need + " s");
+                 "a sample every " + std::string(every) + " s over the run is up to " +
+                     count_text(samples) + " link samples (" + count_text(instants) +
+                     " instants x " + count_text(directions) + " link directions), more than the " +
+                     count_text(kMaxLinkSamples) +
+                     " a run may keep in memory: set outputs.link_sample_interval to at least " +
+                     need + " s");
     }
   }
 }
@@ -138,8 +140,7 @@ void check_context(const Reader& top, ScenarioSpec& s, const LoadContext& ctx) {
     if (model.find('/') != std::string::npos || model.ends_with(".json")) {
       model = input_file(ctx, model, true);
     }
-  } else if (m.is_object() && m.contains("base") && m["base"].is_string() &&
-             !m.contains("name")) {
+  } else if (m.is_object() && m.contains("base") && m["base"].is_string() && !m.contains("name")) {
     model = m["base"].get<std::string>();
   }
   if (model.empty()) return;
@@ -171,8 +172,9 @@ void check_context(const Reader& top, ScenarioSpec& s, const LoadContext& ctx) {
   const std::int64_t prompt = largest(w.prompt_tokens, dist("prompt_tokens"));
   const std::int64_t output = largest(w.output_tokens, dist("output_tokens"));
   if (prompt > *context) {
-    below(top, "workload").problem("prompt_tokens", "prompts of up to " + std::to_string(prompt) +
-                                              " tokens do not fit " + limit);
+    below(top, "workload")
+        .problem("prompt_tokens",
+                 "prompts of up to " + std::to_string(prompt) + " tokens do not fit " + limit);
   } else if (prompt + output > *context) {
     s.notes.push_back("/workload/output_tokens: prompts of up to " + std::to_string(prompt) +
                       " tokens plus up to " + std::to_string(output) +

@@ -104,6 +104,9 @@ ScenarioLoad try_load_scenario_file(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f || std::filesystem::is_directory(path)) {
     if (f) std::fclose(f);
+    if (std::filesystem::is_directory(path)) {
+      return {std::nullopt, {"/: is a folder, not a scenario file"}};
+    }
     return {std::nullopt, {"/: cannot open file"}};
   }
   std::string text;

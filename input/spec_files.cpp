@@ -91,9 +91,9 @@ std::optional<std::int64_t> model_context_tokens(std::string_view name_or_path) 
   if (!looks_like_path(name_or_path)) {
     // max_position_embeddings of the published config.json of each built-in model.
     static constexpr std::pair<std::string_view, std::int64_t> kContext[] = {
-        {"qwen2.5-0.5b", 32768},   {"qwen2.5-1.5b", 32768},   {"qwen2.5-7b", 131072},
-        {"tinyllama-1.1b", 2048},  {"smollm2-135m", 8192},    {"smollm2-360m", 8192},
-        {"llama-3.1-8b", 131072},  {"llama-3.2-1b", 131072}};
+        {"qwen2.5-0.5b", 32768},  {"qwen2.5-1.5b", 32768}, {"qwen2.5-7b", 131072},
+        {"tinyllama-1.1b", 2048}, {"smollm2-135m", 8192},  {"smollm2-360m", 8192},
+        {"llama-3.1-8b", 131072}, {"llama-3.2-1b", 131072}};
     std::string name(name_or_path);
     std::transform(name.begin(), name.end(), name.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -180,10 +180,9 @@ OmissionPlan parse_topology(const Reader& r, const ModelSpec& model) {
       made_for->problem("name", "topology was made for " + *name + ", not " + model.name +
                                     " (its groups and measured ΔNLL belong to that model)");
     }
-    for (const auto& [key, value] :
-         {std::pair<std::string_view, int>{"hidden", model.hidden},
-          {"kv_heads", model.kv_heads},
-          {"head_dim", model.head_dim}}) {
+    for (const auto& [key, value] : {std::pair<std::string_view, int>{"hidden", model.hidden},
+                                     {"kv_heads", model.kv_heads},
+                                     {"head_dim", model.head_dim}}) {
       if (auto n = made_for->integer(key, false); n && *n != value) {
         made_for->problem(key, "topology was made for a model with " + std::string(key) + " " +
                                    std::to_string(*n) + ", not " + model.name + "'s " +

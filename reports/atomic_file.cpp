@@ -123,7 +123,8 @@ std::filesystem::path staging_folder(const std::filesystem::path& out_as_given, 
   return tmp;
 }
 
-void publish_folder(const std::filesystem::path& staged, const std::filesystem::path& out_as_given) {
+void publish_folder(const std::filesystem::path& staged,
+                    const std::filesystem::path& out_as_given) {
   const fs::path out = folder_name(out_as_given);
   std::error_code ec;
   fs::path old = out;

@@ -56,7 +56,15 @@ cal::CalibrationOptions procedure_options(const CalibrateOptions& o,
   c.threads = o.threads > 0 ? o.threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   if (!o.groups.empty()) {
-    const cost_model::OmissionPlan candidates = cost_model::OmissionPlan::parse(o.groups, spec);
+    const cost_model::OmissionPlan candidates = [&] {
+      try {
+        return cost_model::OmissionPlan::parse(o.groups, spec);
+      } catch (const InputError& e) {  // the parser names --topology; here the flag is --groups
+        std::string why = e.what();
+        if (why.starts_with("--topology: ")) why.erase(0, 12);
+        throw InputError("--groups: " + why);
+      }
+    }();
     for (const auto& g : candidates.groups()) c.candidates.push_back(g.group);
     if (c.candidates.empty()) throw InputError("--groups: names no group to try");
   }
@@ -67,10 +75,9 @@ cal::CalibrationOptions procedure_options(const CalibrateOptions& o,
 void check_context(const std::string& model, std::int64_t history, std::int64_t eval) {
   const std::optional<std::int64_t> context = input::model_context_tokens(model);
   if (context && history + eval > *context) {
-    throw InputError("--history: " + std::to_string(history) + " + --eval " +
-                     std::to_string(eval) + " tokens exceed the model's context of " +
-                     std::to_string(*context) + " tokens (max_position_embeddings of " + model +
-                     "/config.json)");
+    throw InputError("--history: " + std::to_string(history) + " + --eval " + std::to_string(eval) +
+                     " tokens exceed the model's context of " + std::to_string(*context) +
+                     " tokens (max_position_embeddings of " + model + "/config.json)");
   }
 }
 

@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "apps/kvshift/command.hpp"
 #include "apps/kvshift/support_cost_table.hpp"
@@ -84,7 +86,9 @@ bool has_weights(const std::string& model) {
                                      fs::exists(fs::path(model) / "model.safetensors.index.json"));
 }
 
-backend::ProfileRequest make_request(const ProfileOptions& o) {
+/// The request `o` asks for; what will not be timed is added to `untimed` (printed only once
+/// every option has been checked, so an error is never preceded by it).
+backend::ProfileRequest make_request(const ProfileOptions& o, std::vector<std::string>& untimed) {
   namespace fs = std::filesystem;
   backend::ProfileRequest req;
   req.model = input::resolve_model(o.model);
@@ -130,13 +134,13 @@ backend::ProfileRequest make_request(const ProfileOptions& o) {
     // Real weights are never mixed with random ones: an op whose real inputs are missing is
     // left out of the table (and said so).
     if (!req.inputs.predictors && !req.omission.empty()) {
-      std::printf(
+      untimed.push_back(
           "reconstruct, predictor_load: not timed (give --predictors: the calibrated "
-          "predictors.safetensors)\n");
+          "predictors.safetensors)");
       req.omission = cost_model::OmissionPlan{};
     }
     if (!req.inputs.mapper && (req.inputs.proxy || !o.proxy.empty())) {
-      std::printf("proxy_score: not timed (give --mapper: a trained mapper.safetensors)\n");
+      untimed.push_back("proxy_score: not timed (give --mapper: a trained mapper.safetensors)");
     }
     if (req.inputs.proxy && req.inputs.mapper) req.proxy = req.inputs.proxy->spec;
     if (!o.proxy.empty() && paths.proxy.empty() && req.inputs.mapper) {
@@ -189,8 +193,10 @@ backend::ProfileRequest make_request(const ProfileOptions& o) {
 
 int run_profile(const ProfileOptions& o) {
   reports::check_output_file(o.out, "--out");  // before any measurement
-  const backend::ProfileRequest req = make_request(o);
+  std::vector<std::string> untimed;
+  const backend::ProfileRequest req = make_request(o, untimed);
   auto profiler = make_profiler(o.backend);
+  for (const std::string& line : untimed) std::printf("%s\n", line.c_str());
   const bool real = static_cast<bool>(req.inputs.target);
   std::printf("weights: %s\n", real ? "real" : "seeded random");
   std::printf("%-15s %8s %8s %6s %12s %12s %12s\n", "op", "tokens", "sharing", "batch", "median ms",

@@ -9,8 +9,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "apps/kvshift/command.hpp"

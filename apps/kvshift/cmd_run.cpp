@@ -29,7 +29,7 @@ struct RunCliOptions {
   std::string scenario;
   std::string out;
   bool out_given = false;  ///< --out was typed (an empty one is refused, not the default)
-  std::string seed;  ///< strict: a whole number in [0, 2^64)
+  std::string seed;        ///< strict: a whole number in [0, 2^64)
   bool seed_given = false;
   bool no_trace = false;
   bool quiet = false;

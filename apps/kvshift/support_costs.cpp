@@ -75,7 +75,9 @@ class CheckedTableCosts final : public cost_model::ComputeCosts {
   CheckedTableCosts(std::shared_ptr<const cost_model::ComputeCosts> table,
                     std::shared_ptr<const void> keep_alive, const input::CostTable& info,
                     std::string provenance)
-      : c_(std::move(table)), keep_alive_(std::move(keep_alive)), provenance_(std::move(provenance)) {
+      : c_(std::move(table)),
+        keep_alive_(std::move(keep_alive)),
+        provenance_(std::move(provenance)) {
     for (std::size_t i = 0; i < kOps.size(); ++i) {
       for (const auto& e : info.entries) {
         if (e.op != kOps[i]) continue;
@@ -115,8 +117,8 @@ class CheckedTableCosts final : public cost_model::ComputeCosts {
     std::vector<cost_model::OpSource> out = c_->sources();
     for (cost_model::OpSource& s : out) {
       if (!s.source.starts_with("table ")) continue;  // the roofline behind the table
-      const auto i = static_cast<std::size_t>(
-          std::find(kOps.begin(), kOps.end(), s.op) - kOps.begin());
+      const auto i =
+          static_cast<std::size_t>(std::find(kOps.begin(), kOps.end(), s.op) - kOps.begin());
       if (i < kOps.size()) s.source += extrapolation(i);
       if (!provenance_.empty()) s.source += "; " + provenance_;
     }

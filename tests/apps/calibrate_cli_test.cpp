@@ -105,17 +105,16 @@ TEST_F(CalibrateCli, AnExistingOutIsRefusedBeforeTheWork) {
   std::ofstream(dir_ / "run" / "summary.json") << "{}";
   const auto r = run_kvshift(base() + " --history 24 --eval 12 --out " + (dir_ / "run").string());
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("--out: " + (dir_ / "run").string() + " already exists"),
-            std::string::npos)
+  EXPECT_NE(r.err.find("--out: " + (dir_ / "run").string() + " already exists"), std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(dir_ / "run" / "topology.json")) << "nothing written among its files";
 }
 
 TEST_F(CalibrateCli, HistoryAndEvalBeyondTheModelsContextAreRefused) {
   const std::string tiny = std::string(KVSHIFT_SOURCE_DIR) + "/tests/fixtures/tiny_llama";
-  const auto r = run_kvshift("calibrate --model " + tiny + " --corpus " +
-                             (dir_ / "corpus.tokens").string() +
-                             " --history 120 --eval 12 --out " + (dir_ / "out").string());
+  const auto r =
+      run_kvshift("calibrate --model " + tiny + " --corpus " + (dir_ / "corpus.tokens").string() +
+                  " --history 120 --eval 12 --out " + (dir_ / "out").string());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--history: 120 + --eval 12 tokens exceed the model's context of 128"),
             std::string::npos)
@@ -145,6 +144,7 @@ TEST_F(CalibrateCli, BadOptionsExitTwoNamingTheOption) {
       {" --requests fit:3,tset:2", "did you mean \"test\""},
       {" --predictor-dtype int8", "--predictor-dtype"},
       {" --groups G1", "G1"},
+      {" --groups G99", "--groups: G99 is out of range"},
       {" --history 24 --eval 12 --requests fit:3,order:2,select:3,test:2 --resamples 10",
        "--resamples"},
   };

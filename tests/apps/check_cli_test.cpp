@@ -37,8 +37,8 @@ TEST(CheckCli, ANegativeOrNanToleranceIsRefusedAndWritesNoGolden) {
 TEST(CheckCli, AGoldenWithANullOrNegativeToleranceIsABadGolden) {
   const fs::path d = regression_dir("golden");
   for (const char* tol : {"null", "-1", "\"0.01\""}) {
-    std::ofstream(d / "tiny.golden") << R"({"scenario": "sweep-tiny", "tolerance_rel": )" << tol
-                                     << R"(, "metrics": {}})";
+    std::ofstream(d / "tiny.golden")
+        << R"({"scenario": "sweep-tiny", "tolerance_rel": )" << tol << R"(, "metrics": {}})";
     const auto r = run_kvshift("check " + d.string());
     EXPECT_EQ(r.exit_code, 2) << tol;
     EXPECT_NE(r.err.find("bad golden file " + (d / "tiny.golden").string() +

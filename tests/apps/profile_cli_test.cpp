@@ -100,7 +100,8 @@ TEST(ProfileCli, AFolderAsOutIsRefusedBeforeMeasuring) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--out: " + dir.string() + " is a folder"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "") << "nothing was measured";
-  r = run_kvshift("profile --model smollm2-135m --proxy-layers 0 --out " + (dir / "t.json").string());
+  r = run_kvshift("profile --model smollm2-135m --proxy-layers 0 --out " +
+                  (dir / "t.json").string());
   EXPECT_EQ(r.exit_code, 2) << "--proxy-layers 0 is refused, not silently no proxy";
   EXPECT_NE(r.err.find("--proxy-layers"), std::string::npos) << r.err;
   fs::remove_all(dir);

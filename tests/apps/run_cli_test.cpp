@@ -87,8 +87,8 @@ TEST(RunCli, ForceNeverDeletesTheScenarioOrAFolderKvshiftDidNotWrite) {
   write_short_quickstart(dir / "s.json");
   std::ofstream(dir / "notes.txt") << "mine\n";
   // The folder holds the scenario and a note, no earlier output: refused, untouched.
-  auto r = run_kvshift("run " + (dir / "s.json").string() + " --quiet --force --out " +
-                       dir.string());
+  auto r =
+      run_kvshift("run " + (dir / "s.json").string() + " --quiet --force --out " + dir.string());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--out: " + dir.string() + " is not a folder kvshift wrote"),
             std::string::npos)
@@ -97,9 +97,9 @@ TEST(RunCli, ForceNeverDeletesTheScenarioOrAFolderKvshiftDidNotWrite) {
   EXPECT_TRUE(fs::exists(dir / "notes.txt"));
   // An earlier output folder that now holds the scenario being run: refused too.
   const fs::path out = dir / "out";
-  ASSERT_EQ(run_kvshift("run " + (dir / "s.json").string() + " --quiet --out " + out.string())
-                .exit_code,
-            0);
+  ASSERT_EQ(
+      run_kvshift("run " + (dir / "s.json").string() + " --quiet --out " + out.string()).exit_code,
+      0);
   fs::copy(dir / "s.json", out / "s.json");
   r = run_kvshift("run " + (out / "s.json").string() + " --quiet --force --out " + out.string());
   EXPECT_EQ(r.exit_code, 2);
@@ -146,8 +146,7 @@ TEST(RunCli, AnInterruptedRunRemovesItsStagingFolder) {
                                " run " + (dir / "s.json").string() + " --quiet --out " +
                                (dir / "o").string() + " 2>&1; echo rc=$?");
     EXPECT_NE(r.out.find("rc=" + std::to_string(code)), std::string::npos) << sig << r.out;
-    EXPECT_NE(r.out.find("interrupted (SIG" + sig + "); removed the unfinished"),
-              std::string::npos)
+    EXPECT_NE(r.out.find("interrupted (SIG" + sig + "); removed the unfinished"), std::string::npos)
         << r.out;
     for (const auto& e : fs::directory_iterator(dir)) {
       EXPECT_NE(e.path().filename().string().rfind("o", 0), 0u) << "left behind: " << e.path();
@@ -159,8 +158,8 @@ TEST(RunCli, AnInterruptedRunRemovesItsStagingFolder) {
 TEST(RunCli, ARunWithoutSummaryWritesItsFilesAndNoPage) {
   const fs::path dir = scratch("nosummary");
   write_short_quickstart(dir / "s.json", "2s", R"({"files": ["requests"]})");
-  const auto r = run_kvshift("run " + (dir / "s.json").string() + " --quiet --out " +
-                             (dir / "o").string());
+  const auto r =
+      run_kvshift("run " + (dir / "s.json").string() + " --quiet --out " + (dir / "o").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(fs::exists(dir / "o" / "requests.csv"));
   EXPECT_FALSE(fs::exists(dir / "o" / "report.html"));
@@ -183,8 +182,7 @@ TEST(RunCli, ProfiledCostsSayWhenAShapeIsExtrapolatedOrTheWeightsChanged) {
   fs::create_directories(dir);
   const std::string src = KVSHIFT_SOURCE_DIR;
   std::ofstream(dir / "trace.csv") << "arrival_s,prompt_tokens,output_tokens\n0,4000,600\n";
-  nlohmann::json table =
-      nlohmann::json::parse(slurp(src + "/results/costs/smollm2-135m-cpu.json"));
+  nlohmann::json table = nlohmann::json::parse(slurp(src + "/results/costs/smollm2-135m-cpu.json"));
   table["inputs"]["model"]["path"] = src + "/tests/fixtures/tiny_llama";
   std::ofstream(dir / "table.json") << table.dump(2);
   std::string text = slurp(src + "/scenarios/regression/drain-profiled-smollm2-1gbps.json");
@@ -201,8 +199,7 @@ TEST(RunCli, ProfiledCostsSayWhenAShapeIsExtrapolatedOrTheWeightsChanged) {
   const std::string decode = summary["cost_sources"]["decode"]["source"];
   EXPECT_NE(decode.find("decode at 4,"), std::string::npos) << decode;
   EXPECT_NE(decode.find("past the largest measured (4,096)"), std::string::npos) << decode;
-  EXPECT_NE(decode.find("warning: measured on weights fnv1a64:d592ec016116dd0e"),
-            std::string::npos)
+  EXPECT_NE(decode.find("warning: measured on weights fnv1a64:d592ec016116dd0e"), std::string::npos)
       << decode;
   EXPECT_NE(r.out.find("past the largest measured (4,096)"), std::string::npos) << r.out;
   fs::remove_all(dir);

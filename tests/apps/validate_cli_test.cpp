@@ -4,8 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "tests/testing/run_command.hpp"
@@ -59,6 +59,9 @@ TEST(ValidateCli, MissingFileAndBadJsonAreInputErrors) {
   const auto r = run_kvshift("validate /nonexistent/s.json");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_EQ(r.err, "/nonexistent/s.json: /: cannot open file\n");
+  const auto folder = run_kvshift("validate " + kScenarios);
+  EXPECT_EQ(folder.exit_code, 2);
+  EXPECT_EQ(folder.err, kScenarios + ": /: is a folder, not a scenario file\n");
   const std::string dir = temp_dir();
   std::ofstream(dir + "/t.json") << "{\"model\": ";
   const auto j = run_kvshift("validate " + dir + "/t.json");
@@ -90,8 +93,8 @@ std::string quickstart_with(const std::string& name,
 }
 
 TEST(ValidateCli, ANameThatIsNotOneFolderNameIsRefused) {
-  for (const std::string& name : {std::string("../../pwned"), std::string("a/b"),
-                                  std::string(""), std::string("a\nb"), std::string("..")}) {
+  for (const std::string& name : {std::string("../../pwned"), std::string("a/b"), std::string(""),
+                                  std::string("a\nb"), std::string("..")}) {
     const std::string f = quickstart_with("name.json", [&](auto& j) { j["name"] = name; });
     const auto r = run_kvshift("validate " + f);
     EXPECT_EQ(r.exit_code, 2) << name;
@@ -100,15 +103,16 @@ TEST(ValidateCli, ANameThatIsNotOneFolderNameIsRefused) {
 }
 
 TEST(ValidateCli, AnEmptyFilesListIsRefusedBeforeSimulating) {
-  const std::string f =
-      quickstart_with("files.json", [](auto& j) { j["outputs"]["files"] = nlohmann::json::array(); });
+  const std::string f = quickstart_with(
+      "files.json", [](auto& j) { j["outputs"]["files"] = nlohmann::json::array(); });
   const auto r = run_kvshift("validate " + f);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("/outputs/files: must name at least one file"), std::string::npos) << r.err;
 }
 
 TEST(ValidateCli, RunsTooLargeForMemoryAreRefusedWithTheEstimate) {
-  const std::string rate = quickstart_with("rate.json", [](auto& j) { j["workload"]["rate"] = 1e9; });
+  const std::string rate =
+      quickstart_with("rate.json", [](auto& j) { j["workload"]["rate"] = 1e9; });
   auto r = run_kvshift("validate " + rate);
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("/workload/rate: 1e+09 requests/s over 60 s is about 6e+10 arrivals"),

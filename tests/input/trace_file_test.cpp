@@ -34,8 +34,10 @@ TEST(TraceFile, PlainCsvInSecondsIsSortedAndRebased) {
 }
 
 TEST(TraceFile, AUtf8ByteOrderMarkBeforeTheHeaderIsSkipped) {
-  const TraceFile t = parse("\xEF\xBB\xBF" "arrival_s,prompt_tokens,output_tokens\n1,100,10\n",
-                            TraceFormat::kCsv);
+  const TraceFile t = parse(
+      "\xEF\xBB\xBF"
+      "arrival_s,prompt_tokens,output_tokens\n1,100,10\n",
+      TraceFormat::kCsv);
   ASSERT_EQ(t.requests.size(), 1u);
   EXPECT_EQ(t.requests[0].prompt_tokens, 100);
 }
