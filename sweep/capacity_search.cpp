@@ -194,76 +194,106 @@ const Probe* probe_at(const SearchResult& result, double value) {
   return nullptr;
 }
 
-SearchResult capacity_search(const SweepPlan& plan, const SearchSettings& s,
-                             const CostFactory& costs,
-                             const std::function<void(const Probe&)>& on_probe) {
-  const Knob& k = s.knob;
-  SearchResult result;
-  auto budget_left = [&] { return static_cast<int>(result.probes.size()) < s.max_probes; };
+namespace {
+
+// One search in progress: the probes so far and the steps that add to them.
+class Search {
+ public:
+  Search(const SweepPlan& plan, const SearchSettings& s, const CostFactory& costs,
+         const std::function<void(const Probe&)>& on_probe)
+      : plan_(plan), s_(s), costs_(costs), on_probe_(on_probe) {}
+
+  SearchResult run() {
+    const Knob& k = s_.knob;
+    const bool hi_met = probe(k.hi, false);
+    const bool lo_met = probe(k.lo, false);
+    if (least() ? lo_met : hi_met) {
+      result_.answer = least() ? k.lo : k.hi;  // the wanted end meets it: no assumption needed
+    } else {
+      for (double q : {0.5, 0.25, 0.75}) {
+        if (budget_left()) probe(at(q), false);
+      }
+      const std::vector<Probe> sorted = by_value(result_.probes);
+      std::vector<std::size_t> switches;  // i: sorted[i] and sorted[i + 1] differ
+      for (std::size_t i = 0; i + 1 < sorted.size(); ++i) {
+        if (sorted[i].met != sorted[i + 1].met) switches.push_back(i);
+      }
+      if (switches.size() == 1) bisect(sorted[switches[0]].value, sorted[switches[0] + 1].value);
+      if (switches.size() > 1) grid();
+    }
+    result_.met_stretches = met_stretches(result_.probes);
+    return std::move(result_);
+  }
+
+ private:
+  bool least() const { return s_.want == Want::kLeast; }
+  bool budget_left() const { return static_cast<int>(result_.probes.size()) < s_.max_probes; }
+
+  // The value at share `q` of the range, on the knob's scale.
+  double at(double q) const {
+    const Knob& k = s_.knob;
+    return log_scale(k) ? k.lo * std::pow(k.hi / k.lo, q) : k.lo + q * (k.hi - k.lo);
+  }
+
   // Runs the simulation at `v` (once per value) and says whether it met the objective.
-  auto probe = [&](double v, bool grid) {
-    if (k.kind == KnobKind::kNumber && k.integer) v = std::round(v);
-    if (const Probe* seen = probe_at(result, v)) return seen->met;
-    const reports::StrategyMetrics m = metrics_at(plan, s, v, costs);
+  bool probe(double v, bool grid) {
+    if (s_.knob.kind == KnobKind::kNumber && s_.knob.integer) v = std::round(v);
+    if (const Probe* seen = probe_at(result_, v)) return seen->met;
+    const reports::StrategyMetrics m = metrics_at(plan_, s_, v, costs_);
     Probe p;
     p.value = v;
     p.grid = grid;
-    p.results = evaluate(s.objective, m);
+    p.results = evaluate(s_.objective, m);
     p.met = true;
     for (const ClauseResult& r : p.results) p.met = p.met && r.met;
     p.moves = {m.moves.fallbacks, m.moves.unfinished, m.moves.failed, m.moves.by_strategy};
-    result.probes.push_back(p);
-    if (on_probe) on_probe(p);
+    result_.probes.push_back(p);
+    if (on_probe_) on_probe_(p);
     return p.met;
-  };
-  // The value at share `q` of the range, on the knob's scale.
-  auto at = [&](double q) {
-    return log_scale(k) ? k.lo * std::pow(k.hi / k.lo, q) : k.lo + q * (k.hi - k.lo);
-  };
-  const bool least = s.want == Want::kLeast;
-  const bool hi_met = probe(k.hi, false);
-  const bool lo_met = probe(k.lo, false);
-  if (least ? lo_met : hi_met) {
-    result.answer = least ? k.lo : k.hi;  // the wanted end meets it: no assumption needed
-    result.met_stretches = met_stretches(result.probes);
-    return result;
   }
-  for (double q : {0.5, 0.25, 0.75}) {
-    if (budget_left()) probe(at(q), false);
-  }
-  const std::vector<Probe> sorted = by_value(result.probes);
-  std::vector<std::size_t> switches;  // i: sorted[i] and sorted[i + 1] differ
-  for (std::size_t i = 0; i + 1 < sorted.size(); ++i) {
-    if (sorted[i].met != sorted[i + 1].met) switches.push_back(i);
-  }
-  if (switches.size() == 1) {
-    // Monotone as far as the probes show: bisect the bracket where it switches. The wanted
-    // end does not meet it, so the met side is HI's for least and LO's for most.
-    double a = sorted[switches[0]].value, b = sorted[switches[0] + 1].value;
-    while (budget_left() && !narrow_enough(k, a, b, s.tolerance)) {
-      const double mid = midpoint(k, a, b);
+
+  // Monotone as far as the probes show: narrows the bracket [a, b] where it switches. The wanted
+  // end does not meet it, so the met side is b (HI's) for least and a (LO's) for most.
+  void bisect(double a, double b) {
+    while (budget_left() && !narrow_enough(s_.knob, a, b, s_.tolerance)) {
+      const double mid = midpoint(s_.knob, a, b);
       if (mid <= a || mid >= b) break;
-      (probe(mid, false) == least ? b : a) = mid;
+      (probe(mid, false) == least() ? b : a) = mid;
     }
-    result.answer = least ? b : a;
-    result.nearest_unmet = least ? a : b;
-  } else if (switches.size() > 1) {
-    // Not monotone over the range: bisection would answer whichever switch it found first.
-    result.monotone = false;
-    const int intervals = 4 * std::max(1, (s.max_probes - 1) / 4);
+    result_.answer = least() ? b : a;
+    result_.nearest_unmet = least() ? a : b;
+  }
+
+  // Not monotone over the range (bisection would answer whichever switch it met first): an even
+  // grid, and the least (largest) grid value that meets the objective.
+  void grid() {
+    result_.monotone = false;
+    const int intervals = 4 * std::max(1, (s_.max_probes - 1) / 4);
     for (int i = 1; i < intervals && budget_left(); ++i) probe(at(double(i) / intervals), true);
-    const std::vector<Probe> grid = by_value(result.probes);
-    for (std::size_t j = 0; j < grid.size(); ++j) {
-      const std::size_t i = least ? j : grid.size() - 1 - j;
-      if (!grid[i].met) continue;
-      result.answer = grid[i].value;
-      if (least && i > 0) result.nearest_unmet = grid[i - 1].value;
-      if (!least && i + 1 < grid.size()) result.nearest_unmet = grid[i + 1].value;
-      break;
+    const std::vector<Probe> sorted = by_value(result_.probes);
+    for (std::size_t j = 0; j < sorted.size(); ++j) {
+      const std::size_t i = least() ? j : sorted.size() - 1 - j;
+      if (!sorted[i].met) continue;
+      result_.answer = sorted[i].value;
+      if (least() && i > 0) result_.nearest_unmet = sorted[i - 1].value;
+      if (!least() && i + 1 < sorted.size()) result_.nearest_unmet = sorted[i + 1].value;
+      return;
     }
   }
-  result.met_stretches = met_stretches(result.probes);
-  return result;
+
+  const SweepPlan& plan_;
+  const SearchSettings& s_;
+  const CostFactory& costs_;
+  const std::function<void(const Probe&)>& on_probe_;
+  SearchResult result_;
+};
+
+}  // namespace
+
+SearchResult capacity_search(const SweepPlan& plan, const SearchSettings& settings,
+                             const CostFactory& costs,
+                             const std::function<void(const Probe&)>& on_probe) {
+  return Search(plan, settings, costs, on_probe).run();
 }
 
 }  // namespace kvshift::sweep
