@@ -124,6 +124,7 @@ MovePlan plan_move(Strategy s, const MoveMethods& methods, const MoveState& st) 
   const Bytes full = kv_bytes(*methods.model, available);
   p.kv_tokens = available;
   p.replay_tokens = st.context - available;  // the tail the source never held
+  p.tokens = token_id_bytes(p.replay_tokens);  // recomputing the tail needs its ids
   const int layers = methods.model->layers;
   switch (s) {
     case Strategy::kFullKv:
@@ -171,33 +172,60 @@ std::int64_t leg_ns(MoveRoute::Leg leg, const Path& path, BitsPerSecond host_lin
   return 0;
 }
 
+namespace {
+
+// A hybrid's front ids go ahead of its KV only over the network; on the same node they are
+// in host memory already.
+bool ids_ahead(const MovePlan& plan, const MoveRoute& route) {
+  return plan.front_tokens > 0 && plan.tokens.count > 0 &&
+         route.data == MoveRoute::Leg::kNetwork;
+}
+
+// When the front's token ids are at the receiver (0: they need not travel first).
+std::int64_t ids_arrival_ns(const MovePlan& plan, const MoveRoute& route) {
+  return ids_ahead(plan, route)
+             ? leg_ns(route.data, route.data_path, route.host_link, plan.tokens)
+             : 0;
+}
+
+}  // namespace
+
 MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods, const MoveRoute& route,
                            std::int64_t gpu_backlog_ns, const ComputeCosts& compute) {
   MoveEstimate e;
   const bool with_data = route.predictor == MoveRoute::Leg::kWithData;
-  const Bytes data = plan.kv + plan.tokens + (with_data ? plan.predictor : Bytes{});
-  if ((data.count > 0 && route.data == MoveRoute::Leg::kUnreachable) ||
+  const Bytes sent = plan.kv + plan.tokens + (with_data ? plan.predictor : Bytes{});
+  if ((sent.count > 0 && route.data == MoveRoute::Leg::kUnreachable) ||
       (plan.predictor.count > 0 && route.predictor == MoveRoute::Leg::kUnreachable) ||
       (with_data && plan.predictor.count > 0 && route.data == MoveRoute::Leg::kNone)) {
     e.reachable = false;
   }
+  // Leading ids are their own flow: the KV's flow starts once they are on the wire.
+  const bool lead = ids_ahead(plan, route);
+  if (lead) {
+    e.ids_ns = ids_arrival_ns(plan, route);
+    e.ids_lead_ns = round_to_ns(plan.tokens.bits() / route.data_path.bandwidth.value);
+  }
+  const Bytes data = sent - (lead ? plan.tokens : Bytes{});
   const std::int64_t local_wait =
       route.data == MoveRoute::Leg::kLocal ? route.host_link_backlog_ns : 0;
-  const std::int64_t data_ns = data.count > 0
-                                   ? leg_ns(route.data, route.data_path, route.host_link, data) +
-                                         engine_ns(methods.engine, plan.descriptors) + local_wait
-                                   : 0;
+  const std::int64_t data_ns =
+      data.count > 0 ? leg_ns(route.data, route.data_path, route.host_link, data) +
+                           std::max(engine_ns(methods.engine, plan.descriptors), e.ids_lead_ns) +
+                           local_wait
+                     : 0;
   e.transfer_ns = std::max(
-      {data_ns, leg_ns(route.predictor, route.predictor_path, route.host_link, plan.predictor),
+      {data_ns, e.ids_ns,
+       leg_ns(route.predictor, route.predictor_path, route.host_link, plan.predictor),
        plan.strategy == Strategy::kRiskKv ? route.predictor_ready_in_ns : std::int64_t{0},
        plan.cached_load_ns});
   if (!plan.needs_gpu()) return e;  // a pure transfer does not wait for the GPU
   if (plan.front_tokens > 0) {
-    // The front is queued once the cached prefix is in HBM and runs while the rest of the KV
-    // arrives.
+    // The front is queued once the cached prefix is in HBM and its ids are in, and runs
+    // while the rest of the KV arrives.
     const std::int64_t front_ns =
         round_to_ns(compute.extend(*methods.model, plan.cached_tokens, plan.front_tokens).value);
-    e.queue_ns = std::max<std::int64_t>({0, gpu_backlog_ns, plan.cached_load_ns});
+    e.queue_ns = std::max<std::int64_t>({0, gpu_backlog_ns, plan.cached_load_ns, e.ids_ns});
     e.compute_ns = front_ns;
     e.overlap_ns = std::min(e.transfer_ns, e.queue_ns + front_ns);
   } else {
@@ -235,6 +263,7 @@ MovePlan balance_hybrid(MovePlan plan, const MoveMethods& methods, const MoveRou
       p.front_tokens += p.replay_tokens;
       p.replay_tokens = 0;
     }
+    p.tokens = token_id_bytes(p.recomputed_tokens());
     return p;
   };
   auto estimate = [&](const MovePlan& p) {
@@ -247,7 +276,7 @@ MovePlan balance_hybrid(MovePlan plan, const MoveMethods& methods, const MoveRou
     const std::int64_t mid = lo + (hi - lo) / 2;
     const MovePlan p = split(mid);
     const std::int64_t front_end =
-        std::max<std::int64_t>({gpu_backlog_ns, 0, p.cached_load_ns}) +
+        std::max<std::int64_t>({gpu_backlog_ns, 0, p.cached_load_ns, ids_arrival_ns(p, route)}) +
         (p.front_tokens > 0
              ? round_to_ns(compute.extend(*methods.model, p.cached_tokens, p.front_tokens).value)
              : 0);

@@ -100,7 +100,9 @@ struct MoveState {
 struct MovePlan {
   Strategy strategy = Strategy::kTokenReplay;  ///< what executes (after the rules below)
   Bytes kv;                                    ///< KV bytes from the source
-  Bytes tokens;                                ///< token ids from the source (replay)
+  /// Token ids from the source, of every token the receiver recomputes (replay, a hybrid's
+  /// front, a tail the source never held): recomputing needs the ids, and they travel.
+  Bytes tokens;
   Bytes predictor;                             ///< RISK-KV predictors from the predictor store
   std::int64_t kv_tokens = 0;                  ///< tokens whose (possibly pruned) KV arrives
   std::int64_t descriptors = 0;                ///< transfer-engine descriptors of `kv`
@@ -121,6 +123,8 @@ struct MovePlan {
 
   bool feasible() const { return infeasible.empty(); }
   bool needs_gpu() const { return reconstruct_tokens > 0 || front_tokens > 0 || replay_tokens > 0; }
+  /// Tokens the receiver prefills (a hybrid's front and any replayed tail).
+  std::int64_t recomputed_tokens() const { return front_tokens + replay_tokens; }
   /// Tokens whose KV is in place when the replay runs (the replayed tail attends to them).
   std::int64_t replay_prefix() const { return cached_tokens + front_tokens + kv_tokens; }
 };
@@ -157,6 +161,11 @@ struct MoveEstimate {
   std::int64_t compute_ns = 0;   ///< rebuild, then replay, on the destination GPU
   /// Hybrid: queue and compute that ran while the bytes were in flight (not in the total).
   std::int64_t overlap_ns = 0;
+  /// Hybrid over the network: the front's token ids travel ahead of the KV, as a flow of
+  /// their own; the front is queued when they arrive (ids_ns), and the KV's flow starts
+  /// once they are on the wire (ids_lead_ns, or after the engine setup if that is longer).
+  std::int64_t ids_ns = 0;
+  std::int64_t ids_lead_ns = 0;
   std::int64_t total_ns() const { return transfer_ns + queue_ns + compute_ns - overlap_ns; }
 };
 
@@ -165,7 +174,9 @@ struct MoveEstimate {
 std::int64_t leg_ns(MoveRoute::Leg leg, const Path& path, BitsPerSecond host_link, Bytes bytes);
 
 /// Prices `plan` on `route`: transfers, then GPU work behind `gpu_backlog_ns` of queued work.
-/// A hybrid's front is queued at once and runs while the KV arrives; its tail comes after both.
+/// A hybrid's front is queued once its token ids are in (over the network they travel first,
+/// on the same node they are in host memory) and runs while the KV arrives; its tail comes
+/// after both.
 MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods, const MoveRoute& route,
                            std::int64_t gpu_backlog_ns, const ComputeCosts& compute);
 

@@ -222,7 +222,8 @@ struct RunTally {
   std::int64_t recoveries = 0, migrations = 0, handoffs = 0;  ///< done moves by kind
   std::int64_t failed_moves = 0, cancelled_moves = 0;
   std::int64_t open_recoveries = 0, open_migrations = 0, open_handoffs = 0;  ///< unfinished
-  std::int64_t fallbacks = 0, lossy = 0;                                     ///< of done moves
+  std::int64_t fallbacks = 0;  ///< moves (rows) that ran another strategy, whatever their outcome
+  std::int64_t lossy = 0;      ///< of done moves
   double delta_nll_sum = 0;                                                  ///< of done moves
   std::map<std::string, std::int64_t> by_strategy;  ///< done moves by executed strategy
   /// Done and unfinished moves (the latter at their lower bound end − start).
@@ -282,7 +283,11 @@ struct RunResult {
   std::int64_t gpus = 0;               ///< GPUs in the cluster (bounds GPU busy time)
   std::int64_t predictor_copies = 0;   ///< predictor copies resident at the end
   std::int64_t predictor_bytes_resident = 0;           ///< their bytes
-  std::map<std::string, std::int64_t> predictor_uses;  ///< node -> requests that used its copy
+  /// node -> RISK-KV moves that rebuilt with its copy (done moves only)
+  std::map<std::string, std::int64_t> predictor_uses;
+  /// Predictor copies that arrived after every move waiting for them had ended: on the
+  /// network (links.csv) but in no move's row, so not in bytes.predictors.
+  std::int64_t predictor_bytes_unclaimed = 0;
   std::int64_t events = 0;                             ///< simulator events processed
 };
 

@@ -36,6 +36,7 @@ void RunTally::add(const RequestRecord& r) {
 void RunTally::add(const MoveRecord& m) {
   const bool recovery = m.trigger == MoveTrigger::kFailure;
   const bool handoff = m.trigger == MoveTrigger::kHandoff;
+  if (!m.fallback.empty()) ++fallbacks;  // whatever became of the move: one row, one count
   switch (m.outcome) {
     case MoveOutcome::kFailed:
       ++failed_moves;
@@ -49,7 +50,6 @@ void RunTally::add(const MoveRecord& m) {
     case MoveOutcome::kDone:
       ++by_strategy[m.strategy];
       ++(recovery ? recoveries : handoff ? handoffs : migrations);
-      if (!m.fallback.empty()) ++fallbacks;
       if (m.delta_nll != 0) ++lossy;
       delta_nll_sum += m.delta_nll;
       break;

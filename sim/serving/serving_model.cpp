@@ -268,6 +268,11 @@ RunResult ServingModel::finish() {
       r.rec.outcome = RequestOutcome::kUnfinished;
       if (r.gpu >= 0) r.rec.final_node = spec_.cluster.nodes[node_of(r.gpu)].name;
       if (r.rec.reason.empty()) r.rec.reason = unfinished_reason(r);
+      if (!can_be_served(r)) {
+        r.rec.outcome = RequestOutcome::kFailed;
+        r.rec.reason = "every GPU of its deployment was down at the end of the run (" +
+                       r.rec.reason + ")";
+      }
     }
     record(r.rec);
   }
@@ -480,6 +485,14 @@ void ServingModel::try_handoff(Request& r) {
   // ProxyKV prunes by the proxy's scores: its handoff waits for them (adaptive does not).
   if (strategy_ == Strategy::kProxyKv && deployment(r).spec.proxy_kv && !r.scored) return;
   start_move(r, MoveTrigger::kHandoff, r.gpu >= 0 ? node_of(r.gpu) : -1, r.handoff_since);
+}
+
+bool ServingModel::can_be_served(const Request& r) const {
+  for (const Gpu& g : gpus_) {
+    if (g.worker->up() && node_deployment_[static_cast<std::size_t>(g.node)] == r.rec.deployment)
+      return true;
+  }
+  return false;
 }
 
 std::string ServingModel::unfinished_reason(const Request& r) const {

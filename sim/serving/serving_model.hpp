@@ -245,15 +245,22 @@ class ServingModel final : public GpuListener {
   void start_move(Request& r, MoveTrigger trigger, int from_node, std::int64_t stall_since);
   Move* find_move(std::uint64_t request, std::uint64_t id);
   void launch(std::uint64_t request);
-  void send_part(Move& m, int src, int dst, std::int64_t bytes, std::int64_t BytesByKind::*kind);
+  /// Sends `kv` and `tokens` (token ids) as one flow from `src` to `dst` after `delay` (the
+  /// KV's transfer-engine setup, or the leading ids' time on the wire); each kind is counted
+  /// when it arrives.
+  void send_part(Move& m, int src, int dst, Bytes kv, Bytes tokens, SimTime delay);
   /// One of a move's prefix loads is in; the last one queues a hybrid's front.
   void prefix_loaded(std::uint64_t request, std::uint64_t id);
+  /// Queues a hybrid's front once its cached prefix and its token ids are in.
+  void submit_front_if_ready(Move& m);
   /// Fetches the move's storage-tier blocks over the network, then the host link; a failed
   /// fetch fails the move.
   void fetch_prefix(Move& m);
   /// Starts a transfer's bytes after its engine setup, unless its path is stalled or failed.
   void start_flow(std::uint64_t request, std::uint64_t id, int src, int dst, std::int64_t bytes,
                   const Fabric::Done& done);
+  /// Puts one of the move's flows in the network, tracked in its list until it arrives.
+  void send_flow(Move& m, int src, int dst, std::int64_t bytes, const Fabric::Done& done);
   /// A transfer on a stalled path: it fails after the stall timeout, or (without one) waits
   /// for the stall to clear and starts again.
   void hang(std::uint64_t request, std::uint64_t id, int src, int dst, std::int64_t bytes,
@@ -327,6 +334,9 @@ class ServingModel final : public GpuListener {
   void record(const MoveRecord& m);
   /// What a request still running at the end was doing.
   std::string unfinished_reason(const Request& r) const;
+  /// Whether a GPU of the request's deployment is up: without one, nothing could ever serve
+  /// it, and at the end of the run it counts as failed, not unfinished.
+  bool can_be_served(const Request& r) const;
   /// KV bytes of `tokens` of deployment `d`'s model.
   std::int64_t kv_bytes(int d, std::int64_t tokens) const;
   /// KV bytes of `tokens` rounded up to whole paged blocks (what admission books).

@@ -112,15 +112,19 @@ struct ServingModel::Move {
   SimTime cached_load;           ///< until they are in from the destination's host or SSD tier
   std::size_t fetch_blocks = 0;  ///< of them, the last ones come from the storage tier
   int prefix_loads = 0;          ///< the prefix's loads not yet in (local tiers, storage)
-  std::optional<GpuJob> front;   ///< hybrid: its front, queued once the prefix is in
+  bool ids_pending = false;      ///< hybrid: the front's token ids are still on their way
+  std::int64_t ids_lead_ns = 0;  ///< hybrid: the ids' time on the wire ahead of the KV
+  std::optional<GpuJob> front;   ///< hybrid: its front, queued once the prefix and ids are in
   /// One of the move's own flows in the network: what a stall needs to hang and resend it.
   struct Flow {
+    std::uint64_t seq = 0;  ///< the move's own count of flows sent
     std::uint64_t handle = 0;
     int src = -1, dst = -1;
     std::int64_t bytes = 0;
     Fabric::Done done;
   };
-  std::vector<Flow> flows;
+  std::vector<Flow> flows;  ///< those in the network now
+  std::uint64_t flow_seq = 0;
 };
 
 /// A recovery that found no GPU with room: it waits, and counts as unfinished at the end.

@@ -233,6 +233,7 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   m->dst_pins = pins;
   m->cached_load = load;
   m->fetch_blocks = fetch;
+  m->ids_lead_ns = c.option.estimate.ids_lead_ns;
   MoveRecord& rec = m->rec;
   rec.request = r.rec.id;
   rec.deployment = r.rec.deployment;
@@ -294,7 +295,6 @@ void ServingModel::launch(std::uint64_t request) {
   const std::uint64_t id = m.id;
   const int dst = node_of(m.dst_gpu);
   if (m.plan.strategy == Strategy::kRiskKv) {
-    result_.predictor_uses[spec_.cluster.nodes[dst].name] += 1;
     PredictorCache& predictors = *deployment(*m.r).predictors;
     if (predictors.state(dst) != PredictorCache::State::kResident) {
       m.awaiting_predictor = true;
@@ -314,9 +314,13 @@ void ServingModel::launch(std::uint64_t request) {
     ++m.prefix_loads;
     fetch_prefix(m);
   }
+  // Over the network a hybrid's front ids travel first, as a flow of their own; on the same
+  // node they are in host memory.
+  const bool ids_ahead = m.plan.front_tokens > 0 && m.plan.tokens.count > 0 && m.src >= 0 &&
+                         m.src != dst;
   if (m.plan.front_tokens > 0) {
-    // Hybrid: the receiver prefills the front once the cached prefix is in, while the rest of
-    // the KV is on its way.
+    // Hybrid: the receiver prefills the front once the cached prefix and the ids are in,
+    // while the rest of the KV is on its way.
     m.front_running = true;
     auto front_done = [this, request, id](SimTime start, SimTime end) {
       Move* mv = find_move(request, id);
@@ -326,30 +330,37 @@ void ServingModel::launch(std::uint64_t request) {
       mv->front_running = false;
       if (mv->bytes_in) rebuild(*mv);
     };
-    GpuJob front{JobKind::kReplay, request, m.plan.front_tokens, std::move(front_done),
-                 m.plan.cached_tokens};
-    if (m.prefix_loads > 0) {
-      m.front = std::move(front);  // prefix_loaded() queues it
-    } else {
-      gpus_[m.dst_gpu].worker->submit(std::move(front));
-    }
+    m.front = GpuJob{JobKind::kReplay, request, m.plan.front_tokens, std::move(front_done),
+                     m.plan.cached_tokens};
+    m.ids_pending = ids_ahead;
+    submit_front_if_ready(m);
   }
-  const Bytes data = m.plan.kv + m.plan.tokens;
-  if (data.count > 0 && m.src >= 0) {
-    send_part(m, m.src, dst, data.count,
-              m.plan.tokens.count > 0 ? &BytesByKind::tokens : &BytesByKind::kv);
+  if (m.src >= 0) {
+    const Bytes ids = ids_ahead ? m.plan.tokens : Bytes{};
+    const Bytes kv = m.plan.kv, tokens = m.plan.tokens - ids;
+    // The transfer engine builds and posts the KV's descriptors before any byte flows.
+    const std::int64_t setup = kv.count > 0 ? cost_model::engine_ns(engine_, m.plan.descriptors) : 0;
+    const SimTime delay{std::max(setup, m.ids_lead_ns)};
+    const int src = m.src;
+    if (ids.count > 0) send_part(m, src, dst, {}, ids, {});
+    Move* still = find_move(request, id);  // a send may fail at once
+    if (still && kv.count + tokens.count > 0) send_part(*still, src, dst, kv, tokens, delay);
   }
-  Move* still = find_move(request, id);  // a send may fail at once
+  Move* still = find_move(request, id);
   if (still && still->transfers_left == 0 && !still->awaiting_predictor) on_transfers_done(*still);
+}
+
+void ServingModel::submit_front_if_ready(Move& m) {
+  if (!m.front || m.prefix_loads > 0 || m.ids_pending) return;
+  gpus_[m.dst_gpu].worker->submit(std::move(*m.front));
+  m.front.reset();
 }
 
 void ServingModel::prefix_loaded(std::uint64_t request, std::uint64_t id) {
   Move* m = find_move(request, id);
   if (!m) return;
-  if (--m->prefix_loads == 0 && m->front) {
-    gpus_[m->dst_gpu].worker->submit(std::move(*m->front));
-    m->front.reset();
-  }
+  --m->prefix_loads;
+  submit_front_if_ready(*m);
   if (--m->transfers_left == 0 && !m->awaiting_predictor) on_transfers_done(*m);
 }
 
@@ -369,30 +380,32 @@ void ServingModel::fetch_prefix(Move& m) {
     sim_.schedule_at(host_copy(mv->dst_gpu, true, bytes),
                      [this, request, id] { prefix_loaded(request, id); });
   };
-  m.flows.push_back(
-      {fabric_.send(node_id(store), node_id(dst), Bytes{bytes}, done), store, dst, bytes, done});
+  send_flow(m, store, dst, bytes, done);
 }
 
-void ServingModel::send_part(Move& m, int src, int dst, std::int64_t bytes,
-                             std::int64_t BytesByKind::*kind) {
+void ServingModel::send_part(Move& m, int src, int dst, Bytes kv, Bytes tokens, SimTime delay) {
   const std::uint64_t request = m.r->rec.id, id = m.id;
-  auto done = [this, request, id, bytes, kind](bool delivered, const std::string& reason) {
+  const std::int64_t bytes = kv.count + tokens.count;
+  auto done = [this, request, id, kv, tokens](bool delivered, const std::string& reason) {
     Move* mv = find_move(request, id);
     if (!mv) return;
     if (!delivered) {
       end_move(*mv, MoveOutcome::kFailed, "transfer failed: " + reason);
       return;
     }
-    result_.bytes.*kind += bytes;
-    (kind == &BytesByKind::tokens ? mv->rec.token_bytes : mv->rec.kv_bytes) += bytes;
+    result_.bytes.kv += kv.count;
+    result_.bytes.tokens += tokens.count;
+    mv->rec.kv_bytes += kv.count;
+    mv->rec.token_bytes += tokens.count;
+    if (kv.count == 0 && mv->ids_pending) {  // a hybrid's leading ids
+      mv->ids_pending = false;
+      submit_front_if_ready(*mv);
+    }
     if (--mv->transfers_left == 0 && !mv->awaiting_predictor) on_transfers_done(*mv);
   };
   ++m.transfers_left;
-  // The transfer engine builds and posts the KV's descriptors before any byte flows.
-  const std::int64_t setup =
-      kind == &BytesByKind::kv ? cost_model::engine_ns(engine_, m.plan.descriptors) : 0;
-  if (setup > 0) {
-    sim_.schedule_after(SimTime{setup}, [this, request, id, src, dst, bytes, done] {
+  if (delay.ns > 0) {
+    sim_.schedule_after(delay, [this, request, id, src, dst, bytes, done] {
       start_flow(request, id, src, dst, bytes, done);
     });
     return;
@@ -418,8 +431,22 @@ void ServingModel::start_flow(std::uint64_t request, std::uint64_t id, int src, 
     sim_.schedule_at(host_copy(m->dst_gpu, true, bytes), [done] { done(true, ""); });
     return;
   }
-  m->flows.push_back(
-      {fabric_.send(node_id(src), node_id(dst), Bytes{bytes}, done), src, dst, bytes, done});
+  send_flow(*m, src, dst, bytes, done);
+}
+
+void ServingModel::send_flow(Move& m, int src, int dst, std::int64_t bytes,
+                             const Fabric::Done& done) {
+  // A delivered flow leaves the move's list at once: a later stall on its path must not
+  // post it again, nor cancel a newer flow by a handle the fabric has reused.
+  const std::uint64_t request = m.r->rec.id, id = m.id, seq = ++m.flow_seq;
+  Fabric::Done arrived = [this, request, id, seq, done](bool delivered, const std::string& why) {
+    if (Move* mv = find_move(request, id)) {
+      std::erase_if(mv->flows, [seq](const Move::Flow& f) { return f.seq == seq; });
+    }
+    done(delivered, why);
+  };
+  m.flows.push_back({seq, fabric_.send(node_id(src), node_id(dst), Bytes{bytes}, std::move(arrived)),
+                     src, dst, bytes, done});
 }
 
 void ServingModel::hang(std::uint64_t request, std::uint64_t id, int src, int dst,
@@ -451,8 +478,9 @@ void ServingModel::begin_predictor_fetch(int node) {
                                                             route.host_link, shipped.predictor));
   const std::int64_t bytes = shipped.predictor.count;
   auto done = [this, node, bytes, &predictors](bool delivered, const std::string& reason) {
-    if (delivered) result_.bytes.predictors += bytes;
     const std::vector<std::uint64_t> waiting = predictors.end_fetch(node, delivered);
+    // The first move still waiting carries the bytes in its row; with none left (they
+    // ended while the copy was on its way) the copy is counted apart, never lost.
     bool first = true;
     for (std::uint64_t request : waiting) {
       auto it = moves_.find(request);
@@ -463,14 +491,16 @@ void ServingModel::begin_predictor_fetch(int node) {
         end_move(mv, MoveOutcome::kFailed, "predictor transfer failed: " + reason);
         continue;
       }
-      if (first && mv.plan.predictor.count > 0) {  // it asked first
+      if (first) {
         mv.rec.predictor_bytes += bytes;
         mv.rec.predictor_source = spec_.cluster.nodes[predictor_source_].name;
+        result_.bytes.predictors += bytes;
       }
       first = false;
       mv.awaiting_predictor = false;
       if (mv.transfers_left == 0) on_transfers_done(mv);
     }
+    if (delivered && first) result_.predictor_bytes_unclaimed += bytes;
   };
   if (predictor_source_ == node) {
     sim_.schedule_after(host_link_time(bytes),
@@ -535,6 +565,9 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
   m.rec.stall_ns = m.rec.end_ns - m.stall_since;
   m.rec.note = why;
   if (outcome != MoveOutcome::kDone) m.rec.delta_nll = 0;  // no rebuild, no quality paid
+  if (outcome == MoveOutcome::kDone && m.plan.strategy == Strategy::kRiskKv) {
+    result_.predictor_uses[spec_.cluster.nodes[node_of(m.dst_gpu)].name] += 1;
+  }
   record(m.rec);
   Request& r = *m.r;
   const int src_gpu = m.src_gpu, dst_gpu = m.dst_gpu, from_node = m.from_node;
@@ -697,10 +730,16 @@ void ServingModel::close_moves() {
     rec.start_ns = p.since;
     rec.end_ns = end_ns_;
     rec.stall_ns = end_ns_ - p.stall_since;
-    rec.outcome = MoveOutcome::kUnfinished;
-    rec.note = "no GPU with room to recover on";
+    if (can_be_served(r)) {
+      rec.outcome = MoveOutcome::kUnfinished;
+      rec.note = "no GPU with room to recover on";
+      r.rec.reason = "waiting to recover: no GPU with room";
+    } else {  // finish() counts the request as failed
+      rec.outcome = MoveOutcome::kFailed;
+      rec.note = "no GPU up to recover on";
+      r.rec.reason = "waiting to recover: no GPU up";
+    }
     record(rec);
-    r.rec.reason = "waiting to recover: no GPU with room";
   }
 }
 

@@ -95,8 +95,10 @@ TEST(PrefixRecompute, ShipsTheHeldPrefixAndRecomputesTheTailOnTopOfIt) {
   EXPECT_EQ(p.kv_tokens, 3000);
   EXPECT_EQ(p.replay_tokens, 1000);
   EXPECT_EQ(p.replay_prefix(), 3000);
+  EXPECT_EQ(p.tokens, Bytes{4 * 1000}) << "the tail's ids travel with the prefix's KV";
   const MoveEstimate e = estimate_move(p, f.methods, network(10e9, 1e-3), 0, f.compute);
-  EXPECT_EQ(e.transfer_ns, 1'000'000 + round_to_ns(p.kv.bits() / 10e9));
+  EXPECT_EQ(e.transfer_ns, 1'000'000 + round_to_ns(8.0 * (3000.0 * 2 * 28 * 2 * 128 * 2 + 4000) /
+                                                   10e9));
   EXPECT_EQ(e.compute_ns, round_to_ns(f.compute.extend(f.model, 3000, 1000).value));
   // full_kv cannot ship all of a stale prefix: it runs as prefix_recompute and says so.
   const MovePlan full = plan_move(Strategy::kFullKv, f.methods, stale);
@@ -129,6 +131,7 @@ std::int64_t best_split_ns(const Fixture& f, const MovePlan& unsplit, const Move
     p.kv = kv_bytes(f.model, p.kv_tokens);
     p.descriptors = kv_descriptors(f.methods.engine, p.kv_tokens, f.model.layers);
     if (p.kv_tokens == 0) p.front_tokens += p.replay_tokens, p.replay_tokens = 0;
+    p.tokens = Bytes{4 * (p.front_tokens + p.replay_tokens)};  // the receiver needs their ids
     best = std::min(best, estimate_move(p, f.methods, route, backlog, f.compute).total_ns());
   }
   return best;
@@ -165,14 +168,22 @@ TEST(Hybrid, TheSplitIsTheBruteForceOptimumAndNeverLosesToFullOrReplay) {
       EXPECT_LE(e.total_ns(), estimate_move(other, f.methods, route, queue, f.compute).total_ns())
           << label << " vs " << strategy_name(s);
     }
-    // The overlap: the front runs behind the queue while the rest arrives.
+    // The overlap: the front runs behind the queue, once its ids are in, while the rest
+    // arrives; the ids of every recomputed token travel first.
     if (p.front_tokens > 0) {
+      const double bps = route.data_path.bandwidth.value;
+      const std::int64_t latency = round_to_ns(route.data_path.latency.value);
+      const std::int64_t ids = 4 * (p.front_tokens + p.replay_tokens);
+      EXPECT_EQ(p.tokens, Bytes{ids}) << label;
+      const std::int64_t ids_in = latency + round_to_ns(8.0 * static_cast<double>(ids) / bps);
       const std::int64_t front = round_to_ns(f.compute.prefill(f.model, p.front_tokens).value);
       const std::int64_t tail =
           p.replay_tokens > 0
               ? round_to_ns(f.compute.extend(f.model, p.replay_prefix(), p.replay_tokens).value)
               : 0;
-      EXPECT_EQ(e.total_ns(), std::max(e.transfer_ns, queue + front) + tail) << label;
+      EXPECT_EQ(e.total_ns(), std::max(e.transfer_ns, std::max(queue, ids_in) + front) + tail)
+          << label;
+      EXPECT_GE(e.total_ns(), ids_in + front) << label;
     }
   }
 }
@@ -204,6 +215,54 @@ TEST(Hybrid, FastLinksShipEverythingSlowLinksRecomputeEverything) {
   // Other strategies are returned as they are.
   const MovePlan full = plan_move(Strategy::kFullKv, f.methods, st);
   EXPECT_EQ(balance_hybrid(full, f.methods, mid, 0, f.compute).kv, full.kv);
+}
+
+// Recomputing a token needs its id at the receiver: every plan that recomputes tokens from a
+// source ships their ids, and no move over the network ends before its latency and the ids'
+// transfer. The audit's case: a hybrid over a 10 Mbps, 10 ms link priced at 11.2 ms, below token
+// replay's 27.7 ms, because its ids travelled for free.
+TEST(RecomputedTokens, EveryPlanShipsTheIdsOfWhatTheReceiverRecomputes) {
+  Fixture f;
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> log_bw(std::log(1e6), std::log(4e11));
+  std::uniform_int_distribution<std::int64_t> tokens(16, 9000), backlog(0, 50'000'000);
+  int recomputing = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const std::int64_t t = tokens(rng), queue = trial % 2 ? backlog(rng) : 0;
+    const double latency = trial % 3 == 0 ? 20e-3 : 100e-6;
+    const MoveRoute route = network(std::exp(log_bw(rng)), latency);
+    const MoveState st{t, trial % 4 == 0 ? t - t / 3 : t, SourceKv::kFull, true, true};
+    for (Strategy s : kConcreteStrategies) {
+      const MovePlan p = balance_hybrid(plan_move(s, f.methods, st), f.methods, route, queue,
+                                        f.compute);
+      ASSERT_TRUE(p.feasible()) << strategy_name(s);
+      const std::int64_t recomputed = p.front_tokens + p.replay_tokens;
+      EXPECT_EQ(p.tokens.count, 4 * recomputed) << strategy_name(s) << " at " << t;
+      const MoveEstimate e = estimate_move(p, f.methods, route, queue, f.compute);
+      const std::int64_t floor =
+          round_to_ns(latency) + round_to_ns(p.tokens.bits() / route.data_path.bandwidth.value);
+      if (recomputed > 0) {
+        ++recomputing;
+        EXPECT_GE(e.total_ns(), floor) << strategy_name(s) << " at " << t;
+        EXPECT_GE(e.transfer_ns, floor) << strategy_name(s) << ": the ids are part of the move";
+      }
+    }
+  }
+  EXPECT_GT(recomputing, 400) << "the property must have been exercised";
+  // The audit's repro (kvshift cost --model qwen2.5-1.5b --tokens 2048 --bandwidth 10Mbps
+  // --latency 10ms --gpu h100): the hybrid recomputes everything and is token replay.
+  const RooflineCosts h100(find_gpu("h100"));
+  const MoveState whole{2048, 2048, SourceKv::kFull, true, true};
+  const MoveRoute wan = network(10e6, 10e-3);
+  const MovePlan hybrid =
+      balance_hybrid(plan_move(Strategy::kHybrid, f.methods, whole), f.methods, wan, 0, h100);
+  const std::int64_t hybrid_ns = estimate_move(hybrid, f.methods, wan, 0, h100).total_ns();
+  const std::int64_t replay_ns =
+      estimate_move(plan_move(Strategy::kTokenReplay, f.methods, whole), f.methods, wan, 0, h100)
+          .total_ns();
+  EXPECT_GE(hybrid_ns, 10'000'000 + round_to_ns(8.0 * 4 * hybrid.recomputed_tokens() / 10e6));
+  EXPECT_EQ(hybrid.front_tokens, 2048);
+  EXPECT_EQ(hybrid_ns, replay_ns);
 }
 
 TEST(StrategyNamed, EveryNameRoundTrips) {

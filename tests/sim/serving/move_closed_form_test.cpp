@@ -87,14 +87,19 @@ TEST(MoveClosedForm, EveryStrategyMatchesTheHandWrittenClosedFormToTheNanosecond
           transfer(cost_model::storage(spec.model, topo, t, {}).kv_kept.count) +
           from_seconds(compute.reconstruct(spec.model, topo, t, 1, cost_model::DType::kF32)).ns;
       expected["proxy_kv"] = transfer(std::llround(0.3 * static_cast<double>(full)));
-      // Hybrid: the best 16-token boundary s, the front prefilled while the rest arrives.
+      // Hybrid: the best 16-token boundary s. The front's ids (4 bytes a token) go first; the
+      // receiver prefills the front once they are in, while the rest of the KV follows them
+      // on the wire: latency + ids + max(the rest's bytes, the front's prefill).
       expected["hybrid"] = expected["full_kv"];
       for (std::int64_t s = 16; s < t + 16; s += 16) {
         const std::int64_t front = std::min(s, t);
         const std::int64_t rest = cost_model::kv_bytes(spec.model, t - front).count;
+        const std::int64_t ids_in = transfer(4 * front);
+        const std::int64_t rest_ns =
+            rest > 0 ? from_seconds(8.0 * static_cast<double>(rest) / c.bps).ns : 0;
         expected["hybrid"] = std::min(
-            expected["hybrid"], std::max(rest > 0 ? transfer(rest) : 0,
-                                         from_seconds(compute.prefill(spec.model, front)).ns));
+            expected["hybrid"],
+            ids_in + std::max(rest_ns, from_seconds(compute.prefill(spec.model, front)).ns));
       }
       const std::string label = std::string(strategy) + " at " + c.bandwidth + ", " + c.latency +
                                 ", " + std::to_string(c.prompt) + " tokens";
@@ -114,6 +119,11 @@ TEST(MoveClosedForm, EveryStrategyMatchesTheHandWrittenClosedFormToTheNanosecond
         EXPECT_EQ(m.strategy, strategy) << label;
         EXPECT_EQ(m.end_ns - m.start_ns, expected[strategy]) << label;
         EXPECT_TRUE(m.fallback.empty()) << label << ": " << m.fallback;
+      }
+      // Whatever runs, the ids of every token the receiver recomputes crossed the link.
+      EXPECT_EQ(m.token_bytes, 4 * (m.front_tokens + m.tail_tokens)) << label;
+      if (m.token_bytes > 0) {
+        EXPECT_GE(m.end_ns - m.start_ns, transfer(m.token_bytes)) << label;
       }
       EXPECT_EQ(m.estimated_ns, m.end_ns - m.start_ns) << label << ": the plan's own estimate";
       // kvshift cost prints the same figures.
@@ -170,8 +180,10 @@ TEST(MoveClosedForm, RecoveryWithAShippedPredictorMatchesTheClosedForm) {
                                   .predictor_bytes_total.count;
     EXPECT_EQ(m.predictor_bytes, pred);
     EXPECT_EQ(m.kv_bytes, st.kv_kept.count);
+    EXPECT_EQ(m.token_bytes, 4 * tail) << "the tail's ids travel with the kept KV";
     const std::int64_t expected =
-        1'000'000 + from_seconds(8.0 * static_cast<double>(st.kv_kept.count + pred) / bps).ns +
+        1'000'000 +
+        from_seconds(8.0 * static_cast<double>(st.kv_kept.count + pred + 4 * tail) / bps).ns +
         from_seconds(compute.reconstruct(spec.model, topo, avail, 1, cost_model::DType::kF32)).ns +
         (tail > 0 ? from_seconds(compute.extend(spec.model, avail, tail)).ns : 0);
     EXPECT_EQ(m.end_ns - m.start_ns, expected) << bw;
@@ -201,8 +213,8 @@ std::string stale_replica_scenario(const std::string& strategy) {
 }
 
 TEST(MoveClosedForm, AStaleReplicaShipsItsPrefixAndTheReceiverRecomputesTheTail) {
-  auto transfer = [](std::int64_t bytes) {
-    return 1'000'000 + from_seconds(8.0 * static_cast<double>(bytes) / 10e9).ns;
+  auto wire = [](std::int64_t bytes) {
+    return from_seconds(8.0 * static_cast<double>(bytes) / 10e9).ns;
   };
   for (const char* strategy : {"prefix_recompute", "full_kv", "hybrid"}) {
     const input::ScenarioSpec spec =
@@ -221,14 +233,19 @@ TEST(MoveClosedForm, AStaleReplicaShipsItsPrefixAndTheReceiverRecomputesTheTail)
       const std::int64_t front = from_seconds(compute.prefill(spec.model, m.front_tokens)).ns;
       EXPECT_GT(m.front_tokens, 0);
       EXPECT_EQ(m.kv_bytes, cost_model::kv_bytes(spec.model, m.available_tokens).count);
-      EXPECT_EQ(m.end_ns - m.start_ns, std::max(transfer(m.kv_bytes), front) + tail_ns);
+      // The ids of the front and of the tail go first; the front runs once they are in.
+      EXPECT_EQ(m.token_bytes, 4 * (m.front_tokens + tail));
+      EXPECT_EQ(m.end_ns - m.start_ns,
+                1'000'000 + wire(m.token_bytes) + std::max(wire(m.kv_bytes), front) + tail_ns);
     } else {
       // full_kv cannot ship all of a stale replica: it is a prefix recompute, and says so.
       EXPECT_EQ(m.strategy, "prefix_recompute") << strategy;
       EXPECT_EQ(m.fallback.empty(), std::string(strategy) == "prefix_recompute") << m.fallback;
       EXPECT_EQ(m.front_tokens, 0);
       EXPECT_EQ(m.kv_bytes, cost_model::kv_bytes(spec.model, held).count);
-      EXPECT_EQ(m.end_ns - m.start_ns, transfer(m.kv_bytes) + tail_ns) << strategy;
+      EXPECT_EQ(m.token_bytes, 4 * tail) << strategy << ": the tail's ids travel with the KV";
+      EXPECT_EQ(m.end_ns - m.start_ns, 1'000'000 + wire(m.kv_bytes + m.token_bytes) + tail_ns)
+          << strategy;
     }
     EXPECT_EQ(m.estimated_ns, m.end_ns - m.start_ns) << strategy << ": the plan's own estimate";
   }

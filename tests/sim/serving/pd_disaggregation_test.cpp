@@ -89,13 +89,17 @@ TEST(PdDisaggregation, OneHandoffPerStrategyIsTheClosedFormAndLandsInTtft) {
   };
   const std::int64_t full = cost_model::kv_bytes(spec.model, p).count;
   const cost_model::OmissionPlan& topo = spec.risk_kv->omission;
-  // Hybrid: the decode GPU prefills the first s tokens (s on a 16-token block boundary)
-  // while the KV of the rest arrives; the best s.
+  // Hybrid: the decode GPU prefills the first s tokens (s on a 16-token block boundary) once
+  // their ids (4 bytes a token, sent first) are in, while the KV of the rest follows them;
+  // the best s.
   std::int64_t hybrid = transfer(full);
   for (std::int64_t s = 16; s <= p; s += 16) {
     const std::int64_t rest = cost_model::kv_bytes(spec.model, p - s).count;
-    hybrid = std::min(hybrid, std::max(rest > 0 ? transfer(rest) : 0,
-                                       from_seconds(decode_gpu.prefill(spec.model, s)).ns));
+    const std::int64_t rest_ns =
+        rest > 0 ? from_seconds(8.0 * static_cast<double>(rest) / 10e9).ns : 0;
+    hybrid = std::min(hybrid, transfer(4 * s) + std::max(rest_ns, from_seconds(decode_gpu.prefill(
+                                                                       spec.model, s))
+                                                                       .ns));
   }
   ASSERT_LT(hybrid, transfer(full)) << "the case must split the move";
   const std::map<std::string, std::int64_t> expected = {

@@ -332,8 +332,9 @@ void check_run(const input::ScenarioSpec& spec, const RunResult& run, const std:
                         static_cast<double>(cost_model::kv_bytes(m, avail).count));
     }
     EXPECT_EQ(mv.kv_bytes, mv.source.empty() ? 0 : kv) << what << " (" << mv.strategy << ")";
-    EXPECT_EQ(mv.token_bytes,
-              mv.strategy == "token_replay" && !mv.source.empty() ? 4 * mv.context_tokens : 0)
+    // The receiver recomputes the front and the tail (all of it, for a replay): their ids
+    // travel from the source; only a replay from the router's ids ships none.
+    EXPECT_EQ(mv.token_bytes, mv.source.empty() ? 0 : 4 * (mv.front_tokens + mv.tail_tokens))
         << what;
     if (mv.requested != "adaptive" && mv.requested != mv.strategy) {
       EXPECT_FALSE(mv.fallback.empty()) << what << ": a fallback without a reason";
