@@ -42,8 +42,9 @@ std::vector<std::string> split(const std::string& s) {
 }
 
 void publish(const fs::path& out, bool force,
-             const std::vector<std::pair<std::string, std::string>>& files) {
-  const fs::path tmp = reports::staging_folder(out, force);
+             const std::vector<std::pair<std::string, std::string>>& files,
+             const std::vector<fs::path>& inputs = {}) {
+  const fs::path tmp = reports::staging_folder(out, force, inputs);
   try {
     for (const auto& [name, text] : files) reports::write_file_atomic(tmp / name, text);
     reports::publish_folder(tmp, out);
@@ -67,7 +68,8 @@ int run_scenario(const TestbedCliOptions& o) {
   t.predictors = o.predictors;
   t.max_tokens = o.max_tokens;
   const input::ScenarioSpec spec = input::load_scenario_file(o.scenario);
-  reports::staging_folder(o.out, o.force);  // refuse an existing --out before the work
+  const std::vector<fs::path> inputs{o.scenario, o.model_dir, o.predictors};
+  reports::staging_folder(o.out, o.force, inputs);  // refuse an existing --out before the work
   const auto costs = make_compute_costs(spec);
   const testbed::TestbedRun run = testbed::run_testbed(
       spec, *costs, t,
@@ -80,7 +82,8 @@ int run_scenario(const TestbedCliOptions& o) {
           {{"testbed.csv", testbed::testbed_csv(run.rows)},
            {"summary.json", run.summary.dump(2) + "\n"},
            {"testbed.svg", testbed::measured_vs_predicted_svg(
-                               points, spec.name + ": each move's total, measured vs predicted")}});
+                               points, spec.name + ": each move's total, measured vs predicted")}},
+          inputs);
   std::printf("%s\n", run.summary.dump(2).c_str());
   return run.summary["failed"].get<int>() == 0 ? 0 : 1;
 }
