@@ -133,5 +133,50 @@ TEST(GpuFailure, ReplicasNeverOverfillHostMemoryAndTheRestRunUnprotected) {
   EXPECT_EQ(roomy.tally.completed, 8);
 }
 
+
+// Every node fails and none is repaired: nothing could ever serve what is left, so those
+// requests end failed with the reason (they were counted as unfinished, a lower bound that
+// suggested they might still finish); with one node repaired they are unfinished again.
+std::string all_fail_scenario(bool repair) {
+  const std::string repair_after = repair ? R"(, "repair_after": "1s")" : "";
+  return R"({
+    "name": "all-fail", "model": "qwen2.5-1.5b", "gpu": "rtx3060-laptop",
+    "cluster": {"nodes": [{"name": "gpu0"}, {"name": "gpu1"}],
+                "links": [{"a": "gpu0", "b": "gpu1", "bandwidth": "10Gbps", "latency": "1ms"}]},
+    "workload": {"arrival": "poisson", "rate": 4, "max_requests": 40,
+                 "prompt_tokens": {"distribution": "fixed", "value": 1000},
+                 "output_tokens": {"distribution": "fixed", "value": 3000}},
+    "serving": {"max_batch": 4},
+    "protection": {"mode": "full", "placement": "next_node", "stream_every_tokens": 64},
+    "events": [{"type": "node_failure", "at": "3s", "node": "gpu0", "detection_delay": "0s"},
+               {"type": "node_failure", "at": "3s", "node": "gpu1", "detection_delay": "0s")" +
+         repair_after + R"(}],
+    "policies": {"strategies": ["full_kv"]},
+    "seed": 2, "duration": "20s"})";
+}
+
+TEST(GpuFailure, WithEveryGpuDownForGoodWhatIsLeftFailsWithAReason) {
+  const input::ScenarioSpec spec = input::load_scenario_text(all_fail_scenario(false), "t");
+  const cost_model::RooflineCosts compute(spec.gpu);
+  const RunResult down = run_scenario(spec, compute, {false, {}}).at(0);
+  EXPECT_EQ(down.tally.unfinished, 0);
+  EXPECT_GT(down.tally.failed, 0);
+  EXPECT_EQ(down.tally.arrived, down.tally.completed + down.tally.failed);
+  for (const RequestRecord& r : down.requests) {
+    if (r.outcome != RequestOutcome::kFailed) continue;
+    EXPECT_NE(r.reason.find("every GPU of its deployment was down"), std::string::npos)
+        << r.reason;
+  }
+  for (const MoveRecord& m : down.moves) {
+    EXPECT_NE(m.outcome, MoveOutcome::kUnfinished) << "request " << m.request << ": " << m.note;
+  }
+  const input::ScenarioSpec back = input::load_scenario_text(all_fail_scenario(true), "t");
+  const RunResult repaired = run_scenario(back, compute, {false, {}}).at(0);
+  for (const RequestRecord& r : repaired.requests) {
+    EXPECT_EQ(r.reason.find("every GPU of its deployment was down"), std::string::npos)
+        << r.reason;
+  }
+}
+
 }  // namespace
 }  // namespace kvshift::sim

@@ -376,6 +376,49 @@ void check_run(const input::ScenarioSpec& spec, const RunResult& run, const std:
   EXPECT_LE(busy, end * run.gpus) << label << ": GPU busy time over duration x GPUs";
 }
 
+// Every counter of the summary is the count (or sum) of its rows in requests.csv and
+// recoveries.csv, whatever became of the moves; and a move that recomputes tokens from a
+// source on another node never ships nothing.
+void check_counters(const RunResult& run, const std::string& label) {
+  RunTally rows;
+  BytesByKind bytes;
+  std::int64_t uses = 0;
+  for (const RequestRecord& r : run.requests) rows.add(r);
+  for (const MoveRecord& mv : run.moves) {
+    rows.add(mv);
+    bytes.kv += mv.kv_bytes;
+    bytes.tokens += mv.token_bytes;
+    bytes.predictors += mv.predictor_bytes;
+    uses += mv.outcome == MoveOutcome::kDone && mv.strategy == "risk_kv";
+    const bool remote = !mv.source.empty() && mv.source != mv.to;
+    if (mv.outcome == MoveOutcome::kDone && remote && mv.front_tokens + mv.tail_tokens > 0) {
+      const std::string what = label + ": move of request " + std::to_string(mv.request);
+      EXPECT_GT(mv.token_bytes, 0) << what << " recomputed tokens whose ids never travelled";
+      EXPECT_GT(mv.transfer_ns, 0) << what << " crossed the network in no time";
+    }
+  }
+  std::int64_t fallbacks = 0, failed = 0;
+  for (const MoveRecord& mv : run.moves) fallbacks += !mv.fallback.empty();
+  for (const RequestRecord& r : run.requests) failed += r.outcome == RequestOutcome::kFailed;
+  EXPECT_EQ(run.tally.failed, failed) << label << ": failed requests against the rows";
+  EXPECT_EQ(run.tally.arrived, static_cast<std::int64_t>(run.requests.size())) << label;
+  EXPECT_EQ(run.tally.fallbacks, fallbacks) << label << ": fallbacks against the rows";
+  EXPECT_EQ(run.tally.failed_moves, rows.failed_moves) << label;
+  EXPECT_EQ(run.tally.cancelled_moves, rows.cancelled_moves) << label;
+  EXPECT_EQ(run.tally.recoveries + run.tally.migrations + run.tally.handoffs,
+            rows.recoveries + rows.migrations + rows.handoffs)
+      << label;
+  EXPECT_EQ(run.tally.open_recoveries + run.tally.open_migrations + run.tally.open_handoffs,
+            rows.open_recoveries + rows.open_migrations + rows.open_handoffs)
+      << label;
+  EXPECT_EQ(run.bytes.kv, bytes.kv) << label << ": bytes.kv against the rows";
+  EXPECT_EQ(run.bytes.tokens, bytes.tokens) << label << ": bytes.tokens against the rows";
+  EXPECT_EQ(run.bytes.predictors, bytes.predictors) << label << ": bytes.predictors";
+  std::int64_t counted_uses = 0;
+  for (const auto& [node, n] : run.predictor_uses) counted_uses += n;
+  EXPECT_EQ(counted_uses, uses) << label << ": predictor uses are done RISK-KV rebuilds";
+}
+
 class ServingProperties : public ::testing::TestWithParam<int> {};
 
 TEST_P(ServingProperties, BooksBalanceOnRandomScenarios) {
@@ -397,6 +440,7 @@ TEST_P(ServingProperties, BooksBalanceOnRandomScenarios) {
     for (const RunResult& run : runs) {
       check_run(spec, run, "seed " + std::to_string(seed) + " " + run.strategy);
       check_pools(spec, run, "seed " + std::to_string(seed) + " " + run.strategy);
+      check_counters(run, "seed " + std::to_string(seed) + " " + run.strategy);
       for (const MoveRecord& m : run.moves) {
         ++outcomes[m.outcome];
         executed.insert(m.strategy);
