@@ -77,7 +77,7 @@ void check_scenario_name(const Reader& top, const std::string& name) {
   if (!why.empty()) top.problem("name", why + " (got " + Json(name).dump() + ")");
 }
 
-void check_run_size(const Reader& top, const ScenarioSpec& s) {
+void check_run_size(const Reader& top, ScenarioSpec& s) {
   const double duration = s.duration.value;
   if (!(duration > 0)) return;  // reported where it is parsed
   const sim::WorkloadSpec& w = s.workload;
@@ -108,6 +108,17 @@ void check_run_size(const Reader& top, const ScenarioSpec& s) {
                        count_text(arrivals) +
                        " arrivals would wait in memory (about 1 KB each); lower the rate or the "
                        "duration, or set /workload/max_requests");
+    }
+  }
+  if (w.arrival == sim::ArrivalKind::kTrace && !w.trace.empty()) {
+    std::size_t late = 0;
+    for (const sim::TraceRequest& r : w.trace) late += r.arrival.value * w.time_scale >= duration;
+    if (late > 0) {
+      char secs[32];
+      std::snprintf(secs, sizeof secs, "%g", duration);
+      s.notes.push_back("/workload/trace: " + std::to_string(late) + " of " +
+                        std::to_string(w.trace.size()) + " requests arrive after the " + secs +
+                        " s the scenario lasts and are never simulated");
     }
   }
   const double interval = s.link_sample_interval.value;

@@ -123,8 +123,9 @@ void check_placements(const ScenarioSpec& s, const sim::DeploymentSpec& m, Diagn
 /// `name` can name an output folder: not empty, no path separators, no control characters.
 void check_scenario_name(const Reader& top, const std::string& name);
 /// The run fits in memory: expected arrivals and link samples under kMaxArrivals and
-/// kMaxLinkSamples (input/scenario_limits.cpp), each problem naming its field and estimate.
-void check_run_size(const Reader& top, const ScenarioSpec& s);
+/// kMaxLinkSamples (input/scenario_limits.cpp), each problem naming its field and estimate;
+/// trace requests arriving after the duration are added to s.notes.
+void check_run_size(const Reader& top, ScenarioSpec& s);
 /// Generated prompts must fit the model's context (max_position_embeddings); prompt + output
 /// beyond it, or trace requests beyond it, are added to s.notes.
 void check_context(const Reader& top, ScenarioSpec& s, const LoadContext& ctx);

@@ -190,6 +190,17 @@ OmissionPlan parse_topology(const Reader& r, const ModelSpec& model) {
       }
     }
   }
+  std::vector<int> groups;  // omitted_groups, each once (required without "groups")
+  if (r.has("omitted_groups") || !r.has("groups"))
+    r.each("omitted_groups", [&](const Reader& e) {
+      if (!e.node().is_number_integer()) {
+        e.problem("expected a group number (1-based)");
+      } else if (std::find(groups.begin(), groups.end(), e.node().get<int>()) != groups.end()) {
+        e.problem("group " + std::to_string(e.node().get<int>()) + " is listed twice");
+      } else {
+        groups.push_back(e.node().get<int>());
+      }
+    });
   if (r.has("groups")) {
     std::vector<cost_model::GroupPlan> plans;
     r.each("groups", [&](const Reader& g) {
@@ -208,16 +219,25 @@ OmissionPlan parse_topology(const Reader& r, const ModelSpec& model) {
       ints("anchor_layers", plan.anchor_layers);
       plans.push_back(std::move(plan));
     });
+    if (r.has("omitted_groups")) {  // both given: they must name the same groups
+      std::vector<int> described;
+      for (const auto& p : plans) described.push_back(p.group);
+      std::vector<int> listed = groups;
+      std::sort(described.begin(), described.end());
+      std::sort(listed.begin(), listed.end());
+      if (described != listed) {
+        auto text = [](const std::vector<int>& v) {
+          std::string t;
+          for (int g : v) t += (t.empty() ? "G" : ", G") + std::to_string(g);
+          return t.empty() ? std::string("none") : t;
+        };
+        r.problem("omitted_groups", "lists " + text(listed) + " but \"groups\" describes " +
+                                        text(described) + "; they must name the same groups");
+      }
+    }
     if (!r.diagnostics().empty()) return {};
     return OmissionPlan::from_plans(model.layers, std::move(plans), opt.group_width);
   }
-  std::vector<int> groups;
-  r.each("omitted_groups", [&](const Reader& e) {
-    if (!e.node().is_number_integer())
-      e.problem("expected a group number (1-based)");
-    else
-      groups.push_back(e.node().get<int>());
-  });
   if (!r.diagnostics().empty()) return {};
   return OmissionPlan::from_groups(model.layers, std::move(groups), opt);
 }

@@ -186,6 +186,13 @@ TraceFile parse_csv(std::string_view text, Problems& problems) {
     problems.throw_if_any();
   }
   for (auto& c : cells) c = std::string(trim(c));
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    if (!cells[i].empty() && std::find(cells.begin(), cells.begin() + static_cast<long>(i),
+                                       cells[i]) != cells.begin() + static_cast<long>(i)) {
+      problems.add(1, "column \"" + cells[i] + "\" appears twice in the header");
+    }
+  }
+  problems.throw_if_any();
   const Layout* layout = nullptr;
   int col[3] = {-1, -1, -1};
   for (const Layout& l : kCsvLayouts) {

@@ -166,5 +166,20 @@ TEST(ValidateCli, ATopologyMadeForAnotherModelIsRefusedNamingTheField) {
       << r.err;
 }
 
+TEST(ValidateCli, TraceRequestsAfterTheDurationAreNoted) {
+  const std::string dir = temp_dir();
+  std::ofstream(dir + "/late.csv")
+      << "arrival_s,prompt_tokens,output_tokens\n0,100,10\n1000000000000,100,10\n";
+  const std::string f = quickstart_with("late.json", [&](auto& j) {
+    j["workload"] = {{"arrival", "trace"}, {"trace", dir + "/late.csv"}};
+  });
+  const auto r = run_kvshift("validate " + f);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("note: /workload/trace: 1 of 2 requests arrive after the 60 s the "
+                       "scenario lasts and are never simulated"),
+            std::string::npos)
+      << r.out;
+}
+
 }  // namespace
 }  // namespace kvshift::testing

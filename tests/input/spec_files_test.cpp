@@ -103,5 +103,36 @@ TEST(TopologyJson, ReadsGroupsAndExplicitPlans) {
   EXPECT_EQ(d.items()[0], "/omitted_groups/1: expected a group number (1-based)");
 }
 
+TEST(TopologyJson, AGroupListedTwiceOrGroupsThatDisagreeAreRefused) {
+  const auto& m = cost_model::find_model("tinyllama-1.1b");
+  Diagnostics twice;
+  parse_topology(Reader(Json::parse(R"({"omitted_groups": [4, 4]})"), "", twice), m);
+  ASSERT_EQ(twice.items().size(), 1u);
+  EXPECT_EQ(twice.items()[0], "/omitted_groups/1: group 4 is listed twice");
+  Diagnostics disagree;
+  const Json both = Json::parse(R"({"omitted_groups": [99], "groups": [{"group": 3,
+      "target_layers": [4, 5], "anchor_layers": [2, 3, 6, 7]}]})");
+  parse_topology(Reader(both, "", disagree), m);
+  ASSERT_EQ(disagree.items().size(), 1u);
+  EXPECT_EQ(disagree.items()[0],
+            "/omitted_groups: lists G99 but \"groups\" describes G3; they must name the same "
+            "groups");
+}
+
+TEST(TopologyJson, AnotherModelsTopologyNamesTheFieldThatDiffers) {
+  const auto& m = cost_model::find_model("smollm2-135m");
+  Diagnostics d;
+  parse_topology(Reader(Json::parse(R"({"model": {"name": "tinyllama-1.1b", "layers": 30,
+      "kv_heads": 4}, "omitted_groups": [4]})"),
+                        "", d),
+                 m);
+  ASSERT_EQ(d.items().size(), 2u);
+  EXPECT_EQ(d.items()[0],
+            "/model/name: topology was made for tinyllama-1.1b, not smollm2-135m (its groups and "
+            "measured ΔNLL belong to that model)");
+  EXPECT_EQ(d.items()[1],
+            "/model/kv_heads: topology was made for a model with kv_heads 4, not smollm2-135m's 3");
+}
+
 }  // namespace
 }  // namespace kvshift::input

@@ -42,6 +42,11 @@ TEST(TraceFile, AUtf8ByteOrderMarkBeforeTheHeaderIsSkipped) {
   EXPECT_EQ(t.requests[0].prompt_tokens, 100);
 }
 
+TEST(TraceFile, AColumnNamedTwiceIsRefused) {
+  const std::string e = error_of("arrival_s,prompt_tokens,output_tokens,prompt_tokens\n1,1,1,2\n");
+  EXPECT_NE(e.find("column \"prompt_tokens\" appears twice in the header"), std::string::npos) << e;
+}
+
 TEST(TraceFile, AzureColumnsWithDateTimes) {
   const TraceFile t = parse(
       "TIMESTAMP,ContextTokens,GeneratedTokens\n"
