@@ -104,6 +104,7 @@ int run(const RunCliOptions& o) {
   try {
     reports::DeploymentNames deployments;
     for (const sim::DeploymentSpec& d : spec.deployments) deployments.push_back(d.name);
+    fs::create_directories(tmp);  // a folder that cannot be made fails now, not after simulating
     records.emplace(tmp, wants("requests"), wants("recoveries"), std::move(deployments));
     options.sink = &*records;
     options.keep_records = wants("trace");
