@@ -164,7 +164,7 @@ int run_quality_cli(const QualityCliOptions& o) {
   }
   // An existing --out is refused before the work (as run does); the files are staged whole.
   std::optional<fs::path> tmp;
-  if (!o.out.empty() || o.out_given) {
+  if (o.out_given) {
     tmp = reports::staging_folder(o.out, o.force, {o.model, o.corpus});
   }
   std::optional<InterruptCleanup> on_interrupt;
