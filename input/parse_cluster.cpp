@@ -191,9 +191,28 @@ std::optional<sim::MultiSiteParams> parse_multi_site(const Reader& g) {
 
 }  // namespace
 
+std::optional<std::uint64_t> parse_ecmp(const Reader& r) {
+  if (!r.has("ecmp")) return std::nullopt;
+  const Json& v = r.node()["ecmp"];
+  if (v.is_boolean()) return v.get<bool>() ? std::optional<std::uint64_t>{0} : std::nullopt;
+  if (!v.is_object()) {
+    r.problem("ecmp", "expected true, false or {\"seed\": N} (got " + v.dump() + ")");
+    return std::nullopt;
+  }
+  const Reader e = *r.object("ecmp");
+  e.allow_only({"seed"});
+  const auto seed = e.integer("seed", false);
+  if (seed && *seed < 0) {
+    e.problem("seed", "must be >= 0 (got " + std::to_string(*seed) + ")");
+    return std::nullopt;
+  }
+  return static_cast<std::uint64_t>(seed.value_or(0));
+}
+
 sim::ClusterSpec parse_cluster(const Reader& c, const cost_model::GpuSpec& gpu, LoadContext& ctx) {
   c.allow_only(keys::kCluster);
   sim::ClusterSpec out;
+  out.ecmp_seed = parse_ecmp(c);
   bool template_hbm = false;
   const sim::GpuNodeTemplate tmpl = parse_template(c, gpu.hbm_capacity, template_hbm);
   std::vector<std::string> generators;

@@ -81,6 +81,9 @@ std::optional<Bytes> positive_bytes(const Reader& r, std::string_view key, bool 
 cost_model::ModelSpec parse_model(const Reader& top, LoadContext& ctx);
 cost_model::GpuSpec parse_gpu(const Reader& top, LoadContext& ctx);
 sim::ClusterSpec parse_cluster(const Reader& r, const cost_model::GpuSpec& gpu, LoadContext& ctx);
+/// "ecmp" of `r`: true | false | {"seed": N} (N >= 0; true means seed 0); empty when absent
+/// or false.
+std::optional<std::uint64_t> parse_ecmp(const Reader& r);
 sim::WorkloadSpec parse_workload(const Reader& r, LoadContext& ctx);
 /// A token-length distribution at `key` of `r`: a number (fixed) or an object; at least
 /// `min_value` tokens.

@@ -119,14 +119,16 @@ json run_charts(const std::filesystem::path& dir, std::vector<NamedMetrics> stra
     }
     return json{{"labels", labels}, {"datasets", sets}};
   };
+  // Replica streams run all the time and dwarf what the moves send: they are in the table,
+  // not in this chart.
   const std::vector<Part> bytes = {
       {"kv", [](const StrategyMetrics& m) { return static_cast<double>(m.bytes.kv); }},
-      {"replica_stream",
-       [](const StrategyMetrics& m) { return static_cast<double>(m.bytes.replica_stream); }},
       {"predictors",
        [](const StrategyMetrics& m) { return static_cast<double>(m.bytes.predictors); }},
       {"tokens", [](const StrategyMetrics& m) { return static_cast<double>(m.bytes.tokens); }}};
-  charts.push_back(chart("Bytes moved over the network, by kind", "bar",
+  charts.push_back(chart("Bytes the moves sent over the network, by kind (replica streams: "
+                         "see the table)",
+                         "bar",
                          stacked_bars(bytes, 1.0 / 1048576), "strategy", "MiB", "category", true));
   json link_sets = json::array();
   bool any_series = false;
@@ -140,14 +142,14 @@ json run_charts(const std::filesystem::path& dir, std::vector<NamedMetrics> stra
   }
   if (link_sets.empty()) {
     notes.push_back(any_series
-                        ? "No link carried traffic at a sampled instant: no link-utilisation "
+                        ? "No link carried traffic in a sampled interval: no link-utilisation "
                           "chart."
                         : "summary.json has no busiest_link series (an older kvshift wrote "
                           "it): no link-utilisation chart.");
   } else {
     charts.push_back(
-        chart("Link utilisation over time (busiest link direction per interval; "
-              "at most 2,000 points, each the peak of its span)",
+        chart("Link utilisation over time (busiest link direction per interval, its mean "
+              "over the interval; at most 2,000 points, each the peak of its span)",
               "line", {{"datasets", link_sets}}, "simulated time (s)", "utilisation", "linear"));
   }
   std::vector<Part> gpu_time = {
@@ -415,7 +417,7 @@ std::string render_html_report(const json& data, const std::string& chart_js) {
       "<script>\n" +
       chart_js +
       "\n</script>\n</head><body>\n<h1>kvshift report</h1>\n"
-      "<div id=\"content\"></div>\n<div id=\"kvshift-status\">charts-pending</div>\n"
+      "<div id=\"content\"></div>\n<div id=\"kvshift-status\" hidden>charts-pending</div>\n"
       "<script id=\"kvshift-data\" type=\"application/json\">" +
       payload + "</script>\n<script>\n" + kPageScript + "\n</script>\n</body></html>\n";
   return page;

@@ -390,11 +390,15 @@ bool Network::cancel(TransferId id, std::string reason) {
 
 ChannelStats Network::channel_stats(LinkId link, bool forward) const {
   const std::uint32_t c = topo_.channel(Hop{link, forward});
-  // Flows in the sharing book their bits on leaving; until then they count as settled.
+  // Flows in the sharing book their bits on leaving; until then they count as settled, plus
+  // what their rate has carried since (so the bytes are exact at this instant).
   const Channel& ch = channels_.at(c);
+  const std::int64_t now = sim_.now().ns;
   double bits = ch.bits;
   for (const std::uint32_t slot : ch.flows) {
-    bits += hot_[slot].route_bits - hot_[slot].remaining_bits;
+    const Hot& h = hot_[slot];
+    bits += h.route_bits - h.remaining_bits;
+    if (h.sharing) bits += rates_[slot] * static_cast<double>(now - h.last_settle) * 1e-9;
   }
   return {bits / 8, ch.capacity, ch.flows.size(), ch.joining, ch.allocated, timelines_[c]};
 }

@@ -144,7 +144,7 @@ struct RateSample {
 
 /// Per link direction (or the shared channel of a half-duplex link).
 struct ChannelStats {
-  double bytes = 0;                  ///< carried so far (settled at rate changes and ends)
+  double bytes = 0;                  ///< carried up to now
   double capacity_bps = 0;           ///< current
   std::size_t active_flows = 0;      ///< flows in the sharing now
   std::size_t joining_flows = 0;     ///< flows routed over it that join once their latency is paid

@@ -31,6 +31,9 @@ enum class ClusterGenerator { kExplicit, kStar, kRing, kLeafSpine, kMultiSite };
 /// The scenario's cluster: generated nodes and links first, then the explicit ones.
 struct ClusterSpec : Cluster {
   ClusterGenerator generator = ClusterGenerator::kExplicit;
+  /// Set: transfers spread over equal-cost shortest paths, each picked by a hash of this seed
+  /// and the transfer (sim::NetworkOptions::ecmp); empty: every transfer takes one path.
+  std::optional<std::uint64_t> ecmp_seed;
 };
 
 // ---------------------------------------------------------------- workload

@@ -22,7 +22,7 @@ struct LinkCounter {
   std::string name;          ///< "a->b" for one direction of link a-b
   double capacity_bps = 0;   ///< current capacity
   double allocated_bps = 0;  ///< rate allocated to flows now
-  std::int64_t bytes = 0;    ///< delivered so far (settled when rates change)
+  std::int64_t bytes = 0;    ///< carried up to now
 };
 
 class Fabric {

@@ -20,6 +20,8 @@ NetworkFabric::NetworkFabric(Simulator& sim, const ClusterSpec& cluster,
   NetworkOptions options;
   options.record_utilisation = false;
   options.keep_ended = false;  // a serving run ends millions of transfers
+  options.ecmp = cluster.ecmp_seed.has_value();
+  options.ecmp_seed = cluster.ecmp_seed.value_or(0);
   network_ = std::make_unique<Network>(sim, topology_, options);
 }
 

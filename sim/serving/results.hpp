@@ -114,7 +114,7 @@ struct MoveRecord {
 struct LinkSample {
   std::int64_t t_ns = 0;
   std::string link;
-  double utilisation = 0;   ///< allocated rate / capacity at t
+  double utilisation = 0;   ///< mean over the interval ending at t: 8·bytes / (capacity·interval)
   std::int64_t bytes = 0;   ///< bytes settled since the previous sample
   double capacity_bps = 0;  ///< the direction's capacity at t (a degraded link's is lower)
 };

@@ -314,18 +314,18 @@ void ServingModel::rebalance_check() {
 void ServingModel::sample_links() {
   const SimTime interval = from_seconds(spec_.link_sample_interval);
   const std::vector<LinkCounter>& now = fabric_.link_counters();
-  // Utilisation is the allocated share of capacity at the sample instant (exact);
-  // bytes are those settled since the last sample (the network settles a flow's
-  // bytes when its rate changes or it ends, so they can lag).
+  // Utilisation is the mean over the interval just ended: the bytes the direction carried
+  // in it over what its capacity now could carry (a link degraded during the interval reads
+  // against its new capacity; capped at 1).
+  const double span_s = spec_.link_sample_interval.value;
   for (std::size_t i = 0; i < now.size() && i < last_link_bytes_.size(); ++i) {
     const std::int64_t bytes = now[i].bytes - last_link_bytes_[i];
     last_link_bytes_[i] = now[i].bytes;
-    // A capacity change at this very instant is re-shared by an event at the same
-    // time, possibly after this one: until then the allocation may exceed capacity.
+    const double capacity_bits = now[i].capacity_bps * span_s;
     const double util =
-        now[i].capacity_bps > 0 ? std::min(1.0, now[i].allocated_bps / now[i].capacity_bps) : 0.0;
+        capacity_bits > 0 ? std::min(1.0, 8.0 * static_cast<double>(bytes) / capacity_bits) : 0.0;
     // Idle directions are left out: memory and links.csv grow with traffic, not with links.
-    if (bytes == 0 && util == 0) continue;
+    if (bytes == 0) continue;
     result_.link_samples.push_back({sim_.now().ns, now[i].name, util, bytes, now[i].capacity_bps});
   }
   if (sim_.now().ns + interval.ns <= end_ns_) {

@@ -52,7 +52,9 @@ TEST(HtmlReport, RunFolderGivesOneChartPerViewWithCompleteCdfs) {
     for (std::size_t i = 1; i < pts.size(); ++i) EXPECT_LE(pts[i - 1]["x"], pts[i]["x"]);
   }
   EXPECT_EQ(charts[1]["data"]["labels"].size(), runs.size());
-  EXPECT_EQ(charts[1]["data"]["datasets"].size(), 4u);  // kv, replica stream, predictors, tokens
+  // What the moves sent (kv, predictors, tokens); replica streams would hide them.
+  EXPECT_EQ(charts[1]["data"]["datasets"].size(), 3u);
+  for (const json& set : charts[1]["data"]["datasets"]) EXPECT_NE(set["label"], "replica_stream");
   EXPECT_EQ(charts[3]["data"]["datasets"].size(), 5u);  // GPU time kinds
   // The link chart is each strategy's busiest-link series from summary.json: at every sampled
   // instant the peak of links.csv's rows (the run has fewer instants than the series keeps).

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <vector>
 
 namespace kvshift::sim {
 namespace {
@@ -21,6 +23,34 @@ TEST(RequestRouter, LeastLoadedPicksTheSmallestShareAndSkipsClosedOrFullGpus) {
   EXPECT_EQ(r.destinations(100, -1, 4), (std::vector<int>{1, 0}));
   EXPECT_EQ(r.reserved(0), 300);
   EXPECT_TRUE(r.holds(0, 1));
+}
+
+// least_loaded ranks by the share of a GPU's KV room booked, kv_aware by the KV bytes
+// booked: on GPUs with equal room they order every GPU alike (and a run is the same under
+// either, as the docs say); with unequal room they part ways.
+TEST(RequestRouter, KvAwareAndLeastLoadedCoincideOnlyWhenEveryGpuHasTheSameRoom) {
+  for (const bool equal : {true, false}) {
+    RequestRouter shares(Router::kLeastLoaded, 1), bytes(Router::kKvAware, 1);
+    for (RequestRouter* r : {&shares, &bytes}) {
+      r->add_gpu(0, 1000);
+      r->add_gpu(1, equal ? 1000 : 4000);
+    }
+    std::vector<int> a, b;
+    for (std::uint64_t id = 1; id <= 12; ++id) {
+      a.push_back(shares.route(100, -1));
+      b.push_back(bytes.route(100, -1));
+      shares.reserve(a.back(), id, 100);
+      bytes.reserve(b.back(), id, 100);
+    }
+    if (equal) {
+      EXPECT_EQ(a, b);
+    } else {
+      EXPECT_NE(a, b);
+      // By share the big GPU takes 4 of every 5 (ties go to the first); by bytes they alternate.
+      EXPECT_EQ(std::count(a.begin(), a.end(), 1), 9);
+      EXPECT_EQ(std::count(b.begin(), b.end(), 1), 6);
+    }
+  }
 }
 
 TEST(RequestRouter, BookingsThatWouldOverflowOrRepeatAreInvariantFailures) {

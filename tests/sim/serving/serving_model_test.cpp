@@ -122,6 +122,74 @@ TEST(ServingModel, LinkSamplesCarryTheCapacityADegradeLowersAndARepairRestores) 
   EXPECT_GT(repaired, 0) << "the move outlasts the degrade";
 }
 
+// links.csv's utilisation is the mean over each sample's interval: a token replay's ids
+// cross the idle link in well under one interval (the instant of the sample sees none of
+// it), and that interval reads 8·bytes / (capacity·interval); the samples add up to what the
+// move sent.
+TEST(ServingModel, LinkUtilisationIsTheMeanOverEachInterval) {
+  std::string text = single_drain_scenario(R"("token_replay")");
+  text.replace(text.find(R"("events": [)"), std::string(R"("events": [)").size(),
+               R"("outputs": {"link_sample_interval": "250ms"}, "events": [)");
+  const input::ScenarioSpec spec = input::load_scenario_text(text, "test");
+  const cost_model::RooflineCosts compute(spec.gpu);
+  const RunResult run = run_scenario(spec, compute, {false, {}}).at(0);
+  ASSERT_EQ(run.moves.size(), 1u);
+  const MoveRecord& m = run.moves[0];
+  ASSERT_GT(m.token_bytes, 0);
+  std::int64_t carried = 0;
+  for (const LinkSample& s : run.link_samples) {
+    if (s.link != "gpu0->gpu1") continue;
+    carried += s.bytes;
+    EXPECT_DOUBLE_EQ(s.utilisation, 8.0 * static_cast<double>(s.bytes) / (100e6 * 0.25))
+        << s.t_ns;
+    EXPECT_GT(s.utilisation, 0) << s.t_ns << ": a sample with bytes reads busy";
+  }
+  EXPECT_EQ(carried, m.token_bytes);
+}
+
+// cluster.ecmp in a scenario: with it the drained leaf's moves spread over both spines;
+// without it every one takes the first. Bad values are named.
+TEST(ServingModel, EcmpFromTheScenarioSpreadsMovesOverEqualCostSpines) {
+  auto scenario = [](const std::string& ecmp) {
+    return R"({
+      "name": "ecmp", "model": "qwen2.5-0.5b", "gpu": "rtx3060-laptop",
+      "cluster": {"leaf_spine": {"leaves": 2, "spines": 2, "nodes_per_leaf": 2,
+                                 "node_bandwidth": "10Gbps", "latency": "5us"})" +
+           ecmp + R"(},
+      "workload": {"arrival": "poisson", "rate": 40, "max_requests": 24,
+                   "prompt_tokens": {"distribution": "fixed", "value": 1024},
+                   "output_tokens": {"distribution": "fixed", "value": 4000}},
+      "serving": {"max_batch": 16},
+      "outputs": {"link_sample_interval": "1s"},
+      "events": [{"type": "drain", "at": "2s", "node": "gpu0"},
+                 {"type": "drain", "at": "2s", "node": "gpu1"}],
+      "policies": {"strategies": ["full_kv"]},
+      "seed": 5, "duration": "20s"})";
+  };
+  auto spine_bytes = [&](const std::string& ecmp) {
+    const input::ScenarioSpec spec = input::load_scenario_text(scenario(ecmp), "test");
+    const cost_model::RooflineCosts compute(spec.gpu);
+    const RunResult run = run_scenario(spec, compute, {false, {}}).at(0);
+    EXPECT_GT(run.tally.migrations, 4);
+    std::map<std::string, std::int64_t> by_spine;
+    for (const LinkSample& s : run.link_samples) {
+      if (s.link.rfind("leaf0->spine", 0) == 0) by_spine[s.link] += s.bytes;
+    }
+    return by_spine;
+  };
+  const auto single = spine_bytes("");
+  EXPECT_EQ(single.size(), 1u) << "one path for every transfer";
+  const auto spread = spine_bytes(R"(, "ecmp": {"seed": 3})");
+  EXPECT_EQ(spread.size(), 2u) << "both spines carry moves";
+  EXPECT_EQ(spine_bytes(R"(, "ecmp": false)"), single);
+  try {
+    input::load_scenario_text(scenario(R"(, "ecmp": {"seed": -1})"), "test");
+    ADD_FAILURE() << "a negative seed was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("/cluster/ecmp/seed"), std::string::npos) << e.what();
+  }
+}
+
 // Random small clusters under load with failures, repairs and drains: nothing
 // lost, nothing duplicated, time never backwards, HBM never over capacity (the
 // model throws on that), every move accounted for.
