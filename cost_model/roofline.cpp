@@ -12,6 +12,16 @@ namespace {
 constexpr int kKernelsPerLayer = 10;
 constexpr int kKernelsPerGroup = 4;  // inverse RoPE, GEMM+bias, RoPE, scatter
 
+// The ProxyKV mapper's shape: tools/train_mapper.py's default architecture, which the committed
+// mappers use (results/proxykv/*/mapper.json). A measured cost table times the real one.
+struct MapperShape {
+  int width = 64, layers = 2, ffn = 128, kernel = 3, window = 128;
+  // stem + GELU + positions, per layer (2 norms, QKV, attention, output, 2 FFN, 2 adds),
+  // final norm, the cross-attention's 4 steps
+  constexpr int kernels() const { return 3 + 9 * layers + 1 + 4; }
+};
+constexpr MapperShape kMapper{};
+
 }  // namespace
 
 RooflineCosts::RooflineCosts(GpuSpec gpu) : gpu_(std::move(gpu)) {}
@@ -106,9 +116,29 @@ Seconds RooflineCosts::reconstruct(const ModelSpec& m, const OmissionPlan& t, st
   return {total};
 }
 
-Seconds RooflineCosts::proxy_score(const ModelSpec& proxy, const ModelSpec& /*target*/,
+// ProxyKV scoring, as backend/proxy_scoring.cpp runs it: the proxy's prefill; the attention
+// mass each key receives (one more QKᵀ over the causal triangle per proxy layer and head, then
+// a mean and a log per layer·head·token); the mapper (stem convolution, windowed encoder,
+// cross-attention over the head axis in its factored form) at kMapper's shape.
+Seconds RooflineCosts::proxy_score(const ModelSpec& proxy, const ModelSpec& target,
                                    std::int64_t tokens) const {
-  return {1.1 * prefill(proxy, tokens).value};
+  const double t = static_cast<double>(tokens);
+  const double sources = static_cast<double>(proxy.layers) * proxy.q_heads;
+  const double targets = static_cast<double>(target.layers) * target.kv_heads;
+  const double mass_flops = static_cast<double>(proxy.layers) * proxy.q_heads * proxy.head_dim *
+                            t * (t + 1.0);
+  const double features = compute_s(mass_flops, gpu_.attention_efficiency) +
+                          memory_s(2.0 * 4.0 * sources * t);  // f32 mass, written and read
+  const double w = kMapper.width, window = std::min<double>(kMapper.window + 1.0, t);
+  const double stem = 2.0 * t * sources * w * kMapper.kernel;
+  const double encoder = kMapper.layers * (2.0 * t * 4.0 * w * w           // QKV and output
+                                           + 4.0 * t * window * w           // QKᵀ and PV
+                                           + 2.0 * t * 2.0 * w * kMapper.ffn);  // FFN
+  const double cross = 2.0 * t * targets * (2.0 * sources + 2.0 * w);
+  const double mapper = compute_s(stem + encoder + cross, gpu_.gemm_efficiency) +
+                        memory_s(4.0 * t * (sources + targets + 4.0 * w)) +
+                        kMapper.kernels() * gpu_.launch_overhead.value;
+  return {prefill(proxy, tokens).value + features + mapper};
 }
 
 Seconds RooflineCosts::prune(const ModelSpec& m, std::int64_t tokens, double retention) const {

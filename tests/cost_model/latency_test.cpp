@@ -110,6 +110,29 @@ TEST(Latency, PrefillGrowsFasterThanLinearInContext) {
   EXPECT_LT(r8, 8.5 * r1);  // reconstruction is linear in T (plus fixed launches)
 }
 
+// Analytic ProxyKV scoring is what the proxy does, not a factor on its prefill: the prefill,
+// one more QKᵀ over the causal triangle for the attention mass, and the mapper, whose output
+// grows with the target's layers·KV heads. Written out here for one case.
+TEST(Latency, ProxyScoringIsThePrefillPlusTheMassPassPlusTheMapper) {
+  const GpuSpec gpu = find_gpu("h100");
+  const RooflineCosts c(gpu);
+  const ModelSpec& proxy = find_model("qwen2.5-0.5b");
+  const ModelSpec& small = find_model("qwen2.5-1.5b");
+  const ModelSpec& large = find_model("qwen2.5-7b");
+  const double t = 4096;
+  const double prefill = c.prefill(proxy, 4096).value;
+  const double peak = gpu.peak_dense_fp16.value;
+  const double mass = proxy.layers * proxy.q_heads * proxy.head_dim * t * (t + 1) /
+                      (peak * gpu.attention_efficiency);
+  const double score = c.proxy_score(proxy, small, 4096).value;
+  EXPECT_GT(score, prefill + mass);
+  // The mapper at width 64: small GEMMs, far below the proxy's own prefill at 4k tokens.
+  EXPECT_LT(score - prefill - mass, 0.2 * prefill);
+  EXPECT_GT(c.proxy_score(proxy, large, 4096).value, score) << "more target heads to score";
+  // The mass pass is quadratic: doubling the context more than doubles the scoring.
+  EXPECT_GT(c.proxy_score(proxy, small, 8192).value, 2 * score);
+}
+
 TEST(Latency, RejectsNonPositiveInputsNamingTheFlag) {
   const Fixture f;
   auto expect_error = [&](auto mutate, const char* flag) {
