@@ -250,7 +250,7 @@ StrategyMetrics strategy_metrics(const input::ScenarioSpec& spec, const sim::Run
   for (const auto& [node, n] : run.predictor_uses) uses += n;
   m.predictors = {run.predictor_copies, run.predictor_bytes_resident, uses,
                   run.predictor_copies ? r9(static_cast<double>(uses) / run.predictor_copies) : 0.0,
-                  g.batched_reconstructions};
+                  g.batched_reconstructions, run.predictor_bytes_unclaimed};
   // With several deployments each one's methods are in its own entry.
   static const std::optional<sim::RiskKvSpec> no_risk;
   static const std::optional<sim::ProxyKvSpec> no_proxy;

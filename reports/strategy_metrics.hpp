@@ -62,9 +62,13 @@ struct HostLinkUse {
 };
 
 struct PredictorUse {
-  std::int64_t copies = 0, bytes_resident = 0, uses = 0;
+  std::int64_t copies = 0, bytes_resident = 0;
+  std::int64_t uses = 0;  ///< done RISK-KV rebuilds
   double requests_per_copy = 0;
   std::int64_t batched_reconstructions = 0;
+  /// Copies that arrived after every move waiting for them had ended: on the network but in
+  /// no move's row (bytes.predictors is the rows' sum).
+  std::int64_t bytes_unclaimed = 0;
 };
 
 /// What the lossy moves cost in quality, and where each ΔNLL comes from: a measured file with

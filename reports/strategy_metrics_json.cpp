@@ -389,7 +389,8 @@ StrategyMetrics read_metrics(const Fields& f) {
                 rp.integer("unprotected_requests")};
   const Fields p = f.object("predictors");
   m.predictors = {p.integer("copies"), p.integer("bytes_resident"), p.integer("uses"),
-                  p.number("requests_per_copy"), p.integer("batched_reconstructions")};
+                  p.number("requests_per_copy"), p.integer("batched_reconstructions"),
+                  p.has("bytes_unclaimed") ? p.integer("bytes_unclaimed") : 0};
   m.quality = read_quality(f.object("quality"));
   m.events = f.integer("events");
   if (f.has("prefix_cache")) m.prefix_cache = read_prefix_cache(f.object("prefix_cache"));
@@ -449,7 +450,8 @@ json to_json(const StrategyMetrics& m) {
         {"bytes_resident", m.predictors.bytes_resident},
         {"uses", m.predictors.uses},
         {"requests_per_copy", m.predictors.requests_per_copy},
-        {"batched_reconstructions", m.predictors.batched_reconstructions}}},
+        {"batched_reconstructions", m.predictors.batched_reconstructions},
+        {"bytes_unclaimed", m.predictors.bytes_unclaimed}}},
       {"quality", quality_json(m.quality)},
       {"events", m.events},
   };
