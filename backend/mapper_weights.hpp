@@ -17,7 +17,8 @@ namespace kvshift::backend {
 /// dataset.features; proxy_scoring.hpp computes both):
 ///   kLogMeanAttention   "log_mean_attention": its prefill's mean attention per key;
 ///   kLogRepeatMax       "log_repeat_max_attention": KVZip's repeat pass run on the proxy,
-///                       the log of the largest weight a repeated-context query pays each key
+///                       the log of the maximum weight over every query of the repeat pass,
+///                       prompt included, on each key
 ///                       (one more proxy pass, no target pass).
 enum class MapperFeatures { kLogMeanAttention, kLogRepeatMax };
 

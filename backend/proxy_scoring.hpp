@@ -3,7 +3,7 @@
 // of the kind it was trained on (MapperFeatures): "log_mean_attention" (the log
 // of the mean weight a key receives from the prefill's queries that can see it)
 // or "log_repeat_max_attention" (KVZip's repeat pass run on the proxy: the log
-// of the largest weight a repeated-context query pays the key). The
+// of the maximum weight over every query of the repeat pass, prompt included). The
 // HybridAxialMapper turns them into target-aligned scores per target layer and
 // KV head, ready for top_k_per_head. Training data (kvshift proxykv dataset)
 // and inference share these definitions. Leaves out: running on a separate
