@@ -9,3 +9,9 @@ target_link_libraries(sim_network_vs_simgrid PRIVATE kvshift_simgrid_runner kvsh
 add_executable(flows_file_memory flows_file_memory.cpp heap_meter.cpp)
 target_link_libraries(flows_file_memory PRIVATE kvshift_input kvshift_warnings)
 target_include_directories(flows_file_memory PRIVATE ${PROJECT_SOURCE_DIR})
+# The process-level comparison (bench/flows_vs_simgrid.sh): the flow sets as
+# `kvshift flows` files, and SimGrid's counterpart of `kvshift flows` as a command.
+add_executable(network_flows_file network_flows_file.cpp sim_network_workloads.cpp)
+target_link_libraries(network_flows_file PRIVATE kvshift_simgrid_runner kvshift_warnings)
+add_executable(simgrid_flows simgrid_flows.cpp)
+target_link_libraries(simgrid_flows PRIVATE kvshift_simgrid_runner kvshift_input kvshift_warnings)

@@ -104,36 +104,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-/// `c` as a `kvshift flows` file (nodes n<i>, links l<j>, transfers t<k>), for its memory.
-void write_flows_file(const NetCase& c, const std::string& path) {
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (!f) {
-    std::fprintf(stderr, "--write-flows: cannot write %s\n", path.c_str());
-    std::exit(2);
-  }
-  std::fprintf(f, "{\"cluster\": {\"nodes\": [");
-  for (int i = 0; i < c.nodes; ++i) std::fprintf(f, "%s{\"name\": \"n%d\"}", i ? ", " : "", i);
-  std::fprintf(f, "],\n \"links\": [");
-  for (std::size_t j = 0; j < c.links.size(); ++j) {
-    const NetLink& l = c.links[j];
-    std::fprintf(f,
-                 "%s\n  {\"name\": \"l%zu\", \"a\": \"n%d\", \"b\": \"n%d\", \"bandwidth\": "
-                 "\"%.17gbps\", \"latency\": \"%lldns\"}",
-                 j ? "," : "", j, l.a, l.b, l.bandwidth_bps, static_cast<long long>(l.latency_ns));
-  }
-  std::fprintf(f, "]},\n \"transfers\": [");
-  for (std::size_t k = 0; k < c.flows.size(); ++k) {
-    const NetFlow& t = c.flows[k];
-    std::fprintf(f,
-                 "%s\n  {\"id\": \"t%zu\", \"src\": \"n%d\", \"dst\": \"n%d\", \"bytes\": %lld, "
-                 "\"start\": \"%lldns\"}",
-                 k ? "," : "", k, t.src, t.dst, static_cast<long long>(t.bytes),
-                 static_cast<long long>(t.start_ns));
-  }
-  std::fprintf(f, "]}\n");
-  std::fclose(f);
-}
-
 struct Measured {
   KvshiftRun run;
   double cpu = 0, wall = 0;  // medians
@@ -192,7 +162,13 @@ int main(int argc, char** argv) {
   if (o.run_leaf_spine) cases.push_back(make_leaf_spine_case(o.leaf_spine));
   if (o.run_fat_tree) cases.push_back(make_fat_tree_case(o.fat_tree));
   if (!o.write_flows.empty()) {
-    for (const NetCase& c : cases) write_flows_file(c, o.write_flows + c.name + ".json");
+    for (const NetCase& c : cases) {
+      if (!write_flows_file(c, o.write_flows + c.name + ".json")) {
+        std::fprintf(stderr, "--write-flows: cannot write %s%s.json\n", o.write_flows.c_str(),
+                     c.name.c_str());
+        return 2;
+      }
+    }
   }
   std::vector<Measured> ours;
   for (NetCase& c : cases) {

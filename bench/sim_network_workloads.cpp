@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <cstdio>
 #include <random>
 
 #include "sim/generators.hpp"
@@ -12,6 +13,7 @@ namespace kvshift::bench {
 using namespace kvshift::sim;
 using sim::testing::NetCase;
 using sim::testing::NetFlow;
+using sim::testing::NetLink;
 
 namespace {
 
@@ -110,6 +112,81 @@ NetCase make_fat_tree_case(const FatTreeWorkload& w) {
   return c;
 }
 
+NetCase make_incast_case(const IncastWorkload& w) {
+  Cluster cluster;
+  LeafSpineParams p;
+  p.leaves = w.leaves;
+  p.spines = w.spines;
+  p.nodes_per_leaf = w.per_leaf;
+  p.host = LinkParams{BitsPerSecond{100e9}, microseconds(1)};
+  p.uplink_latency = microseconds(1);
+  const GeneratedNodes g = add_leaf_spine(cluster, p);
+  NetCase c;
+  c.name = "incast";
+  copy_links(Topology(cluster), c);
+  std::vector<int> sinks, senders;
+  for (std::size_t i = 0; i < g.gpus.size(); ++i) {
+    const int leaf = static_cast<int>(i) / w.per_leaf;
+    const bool sink = i % static_cast<std::size_t>(w.per_leaf) == 0 && leaf % 2 == 0 &&
+                      static_cast<int>(sinks.size()) < w.sinks;
+    (sink ? sinks : senders).push_back(static_cast<int>(g.gpus[i]));
+  }
+  std::mt19937_64 rng(31337);
+  std::exponential_distribution<double> gap(w.bursts_per_s);
+  std::uniform_int_distribution<std::int64_t> size(1'000'000, 16'000'000);
+  double t_s = 0;
+  for (int n = 0; n < w.transfers; ++n) {
+    if (n % w.fan_in == 0) t_s += gap(rng);  // a burst: fan_in senders to one sink at once
+    NetFlow f;
+    f.src = senders[rng() % senders.size()];
+    f.dst = sinks[static_cast<std::size_t>(n / w.fan_in) % sinks.size()];
+    f.bytes = size(rng);
+    f.start_ns = static_cast<std::int64_t>(t_s * 1e9);
+    c.flows.push_back(f);
+  }
+  return c;
+}
+
+NetCase make_wan_case(const WanWorkload& w) {
+  NetCase c;
+  c.name = "wan";
+  // Node ids: per site its gateway, then its hosts.
+  const int per_site = 1 + w.per_site;
+  c.nodes = w.sites * per_site;
+  std::vector<int> hosts, site_of;
+  for (int s = 0; s < w.sites; ++s) {
+    for (int h = 0; h < w.per_site; ++h) {
+      c.links.push_back({s * per_site + 1 + h, s * per_site, 100e9, 1'000, false});
+      hosts.push_back(s * per_site + 1 + h);
+      site_of.push_back(s);
+    }
+  }
+  for (int a = 0; a < w.sites; ++a) {
+    for (int b = a + 1; b < w.sites; ++b) {
+      const std::int64_t latency_ns = 5'000'000 + 5'000'000 * ((a + b) % 4);
+      c.links.push_back({a * per_site, b * per_site, 400e9, latency_ns, false});
+    }
+  }
+  std::mt19937_64 rng(4242);
+  std::exponential_distribution<double> gap(w.rate);
+  std::uniform_real_distribution<double> u(0, 1);
+  std::uniform_int_distribution<std::size_t> pick(0, hosts.size() - 1);
+  double t_s = 0;
+  for (int n = 0; n < w.transfers; ++n) {
+    t_s += gap(rng);
+    NetFlow f;
+    const std::size_t s = pick(rng);
+    std::size_t d = pick(rng);
+    while (site_of[d] == site_of[s]) d = pick(rng);
+    f.src = hosts[s];
+    f.dst = hosts[d];
+    f.bytes = static_cast<std::int64_t>(1e9 * std::pow(50.0, u(rng)));
+    f.start_ns = static_cast<std::int64_t>(t_s * 1e9);
+    c.flows.push_back(f);
+  }
+  return c;
+}
+
 std::vector<bool> fat_tree_core_links(const NetCase& c, int k) {
   const int cores = (k / 2) * (k / 2);
   std::vector<bool> out;
@@ -145,6 +222,33 @@ double mean_flows_per_busy_link(const NetCase& c, const std::vector<double>& fin
     }
   }
   return busy_time > 0 ? flow_time / busy_time : 0;
+}
+
+/// `c` as a `kvshift flows` file (nodes n<i>, links l<j>, transfers t<k>), for its memory.
+bool write_flows_file(const NetCase& c, const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return false;
+  std::fprintf(f, "{\"cluster\": {\"nodes\": [");
+  for (int i = 0; i < c.nodes; ++i) std::fprintf(f, "%s{\"name\": \"n%d\"}", i ? ", " : "", i);
+  std::fprintf(f, "],\n \"links\": [");
+  for (std::size_t j = 0; j < c.links.size(); ++j) {
+    const NetLink& l = c.links[j];
+    std::fprintf(f,
+                 "%s\n  {\"name\": \"l%zu\", \"a\": \"n%d\", \"b\": \"n%d\", \"bandwidth\": "
+                 "\"%.17gbps\", \"latency\": \"%lldns\"}",
+                 j ? "," : "", j, l.a, l.b, l.bandwidth_bps, static_cast<long long>(l.latency_ns));
+  }
+  std::fprintf(f, "]},\n \"transfers\": [");
+  for (std::size_t k = 0; k < c.flows.size(); ++k) {
+    const NetFlow& t = c.flows[k];
+    std::fprintf(f,
+                 "%s\n  {\"id\": \"t%zu\", \"src\": \"n%d\", \"dst\": \"n%d\", \"bytes\": %lld, "
+                 "\"start\": \"%lldns\"}",
+                 k ? "," : "", k, t.src, t.dst, static_cast<long long>(t.bytes),
+                 static_cast<long long>(t.start_ns));
+  }
+  std::fprintf(f, "]}\n");
+  return std::fclose(f) == 0;
 }
 
 }  // namespace kvshift::bench

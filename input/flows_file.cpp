@@ -1,7 +1,11 @@
 // Flows file reader (see flows_file.hpp) and the plain network run behind `kvshift flows`.
 #include "input/flows_file.hpp"
 
+#include <algorithm>
+#include <charconv>
 #include <map>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
 
 #include "cost_model/input_error.hpp"
 #include "input/json_stream.hpp"
@@ -28,7 +32,10 @@ sim::SimTime time_of(const std::optional<Seconds>& s) {
   return s ? sim::from_seconds(*s) : sim::SimTime{};
 }
 
-void read_transfer(const Reader& r, FlowsFile& f, std::map<std::string, std::string>& ids) {
+/// Transfer id -> position in the file's array of its first transfer.
+using IdPositions = std::unordered_map<std::string, std::size_t>;
+
+void read_transfer(const Reader& r, FlowsFile& f, IdPositions& ids, std::size_t position) {
   r.allow_only({"id", "src", "dst", "bytes", "start", "route", "max_rate"});
   const sim::Topology& t = f.topology;
   const auto id = r.string("id");
@@ -51,8 +58,9 @@ void read_transfer(const Reader& r, FlowsFile& f, std::map<std::string, std::str
     });
   }
   if (id) {
-    if (auto [it, fresh] = ids.emplace(*id, r.pointer()); !fresh) {
-      r.problem("id", "duplicate transfer id " + in_quotes(*id) + " (first at " + it->second + ")");
+    if (auto [it, fresh] = ids.emplace(*id, position); !fresh) {
+      r.problem("id", "duplicate transfer id " + in_quotes(*id) + " (first at /transfers/" +
+                          std::to_string(it->second) + ")");
     }
   }
   if (!id || !src || !dst || !bytes) return;
@@ -137,8 +145,9 @@ FlowsFile parse_flows(const Json& doc, std::string_view source) {
   const Reader root(doc, "", diag);
   FlowsFile f;
   if (!read_topology(root, f)) diag.throw_if_any(source);
-  std::map<std::string, std::string> ids;
-  root.each("transfers", [&](const Reader& r) { read_transfer(r, f, ids); });
+  IdPositions ids;
+  std::size_t position = 0;
+  root.each("transfers", [&](const Reader& r) { read_transfer(r, f, ids, position++); });
   diag.throw_if_any(source);
   return f;
 }
@@ -151,40 +160,138 @@ FlowsFile load_flows_file(const std::string& path) {
   const Reader root(skeleton, "", diag);
   FlowsFile f;
   if (!read_topology(root, f)) diag.throw_if_any(path);
-  std::map<std::string, std::string> ids;
+  IdPositions ids;
   // A transfers value that is not an array stays in the skeleton and is reported here.
-  root.each("transfers", [&](const Reader& r) { read_transfer(r, f, ids); });
+  root.each("transfers", [&](const Reader& r) { read_transfer(r, f, ids, 0); });
   if (skeleton.contains("transfers") && skeleton["transfers"].is_array()) {
     stream_json_array(path, "transfers", [&](const Json& t, std::size_t i) {
-      read_transfer(Reader(t, "/transfers/" + std::to_string(i), diag), f, ids);
+      read_transfer(Reader(t, "/transfers/" + std::to_string(i), diag), f, ids, i);
     });
   }
+  f.transfers.shrink_to_fit();
   diag.throw_if_any(path);
   return f;
 }
 
-std::vector<FlowOutcome> simulate_flows(FlowsFile& flows) {
+namespace {
+
+/// Books each transfer's end into FlowResults (the network forgets ended transfers).
+class EndRecorder : public sim::NetworkObserver {
+ public:
+  explicit EndRecorder(FlowResults& r) : r_(r) {}
+  void on_done(const sim::TransferInfo& info) override {
+    r_.finish[info.id] = info.finish;
+    r_.state[info.id] = info.state;
+    if (info.state != sim::TransferState::kFinished) r_.reasons[info.id] = info.reason;
+  }
+
+ private:
+  FlowResults& r_;
+};
+
+/// `s` as a JSON string (quoted; escaped as nlohmann does when it needs to be).
+void append_json_string(std::string& out, const std::string& s) {
+  const bool plain = std::all_of(s.begin(), s.end(), [](char c) {
+    return c != '"' && c != '\\' && static_cast<unsigned char>(c) >= 0x20 &&
+           static_cast<unsigned char>(c) < 0x7f;
+  });
+  if (!plain) {
+    out += nlohmann::json(s).dump();
+    return;
+  }
+  out += '"';
+  out += s;
+  out += '"';
+}
+
+sim::TransferRequest request_of(const FlowTransfer& t) {
+  sim::TransferRequest r;
+  r.src = t.src;
+  r.dst = t.dst;
+  r.size = t.bytes;
+  r.start = t.start;
+  r.route = t.route;
+  r.rate_cap = t.max_rate;
+  return r;
+}
+
+}  // namespace
+
+FlowResults run_flows(FlowsFile& flows) {
   sim::Simulator simulator;
   sim::NetworkOptions options;
   options.record_utilisation = false;
+  options.keep_ended = false;
   options.ecmp = flows.ecmp_seed.has_value();
   options.ecmp_seed = flows.ecmp_seed.value_or(0);
   sim::Network network(simulator, flows.topology, options);
-  for (const FlowTransfer& t : flows.transfers) {
-    sim::TransferRequest r;
-    r.src = t.src;
-    r.dst = t.dst;
-    r.size = t.bytes;
-    r.start = t.start;
-    r.route = t.route;
-    r.rate_cap = t.max_rate;
-    network.submit(std::move(r));
-  }
+  const std::vector<FlowTransfer>& t = flows.transfers;
+  const std::size_t n = t.size();
+  FlowResults out;
+  out.finish.assign(n, sim::SimTime{});
+  out.state.assign(n, sim::TransferState::kPending);
+  EndRecorder recorder(out);
+  network.add_observer(&recorder);
+  // Transfer i is handed over at the earliest start among i..n-1 (its own start when the
+  // file is in start order), so ids follow the input and a start is never in the past.
+  std::vector<sim::SimTime> due(n);
+  for (std::size_t i = n; i-- > 0;) due[i] = i + 1 < n ? std::min(t[i].start, due[i + 1]) : t[i].start;
+  std::size_t next = 0;
+  std::function<void()> feed = [&] {
+    while (next < n && due[next] <= simulator.now()) network.submit(request_of(t[next++]));
+    if (next < n) simulator.schedule_at(due[next], [&feed] { feed(); });
+  };
+  if (n > 0) simulator.schedule_at(due[0], [&feed] { feed(); });
   simulator.run();
-  std::vector<FlowOutcome> out;
-  for (std::size_t i = 0; i < flows.transfers.size(); ++i) {
+  // A transfer that never ended (stalled for good) is still held by the network.
+  for (std::size_t i = 0; i < n; ++i) {
+    if (out.state[i] != sim::TransferState::kPending) continue;
     const sim::TransferInfo& info = network.info(static_cast<sim::TransferId>(i));
-    out.push_back({flows.transfers[i].id, info.state, info.finish, info.reason});
+    out.state[i] = info.state;
+    out.finish[i] = info.finish;
+    out.reasons[i] = info.reason;
+  }
+  return out;
+}
+
+void write_flow_lines(const FlowsFile& flows, const FlowResults& results,
+                      const std::function<void(std::string_view)>& sink) {
+  constexpr std::size_t kChunk = 64 * 1024;
+  std::string text;
+  text.reserve(kChunk + 256);
+  for (std::size_t i = 0; i < flows.transfers.size(); ++i) {
+    text += "{\"id\": ";
+    append_json_string(text, flows.transfers[i].id);
+    text += ", \"finish_s\": ";
+    if (results.state[i] == sim::TransferState::kFinished) {
+      char buf[64];
+      const auto r = std::to_chars(buf, buf + sizeof buf, results.finish[i].seconds());
+      text.append(buf, r.ptr);
+      text += "}\n";
+    } else {
+      const auto reason = results.reasons.find(i);
+      text += "null, \"state\": \"";
+      text += sim::to_string(results.state[i]);
+      text += "\", \"reason\": ";
+      append_json_string(text, reason == results.reasons.end() ? "" : reason->second);
+      text += "}\n";
+    }
+    if (text.size() >= kChunk) {
+      sink(text);
+      text.clear();
+    }
+  }
+  if (!text.empty()) sink(text);
+}
+
+std::vector<FlowOutcome> simulate_flows(FlowsFile& flows) {
+  const FlowResults r = run_flows(flows);
+  std::vector<FlowOutcome> out;
+  out.reserve(flows.transfers.size());
+  for (std::size_t i = 0; i < flows.transfers.size(); ++i) {
+    const auto reason = r.reasons.find(i);
+    out.push_back({flows.transfers[i].id, r.state[i], r.finish[i],
+                   reason == r.reasons.end() ? std::string() : reason->second});
   }
   return out;
 }

@@ -19,6 +19,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -52,6 +54,27 @@ FlowsFile parse_flows(const Json& doc, std::string_view source);
 /// memory grows with the topology and the parsed transfers, never with a DOM of the file.
 FlowsFile load_flows_file(const std::string& path);
 
+/// How every transfer of a run ended, by input position (9 bytes a transfer).
+struct FlowResults {
+  std::vector<sim::SimTime> finish;          ///< when it finished (or ended otherwise)
+  std::vector<sim::TransferState> state;     ///< kFinished, or how else it stands at the end
+  std::map<std::size_t, std::string> reasons;  ///< why, for those that did not finish
+  bool all_finished() const { return reasons.empty(); }
+};
+
+/// Runs every transfer through sim::Network. Transfers are handed to the network as
+/// simulated time reaches their starts (transfer i no later than its start and after
+/// transfer i-1, so its TransferId is i), and an ended transfer's record is recycled: the
+/// run's memory follows the transfers in flight, plus FlowResults.
+FlowResults run_flows(FlowsFile& flows);
+
+/// The lines `kvshift flows` prints, one per transfer in input order:
+/// {"id": "t1", "finish_s": 16.001} (the shortest decimal that round-trips the double), or
+/// {"id": "t1", "finish_s": null, "state": "running", "reason": "..."} for one that did not
+/// finish; handed to `sink` in chunks of about 64 KiB, so no copy of the whole output is held.
+void write_flow_lines(const FlowsFile& flows, const FlowResults& results,
+                      const std::function<void(std::string_view)>& sink);
+
 /// How one transfer ended.
 struct FlowOutcome {
   std::string id;
@@ -60,7 +83,7 @@ struct FlowOutcome {
   std::string reason;  ///< why it did not finish
 };
 
-/// Runs every transfer through sim::Network; outcomes in input order.
+/// run_flows() as one record per transfer, in input order.
 std::vector<FlowOutcome> simulate_flows(FlowsFile& flows);
 
 }  // namespace kvshift::input

@@ -120,8 +120,26 @@ SimgridRun run_simgrid(const std::vector<NetCase>& cases, const SimgridOptions& 
       const auto w0 = std::chrono::steady_clock::now();
       const std::clock_t c0 = std::clock();
       std::vector<std::pair<sg::CommPtr, const Launch*>> comms;
-      comms.reserve(launches[b].size());
+      std::vector<sg::CommPtr> live;  // release_finished: the comms in flight (as comms)
+      // Waits up to `timeout` s (< 0: no limit) for one comm in flight; books and drops it.
+      auto reap = [&](double timeout) {
+        const ssize_t i = sg::Comm::wait_any_for(live, timeout);
+        if (i < 0) return false;
+        const Launch* l = comms[static_cast<std::size_t>(i)].second;
+        out.finish_s[l->c][l->f] = live[static_cast<std::size_t>(i)]->get_finish_time() - offset;
+        comms[static_cast<std::size_t>(i)] = std::move(comms.back());
+        comms.pop_back();
+        live[static_cast<std::size_t>(i)] = std::move(live.back());
+        live.pop_back();
+        return true;
+      };
+      if (!options.release_finished) comms.reserve(launches[b].size());
       for (const Launch& l : launches[b]) {
+        if (options.release_finished) {
+          while (!live.empty() && offset + l.at > sg::Engine::get_clock() &&
+                 reap(offset + l.at - sg::Engine::get_clock())) {
+          }
+        }
         if (offset + l.at > sg::Engine::get_clock()) sg::this_actor::sleep_until(offset + l.at);
         const NetFlow& f = cases[l.c].flows[l.f];
         if (f.bytes == 0) {
@@ -133,8 +151,10 @@ SimgridRun run_simgrid(const std::vector<NetCase>& cases, const SimgridOptions& 
         comm->set_destination(hosts[l.c][f.dst]);
         comm->set_payload_size(static_cast<std::uint64_t>(f.bytes));
         comm->start();
+        if (options.release_finished) live.push_back(comm);
         comms.emplace_back(std::move(comm), &l);
       }
+      while (!live.empty()) reap(-1);
       for (auto& [comm, l] : comms) {
         comm->wait();
         out.finish_s[l->c][l->f] = comm->get_finish_time() - offset;

@@ -15,6 +15,10 @@
 // With SimgridOptions::one_case_at_a_time the cases run one after another in
 // simulated time (case c starts when case c-1 has ended; its times are reported
 // relative to its own start), so a benchmark can time and meter each case apart.
+// With SimgridOptions::release_finished the driver keeps only the communications
+// in flight (Comm::wait_any_for between launches, a finished one is dropped at
+// once), as a long-running S4U program would, so SimGrid's memory follows the
+// flows in flight rather than every flow the run has had.
 #pragma once
 
 #include <cstddef>
@@ -37,6 +41,8 @@ enum class SimgridPhase { kPlatformBegin, kPlatformEnd, kRunBegin, kRunEnd };
 
 struct SimgridOptions {
   bool one_case_at_a_time = false;
+  /// Hold only the communications in flight (a finished one is dropped at once).
+  bool release_finished = false;
   /// Called around each case's platform build and (one_case_at_a_time) its run.
   std::function<void(std::size_t, SimgridPhase)> on_phase;
 };
