@@ -1,6 +1,7 @@
 #include "reports/atomic_file.hpp"
 
 #include <unistd.h>
+#include <cerrno>
 #include <fstream>
 #include <stdexcept>
 #include <system_error>
@@ -34,37 +35,24 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view conte
   }
 }
 
-void check_output_file(const std::filesystem::path& path, std::string_view flag) {
-  const std::string name(flag);
-  if (path.empty()) throw InputError(name + ": must name a file (got \"\")");
-  std::error_code ec;
-  if (fs::is_directory(path, ec) || !path.has_filename()) {
-    throw InputError(name + ": " + path.string() + " is a folder; give the file to write (e.g. " +
-                     (path / "out.json").string() + ")");
-  }
-  for (fs::path p = path.parent_path(); !p.empty(); p = p.parent_path()) {
-    if (fs::exists(p, ec)) {
-      if (!fs::is_directory(p, ec)) {
-        throw InputError(name + ": " + p.string() + " is a file, so " + path.string() +
-                         " cannot be written");
-      }
-      break;
-    }
-    if (p == p.parent_path()) break;
-  }
-}
-
-bool is_kvshift_output(const std::filesystem::path& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return false;
-  for (const char* marker :
-       {"summary.json", "sweep.json", "topology.json", "quality.json", "manifest.json"}) {
-    if (fs::is_regular_file(dir / marker, ec)) return true;
-  }
-  return false;
-}
-
 namespace {
+
+/// The nearest folder of `path`'s parents that exists must be one we may write in; else
+/// InputError naming `flag` (a read-only or foreign place fails now, not after the work).
+void check_writable_parent(const fs::path& path, const std::string& flag) {
+  std::error_code ec;
+  fs::path p = fs::absolute(path, ec).parent_path();
+  while (!p.empty() && !fs::exists(p, ec) && p != p.parent_path()) p = p.parent_path();
+  if (p.empty()) return;
+  if (!fs::is_directory(p, ec)) {
+    throw InputError(flag + ": " + p.string() + " is a file, so " + path.string() +
+                     " cannot be written");
+  }
+  if (::access(p.c_str(), W_OK) != 0) {
+    throw InputError(flag + ": cannot write in " + p.string() + " (" +
+                     std::error_code(errno, std::generic_category()).message() + ")");
+  }
+}
 
 /// `out` without trailing separators ("runs/a/" -> "runs/a"), so siblings stay siblings.
 fs::path folder_name(const fs::path& out) {
@@ -87,6 +75,34 @@ bool inside(const fs::path& path, const fs::path& dir) {
 }
 
 }  // namespace
+
+void check_output_file(const std::filesystem::path& path, std::string_view flag) {
+  const std::string name(flag);
+  if (path.empty()) throw InputError(name + ": must name a file (got \"\")");
+  std::error_code ec;
+  if (fs::is_directory(path, ec) || !path.has_filename()) {
+    throw InputError(name + ": " + path.string() + " is a folder; give the file to write (e.g. " +
+                     (path / "out.json").string() + ")");
+  }
+  check_writable_parent(path, name);
+  if (path.has_parent_path()) {  // made now: a place that cannot hold it fails before the work
+    fs::create_directories(path.parent_path(), ec);
+    if (ec) {
+      throw InputError(name + ": cannot create " + path.parent_path().string() + " (" +
+                       ec.message() + ")");
+    }
+  }
+}
+
+bool is_kvshift_output(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return false;
+  for (const char* marker :
+       {"summary.json", "sweep.json", "topology.json", "quality.json", "manifest.json"}) {
+    if (fs::is_regular_file(dir / marker, ec)) return true;
+  }
+  return false;
+}
 
 std::filesystem::path staging_folder(const std::filesystem::path& out_as_given, bool force,
                                      const std::vector<std::filesystem::path>& inputs,
@@ -117,6 +133,7 @@ std::filesystem::path staging_folder(const std::filesystem::path& out_as_given, 
       }
     }
   }
+  check_writable_parent(out, name);
   fs::path tmp = out;
   tmp += ".partial-" + std::to_string(::getpid());
   fs::remove_all(tmp, ec);

@@ -14,8 +14,9 @@ namespace kvshift::reports {
 /// Throws std::runtime_error naming the path on failure.
 void write_file_atomic(const std::filesystem::path& path, std::string_view content);
 
-/// Checks, before any work, that `path` can be written as one file: not empty and not an
-/// existing folder. Throws InputError naming `flag`.
+/// Checks, before any work, that `path` can be written as one file: not empty, not an
+/// existing folder, in a place we may write (its folder is created now). Throws InputError
+/// naming `flag`.
 void check_output_file(const std::filesystem::path& path, std::string_view flag);
 
 /// Whether `dir` is a folder kvshift wrote: it holds the file each output folder has
