@@ -100,6 +100,10 @@ TEST(ProfileCli, AFolderAsOutIsRefusedBeforeMeasuring) {
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("--out: " + dir.string() + " is a folder"), std::string::npos) << r.err;
   EXPECT_EQ(r.out, "") << "nothing was measured";
+  r = run_kvshift("profile --model smollm2-135m --out /proc/kvshift-no-such/t.json");
+  EXPECT_EQ(r.exit_code, 2) << "a place that cannot hold the file fails before measuring";
+  EXPECT_NE(r.err.find("--out: cannot create /proc/kvshift-no-such"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "");
   r = run_kvshift("profile --model smollm2-135m --proxy-layers 0 --out " +
                   (dir / "t.json").string());
   EXPECT_EQ(r.exit_code, 2) << "--proxy-layers 0 is refused, not silently no proxy";
