@@ -3,8 +3,12 @@
 // compared there read: `kvshift flows FILE` and `simgrid_flows FILE`. Classes
 // (bench/sim_network_workloads.hpp): leaf-spine (local contention in drain
 // waves), fat-tree (every flow across the core, Poisson arrivals, Pareto
-// sizes), incast (many senders to a few sinks), wan (long-lived flows between
-// sites over WAN links of 5..20 ms). Usage:
+// sizes; 3,100 arrivals/s, 0.9 of core 0's capacity, so the load is steady
+// however many transfers), fat-tree-overload (the in-process benchmark's 4,500
+// arrivals/s, 1.3× what core 0 drains: its backlog, and the cost of every
+// event with it, grows with the run's length), incast (bursts of senders to a
+// few sinks), wan (long-lived flows between sites over WAN links of 5..20 ms).
+// Usage:
 //   network_flows_file CLASS TRANSFERS OUT.json
 #include <cstdio>
 #include <cstdlib>
@@ -19,7 +23,8 @@ using kvshift::sim::testing::NetCase;
 
 int usage() {
   std::fprintf(stderr,
-               "usage: network_flows_file leaf-spine|fat-tree|incast|wan TRANSFERS OUT.json\n");
+               "usage: network_flows_file leaf-spine|fat-tree|fat-tree-overload|incast|wan TRANSFERS "
+               "OUT.json\n");
   return 2;
 }
 
@@ -40,9 +45,10 @@ int main(int argc, char** argv) {
     LeafSpineWorkload w;
     w.transfers = transfers;
     c = make_leaf_spine_case(w);
-  } else if (kind == "fat-tree") {
+  } else if (kind == "fat-tree" || kind == "fat-tree-overload") {
     FatTreeWorkload w;
     w.transfers = transfers;
+    if (kind == "fat-tree") w.rate = 3'100;
     c = make_fat_tree_case(w);
   } else if (kind == "incast") {
     IncastWorkload w;
@@ -53,7 +59,7 @@ int main(int argc, char** argv) {
     w.transfers = transfers;
     c = make_wan_case(w);
   } else {
-    std::fprintf(stderr, "CLASS: expected leaf-spine, fat-tree, incast or wan (got %s)\n",
+    std::fprintf(stderr, "CLASS: expected leaf-spine, fat-tree, fat-tree-overload, incast or wan (got %s)\n",
                  kind.c_str());
     return 2;
   }

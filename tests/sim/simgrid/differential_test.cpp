@@ -1,14 +1,18 @@
 // Differential test: kvshift's network model against SimGrid's (plain max-min,
 // correction factors 1; see simgrid_runner.hpp) on random topologies and flow
 // sets (staggered starts, shared links, multi-hop routes, half and full duplex,
-// per-flow caps) plus hand-computed cases. Completion times must agree within
-// 1e-6 relative. The case count and the worst difference are printed.
+// per-flow caps), hand-computed cases, and small instances of the four workload
+// classes of the network benchmarks (bench/sim_network_workloads.hpp: leaf-spine
+// drain waves, fat-tree all-to-core Poisson, incast bursts, multi-site WAN with
+// long-lived flows). Completion times must agree within 1e-6 relative. The case
+// count and the worst difference are printed.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <iostream>
 #include <random>
 
+#include "bench/sim_network_workloads.hpp"
 #include "tests/sim/simgrid/simgrid_runner.hpp"
 
 namespace kvshift::sim::testing {
@@ -78,10 +82,26 @@ NetCase capped_flow_and_free_flow() {
   return c;
 }
 
+/// The benchmark's workload classes, a few hundred transfers each (seconds in all).
+std::vector<NetCase> workload_classes() {
+  bench::LeafSpineWorkload leaf_spine;
+  leaf_spine.transfers = 400;
+  leaf_spine.wave = 100;
+  bench::FatTreeWorkload fat_tree;
+  fat_tree.transfers = 400;
+  bench::IncastWorkload incast;
+  incast.transfers = 640;
+  bench::WanWorkload wan;
+  wan.transfers = 300;
+  return {bench::make_leaf_spine_case(leaf_spine), bench::make_fat_tree_case(fat_tree),
+          bench::make_incast_case(incast), bench::make_wan_case(wan)};
+}
+
 TEST(SimgridDifferential, CompletionTimesAgreeWithinOnePpm) {
   std::mt19937_64 rng(20261130);
   std::vector<NetCase> cases{two_equal_flows(), parking_lot(), capped_flow_and_free_flow()};
   for (int i = 0; i < kRandomCases; ++i) cases.push_back(random_case(rng, i));
+  for (NetCase& c : workload_classes()) cases.push_back(std::move(c));
   std::vector<KvshiftRun> ours;
   std::size_t flows = 0;
   for (NetCase& c : cases) {
