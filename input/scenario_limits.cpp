@@ -21,7 +21,7 @@ constexpr double kMaxArrivals = 20'000'000;
 /// A request waiting for a GPU holds about 1 KB; a cluster offered more than kMaxRatePerGpu
 /// requests/s per GPU serves almost none of them, so with over kMaxWaiting arrivals
 /// they would pile up in memory.
-constexpr double kMaxRatePerGpu = 1000;
+constexpr double kMaxRatePerGpu = 100;  // shipped scenarios offer at most 6
 constexpr double kMaxWaiting = 1'000'000;
 /// Link samples one run may keep (about 64 bytes each): links.csv rows before idle
 /// directions are dropped, so the estimate counts every direction of every link.

@@ -118,6 +118,14 @@ TEST(ValidateCli, RunsTooLargeForMemoryAreRefusedWithTheEstimate) {
   EXPECT_NE(r.err.find("/workload/rate: 1e+09 requests/s over 60 s is about 6e+10 arrivals"),
             std::string::npos)
       << r.err;
+  const std::string flood =
+      quickstart_with("flood.json", [](auto& j) { j["workload"]["rate"] = 20000; });
+  r = run_kvshift("validate " + flood);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("/workload/rate: 5e+03 requests/s per GPU (4 GPUs) is far beyond what a "
+                       "GPU serves: nearly all of the about 1,200,000 arrivals would wait"),
+            std::string::npos)
+      << r.err;
   const std::string samples = quickstart_with(
       "samples.json", [](auto& j) { j["outputs"]["link_sample_interval"] = "1us"; });
   r = run_kvshift("validate " + samples);
