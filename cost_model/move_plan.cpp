@@ -146,7 +146,9 @@ MovePlan plan_move(Strategy s, const MoveMethods& methods, const MoveState& st) 
       p.kv = Bytes{std::llround(*methods.retention * static_cast<double>(full.count))};
       // The kept tokens are compacted into whole blocks before they are sent.
       p.descriptors = kv_descriptors(methods.engine, std::llround(kept), layers);
-      p.delta_nll = methods.proxy_delta_nll;
+      p.delta_nll = methods.proxy_delta_nll_by_context.empty()
+                        ? methods.proxy_delta_nll
+                        : delta_nll_at_context(methods.proxy_delta_nll_by_context, st.context);
       break;
     }
     case Strategy::kTokenReplay:

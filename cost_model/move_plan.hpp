@@ -21,6 +21,7 @@
 #include "cost_model/latency.hpp"
 #include "cost_model/model_spec.hpp"
 #include "cost_model/omission_plan.hpp"
+#include "cost_model/quality_curve.hpp"
 #include "cost_model/transfer_engine.hpp"
 #include "cost_model/units.hpp"
 
@@ -79,6 +80,9 @@ struct MoveMethods {
   double risk_delta_nll = 0;        ///< quality cost of a RISK-KV rebuild (nats/token)
   double proxy_delta_nll = 0;       ///< quality cost of a ProxyKV pruning (nats/token)
   TransferEngine engine;            ///< per-transfer and per-descriptor costs of KV legs
+  /// Set: ProxyKV's ΔNLL by the request's context (measured at several histories), which
+  /// replaces proxy_delta_nll.
+  std::vector<ContextQuality> proxy_delta_nll_by_context;
 };
 
 /// The request and what the two ends hold when the move is planned.

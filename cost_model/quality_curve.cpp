@@ -36,4 +36,17 @@ std::optional<InterpolatedQuality> interpolate_quality(std::vector<QualityPoint>
   return std::nullopt;
 }
 
+double delta_nll_at_context(const std::vector<ContextQuality>& points, std::int64_t context) {
+  if (context <= points.front().context) return points.front().delta_nll;
+  for (std::size_t i = 1; i < points.size(); ++i) {
+    if (context <= points[i].context) {
+      const ContextQuality &a = points[i - 1], &b = points[i];
+      const double w = static_cast<double>(context - a.context) /
+                       static_cast<double>(b.context - a.context);
+      return a.delta_nll + w * (b.delta_nll - a.delta_nll);
+    }
+  }
+  return points.back().delta_nll;
+}
+
 }  // namespace kvshift::cost_model

@@ -4,6 +4,7 @@
 // extrapolated ΔNLL would be a guess dressed as a measurement.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,5 +26,16 @@ struct InterpolatedQuality {
 /// or when there are no points.
 std::optional<InterpolatedQuality> interpolate_quality(std::vector<QualityPoint> points,
                                                        double retention);
+
+/// A method's ΔNLL measured at several context lengths (the history each quality file ran
+/// at): a move is charged at its own context, linearly between the measured contexts and
+/// at the nearest one outside them (the source says which contexts were measured).
+struct ContextQuality {
+  std::int64_t context = 0;
+  double delta_nll = 0.0;
+};
+
+/// ΔNLL at `context` from `points` (sorted by context, distinct; not empty).
+double delta_nll_at_context(const std::vector<ContextQuality>& points, std::int64_t context);
 
 }  // namespace kvshift::cost_model

@@ -12,15 +12,20 @@
 // at the scenario's ρ (a ρ outside the measured ratios is refused); a file that measured
 // several mappers is read for the one "quality_label" names. Each ΔNLL carries its source:
 // the file it was read from with the file's digest, or "scenario constant, not measured" (a
-// hand-written RISK-KV delta_nll that overrides a calibrated topology says so). No file read
-// here has a context-length axis: a measured ΔNLL is one mean at the file's history length.
+// hand-written RISK-KV delta_nll that overrides a calibrated topology says so). ProxyKV's
+// "quality" may list quality.json files run at different histories: a move is then charged
+// at its own context (linear between the measured histories, the nearest outside them). A
+// topology.json has one test set at one history: RISK-KV's ΔNLL is one mean.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "cost_model/input_error.hpp"
 #include "cost_model/quality_curve.hpp"
@@ -167,27 +172,36 @@ void read_topology(const Reader& r, const cost_model::ModelSpec& m, sim::RiskKvS
   }
 }
 
-/// proxy_kv.quality: the ΔNLL `kvshift quality` measured for ProxyKV, at the scenario's ρ.
-void read_measured_proxy_quality(const Reader& r, sim::ProxyKvSpec& s, LoadContext& ctx) {
-  const auto name = r.string("quality");
-  if (!name) return;
-  const std::string path = resolve_path(ctx, *name);
+/// One quality.json's ProxyKV ΔNLL at the scenario's ρ.
+struct MeasuredProxy {
+  std::optional<std::int64_t> history;  ///< the history it ran at, when it says
+  double delta_nll = 0;
+  std::string source;  ///< file (digest): label (mapper) how (requests, budget)
+  std::optional<double> over_eps_share;
+  double eps = 0;
+};
+
+/// Reads `name` (a quality.json of `kvshift quality`) for its proxykv rows labelled `label`;
+/// problems about the file go to `problem`, about ρ to r's "retention".
+std::optional<MeasuredProxy> read_proxy_quality_file(
+    const Reader& r, const std::string& name, const std::optional<std::string>& label,
+    double retention, const std::function<void(std::string)>& problem, LoadContext& ctx) {
+  const std::string path = resolve_path(ctx, name);
   Json doc;
   try {
-    doc = read_json_file(input_file(ctx, *name, false));
+    doc = read_json_file(input_file(ctx, name, false));
   } catch (const InputError& e) {
-    r.problem("quality", e.what());
-    return;
+    problem(e.what());
+    return std::nullopt;
   } catch (const Json::exception& e) {
-    r.problem("quality", path + ": not valid JSON: " + e.what());
-    return;
+    problem(path + ": not valid JSON: " + e.what());
+    return std::nullopt;
   }
   if (!doc.is_object() || doc.value("format", "") != "kvshift-quality" || !doc.contains("rows") ||
       !doc["rows"].is_array()) {
-    r.problem("quality", path + ": not a quality.json written by `kvshift quality`");
-    return;
+    problem(path + ": not a quality.json written by `kvshift quality`");
+    return std::nullopt;
   }
-  const auto label = r.string("quality_label", false);
   std::vector<cost_model::QualityPoint> points, shares;  // shares: over-ε share by ρ
   double eps = 0;
   std::string policy;
@@ -213,48 +227,122 @@ void read_measured_proxy_quality(const Reader& r, sim::ProxyKvSpec& s, LoadConte
   std::string list;
   for (const auto& l : labels) list += (list.empty() ? "" : ", ") + l;
   if (labels.empty()) {
-    r.problem("quality", path + ": holds no proxykv rows (measure prune:proxykv:MAPPER)");
-    return;
+    problem(path + ": holds no proxykv rows (measure prune:proxykv:MAPPER)");
+    return std::nullopt;
   }
   if (label && points.empty()) {
     r.problem("quality_label",
               "\"" + *label + "\" is not a ProxyKV label of " + path + " (it has " + list + ")");
-    return;
+    return std::nullopt;
   }
   if (labels.size() > 1 && !label) {
-    r.problem("quality", path + ": holds " + std::to_string(labels.size()) + " ProxyKV mappers (" +
-                             list +
-                             "); a scenario charges one: name it in quality_label, or measure "
-                             "the mapper it uses alone");
-    return;
+    problem(path + ": holds " + std::to_string(labels.size()) + " ProxyKV mappers (" + list +
+            "); a scenario charges one: name it in quality_label, or measure the mapper it uses "
+            "alone");
+    return std::nullopt;
   }
-  const auto q = cost_model::interpolate_quality(points, s.retention);
+  const auto q = cost_model::interpolate_quality(points, retention);
   if (!q) {
     double lo = points.front().retention, hi = lo;
     for (const auto& p : points) lo = std::min(lo, p.retention), hi = std::max(hi, p.retention);
-    r.problem("retention", short_number(s.retention) + " is outside the ratios " + path +
+    r.problem("retention", short_number(retention) + " is outside the ratios " + path +
                                " measured ProxyKV at [" + short_number(lo) + ", " +
                                short_number(hi) + "]; measure it there or pick ρ inside");
-    return;
+    return std::nullopt;
   }
   // Charged as measured, like a topology's test-set mean (a small negative mean is noise).
-  s.delta_nll = q->delta_nll;
-  s.delta_nll_source = path + " (" + file_digest(input_file(ctx, *name, false)) +
-                       "): " + (label ? *label : std::string("proxykv")) +
-                       (policy.empty() ? "" : " (" + policy + ")") + " " + q->how + " (mean over " +
-                       std::to_string(doc.value("requests", 0)) + " requests, " +
-                       doc.value("budget", std::string("per-head")) + " budget)";
+  MeasuredProxy m;
+  m.delta_nll = q->delta_nll;
+  m.source = path + " (" + file_digest(input_file(ctx, name, false)) +
+             "): " + (label ? *label : std::string("proxykv")) +
+             (policy.empty() ? "" : " (" + policy + ")") + " " + q->how + " (mean over " +
+             std::to_string(doc.value("requests", 0)) + " requests, " +
+             doc.value("budget", std::string("per-head")) + " budget)";
   if (doc.contains("history") && doc["history"].is_number_integer()) {
-    s.delta_nll_source += " at " + std::to_string(doc["history"].get<long long>()) +
-                          " history tokens, whatever a move's context";
+    m.history = doc["history"].get<std::int64_t>();
   }
   // The share of its requests over ε at ρ, where every row says (interpolated like the mean).
   if (shares.size() == points.size()) {
-    if (const auto share = cost_model::interpolate_quality(shares, s.retention)) {
-      s.over_eps_share = share->delta_nll;
-      s.eps = eps;
+    if (const auto share = cost_model::interpolate_quality(shares, retention)) {
+      m.over_eps_share = share->delta_nll;
+      m.eps = eps;
     }
   }
+  return m;
+}
+
+/// proxy_kv.quality: the ΔNLL `kvshift quality` measured for ProxyKV at the scenario's ρ: one
+/// quality.json, or several run at different histories, which charge each move at its own
+/// context (between the measured histories; the nearest outside them).
+void read_measured_proxy_quality(const Reader& r, sim::ProxyKvSpec& s, LoadContext& ctx) {
+  if (!r.has("quality")) return;
+  const auto label = r.string("quality_label", false);
+  const Json& v = r.node()["quality"];
+  if (v.is_string()) {
+    const auto m = read_proxy_quality_file(
+        r, v.get<std::string>(), label, s.retention,
+        [&](std::string msg) { r.problem("quality", std::move(msg)); }, ctx);
+    if (!m) return;
+    s.delta_nll = m->delta_nll;
+    s.delta_nll_source = m->source;
+    if (m->history) {
+      s.delta_nll_source += " at " + std::to_string(*m->history) +
+                            " history tokens, whatever a move's context";
+    }
+    s.over_eps_share = m->over_eps_share;
+    s.eps = m->eps;
+    return;
+  }
+  if (!v.is_array() || v.size() < 2) {
+    r.problem("quality",
+              "expected a quality.json, or a list of two or more run at different histories "
+              "(got " + v.dump() + ")");
+    return;
+  }
+  std::vector<std::pair<std::int64_t, MeasuredProxy>> measured;
+  bool ok = true;
+  r.each("quality", [&](const Reader& e) {
+    if (!e.node().is_string()) {
+      e.problem("expected a file name (got " + e.node().dump() + ")");
+      ok = false;
+      return;
+    }
+    const auto m = read_proxy_quality_file(
+        r, e.node().get<std::string>(), label, s.retention,
+        [&](std::string msg) { e.problem(std::move(msg)); }, ctx);
+    if (!m) {
+      ok = false;
+    } else if (!m->history) {
+      e.problem("the file does not say which history it ran at (\"history\")");
+      ok = false;
+    } else {
+      for (const auto& [h, other] : measured) {
+        if (h == *m->history) {
+          e.problem("two files measured at " + std::to_string(h) + " history tokens");
+          ok = false;
+        }
+      }
+      measured.emplace_back(*m->history, *m);
+    }
+  });
+  if (!ok) return;
+  std::sort(measured.begin(), measured.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::string histories;
+  for (const auto& [h, m] : measured) {
+    s.delta_nll_by_context.push_back({h, m.delta_nll});
+    histories += (histories.empty() ? "" : ", ") + std::to_string(h);
+  }
+  const MeasuredProxy& first = measured.front().second;
+  s.delta_nll = first.delta_nll;
+  s.delta_nll_source = first.source + " and " + std::to_string(measured.size() - 1) +
+                       " more file(s): measured at " + histories +
+                       " history tokens; each move is charged at its own context (linear "
+                       "between them, the nearest outside; the figure given here is at " +
+                       std::to_string(measured.front().first) + ")";
+  // The share over ε is the shortest history's: the files' shares are not merged.
+  s.over_eps_share = first.over_eps_share;
+  s.eps = first.eps;
 }
 
 // Where RISK-KV's ΔNLL comes from: the scenario's own delta_nll (`hand_written`), which

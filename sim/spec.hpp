@@ -265,6 +265,9 @@ struct ProxyKvSpec {
   /// like delta_nll); unknown for a hand-written delta_nll.
   std::optional<double> over_eps_share;
   double eps = 0;
+  /// With quality files at several histories: ΔNLL by a move's context (delta_nll is then
+  /// the one at the shortest history), sorted by context.
+  std::vector<cost_model::ContextQuality> delta_nll_by_context;
 };
 
 enum class PredictorPlacement { kPreloaded, kOnDemand };
@@ -362,6 +365,7 @@ inline cost_model::MoveMethods move_methods(const SimulationSpec& spec,
   if (proxy) {
     m.retention = proxy->retention;
     m.proxy_delta_nll = proxy->delta_nll;
+    m.proxy_delta_nll_by_context = proxy->delta_nll_by_context;
   }
   m.engine = {spec.transfer_engine.setup, spec.transfer_engine.per_block,
               spec.serving.kv_block_tokens};

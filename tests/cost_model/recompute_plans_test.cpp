@@ -265,6 +265,16 @@ TEST(RecomputedTokens, EveryPlanShipsTheIdsOfWhatTheReceiverRecomputes) {
   EXPECT_EQ(hybrid_ns, replay_ns);
 }
 
+TEST(ContextQuality, LinearBetweenMeasuredContextsAndTheNearestOutside) {
+  const std::vector<ContextQuality> q = {{512, 0.2}, {1024, 0.1}, {4096, 0.4}};
+  EXPECT_DOUBLE_EQ(delta_nll_at_context(q, 1), 0.2);
+  EXPECT_DOUBLE_EQ(delta_nll_at_context(q, 512), 0.2);
+  EXPECT_DOUBLE_EQ(delta_nll_at_context(q, 768), 0.15);
+  EXPECT_DOUBLE_EQ(delta_nll_at_context(q, 1024), 0.1);
+  EXPECT_DOUBLE_EQ(delta_nll_at_context(q, 2560), 0.25);
+  EXPECT_DOUBLE_EQ(delta_nll_at_context(q, 100000), 0.4);
+}
+
 TEST(StrategyNamed, EveryNameRoundTrips) {
   for (Strategy s : kConcreteStrategies) EXPECT_EQ(strategy_named(strategy_name(s)), s);
   EXPECT_EQ(strategy_named("adaptive"), Strategy::kAdaptive);

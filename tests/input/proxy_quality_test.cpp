@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include "cost_model/move_plan.hpp"
 #include "tests/input/scenario_test_util.hpp"
 
 namespace kvshift::input {
@@ -106,6 +107,69 @@ TEST(ProxyQuality, RefusesWhatItCannotMeasure) {
   EXPECT_NE(missing[0].find("/proxy_kv/quality: "), std::string::npos) << missing[0];
   std::filesystem::remove(q);
   std::filesystem::remove(no_proxy);
+}
+
+/// A quality.json run at `history` tokens with ProxyKV at ρ 0.3 and 0.5.
+std::string write_quality_at(std::int64_t history, double at_half) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("kvshift-quality-h" + std::to_string(history) + "-" +
+                     std::to_string(::getpid()) + ".json");
+  std::ofstream(path) << json{
+      {"format", "kvshift-quality"},
+      {"requests", 32},
+      {"history", history},
+      {"rows", json::array({{{"method", "proxykv"}, {"retention", 0.5}, {"delta_nll_mean", at_half}},
+                            {{"method", "proxykv"}, {"retention", 0.3}, {"delta_nll_mean", 1.0}}})}}
+                             .dump();
+  return path.string();
+}
+
+// Files measured at several histories: each move pays the ΔNLL of its own context, linear
+// between the measured ones and the nearest outside them, and the source says so.
+TEST(ProxyQuality, FilesAtSeveralHistoriesChargeEachMoveAtItsContext) {
+  const std::string h512 = write_quality_at(512, 0.10), h2048 = write_quality_at(2048, 0.40);
+  const ScenarioSpec spec = testing::load(with_proxy(
+      {{"proxy_model", "qwen2.5-0.5b"}, {"retention", 0.5}, {"quality", {h2048, h512}}}));
+  ASSERT_TRUE(spec.proxy_kv);
+  ASSERT_EQ(spec.proxy_kv->delta_nll_by_context.size(), 2u);
+  EXPECT_NE(spec.proxy_kv->delta_nll_source.find("measured at 512, 2048 history tokens; each "
+                                                 "move is charged at its own context"),
+            std::string::npos)
+      << spec.proxy_kv->delta_nll_source;
+  const cost_model::MoveMethods methods =
+      sim::move_methods(spec, spec.model, spec.risk_kv, spec.proxy_kv);
+  auto charged = [&](std::int64_t context) {
+    return cost_model::plan_move(cost_model::Strategy::kProxyKv, methods,
+                                 {context, context, cost_model::SourceKv::kFull, true, false})
+        .delta_nll;
+  };
+  EXPECT_DOUBLE_EQ(charged(512), 0.10);
+  EXPECT_DOUBLE_EQ(charged(1280), 0.25);
+  EXPECT_DOUBLE_EQ(charged(2048), 0.40);
+  EXPECT_DOUBLE_EQ(charged(100), 0.10) << "the nearest measured below";
+  EXPECT_DOUBLE_EQ(charged(9000), 0.40) << "the nearest measured above";
+  // A list needs two files, each saying its history, no two at the same one.
+  using V = std::vector<std::string>;
+  const V one = problems(
+      with_proxy({{"proxy_model", "qwen2.5-0.5b"}, {"retention", 0.5}, {"quality", {h512}}}));
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_NE(one[0].find("/proxy_kv/quality: expected a quality.json, or a list of two"),
+            std::string::npos)
+      << one[0];
+  const V twice = problems(with_proxy(
+      {{"proxy_model", "qwen2.5-0.5b"}, {"retention", 0.5}, {"quality", {h512, h512}}}));
+  ASSERT_EQ(twice.size(), 1u);
+  EXPECT_NE(twice[0].find("/proxy_kv/quality/1: two files measured at 512 history tokens"),
+            std::string::npos)
+      << twice[0];
+  const std::string undated = write_quality("undated", measured_rows());
+  const V no_history = problems(with_proxy(
+      {{"proxy_model", "qwen2.5-0.5b"}, {"retention", 0.5}, {"quality", {h512, undated}}}));
+  ASSERT_EQ(no_history.size(), 1u);
+  EXPECT_NE(no_history[0].find("/proxy_kv/quality/1: the file does not say which history"),
+            std::string::npos)
+      << no_history[0];
+  for (const auto& f : {h512, h2048, undated}) std::filesystem::remove(f);
 }
 
 }  // namespace
