@@ -271,6 +271,16 @@ TestbedRun run_testbed(const input::ScenarioSpec& spec, const cost_model::Comput
     std::promise<TransferResult> done;
     auto result_future = done.get_future();
     agents.at(mv.src)->send(req, [&done](const TransferResult& r) { done.set_value(r); });
+    // A slow move says so every 10 s (faults, a slow path), up to its deadline.
+    for (int waited = 10;
+         result_future.wait_for(std::chrono::seconds(10)) != std::future_status::ready;
+         waited += 10) {
+      if (progress) {
+        progress("move " + std::to_string(i + 1) + "/" + std::to_string(moves.size()) +
+                 " still sending after " + std::to_string(waited) + " s (gives up after " +
+                 std::to_string(req.options.deadline.count() / 1000) + " s)");
+      }
+    }
     const TransferResult res = result_future.get();
     row.state = res.state == TransferState::kCompleted ? "completed" : "failed";
     row.reason = res.reason;
