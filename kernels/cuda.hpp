@@ -103,9 +103,13 @@ void rms_norm(const RmsNormDesc& d, CUstream_st* stream);
 void rope(const RopeDesc& d, CUstream_st* stream);
 void bias_rope_scatter(const EpilogueDesc& d, CUstream_st* stream);
 void swiglu(const SwigluDesc& d, CUstream_st* stream);
-/// head_dim 64 or 128. bf16 inputs with 16-byte aligned rows run on the tensor cores (WMMA),
-/// others on the SIMT kernel.
+/// head_dim 64 or 128. bf16 q/k/v with 16-byte aligned rows and no key mask run on the
+/// FlashAttention-2-style tensor-core kernel (mma.sync, cp.async double buffering), the rest
+/// (other dtypes, a key mask) on the SIMT kernel.
 void attention(const AttentionDesc& d, CUstream_st* stream);
+/// The earlier WMMA tensor-core kernel, kept as a baseline: the same inputs as the fast path
+/// (throws std::invalid_argument for others).
+void attention_wmma(const AttentionDesc& d, CUstream_st* stream);
 /// The SIMT kernel for any dtype (fp32 math throughout); head_dim 64 or 128.
 void attention_simt(const AttentionDesc& d, CUstream_st* stream);
 /// head_dim 64 or 128.

@@ -10,8 +10,9 @@
 //
 // A key_mask (a pruning budget that differs per head) makes a dropped key
 // invisible like a future one. bf16 inputs with aligned rows and no mask take
-// the tensor-core kernel in attention_tc.cu instead; attention_simt() forces
-// this one.
+// the FlashAttention-2-style kernel in attention_fa2.cu instead (the WMMA one
+// in attention_tc.cu stays callable as attention_wmma); attention_simt()
+// forces this one.
 //
 // attention_mass_kernel: block = (32-key tile, query head); lane j owns key j,
 // warps stride over the queries that can see the tile and add (or take the max
@@ -237,10 +238,22 @@ void attention(const AttentionDesc& d, CUstream_st* stream) {
   require_device("attention", Device::kCuda, {&d.q, &d.k, &d.v, &d.out, &d.lse, &d.key_mask});
   if (d.q.shape[0] == 0) return;
   if (detail::attention_tc_applies(d)) {
-    detail::attention_tc(d, scale_of(d.scale, d.q.shape[2]), stream);
+    detail::attention_fa2(d, scale_of(d.scale, d.q.shape[2]), stream);
     return;
   }
   attention_simt(d, stream);
+}
+
+void attention_wmma(const AttentionDesc& d, CUstream_st* stream) {
+  validate(d);
+  require_device("attention", Device::kCuda, {&d.q, &d.k, &d.v, &d.out, &d.lse, &d.key_mask});
+  if (d.q.shape[0] == 0) return;
+  if (!detail::attention_tc_applies(d)) {
+    throw std::invalid_argument(
+        "attention_wmma: needs bf16 q, k, v with 16-byte aligned rows, head_dim 64 or 128 and "
+        "no key mask");
+  }
+  detail::attention_tc(d, scale_of(d.scale, d.q.shape[2]), stream);
 }
 
 void attention_mass(const AttentionMassDesc& d, CUstream_st* stream) {

@@ -1,4 +1,5 @@
-// Tensor-core causal GQA attention for bf16 inputs (the prefill path): the
+// WMMA tensor-core causal GQA attention for bf16 inputs (cuda::attention_wmma; the
+// prefill path takes attention_fa2.cu now, this kernel stays as its baseline): the
 // same online softmax as attention.cu's SIMT kernel, with Q·K^T and P·V on the
 // tensor cores through WMMA (bf16 in, fp32 accumulate).
 //
@@ -188,25 +189,29 @@ bool attention_tc_applies(const AttentionDesc& d) {
          aligned(d.v);
 }
 
+TcParams tc_params(const AttentionDesc& d, float scale) {
+  return TcParams{static_cast<const __nv_bfloat16*>(d.q.data),
+                  static_cast<const __nv_bfloat16*>(d.k.data),
+                  static_cast<const __nv_bfloat16*>(d.v.data),
+                  d.q.stride[0],
+                  d.q.stride[1],
+                  d.k.stride[0],
+                  d.k.stride[1],
+                  d.v.stride[0],
+                  d.v.stride[1],
+                  dev(d.out),
+                  static_cast<float*>(d.lse.data),
+                  d.lse.stride[0],
+                  d.lse.stride[1],
+                  d.q.shape[0],
+                  d.k.shape[0],
+                  static_cast<int>(d.q.shape[1] / d.k.shape[1]),
+                  d.k.shape[0] - d.q.shape[0],
+                  scale};
+}
+
 void attention_tc(const AttentionDesc& d, float scale, CUstream_st* stream) {
-  TcParams p{static_cast<const __nv_bfloat16*>(d.q.data),
-             static_cast<const __nv_bfloat16*>(d.k.data),
-             static_cast<const __nv_bfloat16*>(d.v.data),
-             d.q.stride[0],
-             d.q.stride[1],
-             d.k.stride[0],
-             d.k.stride[1],
-             d.v.stride[0],
-             d.v.stride[1],
-             dev(d.out),
-             static_cast<float*>(d.lse.data),
-             d.lse.stride[0],
-             d.lse.stride[1],
-             d.q.shape[0],
-             d.k.shape[0],
-             static_cast<int>(d.q.shape[1] / d.k.shape[1]),
-             d.k.shape[0] - d.q.shape[0],
-             scale};
+  const TcParams p = tc_params(d, scale);
   if (d.q.shape[2] == 64) {
     launch_tc<64>(p, d.q.shape[1], stream);
   } else {

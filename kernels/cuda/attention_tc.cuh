@@ -1,5 +1,7 @@
-// Internal interface of the tensor-core attention path (attention_tc.cu),
-// dispatched from attention.cu for bf16 inputs with 16-byte aligned rows.
+// Internal interface of the tensor-core attention paths, dispatched from
+// attention.cu for bf16 inputs with 16-byte aligned rows and no key mask:
+// attention_fa2.cu (mma.sync, cp.async pipeline; the default) and
+// attention_tc.cu (WMMA, the first tensor-core kernel, kept as attention_wmma).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -20,9 +22,13 @@ struct TcParams {
   float scale;
 };
 
-/// bf16 q/k/v, head_dim 64 or 128, rows 16-byte aligned.
+/// bf16 q/k/v, head_dim 64 or 128, rows 16-byte aligned, no key mask.
 bool attention_tc_applies(const AttentionDesc& d);
-/// Launches the tensor-core kernel (the descriptor is already validated).
+/// The kernels' parameters from a validated descriptor.
+TcParams tc_params(const AttentionDesc& d, float scale);
+/// Launches the WMMA kernel (the descriptor is already validated).
 void attention_tc(const AttentionDesc& d, float scale, CUstream_st* stream);
+/// Launches the FlashAttention-2-style kernel (the descriptor is already validated).
+void attention_fa2(const AttentionDesc& d, float scale, CUstream_st* stream);
 
 }  // namespace kvshift::kernels::cuda::detail

@@ -1,10 +1,10 @@
 // The list of op cases: fresh random inputs at sizes that are not multiples of any tile, every
 // dtype the CPU twins run, and each op's known edges — RMSNorm into a narrower dtype, RoPE at
-// position 31000 both ways, attention at head_dim 64 and 128 with its log-sum-exp on both CUDA
-// paths, top-K with ties and with keep-all and keep-none, the GEMM with and without beta, LayerNorm
-// in place, a reconstruction that must overwrite NaN target layers, and two reconstruction groups
-// replayed from a CUDA Graph. Inputs an op needs from another (lse, top-K indices) are made by the
-// CPU twins.
+// position 31000 both ways, attention at head_dim 64 and 128 with its log-sum-exp on all three
+// CUDA kernels (and the prefill kernel up to 3001 tokens at GQA ratios 1, 4 and 7), top-K with ties
+// and with keep-all and keep-none, the GEMM with and without beta, LayerNorm in place, a
+// reconstruction that must overwrite NaN target layers, and two reconstruction groups replayed from
+// a CUDA Graph. Inputs an op needs from another (lse, top-K indices) are made by the CPU twins.
 #include "conformance_cases.hpp"
 
 #include <cmath>
@@ -126,26 +126,53 @@ Tensors mass_inputs(Rng& rng, const AttentionShape& s) {
   return ts;
 }
 
+/// Which CUDA kernel a case runs: cuda::attention's choice, or the SIMT or WMMA kernel forced.
+enum class Path : std::uint8_t { kDefault, kSimt, kWmma };
+
+void add_attention_case(std::vector<OpCase>& cases, const AttentionShape& s, Path path) {
+  const char* suffix = path == Path::kSimt ? "_simt" : path == Path::kWmma ? "_wmma" : "";
+  cases.push_back({name_of(Op::kAttention, s.dtype, s.what() + suffix), Op::kAttention, s.dtype,
+                   [s](Rng& rng) {
+                     return Tensors{random(rng, "q", s.dtype, {s.tq, s.hq, s.hd}),
+                                    random(rng, "k", s.dtype, {s.tk, s.hkv, s.hd}),
+                                    random(rng, "v", s.dtype, {s.tk, s.hkv, s.hd}),
+                                    blank("out", s.dtype, {s.tq, s.hq, s.hd}),
+                                    blank("lse", kF32, {s.tq, s.hq})};
+                   },
+                   [path](const Views& v, std::uint64_t) -> Call {
+                     const AttentionDesc d{v[0], v[1], v[2], v[3], v[4], 0};
+                     if (path == Path::kSimt) return SimtAttention{d};
+                     if (path == Path::kWmma) return WmmaAttention{d};
+                     return d;
+                   }});
+}
+
+/// The prefill kernel's shapes (bf16, no mask: attention_fa2.cu on CUDA): token counts that are
+/// not multiples of its 64-query and 64-key tiles, up to a few thousand, GQA ratios 1, 4 and 7,
+/// head_dim 64 and 128, queries that continue a longer context (tk > tq), a single query and a
+/// single token. Names end in _gqa<ratio>.
+void add_prefill_attention(std::vector<OpCase>& cases) {
+  const AttentionShape shapes[] = {{kBF16, 1, 1, 4, 4, 64},        {kBF16, 1, 777, 8, 2, 128},
+                                   {kBF16, 65, 65, 7, 1, 128},     {kBF16, 100, 1100, 14, 2, 64},
+                                   {kBF16, 1537, 1537, 4, 4, 128}, {kBF16, 2049, 2049, 8, 2, 64},
+                                   {kBF16, 3001, 3001, 7, 1, 64},  {kBF16, 1999, 2500, 7, 1, 128}};
+  for (const AttentionShape& s : shapes) {
+    const std::string ratio = "_gqa" + std::to_string(s.hq / s.hkv);
+    const std::size_t before = cases.size();
+    add_attention_case(cases, s, Path::kDefault);
+    cases[before].name += ratio;
+  }
+}
+
 void add_attention(std::vector<OpCase>& cases) {
+  add_prefill_attention(cases);
   const AttentionShape shapes[] = {{kF32, 77, 77, 6, 2, 64},       {kF32, 13, 100, 4, 4, 128},
                                    {kBF16, 301, 301, 14, 2, 64},   {kBF16, 50, 333, 12, 2, 128},
                                    {kBF16, 1000, 1000, 4, 1, 128}, {kF16, 29, 70, 4, 2, 64}};
   for (const AttentionShape& s : shapes) {
-    for (const bool simt : {false, true}) {
-      cases.push_back({name_of(Op::kAttention, s.dtype, s.what() + (simt ? "_simt" : "")),
-                       Op::kAttention, s.dtype,
-                       [s](Rng& rng) {
-                         return Tensors{random(rng, "q", s.dtype, {s.tq, s.hq, s.hd}),
-                                        random(rng, "k", s.dtype, {s.tk, s.hkv, s.hd}),
-                                        random(rng, "v", s.dtype, {s.tk, s.hkv, s.hd}),
-                                        blank("out", s.dtype, {s.tq, s.hq, s.hd}),
-                                        blank("lse", kF32, {s.tq, s.hq})};
-                       },
-                       [simt](const Views& v, std::uint64_t) -> Call {
-                         const AttentionDesc d{v[0], v[1], v[2], v[3], v[4], 0};
-                         if (simt) return SimtAttention{d};
-                         return d;
-                       }});
+    for (const Path path : {Path::kDefault, Path::kSimt, Path::kWmma}) {
+      if (path == Path::kWmma && s.dtype != kBF16) continue;
+      add_attention_case(cases, s, path);
     }
     // A budget that differs per head: each KV head drops its own keys (a quarter of them on
     // head 0, more on later heads), like pruning's global top-K; key 0 (a sink) is kept, so

@@ -40,6 +40,11 @@ struct SimtAttention {
   AttentionDesc desc;
 };
 
+/// CUDA's first tensor-core kernel (WMMA), kept as a baseline; the CPU runs its one attention.
+struct WmmaAttention {
+  AttentionDesc desc;
+};
+
 /// Reconstruction groups launched twice (idempotent: anchors are never targets), on CUDA
 /// through a ReconstructGraph with or without graph capture.
 struct ReconstructGroups {
@@ -50,10 +55,10 @@ struct ReconstructGroups {
 /// One call as a backend runs it.
 using Call =
     std::variant<RmsNormDesc, RopeDesc, EpilogueDesc, SwigluDesc, AttentionDesc, SimtAttention,
-                 AttentionMassDesc, GroupReduceDesc, AvgPoolDesc, LogMeanAttentionDesc, Im2ColDesc,
-                 BiasActDesc, LayerNormDesc, WindowAttentionDesc, AxialHeadDesc, TopKDesc,
-                 GatherDesc, GemmDesc, EmbedDesc, FillDesc, AnchorGatherDesc, ReconstructDesc,
-                 ReconstructGroups>;
+                 WmmaAttention, AttentionMassDesc, GroupReduceDesc, AvgPoolDesc,
+                 LogMeanAttentionDesc, Im2ColDesc, BiasActDesc, LayerNormDesc, WindowAttentionDesc,
+                 AxialHeadDesc, TopKDesc, GatherDesc, GemmDesc, EmbedDesc, FillDesc,
+                 AnchorGatherDesc, ReconstructDesc, ReconstructGroups>;
 
 struct OpCase {
   std::string name;  ///< the test's name: op, dtype and what varies

@@ -45,6 +45,7 @@ struct RunOnCpu {
   void operator()(const SwigluDesc& d) const { cpu::swiglu(d); }
   void operator()(const AttentionDesc& d) const { cpu::attention(d); }
   void operator()(const SimtAttention& c) const { cpu::attention(c.desc); }
+  void operator()(const WmmaAttention& c) const { cpu::attention(c.desc); }
   void operator()(const AttentionMassDesc& d) const { cpu::attention_mass(d); }
   void operator()(const GroupReduceDesc& d) const { cpu::group_reduce(d); }
   void operator()(const AvgPoolDesc& d) const { cpu::avg_pool(d); }
@@ -152,6 +153,7 @@ struct RunOnCuda {
   void operator()(const SwigluDesc& d) const { cuda::swiglu(d, ctx.stream()); }
   void operator()(const AttentionDesc& d) const { cuda::attention(d, ctx.stream()); }
   void operator()(const SimtAttention& c) const { cuda::attention_simt(c.desc, ctx.stream()); }
+  void operator()(const WmmaAttention& c) const { cuda::attention_wmma(c.desc, ctx.stream()); }
   void operator()(const AttentionMassDesc& d) const { cuda::attention_mass(d, ctx.stream()); }
   void operator()(const GroupReduceDesc& d) const { cuda::group_reduce(d, ctx.stream()); }
   void operator()(const AvgPoolDesc& d) const { cuda::avg_pool(d, ctx.stream()); }
