@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 #include <optional>
+#include <stdexcept>
 
 #include "apps/kvshift/command.hpp"
 #include "apps/kvshift/support_costs.hpp"
@@ -52,15 +53,30 @@ std::string default_out_dir(const std::string& name) {
   return out;
 }
 
+/// Moves the staged folder to the default folder `out`, or to `out`-2, -3, ... when a run
+/// started in the same second got there first (rename never replaces a folder with files).
+std::string publish_default(const fs::path& staged, const std::string& out) {
+  std::error_code ec;
+  for (int n = 1; n < 1000; ++n) {
+    const std::string name = n == 1 ? out : out + "-" + std::to_string(n);
+    if (fs::exists(fs::symlink_status(name, ec))) continue;
+    fs::create_directories(fs::path(name).parent_path(), ec);
+    fs::rename(staged, name, ec);
+    if (!ec) return name;
+  }
+  throw std::runtime_error(out + ": cannot move the new folder into place: " + ec.message());
+}
+
 int run(const RunCliOptions& o) {
   input::ScenarioSpec spec = o.scenario.empty() ? input::load_embedded_quickstart()
                                                 : input::load_scenario_file(o.scenario);
   if (o.seed_given) spec.seed = parse_seed(o.seed, "--seed");
   if (o.no_trace) std::erase(spec.outputs.files, "trace");
   // Checked before simulating, so a clash costs nothing.
-  const std::string out = o.out_given                 ? o.out
-                          : !spec.outputs.dir.empty() ? spec.outputs.dir
-                                                      : default_out_dir(spec.name);
+  const bool default_out = !o.out_given && spec.outputs.dir.empty();
+  std::string out = o.out_given                 ? o.out
+                    : !spec.outputs.dir.empty() ? spec.outputs.dir
+                                                : default_out_dir(spec.name);
   std::vector<fs::path> inputs;
   if (!o.scenario.empty()) inputs.emplace_back(o.scenario);
   const fs::path tmp = reports::staging_folder(out, o.force, inputs);
@@ -129,7 +145,11 @@ int run(const RunCliOptions& o) {
     // report.html is drawn from summary.json; a run that does not write it has no page.
     // A failure here (disk full) is a failed run: exit 1.
     if (wants("summary")) reports::write_html_report(tmp);
-    reports::publish_folder(tmp, out);
+    if (default_out) {
+      out = publish_default(tmp, out);
+    } else {
+      reports::publish_folder(tmp, out);
+    }
   } catch (...) {
     std::error_code ec;
     fs::remove_all(tmp, ec);
