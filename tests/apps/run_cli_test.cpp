@@ -123,15 +123,19 @@ TEST(RunCli, AnEmptyOutIsRefusedNotTheDefault) {
   EXPECT_NE(r.err.find("--out: must name a folder"), std::string::npos) << r.err;
 }
 
-TEST(RunCli, TwoRunsInOneSecondGetTwoDefaultFolders) {
+TEST(RunCli, RunsInOneSecondGetADefaultFolderEach) {
   const fs::path dir = scratch("default");
   write_short_quickstart(dir / "s.json", "2s");
-  const std::string cmd = "cd " + dir.string() + " && " + kvshift_exe() + " run s.json --quiet";
-  const auto a = run_command(cmd + " && " + kvshift_exe() + " run s.json --quiet");
+  const std::string one = kvshift_exe() + " run s.json --quiet";
+  // Two in a row, then three side by side: five folders, none replaced.
+  const auto a = run_command("cd " + dir.string() + " && " + one + " && " + one + " && (" + one +
+                             " & " + one + " & " + one + " & wait)");
   ASSERT_EQ(a.exit_code, 0) << a.err;
   std::size_t folders = 0;
-  for (const auto& e : fs::directory_iterator(dir / "kvshift-out")) folders += e.is_directory();
-  EXPECT_EQ(folders, 2u) << a.out;
+  for (const auto& e : fs::directory_iterator(dir / "kvshift-out")) {
+    folders += e.is_directory() && fs::exists(e.path() / "summary.json");
+  }
+  EXPECT_EQ(folders, 5u) << a.out;
   fs::remove_all(dir);
 }
 
