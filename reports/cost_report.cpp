@@ -140,15 +140,21 @@ std::string cost_table(const cost_model::CostQuery& q, const cost_model::CostRec
     char rho[64];
     std::snprintf(rho, sizeof rho, "ProxyKV pruned (rho = %.2f)", q.retention);
     o << row(rho, format_ms(l.proxy_kv));
-    o << row("hybrid (back shipped, front redone)", format_ms(l.hybrid) + "  (the first " +
-                                                        std::to_string(l.hybrid_front_tokens) +
-                                                        " tokens recomputed, the rest shipped)");
+    const std::int64_t front = l.hybrid_front_tokens;
+    const std::string split =
+        front == 0 ? "all the KV shipped: full KV transfer"
+        : front >= q.tokens
+            ? "all " + std::to_string(front) + " tokens recomputed from their ids: token replay"
+            : "the ids of the first " + std::to_string(front) +
+                  " tokens sent first and recomputed, the KV of the rest shipped";
+    o << row("hybrid (back shipped, front redone)", format_ms(l.hybrid) + "  (" + split + ")");
     if (l.prefix_recompute) {
       o << row("prefix recompute, stale replica",
                format_ms(*l.prefix_recompute) + "  (" + std::to_string(*q.held_tokens) +
-                   " tokens shipped, " + std::to_string(q.tokens - *q.held_tokens) +
-                   " recomputed)");
+                   " tokens' KV shipped, the ids of the other " +
+                   std::to_string(q.tokens - *q.held_tokens) + " with it and recomputed)");
     }
+
     o << row("local recovery: replay", format_ms(l.local_replay));
     o << row("local recovery: RISK-KV", format_ms(l.local_risk_kv));
     const char* ideal = q.engine.ideal() ? "" : " (ideal link)";

@@ -58,8 +58,32 @@ TEST(CostCli, PricesTheHybridSplitAndAPrefixRecomputeFromAStaleReplica) {
   const auto table = run_kvshift(
       "cost --model qwen2.5-0.5b --tokens 4096 --bandwidth 10Gbps "
       "--gpu h100 --held 3000");
-  EXPECT_NE(table.out.find("3000 tokens shipped, 1096 recomputed"), std::string::npos) << table.out;
-  EXPECT_NE(table.out.find("tokens recomputed, the rest shipped"), std::string::npos);
+  EXPECT_NE(table.out.find("3000 tokens' KV shipped, the ids of the other 1096 with it"),
+            std::string::npos)
+      << table.out;
+  EXPECT_NE(table.out.find("tokens sent first and recomputed, the KV of the rest shipped"),
+            std::string::npos)
+      << table.out;
+}
+
+// The audit's case: over 10 Mbps and 10 ms a hybrid that recomputes everything was priced
+// at 11.2 ms (the prefill alone) because its token ids travelled for free. It is token replay
+// and can never beat the latency plus the ids' transfer.
+TEST(CostCli, AHybridPaysForTheIdsOfWhatItRecomputes) {
+  const auto r = run_kvshift(
+      "cost --model qwen2.5-1.5b --tokens 2048 --bandwidth 10Mbps --latency 10ms --gpu h100 "
+      "--json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json l = json::parse(r.out)["latency"];
+  const double ids_s = 0.010 + 8.0 * 4 * 2048 / 10e6;
+  EXPECT_GE(l["hybrid_s"].get<double>(), ids_s);
+  EXPECT_EQ(l["hybrid_front_tokens"], 2048);
+  EXPECT_DOUBLE_EQ(l["hybrid_s"].get<double>(), l["token_replay_s"].get<double>());
+  const auto table = run_kvshift(
+      "cost --model qwen2.5-1.5b --tokens 2048 --bandwidth 10Mbps --latency 10ms --gpu h100");
+  EXPECT_NE(table.out.find("all 2048 tokens recomputed from their ids: token replay"),
+            std::string::npos)
+      << table.out;
 }
 
 TEST(CostCli, AHeldPrefixMustBeShorterThanTheRequestAndNeedsAPath) {
