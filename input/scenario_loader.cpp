@@ -3,6 +3,7 @@
 // problems. Also the embedded quickstart and the one-line summary.
 #include "input/scenario_loader.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -66,12 +67,61 @@ void parse_all(const Reader& top, ScenarioSpec& s, detail::LoadContext& ctx) {
 
 }  // namespace
 
+namespace {
+
+/// Parses JSON text like Json::parse, and lists every key an object repeats by its JSON pointer
+/// (Json::parse keeps the last silently, so a scenario could say two things at once).
+Json parse_noting_duplicates(std::string_view text, std::vector<std::string>& duplicates) {
+  struct Frame {
+    bool array = false;
+    std::size_t index = 0;  ///< arrays: elements seen so far
+    std::string key;        ///< objects: the key being read
+    std::vector<std::string> keys;
+  };
+  std::vector<Frame> stack;
+  auto pointer = [&] {
+    std::string p;
+    for (std::size_t i = 0; i + 1 < stack.size(); ++i) {
+      p += "/" + (stack[i].array ? std::to_string(stack[i].index - 1) : stack[i].key);
+    }
+    return p;
+  };
+  auto element = [&] {  // a value, object or array starts inside an array
+    if (!stack.empty() && stack.back().array) ++stack.back().index;
+  };
+  const Json::parser_callback_t note = [&](int, Json::parse_event_t event, Json& parsed) {
+    using E = Json::parse_event_t;
+    if (event == E::object_start || event == E::array_start) {
+      element();
+      stack.push_back({event == E::array_start, 0, "", {}});
+    } else if (event == E::object_end || event == E::array_end) {
+      if (!stack.empty()) stack.pop_back();
+    } else if (event == E::key && !stack.empty()) {
+      Frame& f = stack.back();
+      f.key = parsed.get<std::string>();
+      if (std::find(f.keys.begin(), f.keys.end(), f.key) != f.keys.end()) {
+        duplicates.push_back(pointer() + "/" + f.key + ": duplicate key \"" + f.key +
+                             "\" (JSON keeps only the last one; write it once)");
+      } else {
+        f.keys.push_back(f.key);
+      }
+    } else if (event == E::value) {
+      element();
+    }
+    return true;
+  };
+  return Json::parse(text.begin(), text.end(), note);
+}
+
+}  // namespace
+
 ScenarioLoad try_load_scenario_text(std::string_view text, std::string_view source,
                                     const std::string& base_dir) {
   ScenarioLoad out;
   Json doc;
+  std::vector<std::string> duplicates;
   try {
-    doc = Json::parse(text.begin(), text.end());
+    doc = parse_noting_duplicates(text, duplicates);
   } catch (const Json::parse_error& e) {
     out.problems.push_back("/: not valid JSON at byte " + std::to_string(e.byte) + ": " + e.what());
     return out;
@@ -96,6 +146,7 @@ ScenarioLoad try_load_scenario_text(std::string_view text, std::string_view sour
     if (diag.empty() && spec.model.layers > 0) detail::check_context(top, spec, ctx);
   }
   out.problems = diag.items();
+  out.problems.insert(out.problems.begin(), duplicates.begin(), duplicates.end());
   if (out.problems.empty()) out.spec = std::move(spec);
   return out;
 }

@@ -37,6 +37,18 @@ TEST(ScenarioRules, SyntaxErrorNamesTheByte) {
   EXPECT_EQ(load.problems[0].rfind("/: not valid JSON at byte 11: ", 0), 0u) << load.problems[0];
 }
 
+TEST(ScenarioRules, ARepeatedKeyIsNamedByItsPointer) {
+  std::string text = minimal_json().dump();
+  text.insert(1, R"("seed": 42, "seed": 43, "events": [{"type": "drain", "at": "1s", )"
+                 R"("at": "2s", "node": "a"}], )");
+  const auto load = try_load_scenario_text(text, "t.json");
+  ASSERT_GE(load.problems.size(), 2u);
+  EXPECT_EQ(load.problems[0],
+            "/seed: duplicate key \"seed\" (JSON keeps only the last one; write it once)");
+  EXPECT_EQ(load.problems[1],
+            "/events/0/at: duplicate key \"at\" (JSON keeps only the last one; write it once)");
+}
+
 TEST(ScenarioRules, NumberTooLargeForADoubleIsAnInputProblem) {
   // Found by the fuzzer: nlohmann reports this as out_of_range, not parse_error.
   const auto load = try_load_scenario_text("{\"seed\": 1e309}", "t.json");
