@@ -83,26 +83,6 @@ void read_transfer(const Reader& r, FlowsFile& f, IdPositions& ids, std::size_t 
 
 namespace {
 
-/// "ecmp": true | false | {"seed": N} (N >= 0; true means seed 0).
-void read_ecmp(const Reader& root, FlowsFile& f) {
-  if (!root.has("ecmp")) return;
-  const Json& v = root.node()["ecmp"];
-  if (v.is_boolean()) {
-    if (v.get<bool>()) f.ecmp_seed = 0;
-  } else if (v.is_object()) {
-    const Reader r = *root.object("ecmp");
-    r.allow_only({"seed"});
-    const auto seed = r.integer("seed", false);
-    if (seed && *seed < 0) {
-      r.problem("seed", "must be >= 0 (got " + std::to_string(*seed) + ")");
-    } else {
-      f.ecmp_seed = static_cast<std::uint64_t>(seed.value_or(0));
-    }
-  } else {
-    root.problem("ecmp", "expected true, false or {\"seed\": N} (got " + v.dump() + ")");
-  }
-}
-
 /// Everything but the transfers: root checks, "ecmp" and the "cluster" section, read as a
 /// scenario's. Returns false when the transfers cannot be read (no object, no cluster).
 bool read_topology(const Reader& root, FlowsFile& f) {
@@ -111,13 +91,19 @@ bool read_topology(const Reader& root, FlowsFile& f) {
     return false;
   }
   root.allow_only({"cluster", "transfers", "ecmp"});
-  read_ecmp(root, f);
+  f.ecmp_seed = detail::parse_ecmp(root);
   const auto c = root.object("cluster");
   if (!c) return false;
   Diagnostics& d = root.diagnostics();
   const std::size_t before = d.items().size();
   detail::LoadContext ctx;
   const sim::ClusterSpec cluster = detail::parse_cluster(*c, cost_model::GpuSpec{}, ctx);
+  // "ecmp" as a scenario's cluster says it, or beside the cluster: one of the two.
+  if (cluster.ecmp_seed && root.has("ecmp")) {
+    root.problem("ecmp", "given twice: here and in /cluster/ecmp (keep one)");
+  } else if (cluster.ecmp_seed) {
+    f.ecmp_seed = cluster.ecmp_seed;
+  }
   detail::check_cluster_names(cluster, d, ctx);
   if (d.items().size() == before) {
     f.topology = sim::Topology(cluster);

@@ -12,7 +12,8 @@
 // optional. "ecmp": true or {"seed": N} (default off) spreads routed transfers
 // over the equal-cost shortest paths, one path per transfer picked by a hash of
 // the seed and the transfer's position (sim::NetworkOptions::ecmp); off, every
-// transfer takes the lowest-id shortest path. Every problem is reported with
+// transfer takes the lowest-id shortest path; a scenario's "cluster" may carry
+// the same "ecmp" instead (one of the two). Every problem is reported with
 // its JSON path. A transfer whose source and destination are not connected is
 // an input error that names both nodes (the file describes a static topology,
 // so the stall it would cause in the simulator is known before running).

@@ -176,6 +176,14 @@ TEST(FlowsFile, EcmpIsOffByDefaultAndTakesASeed) {
             std::string::npos);
   EXPECT_NE(error_of("{" + topo + R"(, "ecmp": {"sed": 1}})").find("/ecmp/sed: unknown key"),
             std::string::npos);
+  // A scenario's cluster says it inside the cluster: read the same, but only one of the two.
+  std::string inside = topo;
+  inside.replace(inside.find(R"("node_bandwidth": "100Gbps"}})"),
+                 std::string(R"("node_bandwidth": "100Gbps"}})").size(),
+                 R"("node_bandwidth": "100Gbps"}, "ecmp": {"seed": 11}})");
+  EXPECT_EQ(parse("{" + inside + "}").ecmp_seed, 11u);
+  EXPECT_NE(error_of("{" + inside + R"(, "ecmp": true})").find("/ecmp: given twice"),
+            std::string::npos);
 }
 
 /// load_flows_file (streamed) on `text` written to a file; its error text, or "".
