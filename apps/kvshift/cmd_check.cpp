@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <iostream>
 
@@ -40,8 +41,10 @@ reports::CheckOutcome check_against(const nlohmann::json& summary, const fs::pat
 
 int check_all(const CheckOptions& o) {
   if (!(std::isfinite(o.tolerance) && o.tolerance >= 0)) {
+    char got[32];
+    std::snprintf(got, sizeof got, "%g", o.tolerance);
     throw InputError("--tolerance: must be a finite number >= 0, a share such as 0.01 (got " +
-                     std::to_string(o.tolerance) + ")");
+                     std::string(got) + ")");
   }
   if (!fs::is_directory(o.dir)) throw InputError("DIR: " + o.dir + " is not a folder");
   std::vector<fs::path> files;
