@@ -139,6 +139,8 @@ inline constexpr std::int64_t kGraphRowLimit = 16384;
 
 /// Reconstruction of every omitted group of a topology. With `use_graph` the launches are
 /// captured once into a CUDA Graph and each launch() replays it (the views must stay valid).
+/// Groups that share a cache, theta and position offset read their RoPE angles from one
+/// (cos, sin) table computed at construction (in double, as everywhere: the same floats).
 class ReconstructGraph {
  public:
   ReconstructGraph(std::vector<ReconstructDesc> groups, const Context& ctx, bool use_graph);
@@ -150,8 +152,11 @@ class ReconstructGraph {
   bool uses_graph() const { return exec_ != nullptr; }
 
  private:
+  void launch_groups();
+
   std::vector<ReconstructDesc> groups_;
   const Context& ctx_;
+  DeviceBuffer rope_table_;  ///< [tokens, head_dim / 2] (cos, sin); empty when groups differ
   CUgraphExec_st* exec_ = nullptr;
 };
 
