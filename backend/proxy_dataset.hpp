@@ -2,7 +2,8 @@
 // token corpus, the proxy's features X = proxy_features of the chosen kind (per
 // proxy layer·query head and key; MapperFeatures) and the target's
 // labels Y = kvzip_scores (the maximum over every query of the repeat pass, prompt
-// included, of the attention the KV head's group pays each key, per target layer·KV head), each op timed.
+// included, of the attention the KV head's group pays each key, per target layer·KV
+// head), each op timed.
 // The windows run in parallel on std::threads; the result is a manifest and
 // shards of at most kWindowsPerShard windows ("features" F32 [n, in_channels, T],
 // "labels" F32 [n, targets, T], "starts" I64 [n]) as bytes, for the caller to write.

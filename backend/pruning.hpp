@@ -9,8 +9,9 @@
 //            observation window itself is kept by the recent window.
 //   KVZip  — after prefill, the context is fed again behind a "repeat" prompt in
 //            chunks; a key's score is the maximum over every query of the repeat
-//            pass, prompt included, of the attention its GQA group pays it. Softmax runs over the whole cache
-//            (the paper's reduced key set equals it when one chunk covers the context).
+//            pass, prompt included, of the attention its GQA group pays it. Softmax
+//            runs over the whole cache (the paper's reduced key set equals it when one
+//            chunk covers the context).
 // Leaves out: eviction during decoding (H2O's online form).
 #pragma once
 

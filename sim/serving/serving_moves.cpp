@@ -339,12 +339,13 @@ void ServingModel::launch(std::uint64_t request) {
     const Bytes ids = ids_ahead ? m.plan.tokens : Bytes{};
     const Bytes kv = m.plan.kv, tokens = m.plan.tokens - ids;
     // The transfer engine builds and posts the KV's descriptors before any byte flows.
-    const std::int64_t setup = kv.count > 0 ? cost_model::engine_ns(engine_, m.plan.descriptors) : 0;
+    const std::int64_t setup =
+        kv.count > 0 ? cost_model::engine_ns(engine_, m.plan.descriptors) : 0;
     const SimTime delay{std::max(setup, m.ids_lead_ns)};
     const int src = m.src;
     if (ids.count > 0) send_part(m, src, dst, {}, ids, {});
-    Move* still = find_move(request, id);  // a send may fail at once
-    if (still && kv.count + tokens.count > 0) send_part(*still, src, dst, kv, tokens, delay);
+    Move* alive = find_move(request, id);  // a send may fail at once
+    if (alive && kv.count + tokens.count > 0) send_part(*alive, src, dst, kv, tokens, delay);
   }
   Move* still = find_move(request, id);
   if (still && still->transfers_left == 0 && !still->awaiting_predictor) on_transfers_done(*still);
@@ -445,8 +446,9 @@ void ServingModel::send_flow(Move& m, int src, int dst, std::int64_t bytes,
     }
     done(delivered, why);
   };
-  m.flows.push_back({seq, fabric_.send(node_id(src), node_id(dst), Bytes{bytes}, std::move(arrived)),
-                     src, dst, bytes, done});
+  const std::uint64_t handle =
+      fabric_.send(node_id(src), node_id(dst), Bytes{bytes}, std::move(arrived));
+  m.flows.push_back({seq, handle, src, dst, bytes, done});
 }
 
 void ServingModel::hang(std::uint64_t request, std::uint64_t id, int src, int dst,

@@ -118,8 +118,9 @@ std::string write_quality_at(std::int64_t history, double at_half) {
       {"format", "kvshift-quality"},
       {"requests", 32},
       {"history", history},
-      {"rows", json::array({{{"method", "proxykv"}, {"retention", 0.5}, {"delta_nll_mean", at_half}},
-                            {{"method", "proxykv"}, {"retention", 0.3}, {"delta_nll_mean", 1.0}}})}}
+      {"rows",
+       json::array({{{"method", "proxykv"}, {"retention", 0.5}, {"delta_nll_mean", at_half}},
+                    {{"method", "proxykv"}, {"retention", 0.3}, {"delta_nll_mean", 1.0}}})}}
                              .dump();
   return path.string();
 }
