@@ -2,7 +2,10 @@
 // local recovery (reconstruction of the paper's topology, the kept KV already
 // resident on the GPU) at the given context lengths, timed by the CUDA
 // profiler, with the ceilings measured in the same run (device-to-device copy
-// bandwidth, counting bytes read and written; a large bf16 cuBLAS GEMM).
+// bandwidth, counting bytes read and written; a large bf16 cuBLAS GEMM). Per
+// model and T it also times one layer's prefill attention alone: the
+// FlashAttention-2 kernel that cuda::attention runs against the earlier WMMA
+// kernel, with the relative difference of their outputs.
 // Writes one JSON document (models' shapes, ceilings, rows with FLOPs and
 // minimum bytes) for bench/gpu_table.py. Depends on no JSON or CLI library so
 // it builds on a bare CUDA machine.
@@ -11,7 +14,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -123,6 +129,54 @@ ReconstructWork reconstruct_work(const ModelSpec& m, const kvshift::cost_model::
   return r;
 }
 
+/// FLOPs of one layer's causal attention at T tokens (Q K^T and P V over the lower triangle).
+double attention_flops(const ModelSpec& m, double t) {
+  return 2.0 * 2.0 * m.q_heads * m.head_dim * t * (t + 1) / 2;
+}
+
+/// One layer's prefill attention alone at T tokens (bf16, random q/k/v): the FlashAttention-2
+/// kernel cuda::attention runs and the earlier WMMA kernel, timed the same way, and the relative
+/// L2 difference of their outputs (a check at lengths the conformance test does not reach).
+struct AttentionRows {
+  double fa2_s = 0, wmma_s = 0, rel_diff = 0;
+};
+
+AttentionRows time_attention(const ModelSpec& m, std::int64_t t, int repeats) {
+  using kvshift::kernels::DType;
+  const std::int64_t hq = m.q_heads, hkv = m.kv_heads, hd = m.head_dim;
+  const auto bytes = [](std::int64_t elements) { return static_cast<std::size_t>(elements) * 2; };
+  kc::DeviceBuffer q(bytes(t * hq * hd)), k(bytes(t * hkv * hd)), v(bytes(t * hkv * hd));
+  kc::DeviceBuffer out_fa2(bytes(t * hq * hd)), out_wmma(bytes(t * hq * hd));
+  kc::fill_uniform({q.view(DType::kBF16, {t * hq * hd}), 11, -2, 2}, nullptr);
+  kc::fill_uniform({k.view(DType::kBF16, {t * hkv * hd}), 12, -2, 2}, nullptr);
+  kc::fill_uniform({v.view(DType::kBF16, {t * hkv * hd}), 13, -1, 1}, nullptr);
+  const auto desc = [&](const kc::DeviceBuffer& out) {
+    return kvshift::kernels::AttentionDesc{
+        q.view(DType::kBF16, {t, hq, hd}), k.view(DType::kBF16, {t, hkv, hd}),
+        v.view(DType::kBF16, {t, hkv, hd}), out.view(DType::kBF16, {t, hq, hd})};
+  };
+  AttentionRows r;
+  r.fa2_s = median_seconds(repeats, [&] { kc::attention(desc(out_fa2), nullptr); });
+  r.wmma_s = median_seconds(repeats, [&] { kc::attention_wmma(desc(out_wmma), nullptr); });
+  kc::device_synchronize();
+  std::vector<std::uint16_t> a(static_cast<std::size_t>(t * hq * hd)), b(a.size());
+  out_fa2.download(a.data(), a.size() * 2);
+  out_wmma.download(b.data(), b.size() * 2);
+  const auto f32 = [](std::uint16_t bits) {
+    const std::uint32_t u = std::uint32_t{bits} << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return static_cast<double>(f);
+  };
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (f32(a[i]) - f32(b[i])) * (f32(a[i]) - f32(b[i]));
+    den += f32(b[i]) * f32(b[i]);
+  }
+  r.rel_diff = den > 0 ? std::sqrt(num / den) : (num > 0 ? 1.0 : 0.0);
+  return r;
+}
+
 std::string device_name() {
   cudaDeviceProp p{};
   KVSHIFT_CUDA_CHECK(cudaGetDeviceProperties(&p, 0));
@@ -206,6 +260,17 @@ int main(int argc, char** argv) {
                << ", \"p90_s\": " << row.p90_s << ", \"repeats\": " << row.repeats
                << ", \"flops\": " << flops << ", \"min_bytes\": " << bytes << "}";
           first_row = false;
+        }
+        const AttentionRows att = time_attention(m, t, t > 8192 ? 3 : repeats);
+        const double aflops = attention_flops(m, static_cast<double>(t));
+        std::cerr << m.name << " T=" << t << " attention (one layer): FlashAttention-2 kernel "
+                  << att.fa2_s * 1e3 << " ms, WMMA kernel " << att.wmma_s * 1e3
+                  << " ms, relative difference " << att.rel_diff << "\n";
+        for (const auto& [op, sec] :
+             {std::pair{"attention_fa2", att.fa2_s}, std::pair{"attention_wmma", att.wmma_s}}) {
+          json << ",\n      {\"op\": \"" << op << "\", \"tokens\": " << t
+               << ", \"sharing\": 1, \"median_s\": " << sec << ", \"flops\": " << aflops
+               << ", \"fa2_vs_wmma_rel_diff\": " << att.rel_diff << "}";
         }
       }
       json << "\n    ]}";

@@ -1,10 +1,17 @@
 #!/usr/bin/env python3
-"""Merges the kvshift GPU benchmark and the PyTorch prefill timings into one
-table (ms, speedup of local recovery over replay, % of the measured HBM copy
-and bf16 GEMM ceilings) and one JSON document, and checks the targets:
-reconstruction >= 60 % of HBM roofline for T >= 4096, prefill >= 50 % of dense
-bf16 peak for Qwen2.5-1.5B at T = 4096, local-recovery speedup at 512 tokens at
-least the paper's (1.51x, 2.56x, 3.31x). Standard library only.
+"""Merges the kvshift GPU benchmark and the PyTorch timings into two tables
+(whole prefill and recovery; one layer's attention kernel) and one JSON
+document. Every percentage is of a ceiling measured in the same run (HBM copy
+bandwidth, a large bf16 cuBLAS GEMM), and the targets of issue 42 are checked:
+  - whole prefill >= 50 % of the bf16 GEMM ceiling at 4k-32k tokens;
+  - whole prefill at least as fast as PyTorch (SDPA) at the same T, same run;
+  - the attention kernel at least as fast as PyTorch's SDPA call at the same shape;
+  - reconstruction >= 60 % of its roofline max(bytes / copy bandwidth, FLOPs / GEMM
+    ceiling) at 512-32k tokens;
+  - the FlashAttention-2 kernel's output within 1e-2 (relative L2) of the WMMA kernel's
+    at every T (lengths the conformance test does not reach);
+  - local-recovery speedup at 512 tokens at least the paper's (1.51x, 2.56x, 3.31x).
+Standard library only.
 
 usage: gpu_table.py KVSHIFT_JSON [TORCH_JSON] --out MERGED_JSON
 """
@@ -31,7 +38,7 @@ def main():
         with open(args.torch) as f:
             torch_meta = json.load(f)
         for r in torch_meta["rows"]:
-            torch_rows[(r["model"], r["tokens"])] = r
+            torch_rows[(r["model"], r.get("op", "prefill"), r["tokens"])] = r
     bw = ks["ceilings"]["copy_bytes_per_s"]
     peak = ks["ceilings"]["bf16_gemm_flops"]
     table, checks = [], []
@@ -41,7 +48,7 @@ def main():
             if op != "prefill":
                 continue
             rec = by.get(("reconstruct", tokens))
-            tr = torch_rows.get((m["name"], tokens), {})
+            tr = torch_rows.get((m["name"], "prefill", tokens), {})
             row = {
                 "model": m["name"], "tokens": tokens, "topology": m["topology"],
                 "replay_ms": pre["median_s"] * 1e3,
@@ -59,18 +66,46 @@ def main():
                 memory_s, compute_s = rec["min_bytes"] / bw, rec["flops"] / peak
                 row["recon_bound"] = "memory" if memory_s >= compute_s else "compute"
                 row["recon_roofline_pct"] = 100 * max(memory_s, compute_s) / rec["median_s"]
-                if tokens >= 4096:
-                    checks.append((f"{m['name']} T={tokens} reconstruction >= 60% HBM", row["recon_hbm_pct"] >= 60,
-                                   f"{row['recon_hbm_pct']:.1f}% of HBM, {row['recon_roofline_pct']:.1f}% of its "
-                                   f"roofline ({row['recon_bound']}-bound)"))
+                if 512 <= tokens <= 32768:
+                    checks.append((f"{m['name']} T={tokens} reconstruction >= 60% of its roofline",
+                                   row["recon_roofline_pct"] >= 60,
+                                   f"{row['recon_roofline_pct']:.1f}% ({row['recon_bound']}-bound), "
+                                   f"{row['recon_hbm_pct']:.1f}% of HBM"))
                 if tokens == 512 and m["name"] in PAPER_SPEEDUP_512:
                     goal = PAPER_SPEEDUP_512[m["name"]]
                     checks.append((f"{m['name']} T=512 speedup >= {goal}x", row["speedup"] >= goal,
                                    f"{row['speedup']:.2f}x"))
-            if m["name"] == "qwen2.5-1.5b" and tokens == 4096:
-                checks.append(("qwen2.5-1.5b T=4096 prefill >= 50% bf16 peak", row["prefill_flop_pct"] >= 50,
-                               f"{row['prefill_flop_pct']:.1f}%"))
+            if 4096 <= tokens <= 32768:
+                checks.append((f"{m['name']} T={tokens} prefill >= 50% of the bf16 GEMM ceiling",
+                               row["prefill_flop_pct"] >= 50, f"{row['prefill_flop_pct']:.1f}%"))
+            if row["torch_replay_ms"] is not None:
+                checks.append((f"{m['name']} T={tokens} prefill at least PyTorch's speed",
+                               row["replay_ms"] <= row["torch_replay_ms"],
+                               f"{row['replay_ms']:.3f} ms vs {row['torch_replay_ms']:.3f} ms"))
             table.append(row)
+
+    attention = []
+    for m in ks["models"]:
+        by = {(r["op"], r["tokens"]): r for r in m["rows"]}
+        for (op, tokens), fa2 in sorted(by.items(), key=lambda kv: kv[0][1]):
+            if op != "attention_fa2":
+                continue
+            wmma = by.get(("attention_wmma", tokens))
+            sdpa = torch_rows.get((m["name"], "attention", tokens), {})
+            row = {"model": m["name"], "tokens": tokens, "fa2_ms": fa2["median_s"] * 1e3,
+                   "fa2_flop_pct": 100 * fa2["flops"] / fa2["median_s"] / peak,
+                   "wmma_ms": wmma["median_s"] * 1e3 if wmma else None,
+                   "sdpa_ms": sdpa["median_s"] * 1e3 if "median_s" in sdpa else None,
+                   "rel_diff": fa2.get("fa2_vs_wmma_rel_diff")}
+            if row["sdpa_ms"] is not None:
+                row["sdpa_flop_pct"] = 100 * fa2["flops"] / (row["sdpa_ms"] * 1e-3) / peak
+                checks.append((f"{m['name']} T={tokens} attention kernel at least SDPA's speed",
+                               row["fa2_ms"] <= row["sdpa_ms"],
+                               f"{row['fa2_ms']:.3f} ms vs {row['sdpa_ms']:.3f} ms"))
+            if row["rel_diff"] is not None:
+                checks.append((f"{m['name']} T={tokens} FlashAttention-2 kernel = WMMA kernel within 1e-2",
+                               row["rel_diff"] <= 1e-2, f"{row['rel_diff']:.2e}"))
+            attention.append(row)
 
     def fmt(v, spec="{:.2f}"):
         return "n/a" if v is None else spec.format(v)
@@ -90,10 +125,23 @@ def main():
     widths = [max(len(l[i]) for l in lines) for i in range(len(header))]
     for l in lines:
         print("  ".join(c.rjust(w) for c, w in zip(l, widths)))
+    if attention:
+        print("one layer's prefill attention (bf16, causal, GQA):")
+        header = ["model", "T", "fa2 ms", "fa2 %FLOP", "wmma ms", "fa2 speedup", "SDPA ms", "SDPA %FLOP",
+                  "fa2 vs wmma"]
+        lines = [header]
+        for r in attention:
+            speed = r["wmma_ms"] / r["fa2_ms"] if r["wmma_ms"] else None
+            lines.append([r["model"], str(r["tokens"]), fmt(r["fa2_ms"], "{:.3f}"), fmt(r["fa2_flop_pct"], "{:.1f}"),
+                          fmt(r["wmma_ms"], "{:.3f}"), fmt(speed, "{:.2f}x"), fmt(r["sdpa_ms"], "{:.3f}"),
+                          fmt(r.get("sdpa_flop_pct"), "{:.1f}"), fmt(r["rel_diff"], "{:.1e}")])
+        widths = [max(len(l[i]) for l in lines) for i in range(len(header))]
+        for l in lines:
+            print("  ".join(c.rjust(w) for c, w in zip(l, widths)))
     print("targets:")
     for name, ok, got in checks:
         print(f"  {'MET ' if ok else 'MISS'} {name} (got {got})")
-    merged = {"kvshift": ks, "torch": torch_meta, "table": table,
+    merged = {"kvshift": ks, "torch": torch_meta, "table": table, "attention": attention,
               "targets": [{"target": n, "met": ok, "got": g} for n, ok, g in checks]}
     with open(args.out, "w") as f:
         json.dump(merged, f, indent=2)

@@ -4,7 +4,9 @@
 Times a prefill (forward over T tokens, KV cache built, last-token logits) of
 each model in the kvshift benchmark's JSON, with random bf16 weights and SDPA
 attention, at the same token counts, with CUDA events (warm-up, repeats,
-median / p10 / p90). Shapes come from the kvshift JSON so both sides run the
+median / p10 / p90), and one layer's causal GQA attention alone through
+scaled_dot_product_attention (op "attention", the reference of kvshift's
+attention kernel). Shapes come from the kvshift JSON so both sides run the
 same model. Writes one JSON document.
 
 usage: gpu_torch_prefill.py --shapes kvshift_gpu.json --out torch_prefill.json [--repeats N]
@@ -56,6 +58,29 @@ def time_prefill(torch, model, vocab, tokens, warmup, repeats):
         except TypeError:  # older transformers
             return model(input_ids=ids, use_cache=True)
 
+    return time_fn(torch, run, warmup, repeats)
+
+
+def time_attention(torch, spec, tokens, warmup, repeats):
+    """One layer's causal attention alone through SDPA (bf16, GQA), the kernel-level reference
+    of kvshift's attention_fa2 row."""
+    import torch.nn.functional as F
+    hq, hkv, hd = spec["q_heads"], spec["kv_heads"], spec["head_dim"]
+    q = torch.randn(1, hq, tokens, hd, device="cuda", dtype=torch.bfloat16)
+    k = torch.randn(1, hkv, tokens, hd, device="cuda", dtype=torch.bfloat16)
+    v = torch.randn(1, hkv, tokens, hd, device="cuda", dtype=torch.bfloat16)
+    try:
+        F.scaled_dot_product_attention(q[:, :, :16], k[:, :, :16], v[:, :, :16], is_causal=True,
+                                       enable_gqa=True)
+        run = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    except TypeError:  # no enable_gqa: expand K and V once, outside the timing
+        k = k.repeat_interleave(hq // hkv, dim=1)
+        v = v.repeat_interleave(hq // hkv, dim=1)
+        run = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return time_fn(torch, run, warmup, repeats)
+
+
+def time_fn(torch, run, warmup, repeats):
     with torch.inference_mode():
         for _ in range(warmup):
             run()
@@ -109,6 +134,13 @@ def main():
             print(f"torch {spec['name']} T={tokens}: {row.get('median_s', float('nan')) * 1e3:.3f} ms",
                   file=sys.stderr)
             rows.append(row)
+            try:
+                timing = time_attention(torch, spec, tokens, 1 if big else 2, 3 if big else args.repeats)
+            except torch.cuda.OutOfMemoryError as error:
+                timing = {"error": f"out of memory: {error}"}
+            rows.append({"model": spec["name"], "op": "attention", "tokens": tokens, **timing})
+            print(f"torch SDPA attention (one layer) {spec['name']} T={tokens}: "
+                  f"{rows[-1].get('median_s', float('nan')) * 1e3:.3f} ms", file=sys.stderr)
         del model
         torch.cuda.empty_cache()
     result = {
