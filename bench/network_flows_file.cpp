@@ -22,9 +22,10 @@ using namespace kvshift::bench;
 using kvshift::sim::testing::NetCase;
 
 int usage() {
-  std::fprintf(stderr,
-               "usage: network_flows_file leaf-spine|fat-tree|fat-tree-overload|incast|wan TRANSFERS "
-               "OUT.json\n");
+  std::fprintf(
+      stderr,
+      "usage: network_flows_file leaf-spine|fat-tree|fat-tree-overload|incast|wan TRANSFERS "
+      "OUT.json\n");
   return 2;
 }
 
@@ -59,8 +60,9 @@ int main(int argc, char** argv) {
     w.transfers = transfers;
     c = make_wan_case(w);
   } else {
-    std::fprintf(stderr, "CLASS: expected leaf-spine, fat-tree, fat-tree-overload, incast or wan (got %s)\n",
-                 kind.c_str());
+    std::fprintf(
+        stderr, "CLASS: expected leaf-spine, fat-tree, fat-tree-overload, incast or wan (got %s)\n",
+        kind.c_str());
     return 2;
   }
   if (!write_flows_file(c, argv[3])) {

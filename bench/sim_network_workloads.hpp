@@ -50,9 +50,9 @@ struct IncastWorkload {
   int leaves = 8;
   int per_leaf = 16;
   int spines = 4;
-  int sinks = 4;               ///< receivers (node 0 of leaves 0, 2, 4, ...)
-  int fan_in = 64;             ///< transfers per burst
-  double bursts_per_s = 64;    ///< about 0.7 of the sinks' capacity
+  int sinks = 4;             ///< receivers (node 0 of leaves 0, 2, 4, ...)
+  int fan_in = 64;           ///< transfers per burst
+  double bursts_per_s = 64;  ///< about 0.7 of the sinks' capacity
 };
 
 struct WanWorkload {

@@ -2,6 +2,7 @@
 #include "input/flows_file.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -32,10 +33,84 @@ sim::SimTime time_of(const std::optional<Seconds>& s) {
   return s ? sim::from_seconds(*s) : sim::SimTime{};
 }
 
-/// Transfer id -> position in the file's array of its first transfer.
-using IdPositions = std::unordered_map<std::string, std::size_t>;
+/// Transfer id -> position in the file's array of its first transfer, 8 bytes a slot: an
+/// open-addressing table of (accepted transfer, position) that reads the ids from the
+/// accepted transfers themselves; the ids of rejected ones (the file fails anyway) in a map.
+class IdIndex {
+ public:
+  explicit IdIndex(const std::vector<FlowTransfer>& accepted) : accepted_(accepted) {}
+  /// Room for `n` accepted transfers without growing.
+  void reserve(std::size_t n) {
+    if (2 * n > slots_.size()) rebuild(std::bit_ceil(std::max<std::size_t>(16, 2 * n)));
+  }
+  std::optional<std::size_t> find(const std::string& id) const {
+    if (auto it = rejected_.find(id); it != rejected_.end()) return it->second;
+    if (slots_.empty()) return std::nullopt;
+    for (std::size_t i = hash(id); slots_[i].index != kEmpty; i = (i + 1) & mask()) {
+      if (accepted_[slots_[i].index].id == id) return slots_[i].position;
+    }
+    return std::nullopt;
+  }
+  /// The last accepted transfer, at `position` (its id not seen before).
+  void add_accepted(std::size_t position) {
+    if (2 * (used_ + 1) > slots_.size()) rebuild(std::max<std::size_t>(16, 2 * slots_.size()));
+    insert(
+        {static_cast<std::uint32_t>(accepted_.size() - 1), static_cast<std::uint32_t>(position)});
+    ++used_;
+  }
+  void add_rejected(const std::string& id, std::size_t position) {
+    rejected_.emplace(id, position);
+  }
 
-void read_transfer(const Reader& r, FlowsFile& f, IdPositions& ids, std::size_t position) {
+ private:
+  static constexpr std::uint32_t kEmpty = ~std::uint32_t{0};
+  struct Slot {
+    std::uint32_t index = kEmpty;  ///< into the accepted transfers
+    std::uint32_t position = 0;
+  };
+  std::size_t mask() const { return slots_.size() - 1; }
+  std::size_t hash(std::string_view id) const { return std::hash<std::string_view>{}(id)&mask(); }
+  void insert(Slot s) {
+    std::size_t i = hash(accepted_[s.index].id);
+    while (slots_[i].index != kEmpty) i = (i + 1) & mask();
+    slots_[i] = s;
+  }
+  void rebuild(std::size_t size) {
+    std::vector<Slot> old = std::move(slots_);
+    slots_.assign(size, Slot{});
+    for (const Slot& s : old) {
+      if (s.index != kEmpty) insert(s);
+    }
+  }
+
+  const std::vector<FlowTransfer>& accepted_;
+  std::vector<Slot> slots_;
+  std::size_t used_ = 0;
+  std::unordered_map<std::string, std::size_t> rejected_;
+};
+
+/// Whether the ends are known and joined (by the explicit route when there is one); a
+/// problem is reported when they are known but not joined.
+bool accept_transfer(const Reader& r, const sim::Topology& t, std::optional<NodeId> src,
+                     std::optional<NodeId> dst,
+                     const std::optional<std::vector<sim::LinkId>>& route) {
+  if (!src || !dst) return false;
+  if (route) {
+    try {
+      t.make_route(*src, *dst, *route);
+    } catch (const InputError& e) {
+      r.problem("route", e.what());
+      return false;
+    }
+  } else if (!t.route(*src, *dst)) {
+    r.problem("no route from " + in_quotes(t.node(*src).name) + " to " +
+              in_quotes(t.node(*dst).name) + ": the nodes are not connected");
+    return false;
+  }
+  return true;
+}
+
+void read_transfer(const Reader& r, FlowsFile& f, IdIndex& ids, std::size_t position) {
   r.allow_only({"id", "src", "dst", "bytes", "start", "route", "max_rate"});
   const sim::Topology& t = f.topology;
   const auto id = r.string("id");
@@ -57,26 +132,17 @@ void read_transfer(const Reader& r, FlowsFile& f, IdPositions& ids, std::size_t 
       }
     });
   }
-  if (id) {
-    if (auto [it, fresh] = ids.emplace(*id, position); !fresh) {
-      r.problem("id", "duplicate transfer id " + in_quotes(*id) + " (first at /transfers/" +
-                          std::to_string(it->second) + ")");
-    }
+  const std::optional<std::size_t> first = id ? ids.find(*id) : std::nullopt;
+  if (first) {
+    r.problem("id", "duplicate transfer id " + in_quotes(*id) + " (first at /transfers/" +
+                        std::to_string(*first) + ")");
   }
-  if (!id || !src || !dst || !bytes) return;
-  if (route) {
-    try {
-      t.make_route(*src, *dst, *route);
-    } catch (const InputError& e) {
-      r.problem("route", e.what());
-      return;
-    }
-  } else if (!t.route(*src, *dst)) {
-    r.problem("no route from " + in_quotes(t.node(*src).name) + " to " +
-              in_quotes(t.node(*dst).name) + ": the nodes are not connected");
+  if (!id || !bytes || !accept_transfer(r, t, src, dst, route)) {
+    if (id && !first) ids.add_rejected(*id, position);
     return;
   }
-  f.transfers.push_back({*id, *src, *dst, *bytes, time_of(start), route, max_rate});
+  f.transfers.push_back({*id, *src, *dst, *bytes, time_of(start), std::move(route), max_rate});
+  if (!first) ids.add_accepted(position);
 }
 
 }  // namespace
@@ -131,7 +197,7 @@ FlowsFile parse_flows(const Json& doc, std::string_view source) {
   const Reader root(doc, "", diag);
   FlowsFile f;
   if (!read_topology(root, f)) diag.throw_if_any(source);
-  IdPositions ids;
+  IdIndex ids(f.transfers);
   std::size_t position = 0;
   root.each("transfers", [&](const Reader& r) { read_transfer(r, f, ids, position++); });
   diag.throw_if_any(source);
@@ -141,12 +207,15 @@ FlowsFile parse_flows(const Json& doc, std::string_view source) {
 FlowsFile load_flows_file(const std::string& path) {
   // Two passes: the topology (the document without the transfers' elements), then the
   // transfers one at a time, so no DOM of the whole file is ever held.
-  const Json skeleton = read_json_skeleton(path, "transfers");
+  std::size_t count = 0;
+  const Json skeleton = read_json_skeleton(path, "transfers", &count);
   Diagnostics diag;
   const Reader root(skeleton, "", diag);
   FlowsFile f;
   if (!read_topology(root, f)) diag.throw_if_any(path);
-  IdPositions ids;
+  IdIndex ids(f.transfers);
+  f.transfers.reserve(count);  // exactly: no doubling of the largest array
+  ids.reserve(count);
   // A transfers value that is not an array stays in the skeleton and is reported here.
   root.each("transfers", [&](const Reader& r) { read_transfer(r, f, ids, 0); });
   if (skeleton.contains("transfers") && skeleton["transfers"].is_array()) {
@@ -154,7 +223,6 @@ FlowsFile load_flows_file(const std::string& path) {
       read_transfer(Reader(t, "/transfers/" + std::to_string(i), diag), f, ids, i);
     });
   }
-  f.transfers.shrink_to_fit();
   diag.throw_if_any(path);
   return f;
 }
@@ -221,7 +289,8 @@ FlowResults run_flows(FlowsFile& flows) {
   // Transfer i is handed over at the earliest start among i..n-1 (its own start when the
   // file is in start order), so ids follow the input and a start is never in the past.
   std::vector<sim::SimTime> due(n);
-  for (std::size_t i = n; i-- > 0;) due[i] = i + 1 < n ? std::min(t[i].start, due[i + 1]) : t[i].start;
+  for (std::size_t i = n; i-- > 0;)
+    due[i] = i + 1 < n ? std::min(t[i].start, due[i + 1]) : t[i].start;
   std::size_t next = 0;
   std::function<void()> feed = [&] {
     while (next < n && due[next] <= simulator.now()) network.submit(request_of(t[next++]));

@@ -88,6 +88,7 @@ class Splitter : public nlohmann::json_sax<Json> {
   }
   const std::string& error() const { return error_; }
   Json& skeleton() { return skeleton_.result(); }
+  std::size_t elements() const { return index_; }
 
  private:
   /// Where the current event goes: the skeleton, the element being built, or nowhere.
@@ -144,9 +145,10 @@ void run(const std::string& path, Splitter& s) {
 
 }  // namespace
 
-Json read_json_skeleton(const std::string& path, std::string_view key) {
+Json read_json_skeleton(const std::string& path, std::string_view key, std::size_t* elements) {
   Splitter s(key, nullptr);
   run(path, s);
+  if (elements) *elements = s.elements();
   return std::move(s.skeleton());
 }
 

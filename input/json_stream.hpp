@@ -19,8 +19,10 @@ namespace kvshift::input {
 
 /// The document in `path` without the elements of its top-level array `key` (when that
 /// value is an array; any other value is kept). A missing or unreadable file or a syntax
-/// error is an InputError naming `path` (and the byte offset).
-Json read_json_skeleton(const std::string& path, std::string_view key);
+/// error is an InputError naming `path` (and the byte offset). `elements`, when given, gets
+/// the number of elements left out (so a reader can reserve room for them).
+Json read_json_skeleton(const std::string& path, std::string_view key,
+                        std::size_t* elements = nullptr);
 
 /// Calls `fn(element, index)` for each element of the top-level array `key` of `path`, in
 /// order, each element's DOM alive only during its call. Nothing happens when the root is
