@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -253,6 +254,93 @@ TEST(FlowsFile, StreamedReadReportsPathsAndSyntaxErrors) {
   EXPECT_NE(streamed_error("{" + one + R"(, "transfers": [{"id": )").find("not valid JSON at byte"),
             std::string::npos);
   EXPECT_NE(streamed_error("[1, 2]").find("expected a JSON object"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kvshift::input
+
+namespace kvshift::input {
+namespace {
+
+/// A leaf-spine flows document with `n` transfers: starts out of order and in same-ns groups.
+std::string mixed_starts(int n) {
+  std::string t = R"({"cluster": {"leaf_spine": {"leaves": 3, "spines": 2, "nodes_per_leaf": 4,
+      "node_bandwidth": "100Gbps", "latency": "1us", "oversubscription": 2}}, "transfers": [)";
+  for (int i = 0; i < n; ++i) {
+    const int start_us = (i * 7919) % 97 / 3;  // unsorted, many equal
+    t += (i ? ", " : "") + std::string(R"({"id": "x)") + std::to_string(i) + R"(", "src": "gpu)" +
+         std::to_string(i % 12) + R"(", "dst": "gpu)" + std::to_string((i * 5 + 3) % 12) +
+         R"(", "bytes": )" + std::to_string(1'000'000 + 37'123 * i) + R"(, "start": ")" +
+         std::to_string(start_us) + R"(us"})";
+  }
+  return t + "]}";
+}
+
+TEST(FlowsFile, HandingTransfersOverAtTheirStartsGivesTheUpFrontTimes) {
+  FlowsFile f = parse(mixed_starts(300));
+  // The reference: every transfer submitted up front, records kept (what simulate_flows did).
+  sim::Simulator simulator;
+  sim::NetworkOptions options;
+  options.record_utilisation = false;
+  sim::Network network(simulator, f.topology, options);
+  for (const FlowTransfer& t : f.transfers) {
+    sim::TransferRequest r;
+    r.src = t.src;
+    r.dst = t.dst;
+    r.size = t.bytes;
+    r.start = t.start;
+    network.submit(std::move(r));
+  }
+  simulator.run();
+  const FlowResults got = run_flows(f);
+  ASSERT_EQ(got.finish.size(), 300u);
+  EXPECT_TRUE(got.all_finished());
+  for (sim::TransferId i = 0; i < 300; ++i) {
+    EXPECT_EQ(got.state[i], sim::TransferState::kFinished);
+    EXPECT_LE(std::abs(got.finish[i].ns - network.info(i).finish.ns), 1) << "transfer " << i;
+  }
+}
+
+TEST(FlowsFile, LinesComeInChunksAndReadAsJson) {
+  FlowsFile f = parse(mixed_starts(3'000));
+  f.transfers[5].id = "quote\"d";
+  const FlowResults r = run_flows(f);
+  std::string all;
+  int chunks = 0;
+  write_flow_lines(f, r, [&](std::string_view c) {
+    all.append(c);
+    ++chunks;
+  });
+  EXPECT_GT(chunks, 1);
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < f.transfers.size(); ++i) {
+    const std::size_t end = all.find('\n', at);
+    ASSERT_NE(end, std::string::npos);
+    const Json line = Json::parse(all.substr(at, end - at));
+    EXPECT_EQ(line["id"], f.transfers[i].id);
+    EXPECT_EQ(line["finish_s"].get<double>(), r.finish[i].seconds());  // round-trips
+    at = end + 1;
+  }
+  EXPECT_EQ(at, all.size());
+}
+
+TEST(FlowsFile, DuplicateIdNamesTheFirstEvenWhenThatOneWasRejected) {
+  std::string text = R"({"cluster": {"nodes": [{"name": "A"}, {"name": "B"}],
+      "links": [{"a": "A", "b": "B", "bandwidth": "1Gbps"}]}, "transfers": [
+      {"id": "bad", "src": "Q", "dst": "B", "bytes": 1})";
+  for (int i = 1; i <= 100; ++i) {
+    text += R"(, {"id": "t)" + std::to_string(i) + R"(", "src": "A", "dst": "B", "bytes": 1})";
+  }
+  text += R"(, {"id": "bad", "src": "A", "dst": "B", "bytes": 1},
+              {"id": "t57", "src": "A", "dst": "B", "bytes": 1}]})";
+  for (const std::string& e : {error_of(text), streamed_error(text)}) {
+    EXPECT_NE(e.find("/transfers/101/id: duplicate transfer id \"bad\" (first at /transfers/0)"),
+              std::string::npos)
+        << e;
+    EXPECT_NE(e.find("/transfers/102/id: duplicate transfer id \"t57\" (first at /transfers/57)"),
+              std::string::npos)
+        << e;
+  }
 }
 
 }  // namespace
