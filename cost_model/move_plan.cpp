@@ -123,7 +123,7 @@ MovePlan plan_move(Strategy s, const MoveMethods& methods, const MoveState& st) 
   }
   const Bytes full = kv_bytes(*methods.model, available);
   p.kv_tokens = available;
-  p.replay_tokens = st.context - available;  // the tail the source never held
+  p.replay_tokens = st.context - available;    // the tail the source never held
   p.tokens = token_id_bytes(p.replay_tokens);  // recomputing the tail needs its ids
   const int layers = methods.model->layers;
   switch (s) {
@@ -179,15 +179,13 @@ namespace {
 // A hybrid's front ids go ahead of its KV only over the network; on the same node they are
 // in host memory already.
 bool ids_ahead(const MovePlan& plan, const MoveRoute& route) {
-  return plan.front_tokens > 0 && plan.tokens.count > 0 &&
-         route.data == MoveRoute::Leg::kNetwork;
+  return plan.front_tokens > 0 && plan.tokens.count > 0 && route.data == MoveRoute::Leg::kNetwork;
 }
 
 // When the front's token ids are at the receiver (0: they need not travel first).
 std::int64_t ids_arrival_ns(const MovePlan& plan, const MoveRoute& route) {
-  return ids_ahead(plan, route)
-             ? leg_ns(route.data, route.data_path, route.host_link, plan.tokens)
-             : 0;
+  return ids_ahead(plan, route) ? leg_ns(route.data, route.data_path, route.host_link, plan.tokens)
+                                : 0;
 }
 
 }  // namespace
@@ -212,15 +210,15 @@ MoveEstimate estimate_move(const MovePlan& plan, const MoveMethods& methods, con
   const std::int64_t local_wait =
       route.data == MoveRoute::Leg::kLocal ? route.host_link_backlog_ns : 0;
   const std::int64_t data_ns =
-      data.count > 0 ? leg_ns(route.data, route.data_path, route.host_link, data) +
-                           std::max(engine_ns(methods.engine, plan.descriptors), e.ids_lead_ns) +
-                           local_wait
-                     : 0;
-  e.transfer_ns = std::max(
-      {data_ns, e.ids_ns,
-       leg_ns(route.predictor, route.predictor_path, route.host_link, plan.predictor),
-       plan.strategy == Strategy::kRiskKv ? route.predictor_ready_in_ns : std::int64_t{0},
-       plan.cached_load_ns});
+      data.count > 0
+          ? leg_ns(route.data, route.data_path, route.host_link, data) +
+                std::max(engine_ns(methods.engine, plan.descriptors), e.ids_lead_ns) + local_wait
+          : 0;
+  e.transfer_ns =
+      std::max({data_ns, e.ids_ns,
+                leg_ns(route.predictor, route.predictor_path, route.host_link, plan.predictor),
+                plan.strategy == Strategy::kRiskKv ? route.predictor_ready_in_ns : std::int64_t{0},
+                plan.cached_load_ns});
   if (!plan.needs_gpu()) return e;  // a pure transfer does not wait for the GPU
   if (plan.front_tokens > 0) {
     // The front is queued once the cached prefix is in HBM and its ids are in, and runs

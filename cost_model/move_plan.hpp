@@ -107,10 +107,10 @@ struct MovePlan {
   /// Token ids from the source, of every token the receiver recomputes (replay, a hybrid's
   /// front, a tail the source never held): recomputing needs the ids, and they travel.
   Bytes tokens;
-  Bytes predictor;                             ///< RISK-KV predictors from the predictor store
-  std::int64_t kv_tokens = 0;                  ///< tokens whose (possibly pruned) KV arrives
-  std::int64_t descriptors = 0;                ///< transfer-engine descriptors of `kv`
-  std::int64_t reconstruct_tokens = 0;         ///< RISK-KV rebuild on the receiver
+  Bytes predictor;                      ///< RISK-KV predictors from the predictor store
+  std::int64_t kv_tokens = 0;           ///< tokens whose (possibly pruned) KV arrives
+  std::int64_t descriptors = 0;         ///< transfer-engine descriptors of `kv`
+  std::int64_t reconstruct_tokens = 0;  ///< RISK-KV rebuild on the receiver
   /// Hybrid: the first tokens, prefilled on the receiver while the KV of the rest arrives.
   std::int64_t front_tokens = 0;
   /// Prefill on the receiver after the KV is in (all of T, or the tail the source never held).

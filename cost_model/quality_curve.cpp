@@ -41,8 +41,8 @@ double delta_nll_at_context(const std::vector<ContextQuality>& points, std::int6
   for (std::size_t i = 1; i < points.size(); ++i) {
     if (context <= points[i].context) {
       const ContextQuality &a = points[i - 1], &b = points[i];
-      const double w = static_cast<double>(context - a.context) /
-                       static_cast<double>(b.context - a.context);
+      const double w =
+          static_cast<double>(context - a.context) / static_cast<double>(b.context - a.context);
       return a.delta_nll + w * (b.delta_nll - a.delta_nll);
     }
   }

@@ -125,14 +125,14 @@ Seconds RooflineCosts::proxy_score(const ModelSpec& proxy, const ModelSpec& targ
   const double t = static_cast<double>(tokens);
   const double sources = static_cast<double>(proxy.layers) * proxy.q_heads;
   const double targets = static_cast<double>(target.layers) * target.kv_heads;
-  const double mass_flops = static_cast<double>(proxy.layers) * proxy.q_heads * proxy.head_dim *
-                            t * (t + 1.0);
+  const double mass_flops =
+      static_cast<double>(proxy.layers) * proxy.q_heads * proxy.head_dim * t * (t + 1.0);
   const double features = compute_s(mass_flops, gpu_.attention_efficiency) +
                           memory_s(2.0 * 4.0 * sources * t);  // f32 mass, written and read
   const double w = kMapper.width, window = std::min<double>(kMapper.window + 1.0, t);
   const double stem = 2.0 * t * sources * w * kMapper.kernel;
-  const double encoder = kMapper.layers * (2.0 * t * 4.0 * w * w           // QKV and output
-                                           + 4.0 * t * window * w           // QKᵀ and PV
+  const double encoder = kMapper.layers * (2.0 * t * 4.0 * w * w                // QKV and output
+                                           + 4.0 * t * window * w               // QKᵀ and PV
                                            + 2.0 * t * 2.0 * w * kMapper.ffn);  // FFN
   const double cross = 2.0 * t * targets * (2.0 * sources + 2.0 * w);
   const double mapper = compute_s(stem + encoder + cross, gpu_.gemm_efficiency) +

@@ -57,8 +57,8 @@ FlowsFile load_flows_file(const std::string& path);
 
 /// How every transfer of a run ended, by input position (9 bytes a transfer).
 struct FlowResults {
-  std::vector<sim::SimTime> finish;          ///< when it finished (or ended otherwise)
-  std::vector<sim::TransferState> state;     ///< kFinished, or how else it stands at the end
+  std::vector<sim::SimTime> finish;            ///< when it finished (or ended otherwise)
+  std::vector<sim::TransferState> state;       ///< kFinished, or how else it stands at the end
   std::map<std::size_t, std::string> reasons;  ///< why, for those that did not finish
   bool all_finished() const { return reasons.empty(); }
 };

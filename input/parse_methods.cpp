@@ -286,8 +286,8 @@ void read_measured_proxy_quality(const Reader& r, sim::ProxyKvSpec& s, LoadConte
     s.delta_nll = m->delta_nll;
     s.delta_nll_source = m->source;
     if (m->history) {
-      s.delta_nll_source += " at " + std::to_string(*m->history) +
-                            " history tokens, whatever a move's context";
+      s.delta_nll_source +=
+          " at " + std::to_string(*m->history) + " history tokens, whatever a move's context";
     }
     s.over_eps_share = m->over_eps_share;
     s.eps = m->eps;
@@ -296,7 +296,8 @@ void read_measured_proxy_quality(const Reader& r, sim::ProxyKvSpec& s, LoadConte
   if (!v.is_array() || v.size() < 2) {
     r.problem("quality",
               "expected a quality.json, or a list of two or more run at different histories "
-              "(got " + v.dump() + ")");
+              "(got " +
+                  v.dump() + ")");
     return;
   }
   std::vector<std::pair<std::int64_t, MeasuredProxy>> measured;

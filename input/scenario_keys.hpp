@@ -32,8 +32,8 @@ inline const List kGpu = {"name",
                           "gemm_efficiency",
                           "attention_efficiency",
                           "memory_efficiency"};
-inline const List kCluster = {"node",       "nodes",      "links", "star", "ring",
-                               "leaf_spine", "multi_site", "ecmp"};
+inline const List kCluster = {"node", "nodes",      "links",      "star",
+                              "ring", "leaf_spine", "multi_site", "ecmp"};
 inline const List kNodeTemplate = {"gpus", "hbm", "host_memory"};
 inline const List kNode = {"name", "kind", "gpus", "hbm", "host_memory", "capacity", "site"};
 inline const List kLink = {"name", "a", "b", "bandwidth", "latency", "duplex"};

@@ -126,10 +126,10 @@ json run_charts(const std::filesystem::path& dir, std::vector<NamedMetrics> stra
       {"predictors",
        [](const StrategyMetrics& m) { return static_cast<double>(m.bytes.predictors); }},
       {"tokens", [](const StrategyMetrics& m) { return static_cast<double>(m.bytes.tokens); }}};
-  charts.push_back(chart("Bytes the moves sent over the network, by kind (replica streams: "
-                         "see the table)",
-                         "bar",
-                         stacked_bars(bytes, 1.0 / 1048576), "strategy", "MiB", "category", true));
+  charts.push_back(
+      chart("Bytes the moves sent over the network, by kind (replica streams: "
+            "see the table)",
+            "bar", stacked_bars(bytes, 1.0 / 1048576), "strategy", "MiB", "category", true));
   json link_sets = json::array();
   bool any_series = false;
   for (const NamedMetrics& n : strategies) {

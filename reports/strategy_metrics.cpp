@@ -248,9 +248,12 @@ StrategyMetrics strategy_metrics(const input::ScenarioSpec& spec, const sim::Run
                 r9(run.replica_room_peak_share), run.unprotected};
   std::int64_t uses = 0;
   for (const auto& [node, n] : run.predictor_uses) uses += n;
-  m.predictors = {run.predictor_copies, run.predictor_bytes_resident, uses,
+  m.predictors = {run.predictor_copies,
+                  run.predictor_bytes_resident,
+                  uses,
                   run.predictor_copies ? r9(static_cast<double>(uses) / run.predictor_copies) : 0.0,
-                  g.batched_reconstructions, run.predictor_bytes_unclaimed};
+                  g.batched_reconstructions,
+                  run.predictor_bytes_unclaimed};
   // With several deployments each one's methods are in its own entry.
   static const std::optional<sim::RiskKvSpec> no_risk;
   static const std::optional<sim::ProxyKvSpec> no_proxy;

@@ -388,8 +388,11 @@ StrategyMetrics read_metrics(const Fields& f) {
                 rp.integer("saved_bytes"), rp.number("room_peak_share"),
                 rp.integer("unprotected_requests")};
   const Fields p = f.object("predictors");
-  m.predictors = {p.integer("copies"), p.integer("bytes_resident"), p.integer("uses"),
-                  p.number("requests_per_copy"), p.integer("batched_reconstructions"),
+  m.predictors = {p.integer("copies"),
+                  p.integer("bytes_resident"),
+                  p.integer("uses"),
+                  p.number("requests_per_copy"),
+                  p.integer("batched_reconstructions"),
                   p.has("bytes_unclaimed") ? p.integer("bytes_unclaimed") : 0};
   m.quality = read_quality(f.object("quality"));
   m.events = f.integer("events");

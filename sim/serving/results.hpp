@@ -224,7 +224,7 @@ struct RunTally {
   std::int64_t open_recoveries = 0, open_migrations = 0, open_handoffs = 0;  ///< unfinished
   std::int64_t fallbacks = 0;  ///< moves (rows) that ran another strategy, whatever their outcome
   std::int64_t lossy = 0;      ///< of done moves
-  double delta_nll_sum = 0;                                                  ///< of done moves
+  double delta_nll_sum = 0;    ///< of done moves
   std::map<std::string, std::int64_t> by_strategy;  ///< done moves by executed strategy
   /// Done and unfinished moves (the latter at their lower bound end − start).
   std::vector<double> recovery_s, recovery_stall_s, migration_s, handoff_s;
@@ -282,13 +282,13 @@ struct RunResult {
   double replica_room_peak_share = 0;  ///< highest share of one node's room replicas booked
   std::int64_t gpus = 0;               ///< GPUs in the cluster (bounds GPU busy time)
   std::int64_t predictor_copies = 0;   ///< predictor copies resident at the end
-  std::int64_t predictor_bytes_resident = 0;           ///< their bytes
+  std::int64_t predictor_bytes_resident = 0;  ///< their bytes
   /// node -> RISK-KV moves that rebuilt with its copy (done moves only)
   std::map<std::string, std::int64_t> predictor_uses;
   /// Predictor copies that arrived after every move waiting for them had ended: on the
   /// network (links.csv) but in no move's row, so not in bytes.predictors.
   std::int64_t predictor_bytes_unclaimed = 0;
-  std::int64_t events = 0;                             ///< simulator events processed
+  std::int64_t events = 0;  ///< simulator events processed
 };
 
 }  // namespace kvshift::sim

@@ -270,8 +270,8 @@ RunResult ServingModel::finish() {
       if (r.rec.reason.empty()) r.rec.reason = unfinished_reason(r);
       if (!can_be_served(r)) {
         r.rec.outcome = RequestOutcome::kFailed;
-        r.rec.reason = "every GPU of its deployment was down at the end of the run (" +
-                       r.rec.reason + ")";
+        r.rec.reason =
+            "every GPU of its deployment was down at the end of the run (" + r.rec.reason + ")";
       }
     }
     record(r.rec);

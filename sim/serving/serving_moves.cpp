@@ -316,8 +316,8 @@ void ServingModel::launch(std::uint64_t request) {
   }
   // Over the network a hybrid's front ids travel first, as a flow of their own; on the same
   // node they are in host memory.
-  const bool ids_ahead = m.plan.front_tokens > 0 && m.plan.tokens.count > 0 && m.src >= 0 &&
-                         m.src != dst;
+  const bool ids_ahead =
+      m.plan.front_tokens > 0 && m.plan.tokens.count > 0 && m.src >= 0 && m.src != dst;
   if (m.plan.front_tokens > 0) {
     // Hybrid: the receiver prefills the front once the cached prefix and the ids are in,
     // while the rest of the KV is on its way.

@@ -97,8 +97,8 @@ TEST(PrefixRecompute, ShipsTheHeldPrefixAndRecomputesTheTailOnTopOfIt) {
   EXPECT_EQ(p.replay_prefix(), 3000);
   EXPECT_EQ(p.tokens, Bytes{4 * 1000}) << "the tail's ids travel with the prefix's KV";
   const MoveEstimate e = estimate_move(p, f.methods, network(10e9, 1e-3), 0, f.compute);
-  EXPECT_EQ(e.transfer_ns, 1'000'000 + round_to_ns(8.0 * (3000.0 * 2 * 28 * 2 * 128 * 2 + 4000) /
-                                                   10e9));
+  EXPECT_EQ(e.transfer_ns,
+            1'000'000 + round_to_ns(8.0 * (3000.0 * 2 * 28 * 2 * 128 * 2 + 4000) / 10e9));
   EXPECT_EQ(e.compute_ns, round_to_ns(f.compute.extend(f.model, 3000, 1000).value));
   // full_kv cannot ship all of a stale prefix: it runs as prefix_recompute and says so.
   const MovePlan full = plan_move(Strategy::kFullKv, f.methods, stale);
@@ -233,8 +233,8 @@ TEST(RecomputedTokens, EveryPlanShipsTheIdsOfWhatTheReceiverRecomputes) {
     const MoveRoute route = network(std::exp(log_bw(rng)), latency);
     const MoveState st{t, trial % 4 == 0 ? t - t / 3 : t, SourceKv::kFull, true, true};
     for (Strategy s : kConcreteStrategies) {
-      const MovePlan p = balance_hybrid(plan_move(s, f.methods, st), f.methods, route, queue,
-                                        f.compute);
+      const MovePlan p =
+          balance_hybrid(plan_move(s, f.methods, st), f.methods, route, queue, f.compute);
       ASSERT_TRUE(p.feasible()) << strategy_name(s);
       const std::int64_t recomputed = p.front_tokens + p.replay_tokens;
       EXPECT_EQ(p.tokens.count, 4 * recomputed) << strategy_name(s) << " at " << t;

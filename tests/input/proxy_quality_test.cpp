@@ -111,17 +111,18 @@ TEST(ProxyQuality, RefusesWhatItCannotMeasure) {
 
 /// A quality.json run at `history` tokens with ProxyKV at ρ 0.3 and 0.5.
 std::string write_quality_at(std::int64_t history, double at_half) {
-  const auto path = std::filesystem::temp_directory_path() /
-                    ("kvshift-quality-h" + std::to_string(history) + "-" +
-                     std::to_string(::getpid()) + ".json");
-  std::ofstream(path) << json{
-      {"format", "kvshift-quality"},
-      {"requests", 32},
-      {"history", history},
-      {"rows",
-       json::array({{{"method", "proxykv"}, {"retention", 0.5}, {"delta_nll_mean", at_half}},
+  const auto path =
+      std::filesystem::temp_directory_path() /
+      ("kvshift-quality-h" + std::to_string(history) + "-" + std::to_string(::getpid()) + ".json");
+  std::ofstream(path)
+      << json{{"format", "kvshift-quality"},
+              {"requests", 32},
+              {"history", history},
+              {"rows",
+               json::array(
+                   {{{"method", "proxykv"}, {"retention", 0.5}, {"delta_nll_mean", at_half}},
                     {{"method", "proxykv"}, {"retention", 0.3}, {"delta_nll_mean", 1.0}}})}}
-                             .dump();
+             .dump();
   return path.string();
 }
 
@@ -157,8 +158,8 @@ TEST(ProxyQuality, FilesAtSeveralHistoriesChargeEachMoveAtItsContext) {
   EXPECT_NE(one[0].find("/proxy_kv/quality: expected a quality.json, or a list of two"),
             std::string::npos)
       << one[0];
-  const V twice = problems(with_proxy(
-      {{"proxy_model", "qwen2.5-0.5b"}, {"retention", 0.5}, {"quality", {h512, h512}}}));
+  const V twice = problems(
+      with_proxy({{"proxy_model", "qwen2.5-0.5b"}, {"retention", 0.5}, {"quality", {h512, h512}}}));
   ASSERT_EQ(twice.size(), 1u);
   EXPECT_NE(twice[0].find("/proxy_kv/quality/1: two files measured at 512 history tokens"),
             std::string::npos)

@@ -133,7 +133,6 @@ TEST(GpuFailure, ReplicasNeverOverfillHostMemoryAndTheRestRunUnprotected) {
   EXPECT_EQ(roomy.tally.completed, 8);
 }
 
-
 // Every node fails and none is repaired: nothing could ever serve what is left, so those
 // requests end failed with the reason (they were counted as unfinished, a lower bound that
 // suggested they might still finish); with one node repaired they are unfinished again.
@@ -164,8 +163,7 @@ TEST(GpuFailure, WithEveryGpuDownForGoodWhatIsLeftFailsWithAReason) {
   EXPECT_EQ(down.tally.arrived, down.tally.completed + down.tally.failed);
   for (const RequestRecord& r : down.requests) {
     if (r.outcome != RequestOutcome::kFailed) continue;
-    EXPECT_NE(r.reason.find("every GPU of its deployment was down"), std::string::npos)
-        << r.reason;
+    EXPECT_NE(r.reason.find("every GPU of its deployment was down"), std::string::npos) << r.reason;
   }
   for (const MoveRecord& m : down.moves) {
     EXPECT_NE(m.outcome, MoveOutcome::kUnfinished) << "request " << m.request << ": " << m.note;
@@ -173,8 +171,7 @@ TEST(GpuFailure, WithEveryGpuDownForGoodWhatIsLeftFailsWithAReason) {
   const input::ScenarioSpec back = input::load_scenario_text(all_fail_scenario(true), "t");
   const RunResult repaired = run_scenario(back, compute, {false, {}}).at(0);
   for (const RequestRecord& r : repaired.requests) {
-    EXPECT_EQ(r.reason.find("every GPU of its deployment was down"), std::string::npos)
-        << r.reason;
+    EXPECT_EQ(r.reason.find("every GPU of its deployment was down"), std::string::npos) << r.reason;
   }
 }
 

@@ -97,9 +97,9 @@ TEST(PdDisaggregation, OneHandoffPerStrategyIsTheClosedFormAndLandsInTtft) {
     const std::int64_t rest = cost_model::kv_bytes(spec.model, p - s).count;
     const std::int64_t rest_ns =
         rest > 0 ? from_seconds(8.0 * static_cast<double>(rest) / 10e9).ns : 0;
-    hybrid = std::min(hybrid, transfer(4 * s) + std::max(rest_ns, from_seconds(decode_gpu.prefill(
-                                                                       spec.model, s))
-                                                                       .ns));
+    hybrid =
+        std::min(hybrid, transfer(4 * s) +
+                             std::max(rest_ns, from_seconds(decode_gpu.prefill(spec.model, s)).ns));
   }
   ASSERT_LT(hybrid, transfer(full)) << "the case must split the move";
   const std::map<std::string, std::int64_t> expected = {

@@ -140,8 +140,7 @@ TEST(ServingModel, LinkUtilisationIsTheMeanOverEachInterval) {
   for (const LinkSample& s : run.link_samples) {
     if (s.link != "gpu0->gpu1") continue;
     carried += s.bytes;
-    EXPECT_DOUBLE_EQ(s.utilisation, 8.0 * static_cast<double>(s.bytes) / (100e6 * 0.25))
-        << s.t_ns;
+    EXPECT_DOUBLE_EQ(s.utilisation, 8.0 * static_cast<double>(s.bytes) / (100e6 * 0.25)) << s.t_ns;
     EXPECT_GT(s.utilisation, 0) << s.t_ns << ": a sample with bytes reads busy";
   }
   EXPECT_EQ(carried, m.token_bytes);
