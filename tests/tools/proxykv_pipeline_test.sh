@@ -22,6 +22,9 @@ mkdir -p "$TMP/tiny"
 cp "$SRC/tests/fixtures/tiny_llama/config.json" "$SRC/tests/fixtures/tiny_llama/model.safetensors" \
   "$TMP/tiny/"
 echo '{"text": "repeat", "ids": [5, 6, 7]}' > "$TMP/tiny/kvzip_prompt.json"
+# The fixture's context is 128 tokens; these windows measure 128 + 16 (its weights have no
+# position table, so a longer context changes nothing else).
+sed -i 's/"max_position_embeddings": 128/"max_position_embeddings": 256/' "$TMP/tiny/config.json"
 "$PY" -c "
 import random, struct, sys
 r = random.Random(7)
