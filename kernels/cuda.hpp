@@ -141,6 +141,9 @@ inline constexpr std::int64_t kGraphRowLimit = 16384;
 /// captured once into a CUDA Graph and each launch() replays it (the views must stay valid).
 /// Groups that share a cache, theta and position offset read their RoPE angles from one
 /// (cos, sin) table computed at construction (in double, as everywhere: the same floats).
+/// Two or more groups of one shape (and no group reading another's targets) run their GEMMs
+/// as one batched cuBLAS call on workspaces the graph allocates (at most 1 GiB; beyond that,
+/// or for groups that differ, each group runs on the workspaces of its descriptor).
 class ReconstructGraph {
  public:
   ReconstructGraph(std::vector<ReconstructDesc> groups, const Context& ctx, bool use_graph);
@@ -150,13 +153,20 @@ class ReconstructGraph {
   /// Enqueues the whole reconstruction on the context's stream.
   void launch();
   bool uses_graph() const { return exec_ != nullptr; }
+  /// Whether the groups' GEMMs run as one batched call.
+  bool batches_groups() const { return !batched_.empty(); }
 
  private:
   void launch_groups();
+  void prepare_batch();
+  void batched_gemm();
 
   std::vector<ReconstructDesc> groups_;
   const Context& ctx_;
-  DeviceBuffer rope_table_;  ///< [tokens, head_dim / 2] (cos, sin); empty when groups differ
+  DeviceBuffer rope_table_;  ///< [tokens, head_dim / 2] (cos, sin) of the first group
+  std::vector<ReconstructDesc> batched_;  ///< groups_ on the batch workspaces (or empty)
+  DeviceBuffer batch_x_, batch_z_;        ///< [groups, rows, x_cols], [groups, rows, z_cols]
+  DeviceBuffer batch_ptrs_;               ///< device pointers: every x, then weights, then z
   CUgraphExec_st* exec_ = nullptr;
 };
 
