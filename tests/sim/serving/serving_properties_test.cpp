@@ -23,6 +23,8 @@
 #include "cost_model/compute_costs.hpp"
 #include "cost_model/storage.hpp"
 #include "input/scenario_loader.hpp"
+#include "reports/run_answer.hpp"
+#include "reports/run_report.hpp"
 #include "sim/serving/scenario_run.hpp"
 #include "sim/time.hpp"
 
@@ -419,6 +421,26 @@ void check_counters(const RunResult& run, const std::string& label) {
   EXPECT_EQ(counted_uses, uses) << label << ": predictor uses are done RISK-KV rebuilds";
 }
 
+// The run's verdict never puts ahead a strategy that failed more requests, or left more
+// moves unfinished, than another of the same run.
+void check_verdict(const input::ScenarioSpec& spec, const std::vector<RunResult>& runs,
+                   const cost_model::ComputeCosts& compute, const std::string& label) {
+  const std::vector<reports::NamedMetrics> all =
+      reports::strategies_from_json(reports::run_summary(spec, runs, compute.sources()));
+  const reports::RunAnswer answer = reports::run_answer(all);
+  for (const std::string& name : answer.ahead) {
+    const auto ahead = std::find_if(
+        all.begin(), all.end(), [&](const reports::NamedMetrics& n) { return n.strategy == name; });
+    ASSERT_NE(ahead, all.end()) << label << ": " << name;
+    for (const reports::NamedMetrics& other : all) {
+      EXPECT_LE(ahead->metrics.requests.failed, other.metrics.requests.failed)
+          << label << ": " << answer.text;
+      EXPECT_LE(ahead->metrics.moves.unfinished, other.metrics.moves.unfinished)
+          << label << ": " << answer.text;
+    }
+  }
+}
+
 class ServingProperties : public ::testing::TestWithParam<int> {};
 
 TEST_P(ServingProperties, BooksBalanceOnRandomScenarios) {
@@ -437,6 +459,7 @@ TEST_P(ServingProperties, BooksBalanceOnRandomScenarios) {
     } catch (const std::exception& e) {
       FAIL() << "seed " << seed << ": " << e.what() << "\nscenario: " << doc.dump();
     }
+    check_verdict(spec, runs, compute, "seed " + std::to_string(seed));
     for (const RunResult& run : runs) {
       check_run(spec, run, "seed " + std::to_string(seed) + " " + run.strategy);
       check_pools(spec, run, "seed " + std::to_string(seed) + " " + run.strategy);
