@@ -163,7 +163,7 @@ class ReconstructGraph {
 
   std::vector<ReconstructDesc> groups_;
   const Context& ctx_;
-  DeviceBuffer rope_table_;  ///< [tokens, head_dim / 2] (cos, sin) of the first group
+  DeviceBuffer rope_table_;               ///< [tokens, head_dim / 2] (cos, sin) of the first group
   std::vector<ReconstructDesc> batched_;  ///< groups_ on the batch workspaces (or empty)
   DeviceBuffer batch_x_, batch_z_;        ///< [groups, rows, x_cols], [groups, rows, z_cols]
   DeviceBuffer batch_ptrs_;               ///< device pointers: every x, then weights, then z
