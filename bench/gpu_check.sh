@@ -14,7 +14,7 @@
 # targets of issue 42 marked MET or MISS. Last, `kvshift profile --backend cuda`
 # measures SmolLM2-135M (every op, decode and predictor_load included) with the
 # calibrated predictors and the trained mapper, and `kvshift run` simulates
-# bench/scenarios/gpu-live-smollm2-seeded.json with every cost measured live on
+# bench/gpu/gpu-live-smollm2-seeded.json with every cost measured live on
 # CUDA. Without the model folder (its weights are too large to carry), both use
 # SmolLM2-135M's shape with SEEDED RANDOM bf16 weights written on the spot by
 # bench/gpu_seeded_model.py, and the table says so. $OUT (default
@@ -219,9 +219,9 @@ weights="real"
 if [[ -z "$skip" && ! -f "$model/model.safetensors" ]]; then
   model="$build/seeded/smollm2-135m"  # the folder's name is the model's name
   weights="SEEDED RANDOM"
-  if python3 "$root/bench/gpu_seeded_model.py" "$root/bench/scenarios/smollm2-135m.config.json" \
+  if python3 "$root/bench/gpu_seeded_model.py" "$root/bench/gpu/smollm2-135m.config.json" \
       "$model" >"$logs/seeded_model.log" 2>&1; then
-    cp "$root/bench/scenarios/smollm2-135m.kvzip_prompt.json" "$model/kvzip_prompt.json"
+    cp "$root/bench/gpu/smollm2-135m.kvzip_prompt.json" "$model/kvzip_prompt.json"
   else
     skip="bench/gpu_seeded_model.py failed (log: $out/gpu_check.log)"
   fi
@@ -243,10 +243,10 @@ else
     status=1
   fi
 
-  step "kvshift run with live costs on CUDA: bench/scenarios/gpu-live-smollm2-seeded.json"
+  step "kvshift run with live costs on CUDA: bench/gpu/gpu-live-smollm2-seeded.json"
   # A copy with absolute paths and live.model set to the folder just timed.
   live="$build/gpu-live-smollm2.json"
-  python3 - "$root/bench/scenarios/gpu-live-smollm2-seeded.json" "$model" "$live" <<'PY'
+  python3 - "$root/bench/gpu/gpu-live-smollm2-seeded.json" "$model" "$live" <<'PY'
 import json, os, sys
 src, model, dst = sys.argv[1:4]
 d = json.load(open(src))

@@ -48,6 +48,14 @@ done
 "$KV" quality --model "$MODEL" --corpus data/corpus/jargon.tokens $POLICIES \
   --policy "prune:proxykv:$WORK/mapper-global/mapper.safetensors" --budget global \
   --history 1024 --eval 128 --windows 32 --out "$WORK/quality-jargon-global"
+# The per-head and the global mapper (labels proxykv, proxykv-2 as in quality-kjv-global) at 512
+# and 2,048 history tokens: ProxyKV's ΔNLL by context, which scenarios charge per move.
+for h in 512 2048; do
+  "$KV" quality --model "$MODEL" --corpus data/corpus/kjv.tokens --span 0.8:1 \
+    --policy "prune:proxykv:$WORK/mapper/mapper.safetensors" \
+    --policy "prune:proxykv:$WORK/mapper-global/mapper.safetensors" --budget global \
+    --history "$h" --eval 128 --windows 32 --retention 0.3,0.5,0.7 --out "$WORK/quality-kjv-global-h$h"
+done
 cp "$WORK/dataset/manifest.json" "$HERE/dataset-manifest.json"
 cp "$WORK/mapper/mapper.json" "$WORK/mapper/mapper.safetensors" "$WORK/mapper/train.log" "$HERE/"
 cp "$WORK/dataset-320/manifest.json" "$HERE/dataset-320-manifest.json"
@@ -55,6 +63,6 @@ for m in mapper-global mapper-global-320; do
   mkdir -p "$HERE/$m"
   cp "$WORK/$m/mapper.json" "$WORK/$m/mapper.safetensors" "$WORK/$m/train.log" "$HERE/$m/"
 done
-for d in kjv jargon kjv-h512 kjv-h2048 kjv-global jargon-global; do
+for d in kjv jargon kjv-h512 kjv-h2048 kjv-global jargon-global kjv-global-h512 kjv-global-h2048; do
   for f in quality.json quality.md quality.svg; do cp "$WORK/quality-$d/$f" "$HERE/${f%%.*}-$d.${f#*.}"; done
 done
