@@ -6,7 +6,6 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <iostream>
 #include <optional>
@@ -15,6 +14,7 @@
 #include "apps/kvshift/command.hpp"
 #include "apps/kvshift/support_costs.hpp"
 #include "apps/kvshift/support_interrupt.hpp"
+#include "apps/kvshift/support_out_folder.hpp"
 #include "cost_model/input_error.hpp"
 #include "input/scenario_loader.hpp"
 #include "reports/atomic_file.hpp"
@@ -41,10 +41,7 @@ namespace fs = std::filesystem;
 
 /// kvshift-out/<name>-<time>, with -2, -3, ... when a run in the same second took it.
 std::string default_out_dir(const std::string& name) {
-  char stamp[32];
-  const std::time_t t = std::time(nullptr);
-  std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&t));
-  const std::string base = "kvshift-out/" + name + "-" + stamp;
+  const std::string base = default_dir_base(name);
   std::string out = base;
   std::error_code ec;
   for (int n = 2; fs::exists(fs::symlink_status(out, ec)) && n < 1000; ++n) {

@@ -11,11 +11,15 @@ namespace kvshift::app {
 
 namespace fs = std::filesystem;
 
-fs::path fresh_default_dir(const std::string& name) {
+std::string default_dir_base(const std::string& name) {
   char stamp[32];
   const std::time_t t = std::time(nullptr);
   std::strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", std::localtime(&t));
-  const std::string base = "kvshift-out/" + name + "-" + stamp;
+  return "kvshift-out/" + name + "-" + stamp;
+}
+
+fs::path fresh_default_dir(const std::string& name) {
+  const std::string base = default_dir_base(name);
   std::error_code ec;
   fs::create_directories("kvshift-out", ec);
   for (int n = 1; n < 1000; ++n) {

@@ -13,6 +13,9 @@
 
 namespace kvshift::app {
 
+/// kvshift-out/<name>-<time>: the default output folder's name before any -2, -3 suffix.
+std::string default_dir_base(const std::string& name);
+
 /// Creates and returns kvshift-out/<name>-<time> (empty), or <name>-<time>-2, -3, ... when
 /// taken: creation is atomic, so two processes never get the same folder.
 std::filesystem::path fresh_default_dir(const std::string& name);
