@@ -92,19 +92,25 @@ TEST(DeltaNllSource, AHandWrittenOverrideOfACalibratedTopologyIsLabelled) {
 TEST(DeltaNllSource, ProxyKvChargesTheNamedMapperOfAFileThatMeasuredSeveral) {
   const input::ScenarioSpec spec = input::load_scenario_file(kScenarios + "/smollm2-proxykv.json");
   ASSERT_TRUE(spec.proxy_kv);
-  EXPECT_NEAR(spec.proxy_kv->delta_nll, 0.0192508665461677, 1e-15);
+  // Measured at 512, 1,024 and 2,048 history tokens; the figure given is the 512 one.
+  ASSERT_EQ(spec.proxy_kv->delta_nll_by_context.size(), 3u);
+  EXPECT_NEAR(spec.proxy_kv->delta_nll_by_context[1].delta_nll, 0.0192508665461677, 1e-15);
+  EXPECT_EQ(spec.proxy_kv->delta_nll, spec.proxy_kv->delta_nll_by_context[0].delta_nll);
   ASSERT_TRUE(spec.proxy_kv->over_eps_share);
-  EXPECT_DOUBLE_EQ(*spec.proxy_kv->over_eps_share, 0.65625);  // 21 of 32 requests
+  EXPECT_DOUBLE_EQ(*spec.proxy_kv->over_eps_share, 0.65625);  // 21 of 32 requests at 512
   EXPECT_DOUBLE_EQ(spec.proxy_kv->eps, 0.01);
-  EXPECT_TRUE(has(spec.proxy_kv->delta_nll_source, "at 1024 history tokens"));
+  EXPECT_TRUE(has(spec.proxy_kv->delta_nll_source, "measured at 512, 1024, 2048 history tokens"));
   const json summary = summary_of(spec);
   const json& q = summary["strategies"]["proxy_kv"]["quality"];
   const std::int64_t moves = q["proxy_kv_moves"];
   ASSERT_GT(moves, 0);
   EXPECT_NEAR(q["proxy_kv_expected_requests_over_eps"].get<double>(), 0.65625 * moves, 1e-9);
-  EXPECT_TRUE(has(q["proxy_kv_over_eps_source"], "quality-kjv-global.json (fnv1a64:"));
+  EXPECT_TRUE(has(q["proxy_kv_over_eps_source"], "quality-kjv-global-h512.json (fnv1a64:"));
 
+  // One file that measured three mappers: the label picks one.
   json j = scenario_json("smollm2-proxykv.json");
+  j["proxy_kv"]["quality"] = "../results/proxykv/smollm2-135m/quality-kjv-global.json";
+  ASSERT_TRUE(input::try_load_scenario_text(j.dump(), "one-file", kScenarios).problems.empty());
   j["proxy_kv"].erase("quality_label");
   auto load = input::try_load_scenario_text(j.dump(), "no-label", kScenarios);
   ASSERT_FALSE(load.problems.empty());
