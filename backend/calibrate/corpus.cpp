@@ -90,7 +90,9 @@ RequestCounts parse_request_counts(const std::string& text, const RequestCounts&
   if (c.fit < 2)
     throw InputError(field + ": fit needs at least 2 requests (one is held out to choose lambda)");
   if (c.select < 1) throw InputError(field + ": select needs at least 1 request");
-  if (c.test < 1) throw InputError(field + ": test needs at least 1 request");
+  // One test request would report a zero-width "95 % interval" around its own value.
+  if (c.test < 2)
+    throw InputError(field + ": test needs at least 2 requests (for its 95 % interval)");
   return c;
 }
 

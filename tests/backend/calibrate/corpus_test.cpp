@@ -48,6 +48,10 @@ TEST(Corpus, ParsesRequestCounts) {
   EXPECT_NE(message_of([] { parse_request_counts("fit:1", {}, "--requests"); }).find("at least 2"),
             std::string::npos);
   EXPECT_NE(message_of([] {
+              parse_request_counts("test:1", {}, "--requests");
+            }).find("test needs at least 2 requests"),
+            std::string::npos);
+  EXPECT_NE(message_of([] {
               parse_request_counts("fit:3,fit:4", {}, "--requests");
             }).find("more than once"),
             std::string::npos);
