@@ -52,10 +52,9 @@ MovePlan replay_plan(const MoveState& st) {
 }  // namespace
 
 std::optional<Strategy> strategy_named(std::string_view name) {
-  for (Strategy s : kConcreteStrategies) {
+  for (Strategy s : kAllStrategies) {
     if (name == strategy_name(s)) return s;
   }
-  if (name == strategy_name(Strategy::kAdaptive)) return Strategy::kAdaptive;
   return std::nullopt;
 }
 
@@ -156,6 +155,33 @@ MovePlan plan_move(Strategy s, const MoveMethods& methods, const MoveState& st) 
       break;
   }
   return p;
+}
+
+MoveRoute make_route(const MovePlan& plan, int src, int predictor_src, int dst,
+                     BitsPerSecond host_link, const PathFinder& path_to) {
+  MoveRoute route;
+  route.host_link = host_link;
+  auto leg = [&](int from, MoveRoute::Leg& kind, Path& path) {
+    if (from < 0) {
+      kind = MoveRoute::Leg::kNone;
+    } else if (from == dst) {
+      kind = MoveRoute::Leg::kLocal;
+    } else if (const std::optional<Path> p = path_to(from, dst)) {
+      kind = MoveRoute::Leg::kNetwork;
+      path = *p;
+    } else {
+      kind = MoveRoute::Leg::kUnreachable;
+    }
+  };
+  leg(src, route.data, route.data_path);
+  if (plan.predictor.count > 0) {
+    if (predictor_src == src && src != dst) {
+      route.predictor = MoveRoute::Leg::kWithData;  // two flows on one path share it
+    } else {
+      leg(predictor_src, route.predictor, route.predictor_path);
+    }
+  }
+  return route;
 }
 
 std::int64_t leg_ns(MoveRoute::Leg leg, const Path& path, BitsPerSecond host_link, Bytes bytes) {

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -64,6 +65,17 @@ constexpr const char* strategy_name(Strategy s) {
 inline constexpr Strategy kConcreteStrategies[] = {
     Strategy::kFullKv,  Strategy::kTokenReplay,     Strategy::kRiskKv,
     Strategy::kProxyKv, Strategy::kPrefixRecompute, Strategy::kHybrid};
+
+/// Every strategy a scenario may name, in the order files and messages list them.
+inline constexpr Strategy kAllStrategies[] = {
+    Strategy::kFullKv,          Strategy::kTokenReplay, Strategy::kRiskKv,  Strategy::kProxyKv,
+    Strategy::kPrefixRecompute, Strategy::kHybrid,      Strategy::kAdaptive};
+
+/// The strategies an analytic crossover map ranks (`sweep --analytic`, its report chart):
+/// those whose closed form needs no quality cost or split to compare. ProxyKV is reported
+/// beside them, not ranked.
+inline constexpr Strategy kCrossoverStrategies[] = {Strategy::kFullKv, Strategy::kTokenReplay,
+                                                    Strategy::kRiskKv};
 
 /// The strategy called `name` (adaptive included); empty for none.
 std::optional<Strategy> strategy_named(std::string_view name);
@@ -172,6 +184,15 @@ struct MoveEstimate {
   std::int64_t ids_lead_ns = 0;
   std::int64_t total_ns() const { return transfer_ns + queue_ns + compute_ns - overlap_ns; }
 };
+
+/// The path between two nodes now, or nothing when one cannot reach the other.
+using PathFinder = std::function<std::optional<Path>(int from, int to)>;
+
+/// The legs `plan` travels to node `dst`: its data from `src` and its predictors (when it ships
+/// any) from `predictor_src` (-1: no such node; the same node as `dst`: over its host link). A
+/// predictor from the data's own source rides with the data.
+MoveRoute make_route(const MovePlan& plan, int src, int predictor_src, int dst,
+                     BitsPerSecond host_link, const PathFinder& path_to);
 
 /// Nanoseconds of one leg: latency, then 8·bytes/B (0 for no bytes or no leg). The data
 /// leg of a plan that ships KV also pays engine_ns(plan.descriptors) before its bytes flow.

@@ -47,30 +47,13 @@ std::int64_t closed_form_move_ns(const input::ScenarioSpec& spec, const sim::Mov
       src < 0 ? cost_model::SourceKv::kNone : cost_model::SourceKv::kFull, true,
       m.predictor_bytes == 0};
   cost_model::MovePlan plan = cost_model::plan_move(strategy, methods, state);
-  auto leg = [&](int from, cost_model::MoveRoute::Leg& kind, cost_model::Path& path) {
-    using Leg = cost_model::MoveRoute::Leg;
-    if (from < 0) {
-      kind = Leg::kNone;
-    } else if (from == dst) {
-      kind = Leg::kLocal;
-    } else if (const sim::Route* r =
-                   topo.route(static_cast<sim::NodeId>(from), static_cast<sim::NodeId>(dst))) {
-      kind = Leg::kNetwork;
-      path = {topo.bottleneck(*r), r->latency.to_seconds()};
-    } else {
-      kind = Leg::kUnreachable;
-    }
+  const cost_model::PathFinder path_to = [&](int from, int to) -> std::optional<cost_model::Path> {
+    const sim::Route* r = topo.route(static_cast<sim::NodeId>(from), static_cast<sim::NodeId>(to));
+    if (!r) return std::nullopt;
+    return cost_model::Path{topo.bottleneck(*r), r->latency.to_seconds()};
   };
-  cost_model::MoveRoute route;
-  route.host_link = spec.gpu.host_link;
-  leg(src, route.data, route.data_path);
-  if (plan.predictor.count > 0) {
-    if (pred == src && src != dst) {
-      route.predictor = cost_model::MoveRoute::Leg::kWithData;
-    } else {
-      leg(pred, route.predictor, route.predictor_path);
-    }
-  }
+  const cost_model::MoveRoute route =
+      cost_model::make_route(plan, src, pred, dst, spec.gpu.host_link, path_to);
   plan = cost_model::balance_hybrid(std::move(plan), methods, route, 0, compute);
   const cost_model::MoveEstimate e = cost_model::estimate_move(plan, methods, route, 0, compute);
   return e.reachable ? e.total_ns() : -1;

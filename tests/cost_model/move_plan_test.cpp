@@ -129,5 +129,38 @@ TEST(PickFastest, FastestFeasibleWithinTheBudgetTiesToTheEarlier) {
   }
 }
 
+TEST(MakeRoute, EachLegIsLocalNetworkUnreachableOrNoneAndAPredictorFromTheSourceRidesWithIt) {
+  using Leg = MoveRoute::Leg;
+  // Nodes 0-2 reach one another; node 3 reaches nothing.
+  std::vector<std::pair<int, int>> asked;
+  const PathFinder path_to = [&](int from, int to) -> std::optional<Path> {
+    asked.emplace_back(from, to);
+    if (from == 3 || to == 3) return std::nullopt;
+    return Path{BitsPerSecond{1e9 * (from + 1)}, Seconds{1e-3 * (to + 1)}};
+  };
+  const BitsPerSecond host{256e9};
+  MovePlan plan;
+  MoveRoute r = make_route(plan, 0, 1, 2, host, path_to);
+  EXPECT_EQ(r.data, Leg::kNetwork);
+  EXPECT_EQ(r.data_path.bandwidth.value, 1e9);
+  EXPECT_EQ(r.data_path.latency.value, 3e-3);
+  EXPECT_EQ(r.predictor, Leg::kNone) << "a plan without predictors has no predictor leg";
+  EXPECT_EQ(r.host_link.value, host.value);
+  EXPECT_EQ(asked.size(), 1u);
+
+  plan.predictor = Bytes{1000};
+  r = make_route(plan, 0, 1, 2, host, path_to);
+  EXPECT_EQ(r.predictor, Leg::kNetwork);
+  EXPECT_EQ(r.predictor_path.bandwidth.value, 2e9);
+  EXPECT_EQ(make_route(plan, 0, 0, 2, host, path_to).predictor, Leg::kWithData);
+  EXPECT_EQ(make_route(plan, 2, 2, 2, host, path_to).predictor, Leg::kLocal)
+      << "on the destination's own node both legs use its host link";
+  EXPECT_EQ(make_route(plan, 2, 2, 2, host, path_to).data, Leg::kLocal);
+  EXPECT_EQ(make_route(plan, 3, 1, 2, host, path_to).data, Leg::kUnreachable);
+  EXPECT_EQ(make_route(plan, -1, 3, 2, host, path_to).data, Leg::kNone);
+  EXPECT_EQ(make_route(plan, -1, 3, 2, host, path_to).predictor, Leg::kUnreachable);
+  EXPECT_EQ(make_route(plan, 0, -1, 2, host, path_to).predictor, Leg::kNone);
+}
+
 }  // namespace
 }  // namespace kvshift::cost_model
