@@ -41,6 +41,7 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
       costs_(costs),
       pool_costs_(std::move(pool_costs)),
       strategy_(strategy),
+      policy_(make_move_policy(strategy)),
       records_(records),
       workload_(spec.workload, derive_seed(spec.seed, 1), spec.duration, draws(spec)),
       router_(spec.pools.empty() ? spec.policies.router : spec.pools.front().router,
@@ -61,8 +62,8 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
     dep.predictor_bytes = cost_model::predictor_bytes(dep.methods).count;
     dep.predictors =
         std::make_unique<PredictorCache>(n, !budget || budget->count >= dep.predictor_bytes);
-    // Pools: its arrivals prefill in its prefill pools (in its decode pools under token
-    // replay, which is decode-side prefill: no disaggregation); they decode in the others.
+    // Pools: its arrivals prefill in its prefill pools (in its decode pools when the policy
+    // prefills where it decodes: no disaggregation); they decode in the others.
     PoolSet prefill = 0, decode = 0;
     for (int p : dep.spec.pools) {
       (spec.pools[static_cast<std::size_t>(p)].role == PoolRole::kPrefill ? prefill : decode) |=
@@ -70,7 +71,7 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
     }
     if (!spec.pools.empty()) {
       dep.decode_pools = decode;
-      dep.arrival_pools = prefill == 0 || strategy == Strategy::kTokenReplay ? decode : prefill;
+      dep.arrival_pools = prefill == 0 || policy_->prefills_where_it_decodes() ? decode : prefill;
     }
     if (!spec.deployments.empty()) result_.deployments.push_back({dep.spec.name, {}});
   }
@@ -464,8 +465,7 @@ void ServingModel::start_prefill(Request& r, int gpu) {
   // ProxyKV scores come from the proxy, asynchronously to the target's prefill.
   const std::optional<ProxyKvSpec>& proxy = deployment(r).spec.proxy_kv;
   const bool scoring =
-      proxy && (strategy_ == Strategy::kProxyKv || strategy_ == Strategy::kAdaptive ||
-                spec_.protection.mode == ProtectionMode::kProxyKv);
+      proxy && (policy_->needs_scores() || spec_.protection.mode == ProtectionMode::kProxyKv);
   if (scoring) {
     // On the target's GPU (a second stream sharing its compute) or on the node's proxy GPU.
     GpuWorker& scorer = proxy->placement == ProxyPlacement::kProxyGpu
@@ -482,8 +482,7 @@ void ServingModel::start_prefill(Request& r, int gpu) {
 }
 
 void ServingModel::try_handoff(Request& r) {
-  // ProxyKV prunes by the proxy's scores: its handoff waits for them (adaptive does not).
-  if (strategy_ == Strategy::kProxyKv && deployment(r).spec.proxy_kv && !r.scored) return;
+  if (policy_->handoff_waits_for_scores() && deployment(r).spec.proxy_kv && !r.scored) return;
   start_move(r, MoveTrigger::kHandoff, r.gpu >= 0 ? node_of(r.gpu) : -1, r.handoff_since);
 }
 

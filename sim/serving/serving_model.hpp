@@ -13,6 +13,7 @@
 //   PrefixCache     one GPU's reusable prompt blocks (prefix_cache.hpp)
 //   GpuWorker       one GPU's compute timeline (gpu_worker.hpp)
 //   MovePlan        a move's bytes, GPU work, quality and price (cost_model/move_plan.hpp)
+//   MovePolicy      how the run's strategy picks each move (move_policy.hpp)
 // and the move lifecycle (serving_moves.cpp): planned -> transferring ->
 // rebuilding -> done | failed | cancelled | unfinished, each reached once.
 //
@@ -67,6 +68,7 @@
 #include "sim/serving/copy_queue.hpp"
 #include "sim/serving/fabric.hpp"
 #include "sim/serving/gpu_worker.hpp"
+#include "sim/serving/move_policy.hpp"
 #include "sim/serving/predictor_cache.hpp"
 #include "sim/serving/prefix_cache.hpp"
 #include "sim/serving/replica_store.hpp"
@@ -231,17 +233,13 @@ class ServingModel final : public GpuListener {
   void drop_replica(Request& r);
 
   // Moves (serving_moves.cpp).
-  struct Choice {
-    cost_model::MoveCandidate option;  ///< plan, estimate and destination GPU
-    int src = -1;                      ///< node the bytes come from (-1: none)
-    std::string fallback;              ///< why the plan differs from the run's strategy
-  };
   cost_model::SourceKv source_kv(const Request& r, bool from_replica, int src) const;
   cost_model::MoveRoute route_of(const cost_model::MovePlan& plan, int src, int dst_node);
   cost_model::MoveCandidate candidate(Strategy s, const Request& r,
                                       const cost_model::MoveState& state, int src, int gpu);
-  Choice choose_move(const Request& r, bool from_replica, int src,
-                     const std::vector<int>& destinations);
+  /// The run's policy's move for `r` onto one of `destinations` (else replay from the router).
+  MoveChoice choose_move(const Request& r, bool from_replica, int src,
+                         const std::vector<int>& destinations);
   void start_move(Request& r, MoveTrigger trigger, int from_node, std::int64_t stall_since);
   Move* find_move(std::uint64_t request, std::uint64_t id);
   void launch(std::uint64_t request);
@@ -367,6 +365,7 @@ class ServingModel final : public GpuListener {
   const ServingCosts& costs_;
   std::vector<const ServingCosts*> pool_costs_;
   Strategy strategy_;
+  std::unique_ptr<MovePolicy> policy_;  ///< how the strategy picks each move
   RecordOptions records_;
   RunResult result_;
   Workload workload_;

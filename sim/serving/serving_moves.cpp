@@ -37,28 +37,15 @@ SourceKv ServingModel::source_kv(const Request& r, bool from_replica, int src) c
 }
 
 MoveRoute ServingModel::route_of(const MovePlan& plan, int src, int dst_node) {
-  MoveRoute route;
-  route.host_link = spec_.gpu.host_link;
-  auto leg = [&](int from, MoveRoute::Leg& kind, cost_model::Path& path) {
-    if (from < 0) {
-      kind = MoveRoute::Leg::kNone;
-    } else if (from == dst_node) {
-      kind = MoveRoute::Leg::kLocal;
-    } else if (const auto p = fabric_.path(node_id(from), node_id(dst_node))) {
-      kind = MoveRoute::Leg::kNetwork;
-      path = {fabric_.available_bandwidth(node_id(from), node_id(dst_node)), p->latency};
-    } else {
-      kind = MoveRoute::Leg::kUnreachable;
-    }
+  // The bandwidth a new flow would get now, not the path's idle capacity.
+  const cost_model::PathFinder path_to = [this](int from,
+                                                int to) -> std::optional<cost_model::Path> {
+    const auto p = fabric_.path(node_id(from), node_id(to));
+    if (!p) return std::nullopt;
+    return cost_model::Path{fabric_.available_bandwidth(node_id(from), node_id(to)), p->latency};
   };
-  leg(src, route.data, route.data_path);
-  if (plan.predictor.count > 0) {
-    if (predictor_source_ == src && src != dst_node) {
-      route.predictor = MoveRoute::Leg::kWithData;  // two flows on one path share it
-    } else {
-      leg(predictor_source_, route.predictor, route.predictor_path);
-    }
-  }
+  MoveRoute route =
+      cost_model::make_route(plan, src, predictor_source_, dst_node, spec_.gpu.host_link, path_to);
   const PredictorCache& predictors = *served_at(dst_node).predictors;
   if (plan.strategy == Strategy::kRiskKv &&
       predictors.state(dst_node) == PredictorCache::State::kFetching) {
@@ -88,60 +75,19 @@ MoveCandidate ServingModel::candidate(Strategy s, const Request& r,
   return {std::move(plan), e, gpu};
 }
 
-ServingModel::Choice ServingModel::choose_move(const Request& r, bool from_replica, int src,
-                                               const std::vector<int>& destinations) {
-  const cost_model::MoveState state{r.context, from_replica ? r.replicated : r.context,
-                                    source_kv(r, from_replica, src), r.scored, false};
-  const std::optional<double> budget = spec_.policies.quality_budget;
-  auto chosen = [&](MoveCandidate c, int from, std::string fallback) {
-    if (fallback.empty()) fallback = c.plan.note;
-    return Choice{std::move(c), from, std::move(fallback)};
-  };
-  if (strategy_ == Strategy::kAdaptive) {
-    // Every (strategy, destination) pair, priced against that GPU's own queue.
-    std::vector<MoveCandidate> options;
-    for (int gpu : destinations) {
-      for (Strategy s : cost_model::kConcreteStrategies)
-        options.push_back(candidate(s, r, state, src, gpu));
-    }
-    if (const auto best = cost_model::pick_fastest(options, budget)) {
-      return chosen(std::move(options[*best]), src, "");
-    }
-  } else {
-    std::string why;
-    for (int gpu : destinations) {
-      MoveCandidate c = candidate(strategy_, r, state, src, gpu);
-      if (!c.plan.feasible()) {
-        why = c.plan.infeasible;
-        break;
-      }
-      if (budget && c.plan.delta_nll > *budget) {
-        why = "its ΔNLL " + std::to_string(c.plan.delta_nll) + " is over the quality budget " +
-              std::to_string(*budget);
-        break;
-      }
-      if (c.estimate.reachable) return chosen(std::move(c), src, "");
-      why = src >= 0 ? "the source " + spec_.cluster.nodes[static_cast<std::size_t>(src)].name +
-                           " cannot reach a destination with room"
-                     : "the predictor store cannot reach a destination with room";
-    }
-    for (Strategy s : {Strategy::kFullKv, Strategy::kTokenReplay}) {
-      for (int gpu : destinations) {
-        MoveCandidate c = candidate(s, r, state, src, gpu);
-        if (c.plan.feasible() && c.estimate.reachable) {
-          return chosen(std::move(c), src,
-                        std::string("fallback to ") + strategy_name(c.plan.strategy) + ": " +
-                            strategy_name(strategy_) + " cannot run here (" + why + ")");
-        }
-      }
-    }
-  }
-  // Nothing the source can reach: replay from the token ids the router holds.
-  cost_model::MoveState none = state;
-  none.source = SourceKv::kNone;
-  return chosen(candidate(Strategy::kTokenReplay, r, none, -1, destinations.front()), -1,
-                "replay from the router's token ids: no destination is reachable from the " +
-                    std::string(src >= 0 ? "source" : "replica"));
+MoveChoice ServingModel::choose_move(const Request& r, bool from_replica, int src,
+                                     const std::vector<int>& destinations) {
+  MoveAsk ask;
+  ask.state = {r.context, from_replica ? r.replicated : r.context, source_kv(r, from_replica, src),
+               r.scored, false};
+  ask.src = src;
+  if (src >= 0) ask.src_name = spec_.cluster.nodes[static_cast<std::size_t>(src)].name;
+  ask.destinations = destinations;
+  ask.quality_budget = spec_.policies.quality_budget;
+  const MovePricer price = [this, &r](Strategy s, const cost_model::MoveState& state, int from,
+                                      int gpu) { return candidate(s, r, state, from, gpu); };
+  if (std::optional<MoveChoice> c = policy_->choose(ask, price)) return std::move(*c);
+  return replay_from_router(ask, price);
 }
 
 // ------------------------------------------------------------ execution
@@ -184,7 +130,7 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
     r.context = st->context;
     r.remaining = st->remaining;
   }
-  Choice c = choose_move(r, from_replica, src, dests);
+  MoveChoice c = choose_move(r, from_replica, src, dests);
   if (handoff && src < 0) {
     c.fallback = "decode-side prefill from the token ids: the handoff from the prefill GPU failed";
   }
