@@ -1,6 +1,7 @@
 // Scenario sections other than cluster, workload and the two methods: model,
 // GPU, KV protection, events, policies, predictors, cost source, SLO, outputs.
 #include <algorithm>
+#include <array>
 #include <filesystem>
 
 #include "cost_model/input_error.hpp"
@@ -23,6 +24,16 @@ std::string bare(const InputError& e) {
 bool looks_like_path(const std::string& s) {
   return s.find('/') != std::string::npos || s.ends_with(".json");
 }
+
+/// The names a scenario may give a strategy: the cost model's, in its order.
+constexpr auto kStrategyNames = [] {
+  std::array<std::pair<std::string_view, sim::Strategy>, std::size(cost_model::kAllStrategies)> t;
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    t[i] = {cost_model::strategy_name(cost_model::kAllStrategies[i]),
+            cost_model::kAllStrategies[i]};
+  }
+  return t;
+}();
 
 }  // namespace
 
@@ -155,15 +166,7 @@ sim::PolicySpec parse_policies(const Reader& r) {
       Json wrapper = {{"strategy", e.node()}};
       Diagnostics local;
       Reader w(wrapper, "", local);
-      auto s = enum_field<sim::Strategy>(w, "strategy",
-                                         {{"full_kv", sim::Strategy::kFullKv},
-                                          {"token_replay", sim::Strategy::kTokenReplay},
-                                          {"risk_kv", sim::Strategy::kRiskKv},
-                                          {"proxy_kv", sim::Strategy::kProxyKv},
-                                          {"prefix_recompute", sim::Strategy::kPrefixRecompute},
-                                          {"hybrid", sim::Strategy::kHybrid},
-                                          {"adaptive", sim::Strategy::kAdaptive}},
-                                         true);
+      auto s = enum_field<sim::Strategy>(w, "strategy", kStrategyNames, true);
       for (const std::string& item : local.items()) {
         e.problem(item.substr(item.find(": ") + 2));
       }

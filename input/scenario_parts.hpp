@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -43,8 +44,7 @@ std::string closest_name(const std::string& word, const std::vector<std::string>
 /// Reads an enum written as a string; the problem lists the allowed names (and a did-you-mean).
 template <class E>
 std::optional<E> enum_field(const Reader& r, std::string_view key,
-                            std::initializer_list<std::pair<std::string_view, E>> table,
-                            bool required) {
+                            std::span<const std::pair<std::string_view, E>> table, bool required) {
   auto s = r.string(key, required);
   if (!s) return std::nullopt;
   std::string names;
@@ -58,6 +58,12 @@ std::optional<E> enum_field(const Reader& r, std::string_view key,
       "expected one of " + names + " (got \"" + *s + "\")" + closest_name(*s, all);
   r.problem(key, msg);
   return std::nullopt;
+}
+template <class E>
+std::optional<E> enum_field(const Reader& r, std::string_view key,
+                            std::initializer_list<std::pair<std::string_view, E>> table,
+                            bool required) {
+  return enum_field(r, key, std::span(table.begin(), table.size()), required);
 }
 
 /// True when `key` holds an integral float too large for int64 (Reader::integer must not see it).

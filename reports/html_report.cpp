@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "cost_model/input_error.hpp"
+#include "cost_model/move_plan.hpp"
 #include "reports/atomic_file.hpp"
 #include "reports/strategy_metrics.hpp"
 #include "util/csv.hpp"
@@ -287,7 +288,9 @@ json analytic_part(const Csv& csv) {
   const int kc = csv.col("omitted_groups"), tc = csv.col("tokens"),
             fc = csv.col("bandwidth_from_bps"), toc = csv.col("bandwidth_to_bps"),
             wc = csv.col("winner");
-  const std::vector<std::string> categories = {"full_kv", "token_replay", "risk_kv"};
+  std::vector<std::string> categories;
+  for (cost_model::Strategy s : cost_model::kCrossoverStrategies)
+    categories.emplace_back(cost_model::strategy_name(s));
   std::map<int, std::map<double, std::vector<std::array<double, 3>>>>
       bands;  // k -> tokens -> bands
   double bmin = INFINITY, bmax = 0;

@@ -10,13 +10,16 @@
 
 #include "cost_model/input_error.hpp"
 #include "cost_model/latency.hpp"
+#include "cost_model/move_plan.hpp"
 #include "cost_model/omission_plan.hpp"
 #include "cost_model/storage.hpp"
 
 namespace kvshift::sweep {
 namespace {
 
-constexpr const char* kRanked[] = {"full_kv", "token_replay", "risk_kv"};
+const char* ranked_name(int i) {
+  return cost_model::strategy_name(cost_model::kCrossoverStrategies[i]);
+}
 
 std::vector<std::string> split_list(std::string_view text) {
   std::vector<std::string> out;
@@ -108,7 +111,8 @@ Row evaluate_row(const AnalyticSetup& s, const AnalyticGrid& grid, int k, std::i
   double band_start = 0, previous = 0;
   auto close_band = [&] {
     if (current >= 0) {
-      row.winners += prefix + g9(band_start) + "," + g9(previous) + "," + kRanked[current] + "\n";
+      row.winners +=
+          prefix + g9(band_start) + "," + g9(previous) + "," + ranked_name(current) + "\n";
     }
   };
   for (double b : grid.bandwidths_bps) {
@@ -121,9 +125,11 @@ Row evaluate_row(const AnalyticSetup& s, const AnalyticGrid& grid, int k, std::i
                       (r.crossover_full ? g9(r.crossover_full->value) : "") + "," +
                       (r.crossover_replay ? g9(r.crossover_replay->value) : "") + "\n";
     }
-    const double t[3] = {r.full_kv.value, r.token_replay.value, r.risk_kv.value};
+    // In kCrossoverStrategies' order.
+    const double t[] = {r.full_kv.value, r.token_replay.value, r.risk_kv.value};
+    static_assert(std::size(t) == std::size(cost_model::kCrossoverStrategies));
     int best = 0;
-    for (int i = 1; i < 3; ++i) best = t[i] < t[best] ? i : best;
+    for (int i = 1; i < static_cast<int>(std::size(t)); ++i) best = t[i] < t[best] ? i : best;
     if (best != current) {
       close_band();
       current = best;
@@ -132,7 +138,7 @@ Row evaluate_row(const AnalyticSetup& s, const AnalyticGrid& grid, int k, std::i
     previous = b;
     if (with_points) {
       row.points += g9(b) + "," + prefix + g9(t[0]) + "," + g9(t[1]) + "," + g9(t[2]) + "," +
-                    g9(r.proxy_kv.value) + "," + kRanked[best] + "\n";
+                    g9(r.proxy_kv.value) + "," + ranked_name(best) + "\n";
     }
   }
   close_band();

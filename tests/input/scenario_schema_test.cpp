@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "cost_model/move_plan.hpp"
 #include "input/scenario_keys.hpp"
 #include "tests/testing/run_command.hpp"
 
@@ -48,6 +49,16 @@ TEST(ScenarioSchema, IsDraft202012AndClosed) {
       EXPECT_EQ(def.value("additionalProperties", true), false) << name;
     }
   }
+}
+
+TEST(ScenarioSchema, NamesEveryStrategyTheCostModelHasInItsOrder) {
+  std::vector<std::string> names;
+  for (cost_model::Strategy st : cost_model::kAllStrategies)
+    names.emplace_back(cost_model::strategy_name(st));
+  const json e =
+      schema().at(json::json_pointer("/$defs/policies/properties/strategies/items/enum"));
+  EXPECT_EQ(e.get<std::vector<std::string>>(), names)
+      << "a strategy added to cost_model/move_plan.hpp must be added to schema.json";
 }
 
 TEST(ScenarioSchema, EveryFieldHasADescription) {
