@@ -2,34 +2,23 @@
 #include "testbed/testbed_moves.hpp"
 
 #include <algorithm>
-#include <cmath>
-#include <random>
 
 #include "cost_model/input_error.hpp"
+#include "sim/workload.hpp"
 
 namespace kvshift::testbed {
 namespace {
 
 using cost_model::Strategy;
 
-std::int64_t draw_tokens(const sim::WorkloadSpec& w, std::mt19937_64& rng) {
+/// A context length: a random trace row's prompt, else the workload's prompt distribution drawn
+/// as the simulator draws it (sim::sample_tokens, the same generator and numbers).
+std::int64_t draw_tokens(const sim::WorkloadSpec& w, sim::Rng& rng) {
   if (w.arrival == sim::ArrivalKind::kTrace && !w.trace.empty()) {
-    return w.trace[std::uniform_int_distribution<std::size_t>(0, w.trace.size() - 1)(rng)]
-        .prompt_tokens;
+    const auto last = static_cast<std::int64_t>(w.trace.size()) - 1;
+    return w.trace[static_cast<std::size_t>(rng.uniform_int(0, last))].prompt_tokens;
   }
-  const sim::TokenDist& d = w.prompt_tokens;
-  switch (d.kind) {
-    case sim::TokenDistKind::kFixed:
-      return d.value;
-    case sim::TokenDistKind::kUniform:
-      return std::uniform_int_distribution<std::int64_t>(d.min, d.max)(rng);
-    case sim::TokenDistKind::kLognormal: {
-      const double s2 = std::log1p(d.cv * d.cv);
-      std::lognormal_distribution<double> ln(std::log(d.mean) - s2 / 2, std::sqrt(s2));
-      return std::clamp<std::int64_t>(std::llround(ln(rng)), d.min, d.max);
-    }
-  }
-  return d.value;
+  return sim::sample_tokens(w.prompt_tokens, rng);
 }
 
 std::vector<std::string> gpu_nodes(const input::ScenarioSpec& spec) {
@@ -87,7 +76,7 @@ std::vector<PlannedMove> choose_moves(const input::ScenarioSpec& spec, const Clu
                                       std::uint64_t seed) {
   const std::vector<std::string> gpus = gpu_nodes(spec);
   const std::vector<Strategy> strategies = testbed_strategies(spec);
-  std::mt19937_64 rng(seed);
+  sim::Rng rng(seed);
   std::vector<PlannedMove> moves;
   auto context = [&](PlannedMove& m) {
     const std::int64_t t = std::max<std::int64_t>(1, draw_tokens(spec.workload, rng));
@@ -98,8 +87,9 @@ std::vector<PlannedMove> choose_moves(const input::ScenarioSpec& spec, const Clu
     for (std::int64_t i = 0; i < synthetic; ++i) {
       PlannedMove m;
       m.strategy = strategies[static_cast<std::size_t>(i) % strategies.size()];
-      const std::size_t a = std::uniform_int_distribution<std::size_t>(0, gpus.size() - 1)(rng);
-      std::size_t b = std::uniform_int_distribution<std::size_t>(0, gpus.size() - 2)(rng);
+      const auto n = static_cast<std::int64_t>(gpus.size());
+      const auto a = static_cast<std::size_t>(rng.uniform_int(0, n - 1));
+      auto b = static_cast<std::size_t>(rng.uniform_int(0, n - 2));
       if (b >= a) ++b;
       m.src = gpus[a];
       m.dst = gpus[b];
