@@ -271,8 +271,10 @@ std::vector<std::filesystem::path> write_run_outputs(const std::filesystem::path
   return written;
 }
 
-std::string run_table(const json& summary) {
-  const std::vector<NamedMetrics> strategies = strategies_from_json(summary);
+namespace {
+
+/// The table's header and one row per strategy, then the footnotes its '*' points to.
+std::string strategy_rows(const std::vector<NamedMetrics>& strategies) {
   std::ostringstream o;
   char line[320];
   // Disaggregated runs lead with what the handoff changes: TTFT and the handoff itself.
@@ -326,7 +328,13 @@ std::string run_table(const json& summary) {
     }
   }
   for (const std::string& f : flags) o << "  * " << f << "\n";
-  o << delta_nll_lines(strategies);
+  return o.str();
+}
+
+/// The prefix cache of each strategy that had one, a line per tier below HBM.
+std::string prefix_cache_lines(const std::vector<NamedMetrics>& strategies) {
+  std::ostringstream o;
+  char line[320];
   for (const NamedMetrics& n : strategies) {
     if (!n.metrics.prefix_cache) continue;
     const PrefixCacheUse& c = *n.metrics.prefix_cache;
@@ -369,6 +377,13 @@ std::string run_table(const json& summary) {
       }
     }
   }
+  return o.str();
+}
+
+/// Host-link copies, for strategies whose copies waited 10 ms or more; preemption, where on.
+std::string host_link_and_preemption_lines(const std::vector<NamedMetrics>& strategies) {
+  std::ostringstream o;
+  char line[320];
   for (const NamedMetrics& n : strategies) {
     // Said when copies waited 10 ms or more in the whole run; summary.json has every figure.
     if (!n.metrics.host_links ||
@@ -401,6 +416,13 @@ std::string run_table(const json& summary) {
                   static_cast<long long>(p.swap_fallbacks));
     o << line;
   }
+  return o.str();
+}
+
+/// One line per deployment and strategy, with what its moves ran.
+std::string deployment_lines(const std::vector<NamedMetrics>& strategies) {
+  std::ostringstream o;
+  char line[320];
   for (const NamedMetrics& n : strategies) {
     for (const auto& [name, d] : n.metrics.deployments) {
       std::snprintf(line, sizeof line,
@@ -423,6 +445,12 @@ std::string run_table(const json& summary) {
       o << (ran.empty() ? "" : " (moves ran " + ran + ")") << "\n";
     }
   }
+  return o.str();
+}
+
+/// The pools, and where each op's GPU durations came from.
+std::string pool_and_cost_lines(const json& summary) {
+  std::ostringstream o;
   if (summary.contains("pools")) {
     o << "pools:";
     for (const json& p : summary["pools"]) {
@@ -457,8 +485,16 @@ std::string run_table(const json& summary) {
       }
     }
   }
-  o << summary["answer"].get<std::string>() << "\n";
   return o.str();
+}
+
+}  // namespace
+
+std::string run_table(const json& summary) {
+  const std::vector<NamedMetrics> strategies = strategies_from_json(summary);
+  return strategy_rows(strategies) + delta_nll_lines(strategies) + prefix_cache_lines(strategies) +
+         host_link_and_preemption_lines(strategies) + deployment_lines(strategies) +
+         pool_and_cost_lines(summary) + summary["answer"].get<std::string>() + "\n";
 }
 
 }  // namespace kvshift::reports
