@@ -163,16 +163,9 @@ std::vector<std::uint64_t> ServingModel::fail_gpus(const std::vector<int>& gpus,
   std::sort(lost.begin(), lost.end());
   lost.erase(std::unique(lost.begin(), lost.end()), lost.end());
   // Moves that were heading to (or leaving) these GPUs fail.
-  std::vector<std::uint64_t> broken;
-  for (auto& [id, m] : moves_) {
-    if (failed(m->dst_gpu) || (m->src_gpu >= 0 && failed(m->src_gpu))) broken.push_back(id);
-  }
-  for (std::uint64_t id : broken) {
-    auto it = moves_.find(id);
-    if (it != moves_.end()) end_move(*it->second, MoveOutcome::kFailed, why);
-  }
+  const std::vector<std::uint64_t> broken = move_engine_->fail_touching(failed, why);
   std::erase_if(lost, [&](std::uint64_t id) {
-    return std::binary_search(broken.begin(), broken.end(), id) || moves_.count(id) > 0;
+    return std::binary_search(broken.begin(), broken.end(), id) || move_engine_->moving(id);
   });
   return lost;
 }
@@ -229,14 +222,8 @@ void ServingModel::drain(int node) {
   for (int g : node_gpus_[node]) update_open(g);
   const std::int64_t now = sim_.now().ns;
   // Moves heading here are re-planned elsewhere: no move lands on a draining node.
-  std::vector<std::uint64_t> inbound;
-  for (const auto& [id, m] : moves_) {
-    if (gpus_[m->dst_gpu].node == node) inbound.push_back(id);
-  }
-  for (std::uint64_t id : inbound) {
-    end_move(*moves_.at(id), MoveOutcome::kCancelled,
-             "destination " + spec_.cluster.nodes[node].name + " started draining");
-  }
+  move_engine_->cancel_into(node,
+                            "destination " + spec_.cluster.nodes[node].name + " started draining");
   for (int g : node_gpus_[node]) {
     std::vector<std::uint64_t> members;
     for (const auto& [id, bytes] : router_.members(g)) members.push_back(id);
@@ -249,36 +236,11 @@ void ServingModel::drain(int node) {
 
 void ServingModel::path_fault(int src, int dst, EventKind kind) {
   path_faults_[{src, dst}] = kind;
+  // Transfers in flight on a stalled path hang too; on a failed one they fail.
   if (kind == EventKind::kPathStall) {
-    // Transfers in flight on the path hang too. A hung transfer is posted again whole once
-    // the stall clears (what was sent before it is not kept).
-    for (const auto& [request, m] : moves_) {
-      std::vector<Move::Flow> hit;
-      std::erase_if(m->flows, [&](const Move::Flow& f) {
-        if (f.src != src || f.dst != dst) return false;
-        hit.push_back(f);
-        return true;
-      });
-      for (const Move::Flow& f : hit) {
-        fabric_.cancel(f.handle);
-        hang(request, m->id, f.src, f.dst, f.bytes, f.done);
-      }
-    }
-    return;
-  }
-  std::vector<std::uint64_t> broken;
-  for (const auto& [id, m] : moves_) {
-    if (m->stage == Move::Stage::kTransferring && m->src == src && node_of(m->dst_gpu) == dst &&
-        (m->plan.kv.count > 0 || m->plan.tokens.count > 0)) {
-      broken.push_back(id);
-    }
-  }
-  for (std::uint64_t id : broken) {
-    const auto it = moves_.find(id);
-    if (it == moves_.end()) continue;
-    end_move(*it->second, MoveOutcome::kFailed,
-             "the path " + spec_.cluster.nodes[src].name + " -> " + spec_.cluster.nodes[dst].name +
-                 " failed");
+    move_engine_->stall_path(src, dst);
+  } else {
+    move_engine_->fail_path(src, dst);
   }
 }
 

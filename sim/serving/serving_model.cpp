@@ -50,8 +50,8 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
       engine_(move_methods(spec).engine) {
   result_.strategy = strategy_name(strategy);
   end_ns_ = from_seconds(spec.duration).ns;
+  make_move_engine();
   const std::size_t n = spec.cluster.nodes.size();
-  inflight_.assign(n, 0);
   node_deployment_.assign(n, -1);
   std::vector<DeploymentSpec> served = served_deployments(spec);
   const auto budget = spec.predictors.hbm_budget;

@@ -14,8 +14,10 @@
 //   GpuWorker       one GPU's compute timeline (gpu_worker.hpp)
 //   MovePlan        a move's bytes, GPU work, quality and price (cost_model/move_plan.hpp)
 //   MovePolicy      how the run's strategy picks each move (move_policy.hpp)
-// and the move lifecycle (serving_moves.cpp): planned -> transferring ->
-// rebuilding -> done | failed | cancelled | unfinished, each reached once.
+//   MoveEngine      a move's life: transferring -> rebuilding -> done | failed
+//                   | cancelled | unfinished, each reached once (move_engine.hpp)
+// Planning a move and what its end means for the request stay here
+// (serving_moves.cpp); the engine sees them through a port of a few verbs.
 //
 // Modelling choices, stated once:
 // - Admission reserves a request's final KV size (prompt + output tokens, in
@@ -68,6 +70,7 @@
 #include "sim/serving/copy_queue.hpp"
 #include "sim/serving/fabric.hpp"
 #include "sim/serving/gpu_worker.hpp"
+#include "sim/serving/move_engine.hpp"
 #include "sim/serving/move_policy.hpp"
 #include "sim/serving/predictor_cache.hpp"
 #include "sim/serving/prefix_cache.hpp"
@@ -122,8 +125,8 @@ class ServingModel final : public GpuListener {
   struct Request;
   struct Deployment;
   struct Gpu;
-  struct Move;
   struct PendingRecovery;
+  class Port;  ///< the MovePort the move engine sees (serving_model_internal.hpp)
 
   // Workload and admission.
   void schedule_next_arrival();
@@ -165,10 +168,7 @@ class ServingModel final : public GpuListener {
   std::size_t pin_blocks(int gpu, std::span<const std::uint64_t> keys);
   void unpin_blocks(int gpu, std::span<const std::uint64_t> keys, std::uint64_t generation);
   /// Leading blocks of a request pinned in one GPU's cache, of that cache's generation.
-  struct Pins {
-    std::size_t blocks = 0;
-    std::uint64_t generation = 0;
-  };
+  using Pins = PrefixPins;
   /// The prefill on `gpu` ended: the prompt's blocks join its cache, booked there once
   /// instead of by the request (which booked `booked` bytes with its pins).
   void cache_prompt(Request& r, int gpu, std::int64_t booked);
@@ -240,34 +240,11 @@ class ServingModel final : public GpuListener {
   /// The run's policy's move for `r` onto one of `destinations` (else replay from the router).
   MoveChoice choose_move(const Request& r, bool from_replica, int src,
                          const std::vector<int>& destinations);
+  /// Builds the port and the move engine (after end_ns_ is known).
+  void make_move_engine();
   void start_move(Request& r, MoveTrigger trigger, int from_node, std::int64_t stall_since);
-  Move* find_move(std::uint64_t request, std::uint64_t id);
-  void launch(std::uint64_t request);
-  /// Sends `kv` and `tokens` (token ids) as one flow from `src` to `dst` after `delay` (the
-  /// KV's transfer-engine setup, or the leading ids' time on the wire); each kind is counted
-  /// when it arrives.
-  void send_part(Move& m, int src, int dst, Bytes kv, Bytes tokens, SimTime delay);
-  /// One of a move's prefix loads is in; the last one queues a hybrid's front.
-  void prefix_loaded(std::uint64_t request, std::uint64_t id);
-  /// Queues a hybrid's front once its cached prefix and its token ids are in.
-  void submit_front_if_ready(Move& m);
-  /// Fetches the move's storage-tier blocks over the network, then the host link; a failed
-  /// fetch fails the move.
-  void fetch_prefix(Move& m);
-  /// Starts a transfer's bytes after its engine setup, unless its path is stalled or failed.
-  void start_flow(std::uint64_t request, std::uint64_t id, int src, int dst, std::int64_t bytes,
-                  const Fabric::Done& done);
-  /// Puts one of the move's flows in the network, tracked in its list until it arrives.
-  void send_flow(Move& m, int src, int dst, std::int64_t bytes, const Fabric::Done& done);
-  /// A transfer on a stalled path: it fails after the stall timeout, or (without one) waits
-  /// for the stall to clear and starts again.
-  void hang(std::uint64_t request, std::uint64_t id, int src, int dst, std::int64_t bytes,
-            const Fabric::Done& done);
-  /// A move into a node holds one of its transfer slots while its bytes are in flight.
-  bool slot_free(int node) const;
-  void release_slot(Move& m);
-  /// Ships the predictors of the deployment `node` serves to it.
-  void begin_predictor_fetch(int node);
+  /// Whether a move into `node` may take one of its transfer slots now.
+  bool slot_free(int node) const { return move_engine_->slot_free(node); }
   /// Bytes that stay on one node cross its host link (the estimator's local leg).
   SimTime host_link_time(std::int64_t bytes) const;
   /// Copies `bytes` over `gpu`'s host link, towards the GPU or from it, once `ready` (and the
@@ -276,12 +253,12 @@ class ServingModel final : public GpuListener {
   /// Reading `bytes` of prefix blocks from a node's SSD tier into its host DRAM, or writing
   /// them from host DRAM to it.
   SimTime ssd_time(std::int64_t bytes, bool write) const;
-  void on_transfers_done(Move& m);
-  /// Queues the move's GPU work once its bytes are in and a hybrid's front is done.
-  void rebuild(Move& m);
-  /// The one way a move ends: records it once, cancels what it still runs, then lands the
-  /// request (done), retries it (failed) or re-plans it (cancelled).
-  void end_move(Move& m, MoveOutcome outcome, const std::string& why);
+  /// What a move's end means for its request: it lands (done), retries (failed) or is
+  /// re-planned (cancelled); a failed handoff falls back to a decode-side prefill.
+  void after_move(const MoveEnding& e);
+  /// A handoff that did not land: it hands off elsewhere while the prefill GPU holds the KV,
+  /// else falls back to a decode-side prefill from the token ids.
+  void after_handoff(Request& r, const MoveEnding& e);
   /// `pins`: the destination's cached prefix blocks the move pinned.
   void land(Request& r, int dst_gpu, int src_gpu, Pins pins);
   /// `r` decodes on `node` from now: a replica on the wrong side of it (local placement or
@@ -309,7 +286,7 @@ class ServingModel final : public GpuListener {
   void gpu_failure(int gpu, SimTime detection_delay);
   void gpu_repair(int gpu);
   /// The GPUs `gpus` lose their HBM: they stop, their prefix caches are gone, and moves to or
-  /// from them fail (end_move takes those on). Returns the other requests that lived there.
+  /// from them fail (after_move takes those on). Returns the other requests that lived there.
   std::vector<std::uint64_t> fail_gpus(const std::vector<int>& gpus, const std::string& why);
   /// Recovers `lost` requests (failed on `node`) after the detection delay: one still in
   /// prefill starts over, one decoding moves from its replica (or replays).
@@ -403,11 +380,11 @@ class ServingModel final : public GpuListener {
   /// P/D: prefilled requests waiting for a decode GPU with room (id, epoch).
   std::deque<std::pair<std::uint64_t, std::uint32_t>> pending_handoffs_;
   bool admit_scheduled_ = false;  ///< an admit_pending() event is on its way
-  std::vector<int> inflight_;     ///< node -> KV moves into it with bytes in flight
   /// Active path faults (src, dst) -> kind, and transfers hung on a stall without a timeout.
   std::map<std::pair<int, int>, EventKind> path_faults_;
   std::map<std::pair<int, int>, std::vector<std::function<void()>>> stalled_;
-  std::map<std::uint64_t, std::unique_ptr<Move>> moves_;  ///< in flight, by request
+  std::unique_ptr<Port> port_;
+  std::unique_ptr<MoveEngine> move_engine_;    ///< the moves in flight, by request
   std::vector<std::int64_t> last_link_bytes_;  ///< per link direction, at the last sample
   /// Replica flushes in flight, by slot (a Done then names only its slot and fits
   /// std::function's inline buffer; slots are reused, so streaming allocates nothing).
@@ -427,7 +404,6 @@ class ServingModel final : public GpuListener {
   int storage_node_ = -1;
   int predictor_source_ = -1;
   std::int64_t end_ns_ = 0;
-  std::uint64_t move_seq_ = 0;
   std::optional<RequestArrival> next_arrival_;  ///< the one arrival scheduled
 };
 

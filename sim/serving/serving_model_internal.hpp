@@ -84,47 +84,49 @@ struct ServingModel::Gpu {
   CopyQueue to_gpu, from_gpu;  ///< its host link, each way
 };
 
-/// A move is an activity: planned -> transferring -> rebuilding -> one terminal outcome
-/// (done, failed, cancelled, unfinished at the end), reached once, through end_move().
-/// It owns its transfers and GPU jobs: ending it cancels what is still running.
-struct ServingModel::Move {
-  enum class Stage { kTransferring, kRebuilding };
-  std::uint64_t id = 0;  ///< unique within the run; callbacks carry it, not a pointer
-  Request* r = nullptr;
-  Stage stage = Stage::kTransferring;
-  cost_model::MovePlan plan;
-  MoveRecord rec;
-  int src = -1;      ///< node the KV or token ids come from (-1: the router holds the ids)
-  int src_gpu = -1;  ///< migrations: the GPU the request leaves; reserved until the move ends
-  int dst_gpu = -1;
-  int from_node = -1;
-  int transfers_left = 0;
-  bool awaiting_predictor = false;
-  bool in_slot = false;  ///< holds a transfer slot of its destination node
-  int jobs_left = 0;
-  bool front_running = false;  ///< hybrid: the receiver is still prefilling the front
-  bool bytes_in = false;       ///< every transfer (and the predictor) has arrived
-  std::int64_t stall_since = 0;
-  std::int64_t gpu_ready_ns = 0;  ///< since when the move waits for its next GPU job
-  /// The destination's cached prefix blocks the move pins (plan.cached_tokens); handed to
-  /// the request when it lands, given back otherwise.
-  Pins dst_pins;
-  SimTime cached_load;           ///< until they are in from the destination's host or SSD tier
-  std::size_t fetch_blocks = 0;  ///< of them, the last ones come from the storage tier
-  int prefix_loads = 0;          ///< the prefix's loads not yet in (local tiers, storage)
-  bool ids_pending = false;      ///< hybrid: the front's token ids are still on their way
-  std::int64_t ids_lead_ns = 0;  ///< hybrid: the ids' time on the wire ahead of the KV
-  std::optional<GpuJob> front;   ///< hybrid: its front, queued once the prefix and ids are in
-  /// One of the move's own flows in the network: what a stall needs to hang and resend it.
-  struct Flow {
-    std::uint64_t seq = 0;  ///< the move's own count of flows sent
-    std::uint64_t handle = 0;
-    int src = -1, dst = -1;
-    std::int64_t bytes = 0;
-    Fabric::Done done;
-  };
-  std::vector<Flow> flows;  ///< those in the network now
-  std::uint64_t flow_seq = 0;
+/// The serving model as the move engine sees it.
+class ServingModel::Port final : public MovePort {
+ public:
+  explicit Port(ServingModel& m) : m_(m) {}
+  int node_of(int gpu) const override { return m_.node_of(gpu); }
+  const std::string& node_name(int node) const override {
+    return m_.spec_.cluster.nodes[static_cast<std::size_t>(node)].name;
+  }
+  bool node_up(int node) const override { return m_.node_up_[static_cast<std::size_t>(node)]; }
+  GpuWorker& worker(int gpu) override { return *m_.gpus_[static_cast<std::size_t>(gpu)].worker; }
+  SimTime host_copy(int gpu, bool to_gpu, std::int64_t bytes) override {
+    return m_.host_copy(gpu, to_gpu, bytes);
+  }
+  SimTime host_link_time(std::int64_t bytes) const override { return m_.host_link_time(bytes); }
+  std::optional<EventKind> path_fault(int src, int dst) const override {
+    const auto it = m_.path_faults_.find({src, dst});
+    if (it == m_.path_faults_.end()) return std::nullopt;
+    return it->second;
+  }
+  void when_stall_clears(int src, int dst, std::function<void()> resume) override {
+    m_.stalled_[{src, dst}].push_back(std::move(resume));
+  }
+  PredictorCache& predictors(int deployment) override {
+    return *m_.deployments_[static_cast<std::size_t>(deployment)].predictors;
+  }
+  std::int64_t predictor_bytes(int deployment) const override {
+    return m_.deployments_[static_cast<std::size_t>(deployment)].predictor_bytes;
+  }
+  int deployment_at(int node) const override {
+    return m_.node_deployment_[static_cast<std::size_t>(node)];
+  }
+  int predictor_source() const override { return m_.predictor_source_; }
+  cost_model::MoveRoute route(const cost_model::MovePlan& plan, int src, int dst_node) override {
+    return m_.route_of(plan, src, dst_node);
+  }
+  int storage_node() const override { return m_.storage_tier_node_; }
+  std::int64_t storage_block_bytes() const override { return m_.storage_tier_->block_bytes(); }
+  void record(const MoveRecord& rec) override { m_.record(rec); }
+  void slot_freed() override { m_.admit_soon(); }  // waiting handoffs and recoveries may take it
+  void move_ended(const MoveEnding& ending) override { m_.after_move(ending); }
+
+ private:
+  ServingModel& m_;
 };
 
 /// A recovery that found no GPU with room: it waits, and counts as unfinished at the end.

@@ -1,9 +1,9 @@
-// ServingModel: migrations and recoveries. Each move is planned and priced by
-// the cost model's plan_move / estimate_move (the one place a strategy's
-// arithmetic lives), chosen among candidate destinations, then executed as an
-// activity: transferring (its own flows, plus a shared predictor fetch; a
-// hybrid's front prefill runs meanwhile) -> rebuilding (its GPU jobs) -> one
-// outcome, reached once in end_move().
+// ServingModel: migrations and recoveries, before and after the move engine.
+// A move is planned and priced by the cost model's plan_move / estimate_move
+// (the one place a strategy's arithmetic lives), chosen among candidate
+// destinations by the run's MovePolicy and booked here; the MoveEngine runs it
+// (transfers, rebuild, one outcome); after_move() says what its end means for
+// the request.
 #include <algorithm>
 #include <cmath>
 
@@ -92,9 +92,20 @@ MoveChoice ServingModel::choose_move(const Request& r, bool from_replica, int sr
 
 // ------------------------------------------------------------ execution
 
+void ServingModel::make_move_engine() {
+  port_ = std::make_unique<Port>(*this);
+  MoveEngineConfig config;
+  config.engine = engine_;
+  config.max_inflight_per_destination = spec_.transfer_engine.max_inflight_per_destination;
+  config.stall_timeout = spec_.transfer_engine.stall_timeout;
+  config.nodes = spec_.cluster.nodes.size();
+  config.end_ns = end_ns_;
+  move_engine_ = std::make_unique<MoveEngine>(sim_, fabric_, *port_, result_, std::move(config));
+}
+
 void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
                               std::int64_t stall_since) {
-  if (r.phase == Phase::kDone || moves_.count(r.rec.id)) return;
+  if (r.phase == Phase::kDone || move_engine_->moving(r.rec.id)) return;
   const bool from_replica = trigger == MoveTrigger::kFailure;
   const bool handoff = trigger == MoveTrigger::kHandoff;
   // A fixed strategy takes the router's first destination its source can reach; adaptive
@@ -167,59 +178,39 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   }
   r.phase = Phase::kMoving;
 
-  auto m = std::make_unique<Move>();
-  m->id = ++move_seq_;
-  m->r = &r;
-  m->plan = std::move(c.option.plan);
-  m->src = c.src;
-  m->src_gpu = src_gpu;
-  m->dst_gpu = c.option.destination;
-  m->from_node = from_node;
-  m->stall_since = stall_since;
-  m->dst_pins = pins;
-  m->cached_load = load;
-  m->fetch_blocks = fetch;
-  m->ids_lead_ns = c.option.estimate.ids_lead_ns;
-  MoveRecord& rec = m->rec;
+  MoveOrder o;
+  o.request = r.rec.id;
+  o.deployment = r.rec.deployment;
+  o.plan = std::move(c.option.plan);
+  o.src = c.src;
+  o.src_gpu = src_gpu;
+  o.dst_gpu = c.option.destination;
+  o.from_node = from_node;
+  o.stall_since = stall_since;
+  o.dst_pins = pins;
+  o.cached_load = load;
+  o.fetch_blocks = fetch;
+  o.ids_lead_ns = c.option.estimate.ids_lead_ns;
+  MoveRecord& rec = o.rec;
   rec.request = r.rec.id;
   rec.deployment = r.rec.deployment;
   rec.trigger = trigger;
   rec.from = from_node >= 0 ? spec_.cluster.nodes[from_node].name : "";
   rec.to = spec_.cluster.nodes[dst.node].name;
   rec.requested = strategy_name(strategy_);
-  rec.strategy = strategy_name(m->plan.strategy);
+  rec.strategy = strategy_name(o.plan.strategy);
   rec.fallback = c.fallback;
   rec.context_tokens = r.context;
-  const bool replay = m->plan.strategy == Strategy::kTokenReplay;
-  rec.available_tokens = replay ? r.context : m->plan.kv_tokens;
-  rec.front_tokens = m->plan.front_tokens;
-  rec.tail_tokens = m->plan.replay_tokens;
-  rec.cached_tokens = m->plan.cached_tokens;
+  const bool replay = o.plan.strategy == Strategy::kTokenReplay;
+  rec.available_tokens = replay ? r.context : o.plan.kv_tokens;
+  rec.front_tokens = o.plan.front_tokens;
+  rec.tail_tokens = o.plan.replay_tokens;
+  rec.cached_tokens = o.plan.cached_tokens;
   rec.source = c.src >= 0 ? spec_.cluster.nodes[c.src].name : "";
   rec.start_ns = sim_.now().ns;
   rec.estimated_ns = c.option.estimate.total_ns();
-  rec.delta_nll = m->plan.delta_nll;
-  if (spec_.transfer_engine.max_inflight_per_destination > 0) {
-    m->in_slot = true;
-    if (++inflight_[dst.node] > spec_.transfer_engine.max_inflight_per_destination) {
-      throw std::logic_error("invariant: node " + rec.to + " over its transfer-slot cap");
-    }
-  }
-  const std::uint64_t request = r.rec.id;
-  moves_[request] = std::move(m);
-  launch(request);
-}
-
-bool ServingModel::slot_free(int node) const {
-  const int cap = spec_.transfer_engine.max_inflight_per_destination;
-  return cap <= 0 || inflight_[static_cast<std::size_t>(node)] < cap;
-}
-
-void ServingModel::release_slot(Move& m) {
-  if (!m.in_slot) return;
-  m.in_slot = false;
-  --inflight_[static_cast<std::size_t>(node_of(m.dst_gpu))];
-  admit_soon();  // waiting handoffs and recoveries may take the slot
+  rec.delta_nll = o.plan.delta_nll;
+  move_engine_->start(std::move(o));
 }
 
 void ServingModel::admit_soon() {
@@ -229,233 +220,6 @@ void ServingModel::admit_soon() {
     admit_scheduled_ = false;
     admit_pending();
   });
-}
-
-ServingModel::Move* ServingModel::find_move(std::uint64_t request, std::uint64_t id) {
-  auto it = moves_.find(request);
-  return it != moves_.end() && it->second->id == id ? it->second.get() : nullptr;
-}
-
-void ServingModel::launch(std::uint64_t request) {
-  Move& m = *moves_.at(request);
-  const std::uint64_t id = m.id;
-  const int dst = node_of(m.dst_gpu);
-  if (m.plan.strategy == Strategy::kRiskKv) {
-    PredictorCache& predictors = *deployment(*m.r).predictors;
-    if (predictors.state(dst) != PredictorCache::State::kResident) {
-      m.awaiting_predictor = true;
-      if (predictors.state(dst) == PredictorCache::State::kAbsent) begin_predictor_fetch(dst);
-      predictors.wait(dst, request);
-    }
-  }
-  // The cached prefix loads from the destination node's host or SSD tier, and from the storage
-  // tier, beside the transfers.
-  if (m.cached_load.ns > 0) {
-    ++m.transfers_left;
-    ++m.prefix_loads;
-    sim_.schedule_after(m.cached_load, [this, request, id] { prefix_loaded(request, id); });
-  }
-  if (m.fetch_blocks > 0) {
-    ++m.transfers_left;
-    ++m.prefix_loads;
-    fetch_prefix(m);
-  }
-  // Over the network a hybrid's front ids travel first, as a flow of their own; on the same
-  // node they are in host memory.
-  const bool ids_ahead =
-      m.plan.front_tokens > 0 && m.plan.tokens.count > 0 && m.src >= 0 && m.src != dst;
-  if (m.plan.front_tokens > 0) {
-    // Hybrid: the receiver prefills the front once the cached prefix and the ids are in,
-    // while the rest of the KV is on its way.
-    m.front_running = true;
-    auto front_done = [this, request, id](SimTime start, SimTime end) {
-      Move* mv = find_move(request, id);
-      if (!mv) return;
-      mv->rec.compute_ns += (end - start).ns;
-      mv->rec.queue_ns += start.ns - mv->rec.start_ns;
-      mv->front_running = false;
-      if (mv->bytes_in) rebuild(*mv);
-    };
-    m.front = GpuJob{JobKind::kReplay, request, m.plan.front_tokens, std::move(front_done),
-                     m.plan.cached_tokens};
-    m.ids_pending = ids_ahead;
-    submit_front_if_ready(m);
-  }
-  if (m.src >= 0) {
-    const Bytes ids = ids_ahead ? m.plan.tokens : Bytes{};
-    const Bytes kv = m.plan.kv, tokens = m.plan.tokens - ids;
-    // The transfer engine builds and posts the KV's descriptors before any byte flows.
-    const std::int64_t setup =
-        kv.count > 0 ? cost_model::engine_ns(engine_, m.plan.descriptors) : 0;
-    const SimTime delay{std::max(setup, m.ids_lead_ns)};
-    const int src = m.src;
-    if (ids.count > 0) send_part(m, src, dst, {}, ids, {});
-    Move* alive = find_move(request, id);  // a send may fail at once
-    if (alive && kv.count + tokens.count > 0) send_part(*alive, src, dst, kv, tokens, delay);
-  }
-  Move* still = find_move(request, id);
-  if (still && still->transfers_left == 0 && !still->awaiting_predictor) on_transfers_done(*still);
-}
-
-void ServingModel::submit_front_if_ready(Move& m) {
-  if (!m.front || m.prefix_loads > 0 || m.ids_pending) return;
-  gpus_[m.dst_gpu].worker->submit(std::move(*m.front));
-  m.front.reset();
-}
-
-void ServingModel::prefix_loaded(std::uint64_t request, std::uint64_t id) {
-  Move* m = find_move(request, id);
-  if (!m) return;
-  --m->prefix_loads;
-  submit_front_if_ready(*m);
-  if (--m->transfers_left == 0 && !m->awaiting_predictor) on_transfers_done(*m);
-}
-
-void ServingModel::fetch_prefix(Move& m) {
-  const std::uint64_t request = m.r->rec.id, id = m.id;
-  const int store = storage_tier_node_, dst = node_of(m.dst_gpu);
-  const std::int64_t bytes =
-      static_cast<std::int64_t>(m.fetch_blocks) * storage_tier_->block_bytes();
-  Fabric::Done done = [this, request, id, bytes](bool delivered, const std::string& reason) {
-    Move* mv = find_move(request, id);
-    if (!mv) return;
-    if (!delivered) {
-      end_move(*mv, MoveOutcome::kFailed,
-               "the prefix fetch from the storage tier failed: " + reason);
-      return;
-    }
-    sim_.schedule_at(host_copy(mv->dst_gpu, true, bytes),
-                     [this, request, id] { prefix_loaded(request, id); });
-  };
-  send_flow(m, store, dst, bytes, done);
-}
-
-void ServingModel::send_part(Move& m, int src, int dst, Bytes kv, Bytes tokens, SimTime delay) {
-  const std::uint64_t request = m.r->rec.id, id = m.id;
-  const std::int64_t bytes = kv.count + tokens.count;
-  auto done = [this, request, id, kv, tokens](bool delivered, const std::string& reason) {
-    Move* mv = find_move(request, id);
-    if (!mv) return;
-    if (!delivered) {
-      end_move(*mv, MoveOutcome::kFailed, "transfer failed: " + reason);
-      return;
-    }
-    result_.bytes.kv += kv.count;
-    result_.bytes.tokens += tokens.count;
-    mv->rec.kv_bytes += kv.count;
-    mv->rec.token_bytes += tokens.count;
-    if (kv.count == 0 && mv->ids_pending) {  // a hybrid's leading ids
-      mv->ids_pending = false;
-      submit_front_if_ready(*mv);
-    }
-    if (--mv->transfers_left == 0 && !mv->awaiting_predictor) on_transfers_done(*mv);
-  };
-  ++m.transfers_left;
-  if (delay.ns > 0) {
-    sim_.schedule_after(delay, [this, request, id, src, dst, bytes, done] {
-      start_flow(request, id, src, dst, bytes, done);
-    });
-    return;
-  }
-  start_flow(request, id, src, dst, bytes, done);
-}
-
-void ServingModel::start_flow(std::uint64_t request, std::uint64_t id, int src, int dst,
-                              std::int64_t bytes, const Fabric::Done& done) {
-  Move* m = find_move(request, id);
-  if (!m) return;
-  const auto fault = path_faults_.find({src, dst});
-  if (fault != path_faults_.end() && fault->second == EventKind::kPathFailure) {
-    done(false, "the path " + spec_.cluster.nodes[src].name + " -> " +
-                    spec_.cluster.nodes[dst].name + " is failed");
-    return;
-  }
-  if (fault != path_faults_.end()) {  // a stall: the transfer hangs
-    hang(request, id, src, dst, bytes, done);
-    return;
-  }
-  if (src == dst) {  // same node: the bytes cross the host link, not the network
-    sim_.schedule_at(host_copy(m->dst_gpu, true, bytes), [done] { done(true, ""); });
-    return;
-  }
-  send_flow(*m, src, dst, bytes, done);
-}
-
-void ServingModel::send_flow(Move& m, int src, int dst, std::int64_t bytes,
-                             const Fabric::Done& done) {
-  // A delivered flow leaves the move's list at once: a later stall on its path must not
-  // post it again, nor cancel a newer flow by a handle the fabric has reused.
-  const std::uint64_t request = m.r->rec.id, id = m.id, seq = ++m.flow_seq;
-  Fabric::Done arrived = [this, request, id, seq, done](bool delivered, const std::string& why) {
-    if (Move* mv = find_move(request, id)) {
-      std::erase_if(mv->flows, [seq](const Move::Flow& f) { return f.seq == seq; });
-    }
-    done(delivered, why);
-  };
-  const std::uint64_t handle =
-      fabric_.send(node_id(src), node_id(dst), Bytes{bytes}, std::move(arrived));
-  m.flows.push_back({seq, handle, src, dst, bytes, done});
-}
-
-void ServingModel::hang(std::uint64_t request, std::uint64_t id, int src, int dst,
-                        std::int64_t bytes, const Fabric::Done& done) {
-  if (const std::optional<Seconds> timeout = spec_.transfer_engine.stall_timeout) {
-    sim_.schedule_after(from_seconds(*timeout), [this, request, id, src, dst, t = *timeout] {
-      if (Move* mv = find_move(request, id)) {
-        end_move(*mv, MoveOutcome::kFailed,
-                 "transfer stalled on " + spec_.cluster.nodes[src].name + " -> " +
-                     spec_.cluster.nodes[dst].name + ": timed out after " + format_ms(t));
-      }
-    });
-    return;
-  }
-  // No timeout: it hangs until the stall clears, then starts again.
-  stalled_[{src, dst}].push_back([this, request, id, src, dst, bytes, done] {
-    start_flow(request, id, src, dst, bytes, done);
-  });
-}
-
-void ServingModel::begin_predictor_fetch(int node) {
-  PredictorCache& predictors = *served_at(node).predictors;
-  MovePlan shipped;
-  shipped.strategy = Strategy::kRiskKv;
-  shipped.predictor = Bytes{served_at(node).predictor_bytes};
-  const MoveRoute route = route_of(shipped, -1, node);
-  predictors.begin_fetch(node,
-                         sim_.now().ns + cost_model::leg_ns(route.predictor, route.predictor_path,
-                                                            route.host_link, shipped.predictor));
-  const std::int64_t bytes = shipped.predictor.count;
-  auto done = [this, node, bytes, &predictors](bool delivered, const std::string& reason) {
-    const std::vector<std::uint64_t> waiting = predictors.end_fetch(node, delivered);
-    // The first move still waiting carries the bytes in its row; with none left (they
-    // ended while the copy was on its way) the copy is counted apart, never lost.
-    bool first = true;
-    for (std::uint64_t request : waiting) {
-      auto it = moves_.find(request);
-      if (it == moves_.end()) continue;
-      Move& mv = *it->second;
-      if (!mv.awaiting_predictor || node_of(mv.dst_gpu) != node) continue;
-      if (!delivered) {
-        end_move(mv, MoveOutcome::kFailed, "predictor transfer failed: " + reason);
-        continue;
-      }
-      if (first) {
-        mv.rec.predictor_bytes += bytes;
-        mv.rec.predictor_source = spec_.cluster.nodes[predictor_source_].name;
-        result_.bytes.predictors += bytes;
-      }
-      first = false;
-      mv.awaiting_predictor = false;
-      if (mv.transfers_left == 0) on_transfers_done(mv);
-    }
-    if (delivered && first) result_.predictor_bytes_unclaimed += bytes;
-  };
-  if (predictor_source_ == node) {
-    sim_.schedule_after(host_link_time(bytes),
-                        [this, node, done] { done(node_up_[node], "node failed"); });
-    return;
-  }
-  fabric_.send(node_id(predictor_source_), node_id(node), Bytes{bytes}, done);
 }
 
 SimTime ServingModel::host_link_time(std::int64_t bytes) const {
@@ -468,61 +232,17 @@ SimTime ServingModel::host_copy(int gpu, bool to_gpu, std::int64_t bytes, SimTim
   return (to_gpu ? g.to_gpu : g.from_gpu).copy(sim_.now(), ready, host_link_time(bytes));
 }
 
-void ServingModel::on_transfers_done(Move& m) {
-  release_slot(m);
-  m.stage = Move::Stage::kRebuilding;
-  m.bytes_in = true;
-  m.rec.transfer_ns = sim_.now().ns - m.rec.start_ns;
-  m.flows.clear();
-  if (!m.front_running) rebuild(m);
-}
-
-void ServingModel::rebuild(Move& m) {
-  m.gpu_ready_ns = sim_.now().ns;
-  GpuWorker& worker = *gpus_[m.dst_gpu].worker;
-  const std::uint64_t request = m.r->rec.id, id = m.id;
-  auto job_done = [this, request, id](SimTime start, SimTime end) {
-    Move* mv = find_move(request, id);
-    if (!mv) return;
-    mv->rec.compute_ns += (end - start).ns;
-    mv->rec.queue_ns += std::max<std::int64_t>(0, start.ns - mv->gpu_ready_ns);
-    mv->gpu_ready_ns = end.ns;  // its next job waits from here, not from the bytes
-    if (--mv->jobs_left == 0) end_move(*mv, MoveOutcome::kDone, "");
-  };
-  if (m.plan.reconstruct_tokens > 0) {
-    ++m.jobs_left;
-    worker.submit({JobKind::kReconstruct, request, m.plan.reconstruct_tokens, job_done});
-  }
-  if (m.plan.replay_tokens > 0) {
-    ++m.jobs_left;
-    worker.submit(
-        {JobKind::kReplay, request, m.plan.replay_tokens, job_done, m.plan.replay_prefix()});
-  }
-  if (m.jobs_left == 0) end_move(m, MoveOutcome::kDone, "");
-}
-
 // ------------------------------------------------------------ endings
 
-void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why) {
-  release_slot(m);
-  for (const Move::Flow& f : m.flows) fabric_.cancel(f.handle);
-  Gpu& dst = gpus_[m.dst_gpu];
-  if (outcome != MoveOutcome::kDone && dst.worker->up()) dst.worker->cancel_jobs(m.r->rec.id);
-  m.rec.outcome = outcome;
-  m.rec.end_ns = sim_.now().ns;
-  m.rec.stall_ns = m.rec.end_ns - m.stall_since;
-  m.rec.note = why;
-  if (outcome != MoveOutcome::kDone) m.rec.delta_nll = 0;  // no rebuild, no quality paid
-  if (outcome == MoveOutcome::kDone && m.plan.strategy == Strategy::kRiskKv) {
-    result_.predictor_uses[spec_.cluster.nodes[node_of(m.dst_gpu)].name] += 1;
-  }
-  record(m.rec);
-  Request& r = *m.r;
-  const int src_gpu = m.src_gpu, dst_gpu = m.dst_gpu, from_node = m.from_node;
-  const MoveTrigger trigger = m.rec.trigger;
-  const std::int64_t stall = m.stall_since;
-  const Pins pins = m.dst_pins;
-  moves_.erase(r.rec.id);  // m is gone from here on
+void ServingModel::after_move(const MoveEnding& e) {
+  Request& r = request(e.request);
+  const MoveOutcome outcome = e.outcome;
+  const std::string& why = e.why;
+  const int src_gpu = e.src_gpu, dst_gpu = e.dst_gpu, from_node = e.from_node;
+  const MoveTrigger trigger = e.trigger;
+  const std::int64_t stall = e.stall_since;
+  const Pins pins = e.dst_pins;
+  Gpu& dst = gpus_[dst_gpu];
   if (outcome == MoveOutcome::kDone) {
     land(r, dst_gpu, src_gpu, pins);
     return;
@@ -533,27 +253,7 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
   }
   if (dst.worker->up() && router_.holds(dst_gpu, r.rec.id)) unreserve(dst_gpu, r);
   if (trigger == MoveTrigger::kHandoff) {
-    const bool prefill_up = src_gpu >= 0 && gpus_[src_gpu].worker->up();
-    // The destination went away (drain or failure) while the prefill GPU still holds the KV:
-    // hand off elsewhere. Otherwise the transfer itself failed (path, stall, source).
-    if (prefill_up && (outcome == MoveOutcome::kCancelled || !dst.worker->up())) {
-      r.phase = Phase::kHandingOff;
-    } else {
-      // The KV did not arrive: fall back to a decode-side prefill from the token ids.
-      if (prefill_up) unreserve(src_gpu, r);
-      r.gpu = -1;
-      ++r.epoch;
-      if (++r.attempts >= kMaxMoveAttempts) {
-        fail_request(
-            r, "gave up after " + std::to_string(kMaxMoveAttempts) + " failed handoffs: " + why);
-        return;
-      }
-      r.phase = Phase::kHandingOff;
-    }
-    sim_.schedule_after(SimTime{}, [this, id = r.rec.id, epoch = r.epoch] {
-      Request* q = find_request(id);
-      if (q && q->epoch == epoch && q->phase == Phase::kHandingOff) try_handoff(*q);
-    });
+    after_handoff(r, e);
     return;
   }
   if (src_gpu >= 0 && gpus_[src_gpu].worker->up()) {
@@ -592,6 +292,33 @@ void ServingModel::end_move(Move& m, MoveOutcome outcome, const std::string& why
     Request* q = find_request(id);
     if (q && q->epoch == epoch && q->phase == Phase::kMoving)
       start_move(*q, MoveTrigger::kFailure, -1, stall);
+  });
+}
+
+void ServingModel::after_handoff(Request& r, const MoveEnding& e) {
+  const int src_gpu = e.src_gpu;
+  const std::string& why = e.why;
+  const Gpu& dst = gpus_[e.dst_gpu];
+  const bool prefill_up = src_gpu >= 0 && gpus_[src_gpu].worker->up();
+  // The destination went away (drain or failure) while the prefill GPU still holds the KV:
+  // hand off elsewhere. Otherwise the transfer itself failed (path, stall, source).
+  if (prefill_up && (e.outcome == MoveOutcome::kCancelled || !dst.worker->up())) {
+    r.phase = Phase::kHandingOff;
+  } else {
+    // The KV did not arrive: fall back to a decode-side prefill from the token ids.
+    if (prefill_up) unreserve(src_gpu, r);
+    r.gpu = -1;
+    ++r.epoch;
+    if (++r.attempts >= kMaxMoveAttempts) {
+      fail_request(
+          r, "gave up after " + std::to_string(kMaxMoveAttempts) + " failed handoffs: " + why);
+      return;
+    }
+    r.phase = Phase::kHandingOff;
+  }
+  sim_.schedule_after(SimTime{}, [this, id = r.rec.id, epoch = r.epoch] {
+    Request* q = find_request(id);
+    if (q && q->epoch == epoch && q->phase == Phase::kHandingOff) try_handoff(*q);
   });
 }
 
@@ -649,22 +376,9 @@ void ServingModel::fail_request(Request& r, const std::string& reason) {
 
 void ServingModel::close_moves() {
   // Moves still running at the end: their latency so far is a lower bound.
-  std::vector<std::uint64_t> open;
-  for (const auto& [request, m] : moves_) open.push_back(request);
-  for (std::uint64_t request : open) {
-    Move& m = *moves_.at(request);
-    const char* what = m.stage == Move::Stage::kRebuilding ? "rebuilding on the destination GPU"
-                       : m.awaiting_predictor && m.transfers_left == 0
-                           ? "waiting for the predictors"
-                           : "transferring";
-    m.rec.outcome = MoveOutcome::kUnfinished;
-    m.rec.end_ns = end_ns_;
-    m.rec.stall_ns = end_ns_ - m.stall_since;
-    m.rec.note = std::string("still ") + what + " at the end of the run";
-    m.rec.delta_nll = 0;
-    record(m.rec);
-    m.r->rec.reason = std::string("moving: ") + what;
-  }
+  move_engine_->close([this](std::uint64_t id, const std::string& what) {
+    request(id).rec.reason = "moving: " + what;
+  });
   for (const PendingRecovery& p : pending_recoveries_) {
     Request* found = find_request(p.request);
     if (!found || found->phase == Phase::kDone) continue;
