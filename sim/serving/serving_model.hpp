@@ -128,7 +128,7 @@ class ServingModel final : public GpuListener {
   struct PendingRecovery;
   class Port;  ///< the MovePort the move engine sees (serving_model_internal.hpp)
 
-  // Workload and admission.
+  // Workload, admission and prefill (serving_admission.cpp).
   void schedule_next_arrival();
   void on_arrival(const RequestArrival& a);
   void admit_pending();
@@ -136,6 +136,9 @@ class ServingModel final : public GpuListener {
   /// first token would come soonest; -1 when none has room.
   int route_arrival(const Request& r);
   void start_prefill(Request& r, int gpu);
+  /// The proxy's scoring of `r`'s prompt (of its `epoch`), beside its prefill on `gpu`, when
+  /// the run needs it.
+  void start_scoring(const Request& r, int gpu, std::uint32_t epoch);
   void release_gpu(Request& r);
 
   // Prefix caching (serving_prefix.cpp).
