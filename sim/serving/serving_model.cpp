@@ -53,28 +53,7 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
   make_move_engine();
   const std::size_t n = spec.cluster.nodes.size();
   node_deployment_.assign(n, -1);
-  std::vector<DeploymentSpec> served = served_deployments(spec);
-  const auto budget = spec.predictors.hbm_budget;
-  for (std::size_t d = 0; d < deployments_.size(); ++d) {
-    Deployment& dep = deployments_[d];
-    dep.spec = std::move(served[d]);
-    dep.methods = move_methods(spec, dep.spec);
-    dep.predictor_bytes = cost_model::predictor_bytes(dep.methods).count;
-    dep.predictors =
-        std::make_unique<PredictorCache>(n, !budget || budget->count >= dep.predictor_bytes);
-    // Pools: its arrivals prefill in its prefill pools (in its decode pools when the policy
-    // prefills where it decodes: no disaggregation); they decode in the others.
-    PoolSet prefill = 0, decode = 0;
-    for (int p : dep.spec.pools) {
-      (spec.pools[static_cast<std::size_t>(p)].role == PoolRole::kPrefill ? prefill : decode) |=
-          PoolSet{1} << p;
-    }
-    if (!spec.pools.empty()) {
-      dep.decode_pools = decode;
-      dep.arrival_pools = prefill == 0 || policy_->prefills_where_it_decodes() ? decode : prefill;
-    }
-    if (!spec.deployments.empty()) result_.deployments.push_back({dep.spec.name, {}});
-  }
+  set_up_deployments();
   for (std::size_t p = 1; p < spec.pools.size(); ++p) router_.add_pool(spec.pools[p].router);
   node_gpus_.resize(n);
   proxy_gpus_.resize(n);
@@ -98,55 +77,95 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
     if (predictor_source_ < 0 && node.name == spec.predictors.source) {
       predictor_source_ = static_cast<int>(i);
     }
-    const int d = deployment_serving(spec, node.pool);
-    node_deployment_[i] = d;
-    if (d != 0 && &costs_of(static_cast<int>(i)) == &costs_) {  // costs_ prices deployment 0
-      throw std::logic_error("node " + node.name + " serves deployment " + std::to_string(d) +
-                             " but has no costs of its own model");
-    }
-    const Deployment& dep = deployments_[static_cast<std::size_t>(d)];
-    // HBM holds the weights and, when preloaded, the predictors; the rest is KV.
-    const bool preloaded =
-        dep.spec.risk_kv && spec.predictors.placement == PredictorPlacement::kPreloaded;
-    const std::int64_t weights =
-        dep.spec.model.parameter_count() * cost_model::dtype_bytes(dep.spec.model.weight_dtype) +
-        (preloaded ? dep.predictor_bytes : 0);
-    const std::int64_t prefix_block = block_bytes(d, spec.serving.prefix_cache.block_tokens);
-    for (int g = 0; g < node.gpu_count; ++g) {
-      Gpu& gpu = gpus_.emplace_back();
-      gpu.node = static_cast<int>(i);
-      const std::int64_t capacity = node.hbm_per_gpu.count - weights;
-      if (capacity <= 0) {
-        throw std::runtime_error("node " + node.name + ": the weights of " + dep.spec.model.name +
-                                 " do not fit in HBM");
-      }
-      const int index = router_.add_gpu(static_cast<int>(i), capacity, node.pool);
-      gpu.worker = std::make_unique<GpuWorker>(sim_, *this, costs_of(static_cast<int>(i)), index,
-                                               "gpu:" + node.name + "/" + std::to_string(g),
-                                               spec.serving.max_batch, epoch_cap, result_.gpu_time,
-                                               records_.trace ? &result_.trace : nullptr);
-      gpu.worker->set_batch_reconstructions(spec.predictors.batch_reconstruction);
-      gpu.worker->set_prefill_chunk(spec.serving.prefill_chunk_tokens);
-      gpu.worker->set_growth_booking(spec.serving.preemption.has_value());
-      if (spec.serving.prefix_cache.enabled)
-        gpu.cache = std::make_unique<PrefixCache>(prefix_block);
-      node_gpus_[i].push_back(index);
-      if (g == 0 && spec.serving.prefix_cache.enabled && spec.serving.prefix_cache.host_offload) {
-        host_tiers_[i] = std::make_unique<PrefixCache>(prefix_block);
-        if (spec.serving.prefix_cache.ssd_tier) {
-          ssd_tiers_[i] = std::make_unique<PrefixCache>(prefix_block);
-        }
-      }
-      if (g == 0 && dep.spec.proxy_kv &&
-          dep.spec.proxy_kv->placement == ProxyPlacement::kProxyGpu) {
-        proxy_gpus_[i] = std::make_unique<GpuWorker>(sim_, *this, costs_of(static_cast<int>(i)), -1,
-                                                     "proxy:" + node.name, 1, 1, result_.gpu_time,
-                                                     records_.trace ? &result_.trace : nullptr);
-      }
-    }
+    add_gpus(static_cast<int>(i), epoch_cap);
   }
   if (gpus_.empty()) throw std::runtime_error("the cluster has no GPU");
   if (spec.serving.preemption) router_.set_watermark(spec.serving.preemption->watermark);
+  set_up_stores();
+  result_.gpus = static_cast<std::int64_t>(gpus_.size());
+  for (auto& g : gpus_) g.worker->set_horizon(SimTime{end_ns_});
+  if (records_.sink) records_.sink->begin_run(result_.strategy);
+}
+
+void ServingModel::set_up_deployments() {
+  const SimulationSpec& spec = spec_;
+  const std::size_t n = spec.cluster.nodes.size();
+  std::vector<DeploymentSpec> served = served_deployments(spec);
+  const auto budget = spec.predictors.hbm_budget;
+  for (std::size_t d = 0; d < deployments_.size(); ++d) {
+    Deployment& dep = deployments_[d];
+    dep.spec = std::move(served[d]);
+    dep.methods = move_methods(spec, dep.spec);
+    dep.predictor_bytes = cost_model::predictor_bytes(dep.methods).count;
+    dep.predictors =
+        std::make_unique<PredictorCache>(n, !budget || budget->count >= dep.predictor_bytes);
+    // Pools: its arrivals prefill in its prefill pools (in its decode pools when the policy
+    // prefills where it decodes: no disaggregation); they decode in the others.
+    PoolSet prefill = 0, decode = 0;
+    for (int p : dep.spec.pools) {
+      (spec.pools[static_cast<std::size_t>(p)].role == PoolRole::kPrefill ? prefill : decode) |=
+          PoolSet{1} << p;
+    }
+    if (!spec.pools.empty()) {
+      dep.decode_pools = decode;
+      dep.arrival_pools = prefill == 0 || policy_->prefills_where_it_decodes() ? decode : prefill;
+    }
+    if (!spec.deployments.empty()) result_.deployments.push_back({dep.spec.name, {}});
+  }
+}
+
+void ServingModel::add_gpus(int i, std::int64_t epoch_cap) {
+  const SimulationSpec& spec = spec_;
+  const ClusterNode& node = spec.cluster.nodes[static_cast<std::size_t>(i)];
+  const int d = deployment_serving(spec, node.pool);
+  node_deployment_[static_cast<std::size_t>(i)] = d;
+  if (d != 0 && &costs_of(i) == &costs_) {  // costs_ prices deployment 0
+    throw std::logic_error("node " + node.name + " serves deployment " + std::to_string(d) +
+                           " but has no costs of its own model");
+  }
+  const Deployment& dep = deployments_[static_cast<std::size_t>(d)];
+  // HBM holds the weights and, when preloaded, the predictors; the rest is KV.
+  const bool preloaded =
+      dep.spec.risk_kv && spec.predictors.placement == PredictorPlacement::kPreloaded;
+  const std::int64_t weights =
+      dep.spec.model.parameter_count() * cost_model::dtype_bytes(dep.spec.model.weight_dtype) +
+      (preloaded ? dep.predictor_bytes : 0);
+  const std::int64_t prefix_block = block_bytes(d, spec.serving.prefix_cache.block_tokens);
+  for (int g = 0; g < node.gpu_count; ++g) {
+    Gpu& gpu = gpus_.emplace_back();
+    gpu.node = i;
+    const std::int64_t capacity = node.hbm_per_gpu.count - weights;
+    if (capacity <= 0) {
+      throw std::runtime_error("node " + node.name + ": the weights of " + dep.spec.model.name +
+                               " do not fit in HBM");
+    }
+    const int index = router_.add_gpu(i, capacity, node.pool);
+    gpu.worker = std::make_unique<GpuWorker>(sim_, *this, costs_of(i), index,
+                                             "gpu:" + node.name + "/" + std::to_string(g),
+                                             spec.serving.max_batch, epoch_cap, result_.gpu_time,
+                                             records_.trace ? &result_.trace : nullptr);
+    gpu.worker->set_batch_reconstructions(spec.predictors.batch_reconstruction);
+    gpu.worker->set_prefill_chunk(spec.serving.prefill_chunk_tokens);
+    gpu.worker->set_growth_booking(spec.serving.preemption.has_value());
+    if (spec.serving.prefix_cache.enabled) gpu.cache = std::make_unique<PrefixCache>(prefix_block);
+    node_gpus_[static_cast<std::size_t>(i)].push_back(index);
+    if (g == 0 && spec.serving.prefix_cache.enabled && spec.serving.prefix_cache.host_offload) {
+      host_tiers_[static_cast<std::size_t>(i)] = std::make_unique<PrefixCache>(prefix_block);
+      if (spec.serving.prefix_cache.ssd_tier) {
+        ssd_tiers_[static_cast<std::size_t>(i)] = std::make_unique<PrefixCache>(prefix_block);
+      }
+    }
+    if (g == 0 && dep.spec.proxy_kv && dep.spec.proxy_kv->placement == ProxyPlacement::kProxyGpu) {
+      proxy_gpus_[static_cast<std::size_t>(i)] =
+          std::make_unique<GpuWorker>(sim_, *this, costs_of(i), -1, "proxy:" + node.name, 1, 1,
+                                      result_.gpu_time, records_.trace ? &result_.trace : nullptr);
+    }
+  }
+}
+
+void ServingModel::set_up_stores() {
+  const SimulationSpec& spec = spec_;
+  const std::size_t n = spec.cluster.nodes.size();
   if (const auto& tier = spec.serving.prefix_cache.storage_tier;
       tier && spec.serving.prefix_cache.enabled) {
     for (std::size_t i = 0; i < n; ++i) {
@@ -174,9 +193,6 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
       }
     }
   }
-  result_.gpus = static_cast<std::int64_t>(gpus_.size());
-  for (auto& g : gpus_) g.worker->set_horizon(SimTime{end_ns_});
-  if (records_.sink) records_.sink->begin_run(result_.strategy);
 }
 
 ServingModel::~ServingModel() = default;

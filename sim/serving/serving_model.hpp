@@ -128,6 +128,16 @@ class ServingModel final : public GpuListener {
   struct PendingRecovery;
   class Port;  ///< the MovePort the move engine sees (serving_model_internal.hpp)
 
+  // Set-up (the constructor's steps).
+  /// Each deployment's methods, predictor copies and pools.
+  void set_up_deployments();
+  /// Node `i`'s GPUs (their HBM room after the weights), prefix tiers and proxy GPU.
+  void add_gpus(int i, std::int64_t epoch_cap);
+  /// The storage tier, the predictor source, the replica store and preloaded predictors.
+  void set_up_stores();
+  /// Builds the port and the move engine (after end_ns_ is known).
+  void make_move_engine();
+
   // Workload, admission and prefill (serving_admission.cpp).
   void schedule_next_arrival();
   void on_arrival(const RequestArrival& a);
@@ -243,9 +253,13 @@ class ServingModel final : public GpuListener {
   /// The run's policy's move for `r` onto one of `destinations` (else replay from the router).
   MoveChoice choose_move(const Request& r, bool from_replica, int src,
                          const std::vector<int>& destinations);
-  /// Builds the port and the move engine (after end_ns_ is known).
-  void make_move_engine();
   void start_move(Request& r, MoveTrigger trigger, int from_node, std::int64_t stall_since);
+  /// Books the chosen destination for `r`: the cached prefix it reuses there is pinned (and
+  /// its loads from the lower tiers counted) before the rest of its room.
+  MoveOrder book_destination(Request& r, const MoveChoice& c);
+  /// The move's record as planned (the engine adds what happens).
+  MoveRecord move_record(const Request& r, const MoveOrder& o, const MoveChoice& c,
+                         MoveTrigger trigger) const;
   /// Whether a move into `node` may take one of its transfer slots now.
   bool slot_free(int node) const { return move_engine_->slot_free(node); }
   /// Bytes that stay on one node cross its host link (the estimator's local leg).

@@ -145,58 +145,62 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   if (handoff && src < 0) {
     c.fallback = "decode-side prefill from the token ids: the handoff from the prefill GPU failed";
   }
+  MoveOrder o = book_destination(r, c);
+  r.phase = Phase::kMoving;
+  o.plan = std::move(c.option.plan);
+  o.src = c.src;
+  o.src_gpu = src_gpu;
+  o.from_node = from_node;
+  o.stall_since = stall_since;
+  o.ids_lead_ns = c.option.estimate.ids_lead_ns;
+  o.rec = move_record(r, o, c, trigger);
+  move_engine_->start(std::move(o));
+}
+
+MoveOrder ServingModel::book_destination(Request& r, const MoveChoice& c) {
+  MoveOrder o;
+  o.request = r.rec.id;
+  o.deployment = r.rec.deployment;
+  o.dst_gpu = c.option.destination;
   Gpu& dst = gpus_[c.option.destination];
   // The prefix the destination caches is pinned there for the request before its room is
   // booked (booking may evict unpinned blocks); the request books the rest.
   const std::size_t cached_blocks =
       static_cast<std::size_t>(c.option.plan.cached_tokens /
                                std::max<std::int64_t>(spec_.serving.prefix_cache.block_tokens, 1));
-  Pins pins;
-  SimTime load;
-  std::size_t fetch = 0;
-  if (cached_blocks > 0) {
-    // From the destination node's host and SSD tiers over its host link, then (the run's last
-    // blocks) from the storage tier over the network.
-    const PrefixRun run = prefix_run(r, c.option.destination);
-    const std::size_t local = std::min(cached_blocks, run.local());
-    load = read_tiers(r, c.option.destination, run, local, true);
-    fetch = cached_blocks - local;
-    if (fetch > 0) {
-      storage_tier_->touch(std::span<const std::uint64_t>(r.prefix_keys).subspan(local, fetch));
-      PrefixCacheStats::Tier& t = result_.prefix_cache.storage;
-      ++t.move_loads;
-      t.move_tokens += static_cast<std::int64_t>(fetch) * spec_.serving.prefix_cache.block_tokens;
-      t.read_bytes += static_cast<std::int64_t>(fetch) * storage_tier_->block_bytes();
-    }
-    pin_blocks(c.option.destination,
-               std::span<const std::uint64_t>(r.prefix_keys).first(cached_blocks));
-    pins = {cached_blocks, dst.cache->generation()};
-    reserve(c.option.destination, r,
-            r.reserved - static_cast<std::int64_t>(cached_blocks) * dst.cache->block_bytes());
-  } else {
+  if (cached_blocks == 0) {
     reserve(c.option.destination, r);
+    return o;
   }
-  r.phase = Phase::kMoving;
+  // From the destination node's host and SSD tiers over its host link, then (the run's last
+  // blocks) from the storage tier over the network.
+  const PrefixRun run = prefix_run(r, c.option.destination);
+  const std::size_t local = std::min(cached_blocks, run.local());
+  o.cached_load = read_tiers(r, c.option.destination, run, local, true);
+  o.fetch_blocks = cached_blocks - local;
+  if (const std::size_t fetch = o.fetch_blocks; fetch > 0) {
+    storage_tier_->touch(std::span<const std::uint64_t>(r.prefix_keys).subspan(local, fetch));
+    PrefixCacheStats::Tier& t = result_.prefix_cache.storage;
+    ++t.move_loads;
+    t.move_tokens += static_cast<std::int64_t>(fetch) * spec_.serving.prefix_cache.block_tokens;
+    t.read_bytes += static_cast<std::int64_t>(fetch) * storage_tier_->block_bytes();
+  }
+  pin_blocks(c.option.destination,
+             std::span<const std::uint64_t>(r.prefix_keys).first(cached_blocks));
+  o.dst_pins = {cached_blocks, dst.cache->generation()};
+  reserve(c.option.destination, r,
+          r.reserved - static_cast<std::int64_t>(cached_blocks) * dst.cache->block_bytes());
+  return o;
+}
 
-  MoveOrder o;
-  o.request = r.rec.id;
-  o.deployment = r.rec.deployment;
-  o.plan = std::move(c.option.plan);
-  o.src = c.src;
-  o.src_gpu = src_gpu;
-  o.dst_gpu = c.option.destination;
-  o.from_node = from_node;
-  o.stall_since = stall_since;
-  o.dst_pins = pins;
-  o.cached_load = load;
-  o.fetch_blocks = fetch;
-  o.ids_lead_ns = c.option.estimate.ids_lead_ns;
-  MoveRecord& rec = o.rec;
+MoveRecord ServingModel::move_record(const Request& r, const MoveOrder& o, const MoveChoice& c,
+                                     MoveTrigger trigger) const {
+  MoveRecord rec;
   rec.request = r.rec.id;
   rec.deployment = r.rec.deployment;
   rec.trigger = trigger;
-  rec.from = from_node >= 0 ? spec_.cluster.nodes[from_node].name : "";
-  rec.to = spec_.cluster.nodes[dst.node].name;
+  rec.from = o.from_node >= 0 ? spec_.cluster.nodes[o.from_node].name : "";
+  rec.to = spec_.cluster.nodes[gpus_[o.dst_gpu].node].name;
   rec.requested = strategy_name(strategy_);
   rec.strategy = strategy_name(o.plan.strategy);
   rec.fallback = c.fallback;
@@ -210,7 +214,7 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   rec.start_ns = sim_.now().ns;
   rec.estimated_ns = c.option.estimate.total_ns();
   rec.delta_nll = o.plan.delta_nll;
-  move_engine_->start(std::move(o));
+  return rec;
 }
 
 void ServingModel::admit_soon() {
