@@ -1,4 +1,4 @@
-// Latency of moving or rebuilding one request (DESIGN.md, "Latency"): the
+// Latency of moving or rebuilding one request (ARCHITECTURE.md, "Latency"): the
 // closed forms for an uncontended path with bottleneck bandwidth B and
 // one-way latency τ. Contention is the simulator's business, not this file's.
 #pragma once

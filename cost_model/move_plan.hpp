@@ -1,5 +1,5 @@
 // MovePlan: what one way of moving or rebuilding a request's KV ships and
-// computes (DESIGN.md, "Moves: plan, estimate, execute"). Three pure functions
+// computes (ARCHITECTURE.md, "Moves: plan, estimate, execute"). Three pure functions
 // carry every strategy's arithmetic, once:
 //   plan_move      strategy + request state -> bytes by kind, GPU work, quality
 //   balance_hybrid a hybrid plan + path + queue -> the split where both halves end together

@@ -1,4 +1,4 @@
-// Storage accounting for RISK-KV (DESIGN.md, "Storage, per request"):
+// Storage accounting for RISK-KV (ARCHITECTURE.md, "Storage, per request"):
 // full/kept/saved KV bytes, predictor sizes (folded and unfolded) and the
 // sharing arithmetic that decides when a predictor pays for itself.
 #pragma once

@@ -1,6 +1,6 @@
 // Internal to the scenario loader: one parse function per section (pass one)
 // and the cross-reference pass (pass two), with the small typed-value helpers
-// they share. Not for use outside scenarios/.
+// they share. Not for use outside input/.
 #pragma once
 
 #include <filesystem>
