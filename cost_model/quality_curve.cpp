@@ -2,16 +2,13 @@
 #include "cost_model/quality_curve.hpp"
 
 #include <algorithm>
-#include <cstdio>
+
+#include "cost_model/units.hpp"
 
 namespace kvshift::cost_model {
 namespace {
 
-std::string number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
+std::string number(double v) { return format_g(v); }
 
 }  // namespace
 

@@ -87,12 +87,21 @@ double parse_with(std::string_view text, std::string_view field, const std::arra
 }
 
 std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
+  return format_number(("%." + std::to_string(decimals) + "f").c_str(), v);
 }
 
 }  // namespace
+
+std::string format_number(const char* printf_format, double v) {
+  char buf[64];
+  const int n = std::snprintf(buf, sizeof buf, printf_format, v);
+  if (n < 0) return {};
+  if (static_cast<std::size_t>(n) < sizeof buf)
+    return std::string(buf, static_cast<std::size_t>(n));
+  std::string out(static_cast<std::size_t>(n), '\0');  // a long %f: print again at full size
+  std::snprintf(out.data(), out.size() + 1, printf_format, v);
+  return out;
+}
 
 Bytes parse_bytes(std::string_view text, std::string_view field) {
   const double v =

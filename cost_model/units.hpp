@@ -70,6 +70,12 @@ BitsPerSecond parse_bandwidth(std::string_view text, std::string_view field);
 /// "20ms", "50us", "1.5s", "2min", "1h", "100ns".
 Seconds parse_duration(std::string_view text, std::string_view field);
 
+/// One number as printf prints it with `printf_format`, which holds exactly one conversion of
+/// a double ("%.3f", "%g", "%.1f %%"): the project's one number formatter.
+std::string format_number(const char* printf_format, double v);
+/// The shortest of printf's %g ("0.05", "1e+09").
+inline std::string format_g(double v) { return format_number("%g", v); }
+
 /// "2.000 MiB" with `decimals` places.
 std::string format_mib(Bytes b, int decimals = 3);
 /// "503.316 ms".

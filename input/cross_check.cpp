@@ -13,6 +13,7 @@
 #include <set>
 
 #include "cost_model/storage.hpp"
+#include "cost_model/units.hpp"
 #include "input/scenario_parts.hpp"
 
 namespace kvshift::input::detail {
@@ -32,11 +33,7 @@ std::string suggestion(const std::string& word,
   return closest_name(word, names);
 }
 
-std::string gib(Bytes b) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", b.mib() / 1024.0);
-  return buf;
-}
+std::string gib(Bytes b) { return format_number("%.2f GiB", b.mib() / 1024.0); }
 
 // Pointer of the JSON that defined cluster node `i`.
 std::string node_ptr(const LoadContext& ctx, std::size_t i) {

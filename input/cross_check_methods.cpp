@@ -7,16 +7,11 @@
 #include <cstdio>
 
 #include "cost_model/storage.hpp"
+#include "cost_model/units.hpp"
 #include "input/scenario_parts.hpp"
 
 namespace kvshift::input::detail {
 namespace {
-
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
 
 // The quality cost of a lossy method, or nullopt for lossless ones.
 std::optional<double> quality_cost(const sim::DeploymentSpec& m, bool risk) {
@@ -35,8 +30,8 @@ void need_method(const ScenarioSpec& s, const sim::DeploymentSpec& m, bool risk,
   }
   const auto cost = quality_cost(m, risk);
   if (s.policies.quality_budget && cost && *cost > *s.policies.quality_budget) {
-    d.add(ptr, what + " costs ΔNLL " + num(*cost) + " (" + section +
-                   ".delta_nll), over the quality_budget " + num(*s.policies.quality_budget));
+    d.add(ptr, what + " costs ΔNLL " + format_g(*cost) + " (" + section +
+                   ".delta_nll), over the quality_budget " + format_g(*s.policies.quality_budget));
   }
 }
 

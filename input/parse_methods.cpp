@@ -29,6 +29,7 @@
 
 #include "cost_model/input_error.hpp"
 #include "cost_model/quality_curve.hpp"
+#include "cost_model/units.hpp"
 #include "input/scenario_keys.hpp"
 #include "input/scenario_parts.hpp"
 #include "input/spec_files.hpp"
@@ -38,12 +39,6 @@ namespace {
 
 /// The lowest mean ΔNLL a calibration file may report (measured ones sit within ±0.01).
 constexpr double kMinFileDeltaNll = -0.1;
-
-std::string short_number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", v);
-  return buf;
-}
 
 /// The test-set quality a topology document carries, and where it was read ("" inline).
 struct FileQuality {
@@ -245,9 +240,9 @@ std::optional<MeasuredProxy> read_proxy_quality_file(
   if (!q) {
     double lo = points.front().retention, hi = lo;
     for (const auto& p : points) lo = std::min(lo, p.retention), hi = std::max(hi, p.retention);
-    r.problem("retention", short_number(retention) + " is outside the ratios " + path +
-                               " measured ProxyKV at [" + short_number(lo) + ", " +
-                               short_number(hi) + "]; measure it there or pick ρ inside");
+    r.problem("retention", format_g(retention) + " is outside the ratios " + path +
+                               " measured ProxyKV at [" + format_g(lo) + ", " + format_g(hi) +
+                               "]; measure it there or pick ρ inside");
     return std::nullopt;
   }
   // Charged as measured, like a topology's test-set mean (a small negative mean is noise).
@@ -356,7 +351,7 @@ std::string delta_nll_source(const FileQuality& f, bool hand_written) {
       f.origin.empty() ? "the inline topology's " + what : f.origin + ": " + what;
   if (hand_written) {
     return "scenario constant, not measured (risk_kv.delta_nll written by hand" +
-           (f.delta_nll ? "; it overrides " + short_number(*f.delta_nll) + ", " + file : "") + ")";
+           (f.delta_nll ? "; it overrides " + format_g(*f.delta_nll) + ", " + file : "") + ")";
   }
   if (f.origin.empty()) return "scenario constant, not measured (" + file + ")";
   return file;
@@ -398,12 +393,12 @@ std::optional<sim::RiskKvSpec> parse_risk_kv(const Reader& top, const cost_model
       !(*file_quality.delta_nll >= kMinFileDeltaNll && *file_quality.delta_nll <= 100)) {
     r->problem("topology", s.topology_source +
                                ": quality.delta_nll_mean must be in [-0.1, 100] nats/token (got " +
-                               short_number(*file_quality.delta_nll) + ")");
+                               format_g(*file_quality.delta_nll) + ")");
   }
   if (file_quality.violation_share &&
       !(*file_quality.violation_share >= 0.0 && *file_quality.violation_share <= 1.0)) {
     r->problem("topology", s.topology_source + ": quality.violation_share must be in [0, 1] (got " +
-                               short_number(*file_quality.violation_share) + ")");
+                               format_g(*file_quality.violation_share) + ")");
   }
   s.violation_share = file_quality.violation_share;
   auto nll = number_in(*r, "delta_nll", 0, 100, false, false);

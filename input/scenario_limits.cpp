@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <string>
 
+#include "cost_model/units.hpp"
 #include "input/scenario_parts.hpp"
 #include "input/spec_files.hpp"
 
@@ -28,18 +29,16 @@ constexpr double kMaxWaiting = 1'000'000;
 constexpr double kMaxLinkSamples = 50'000'000;
 
 std::string count_text(double v) {
-  char buf[64];
   if (v < 1e9) {
-    std::snprintf(buf, sizeof buf, "%.0f", v);
-    std::string s(buf), out;
+    const std::string s = format_number("%.0f", v);
+    std::string out;
     for (std::size_t i = 0; i < s.size(); ++i) {
       if (i > 0 && (s.size() - i) % 3 == 0) out += ',';
       out += s[i];
     }
     return out;
   }
-  std::snprintf(buf, sizeof buf, "%.3g", v);
-  return buf;
+  return format_number("%.3g", v);
 }
 
 /// The largest value a token distribution asks for: fixed its value, uniform its max,
@@ -85,13 +84,10 @@ void check_run_size(const Reader& top, ScenarioSpec& s) {
     double arrivals = w.rate_per_s * duration;
     if (w.max_requests > 0) arrivals = std::min(arrivals, static_cast<double>(w.max_requests));
     if (arrivals > kMaxArrivals) {
-      char rate[32], secs[32];
-      std::snprintf(rate, sizeof rate, "%g", w.rate_per_s);
-      std::snprintf(secs, sizeof secs, "%g", duration);
       below(top, "workload")
-          .problem("rate", std::string(rate) + " requests/s over " + secs + " s is about " +
-                               count_text(arrivals) + " arrivals per strategy, more than the " +
-                               count_text(kMaxArrivals) +
+          .problem("rate", format_g(w.rate_per_s) + " requests/s over " + format_g(duration) +
+                               " s is about " + count_text(arrivals) +
+                               " arrivals per strategy, more than the " + count_text(kMaxArrivals) +
                                " a run may simulate: lower the rate or the duration, or set "
                                "/workload/max_requests");
     }
@@ -99,11 +95,10 @@ void check_run_size(const Reader& top, ScenarioSpec& s) {
     for (const sim::ClusterNode& n : s.cluster.nodes) gpus += n.gpu_count;
     if (arrivals <= kMaxArrivals && arrivals > kMaxWaiting && gpus > 0 &&
         w.rate_per_s / gpus > kMaxRatePerGpu) {
-      char per_gpu[32];
-      std::snprintf(per_gpu, sizeof per_gpu, "%.3g", w.rate_per_s / gpus);
       below(top, "workload")
           .problem("rate",
-                   std::string(per_gpu) + " requests/s per GPU (" + count_text(gpus) +
+                   format_number("%.3g", w.rate_per_s / gpus) + " requests/s per GPU (" +
+                       count_text(gpus) +
                        " GPUs) is far beyond what a GPU serves: nearly all of the about " +
                        count_text(arrivals) +
                        " arrivals would wait in memory (about 1 KB each); lower the rate or the "
@@ -114,11 +109,9 @@ void check_run_size(const Reader& top, ScenarioSpec& s) {
     std::size_t late = 0;
     for (const sim::TraceRequest& r : w.trace) late += r.arrival.value * w.time_scale >= duration;
     if (late > 0) {
-      char secs[32];
-      std::snprintf(secs, sizeof secs, "%g", duration);
       s.notes.push_back("/workload/trace: " + std::to_string(late) + " of " +
-                        std::to_string(w.trace.size()) + " requests arrive after the " + secs +
-                        " s the scenario lasts and are never simulated");
+                        std::to_string(w.trace.size()) + " requests arrive after the " +
+                        format_g(duration) + " s the scenario lasts and are never simulated");
     }
   }
   const double interval = s.link_sample_interval.value;
@@ -127,14 +120,13 @@ void check_run_size(const Reader& top, ScenarioSpec& s) {
     const double instants = std::floor(duration / interval);
     const double samples = instants * directions;
     if (samples > kMaxLinkSamples) {
-      char need[32], every[32];
-      std::snprintf(need, sizeof need, "%.3g", duration * directions / kMaxLinkSamples);
-      std::snprintf(every, sizeof every, "%g", interval);
+      const std::string need = format_number("%.3g", duration * directions / kMaxLinkSamples);
+      const std::string every = format_g(interval);
       const Reader at = top.has("outputs") ? below(top, "outputs") : top;
       at.problem(top.has("outputs") ? "link_sample_interval" : "outputs",
-                 "a sample every " + std::string(every) + " s over the run is up to " +
-                     count_text(samples) + " link samples (" + count_text(instants) +
-                     " instants x " + count_text(directions) + " link directions), more than the " +
+                 "a sample every " + every + " s over the run is up to " + count_text(samples) +
+                     " link samples (" + count_text(instants) + " instants x " +
+                     count_text(directions) + " link directions), more than the " +
                      count_text(kMaxLinkSamples) +
                      " a run may keep in memory: set outputs.link_sample_interval to at least " +
                      need + " s");

@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "cost_model/input_error.hpp"
+#include "cost_model/units.hpp"
 #include "input/quickstart_json.hpp"
 #include "input/scenario_keys.hpp"
 #include "input/scenario_parts.hpp"
@@ -215,14 +216,10 @@ std::string summarize(const ScenarioSpec& s) {
   if (s.workload.arrival == sim::ArrivalKind::kTrace) {
     arrivals = "trace of " + std::to_string(s.workload.trace.size()) + " requests";
   } else {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%s %g req/s",
-                  s.workload.arrival == sim::ArrivalKind::kPoisson ? "poisson" : "gamma",
-                  s.workload.rate_per_s);
-    arrivals = buf;
+    arrivals = std::string(s.workload.arrival == sim::ArrivalKind::kPoisson ? "poisson" : "gamma") +
+               " " + format_g(s.workload.rate_per_s) + " req/s";
   }
-  char dur[32];
-  std::snprintf(dur, sizeof dur, "%gs", s.duration.value);
+  const std::string dur = format_g(s.duration.value) + "s";
   std::string models = s.model.name;
   if (!s.deployments.empty()) {
     models.clear();

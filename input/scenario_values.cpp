@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cost_model/input_error.hpp"
+#include "cost_model/units.hpp"
 #include "input/scenario_parts.hpp"
 
 namespace kvshift::input::detail {
@@ -95,13 +96,8 @@ std::optional<double> number_in(const Reader& r, std::string_view key, double lo
   if (!v) return std::nullopt;
   const bool low_ok = lo_open ? *v > lo : *v >= lo;
   if (!low_ok || !(*v <= hi) || !std::isfinite(*v)) {
-    auto fmt = [](double x) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%g", x);
-      return std::string(buf);
-    };
-    const std::string low = std::string(lo_open ? "> " : ">= ") + fmt(lo);
-    const std::string rule = hi >= 1e6 ? low : low + " and <= " + fmt(hi);
+    const std::string low = std::string(lo_open ? "> " : ">= ") + format_g(lo);
+    const std::string rule = hi >= 1e6 ? low : low + " and <= " + format_g(hi);
     r.problem(key, "must be " + rule + " (got " + got(r, key) + ")");
     return std::nullopt;
   }

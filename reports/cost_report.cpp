@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "cost_model/storage.hpp"
+#include "cost_model/units.hpp"
 
 namespace kvshift::reports {
 namespace {
@@ -20,11 +21,7 @@ std::string row(const char* label, const std::string& value) {
   return buf;
 }
 
-std::string pct(double f) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f %%", 100.0 * f);
-  return buf;
-}
+std::string pct(double f) { return format_number("%.1f %%", 100.0 * f); }
 
 }  // namespace
 

@@ -5,6 +5,7 @@
 
 #include "cost_model/input_error.hpp"
 #include "cost_model/move_plan.hpp"
+#include "cost_model/units.hpp"
 #include "reports/strategy_metrics.hpp"
 #include "sim/serving/network_fabric.hpp"
 
@@ -21,9 +22,7 @@ int node_index(const input::ScenarioSpec& spec, const std::string& name) {
 }
 
 std::string fmt_ns(std::int64_t ns) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.9f s", static_cast<double>(ns) * 1e-9);
-  return buf;
+  return format_number("%.9f s", static_cast<double>(ns) * 1e-9);
 }
 
 }  // namespace

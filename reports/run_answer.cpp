@@ -2,6 +2,7 @@
 // moves first, since a strategy that strands a drain or loses requests is not better for being
 // fast on the moves it finished; latency decides only among strategies level on both.
 #include "reports/run_answer.hpp"
+#include "cost_model/units.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -9,12 +10,6 @@
 
 namespace kvshift::reports {
 namespace {
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 std::string count(std::int64_t n, const char* one, const char* many) {
   return std::to_string(n) + " " + (n == 1 ? one : many);
@@ -83,7 +78,7 @@ std::string quality_cost(const Entry& e) {
   for (const auto& [name, d] : e.m().deployments) add(d.quality);
   std::string list;
   for (const std::string& t : sources) list += (list.empty() ? " (" : "; ") + t;
-  return "; " + e.name() + "'s moves cost ΔNLL " + fmt("%.5f", e.delta_nll()) +
+  return "; " + e.name() + "'s moves cost ΔNLL " + format_number("%.5f", e.delta_nll()) +
          " nats/token on average" + (list.empty() ? "" : list + ")");
 }
 
@@ -181,8 +176,9 @@ std::string among_level(const std::vector<Entry>& level, const std::string& crit
     const Entry& purer = w.delta_nll() <= n.delta_nll() ? w : n;
     const Entry& lossier = w.delta_nll() <= n.delta_nll() ? n : w;
     if (purer.delta_nll() < lossier.delta_nll()) {
-      out += "; " + purer.name() + " loses less quality (ΔNLL " + fmt("%.5f", purer.delta_nll()) +
-             " against " + fmt("%.5f", lossier.delta_nll()) + " nats/token per move)";
+      out += "; " + purer.name() + " loses less quality (ΔNLL " +
+             format_number("%.5f", purer.delta_nll()) + " against " +
+             format_number("%.5f", lossier.delta_nll()) + " nats/token per move)";
     }
     return out;
   }
@@ -190,8 +186,8 @@ std::string among_level(const std::vector<Entry>& level, const std::string& crit
   const double pct = 100.0 * (n.p99() - w.p99()) / n.p99();
   std::string out = w.name() + " is ahead on the " + criterion + ": " + w.p99_text() + " against " +
                     n.p99_text() + " for " + n.name();
-  if (!n.bound()) return out + " (" + fmt("%.0f", pct) + " % lower)";
-  if (pct >= 1) return out + " (at least " + fmt("%.0f", pct) + " % lower)";
+  if (!n.bound()) return out + " (" + format_number("%.0f", pct) + " % lower)";
+  if (pct >= 1) return out + " (at least " + format_number("%.0f", pct) + " % lower)";
   return out + " (" + n.name() + "'s is a lower bound)";
 }
 
@@ -238,9 +234,9 @@ std::string nobody_ahead(const std::vector<Entry>& sorted) {
 }  // namespace
 
 std::string format_latency(double s) {
-  if (s < 0.01) return fmt("%.3f ms", s * 1e3);
-  if (s < 1.0) return fmt("%.1f ms", s * 1e3);
-  return fmt("%.3f s", s);
+  if (s < 0.01) return format_number("%.3f ms", s * 1e3);
+  if (s < 1.0) return format_number("%.1f ms", s * 1e3);
+  return format_number("%.3f s", s);
 }
 
 RunAnswer run_answer(const std::vector<NamedMetrics>& all) {

@@ -6,6 +6,7 @@
 #include <map>
 #include <sstream>
 
+#include "cost_model/units.hpp"
 #include "reports/atomic_file.hpp"
 #include "reports/json_text.hpp"
 #include "reports/record_csv.hpp"
@@ -19,12 +20,6 @@ namespace {
 using nlohmann::json;
 
 double s_of(std::int64_t ns) { return static_cast<double>(ns) * 1e-9; }
-
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
 
 std::string fmt_latency(double s) { return format_latency(s); }
 
@@ -61,9 +56,9 @@ std::string links_csv(const std::vector<sim::RunResult>& runs) {
   o << "strategy,t_s,link,utilisation,bytes,capacity_bps\n";
   for (const sim::RunResult& run : runs) {
     for (const sim::LinkSample& s : run.link_samples) {
-      o << run.strategy << ',' << fmt("%.9f", s_of(s.t_ns)) << ',' << util::csv_escape(s.link)
-        << ',' << fmt("%.6f", s.utilisation) << ',' << s.bytes << ','
-        << fmt("%.17g", s.capacity_bps) << '\n';
+      o << run.strategy << ',' << format_number("%.9f", s_of(s.t_ns)) << ','
+        << util::csv_escape(s.link) << ',' << format_number("%.6f", s.utilisation) << ',' << s.bytes
+        << ',' << format_number("%.17g", s.capacity_bps) << '\n';
     }
   }
   return o.str();
@@ -145,11 +140,12 @@ std::string delta_nll_lines(const std::vector<NamedMetrics>& all) {
   auto charges = [](const Quality& q) {
     std::string out;
     if (q.risk_kv_charge) {
-      out += fmt("risk_kv %.5f", q.risk_kv_charge->delta_nll) + ", " + q.risk_kv_charge->source;
+      out += format_number("risk_kv %.5f", q.risk_kv_charge->delta_nll) + ", " +
+             q.risk_kv_charge->source;
     }
     if (q.proxy_kv) {
-      out += (out.empty() ? "" : "; ") + fmt("proxy_kv %.5f", q.proxy_kv->delta_nll) + ", " +
-             q.proxy_kv->delta_nll_source;
+      out += (out.empty() ? "" : "; ") + format_number("proxy_kv %.5f", q.proxy_kv->delta_nll) +
+             ", " + q.proxy_kv->delta_nll_source;
     }
     return out;
   };
@@ -168,7 +164,7 @@ std::string delta_nll_lines(const std::vector<NamedMetrics>& all) {
     if (!p || p->moves == 0) continue;
     out += "proxy_kv requests over eps, " + n.strategy + ": " +
            (p->expected_requests_over_eps
-                ? fmt("%.1f", *p->expected_requests_over_eps) + " expected of " +
+                ? format_number("%.1f", *p->expected_requests_over_eps) + " expected of " +
                       std::to_string(p->moves) + " moves (" + p->over_eps_source + ")"
                 : std::string("unknown (") + p->over_eps_source + ")") +
            "\n";
@@ -479,7 +475,8 @@ std::string pool_and_cost_lines(const json& summary) {
           add(std::to_string(v["live_measurements"].get<long long>()) + " shapes measured");
         }
         if (v.contains("spread")) {
-          add(fmt("spread (p90-p10)/median up to %.1f%%", 100 * v["spread"].get<double>()));
+          add(format_number("spread (p90-p10)/median up to %.1f%%",
+                            100 * v["spread"].get<double>()));
         }
         o << "  " << op << (text.empty() ? "" : ": " + text) << "\n";
       }

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "cost_model/units.hpp"
 #include "util/percentile.hpp"
 
 namespace kvshift::reports {
@@ -125,11 +126,10 @@ Quality quality(const std::optional<sim::RiskKvSpec>& risk_kv,
   if (risk_kv && risk_kv->violation_share) {
     // The calibration's held-out share of requests over its ε, applied to the rebuilds made.
     const std::int64_t rebuilt = done_with(t, "risk_kv");
-    char share[32];
-    std::snprintf(share, sizeof share, "%.4f", *risk_kv->violation_share);
-    q.risk_kv = Quality::RiskKv{
-        rebuilt, r9(*risk_kv->violation_share * rebuilt),
-        "test-set violation share " + std::string(share) + " of " + risk_kv->topology_source};
+    q.risk_kv = Quality::RiskKv{rebuilt, r9(*risk_kv->violation_share * rebuilt),
+                                "test-set violation share " +
+                                    format_number("%.4f", *risk_kv->violation_share) + " of " +
+                                    risk_kv->topology_source};
   }
   return q;
 }

@@ -13,6 +13,7 @@
 #include "cost_model/move_plan.hpp"
 #include "cost_model/omission_plan.hpp"
 #include "cost_model/storage.hpp"
+#include "cost_model/units.hpp"
 
 namespace kvshift::sweep {
 namespace {
@@ -83,11 +84,7 @@ double positive_bandwidth(const std::string& text, std::string_view flag) {
   return v;
 }
 
-std::string g9(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
+std::string g9(double v) { return format_number("%.9g", v); }
 
 struct Row {
   std::string crossover, winners, points;

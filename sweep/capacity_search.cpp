@@ -13,12 +13,6 @@
 namespace kvshift::sweep {
 namespace {
 
-std::string printf_text(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 // Parses one end; returns its kind (kNumber when it has no unit).
 KnobKind parse_end(const std::string& text, double& value, bool& integer) {
   char* end = nullptr;
@@ -133,13 +127,13 @@ Knob parse_knob(std::string_view text) {
 std::string knob_value_text(const Knob& k, double v) {
   switch (k.kind) {
     case KnobKind::kBandwidth:
-      return printf_text("%.0fbps", std::round(v));
+      return format_number("%.0fbps", std::round(v));
     case KnobKind::kDuration:
-      return printf_text("%.0fns", std::round(v * 1e9));
+      return format_number("%.0fns", std::round(v * 1e9));
     case KnobKind::kBytes:
-      return printf_text("%.0fB", std::round(v));
+      return format_number("%.0fB", std::round(v));
     case KnobKind::kNumber:
-      return k.integer ? printf_text("%.0f", std::round(v)) : printf_text("%.9g", v);
+      return k.integer ? format_number("%.0f", std::round(v)) : format_number("%.9g", v);
   }
   return "";
 }

@@ -1,5 +1,6 @@
 #include "sweep/replicate_means.hpp"
 
+#include "cost_model/units.hpp"
 #include "util/csv.hpp"
 
 #include <cmath>
@@ -12,11 +13,7 @@
 namespace kvshift::sweep {
 namespace {
 
-std::string num(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
+std::string num(double v) { return format_number("%.9g", v); }
 
 }  // namespace
 

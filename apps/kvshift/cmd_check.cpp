@@ -11,6 +11,7 @@
 #include "apps/kvshift/command.hpp"
 #include "apps/kvshift/support_costs.hpp"
 #include "cost_model/input_error.hpp"
+#include "cost_model/units.hpp"
 #include "input/json_reader.hpp"
 #include "input/scenario_loader.hpp"
 #include "reports/atomic_file.hpp"
@@ -41,10 +42,8 @@ reports::CheckOutcome check_against(const nlohmann::json& summary, const fs::pat
 
 int check_all(const CheckOptions& o) {
   if (!(std::isfinite(o.tolerance) && o.tolerance >= 0)) {
-    char got[32];
-    std::snprintf(got, sizeof got, "%g", o.tolerance);
     throw InputError("--tolerance: must be a finite number >= 0, a share such as 0.01 (got " +
-                     std::string(got) + ")");
+                     format_g(o.tolerance) + ")");
   }
   if (!fs::is_directory(o.dir)) throw InputError("DIR: " + o.dir + " is not a folder");
   std::vector<fs::path> files;

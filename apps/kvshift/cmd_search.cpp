@@ -12,6 +12,7 @@
 #include "apps/kvshift/command.hpp"
 #include "apps/kvshift/support_costs.hpp"
 #include "cost_model/input_error.hpp"
+#include "cost_model/units.hpp"
 #include "reports/atomic_file.hpp"
 #include "sweep/capacity_search.hpp"
 #include "util/csv.hpp"
@@ -29,13 +30,9 @@ struct SearchCliOptions {
 std::string clause_values(const sweep::Objective& objective, const sweep::Probe& p) {
   std::string text;
   for (std::size_t i = 0; i < p.results.size(); ++i) {
-    char buf[96];
     const auto& v = p.results[i].value;
-    if (v)
-      std::snprintf(buf, sizeof buf, "%s=%.6g", objective.clauses[i].metric.c_str(), *v);
-    else
-      std::snprintf(buf, sizeof buf, "%s=(none)", objective.clauses[i].metric.c_str());
-    text += (text.empty() ? "" : "  ") + std::string(buf);
+    text += (text.empty() ? "" : "  ") + objective.clauses[i].metric + "=" +
+            (v ? format_number("%.6g", *v) : "(none)");
   }
   return text;
 }

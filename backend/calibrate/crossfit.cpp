@@ -1,5 +1,6 @@
 // Cross-fitted selection; see crossfit.hpp.
 #include "backend/calibrate/crossfit.hpp"
+#include "cost_model/units.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -61,10 +62,8 @@ SelectionOutcome select_prefixes(SelectionOracle& oracle, const SelectionInput& 
     out.prefixes.push_back(std::move(p));
     rejected_in_a_row = any ? 0 : rejected_in_a_row + 1;
     if (rejected_in_a_row >= in.patience && k < out.order.size()) {
-      char eps[32];
-      std::snprintf(eps, sizeof eps, "%g", in.eps_max);
       out.stop_reason = "prefixes " + std::to_string(k - rejected_in_a_row + 1) + ".." +
-                        std::to_string(k) + " pass no gate at eps " + eps;
+                        std::to_string(k) + " pass no gate at eps " + format_g(in.eps_max);
       break;
     }
   }

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "cost_model/input_error.hpp"
+#include "cost_model/units.hpp"
 #include "util/percentile.hpp"
 
 namespace kvshift::backend::calibrate {
@@ -29,9 +30,7 @@ std::string_view gate_name(Gate g) {
 
 std::string rule_name(const GateRule& r) {
   if (r.gate != Gate::kShare) return std::string(gate_name(r.gate));
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "share:%g", r.share);
-  return buf;
+  return "share:" + format_number("%g", r.share);
 }
 
 GateRule parse_gate(std::string_view text, std::string_view field) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/calibrate/text_format.hpp"
+#include "cost_model/units.hpp"
 
 namespace kvshift::backend::calibrate {
 namespace {
@@ -36,13 +37,13 @@ std::optional<double> headline_ratio(const QualityResult& r) {
 }
 
 std::string interval(double lo, double hi, const char* f) {
-  return "[" + fmt(f, lo) + ", " + fmt(f, hi) + "]";
+  return "[" + format_number(f, lo) + ", " + format_number(f, hi) + "]";
 }
 
 /// One sentence: which pruning method loses least at the headline ratio, and ProxyKV's share.
 std::string statement(const QualityResult& r) {
   const auto rho = headline_ratio(r);
-  if (!rho) return "exact NLL " + fmt("%.4f", r.exact_nll) + " nats/token";
+  if (!rho) return "exact NLL " + format_number("%.4f", r.exact_nll) + " nats/token";
   const QualityRow* best = nullptr;
   std::vector<const QualityRow*> proxies;  // one per mapper measured
   for (const QualityRow& row : r.rows) {
@@ -53,8 +54,8 @@ std::string statement(const QualityResult& r) {
   std::ostringstream s;
   s << "at ρ = " << *rho << ", ";
   if (best)
-    s << best->label << " loses least of the non-oracle methods (ΔNLL " << fmt("%+.4f", best->mean)
-      << ")";
+    s << best->label << " loses least of the non-oracle methods (ΔNLL "
+      << format_number("%+.4f", best->mean) << ")";
   for (const QualityRow* proxy : proxies) {
     s << "; ProxyKV" << (proxies.size() > 1 ? " (" + proxy->label + ")" : "") << " recovers "
       << pct(*proxy->kvzip_share) << " of KVZip's quality [95 % CI " << pct(proxy->kvzip_share_low)
@@ -144,9 +145,9 @@ std::string quality_markdown(const QualityResult& r, const cost_model::ModelSpec
      << "Result: **" << statement(r) << "**.\n\n"
      << "Corpus `" << info.corpus_path << "` (" << info.corpus_tokens << " tokens), span "
      << span_text(o.span) << "; " << r.starts.size() << " requests of " << o.history
-     << " history + " << o.eval << " eval tokens. Exact NLL " << fmt("%.4f", r.exact_nll)
+     << " history + " << o.eval << " eval tokens. Exact NLL " << format_number("%.4f", r.exact_nll)
      << " nats/token " << interval(r.exact_ci95_low, r.exact_ci95_high, "%.4f") << ", PPL "
-     << fmt("%.3f", r.ppl_exact) << ". Pruning keeps the first " << o.keep.sink_tokens
+     << format_number("%.3f", r.ppl_exact) << ". Pruning keeps the first " << o.keep.sink_tokens
      << " and the last " << o.keep.recent_window << " history tokens always and "
      << (o.budget == Budget::kGlobal
              ? "the highest scores over all KV heads together (one budget, `--budget global`: "
@@ -154,12 +155,13 @@ std::string quality_markdown(const QualityResult& r, const cost_model::ModelSpec
              : "the top-K of each KV head by the method's scores (the same number per head)");
   if (!info.proxy_name.empty()) md << "; ProxyKV's proxy: " << info.proxy_name;
   md << ". Intervals: 95 % bootstrap over requests (" << o.resamples
-     << " resamples); \"> ε\": requests whose ΔNLL exceeds " << fmt("%g", o.eps)
+     << " resamples); \"> ε\": requests whose ΔNLL exceeds " << format_number("%g", o.eps)
      << " with a Clopper–Pearson 95 % interval; \"recall@K\": the share of a method's kept "
         "tokens that KVZip keeps at the same ρ; \"KVZip's top 10 % kept\": the share of the tokens "
         "KVZip ranks in its top 10 % of a head (forced tokens left out) that the method keeps. "
         "Wall time "
-     << fmt("%.1f", info.wall_time_s) << " s with " << o.threads << " request(s) side by side.\n\n";
+     << format_number("%.1f", info.wall_time_s) << " s with " << o.threads
+     << " request(s) side by side.\n\n";
   bool lossless = false;
   for (const QualityRow& row : r.rows) lossless |= !row.retention;
   if (lossless) {
@@ -167,9 +169,10 @@ std::string quality_markdown(const QualityResult& r, const cost_model::ModelSpec
           "|---|---|---|---|\n";
     for (const QualityRow& row : r.rows) {
       if (row.retention) continue;
-      md << "| `" << row.policy << "` | " << fmt("%+.5f", row.mean) << " "
-         << interval(row.ci95_low, row.ci95_high, "%+.5f") << " | " << fmt("%.3f", row.ppl) << " | "
-         << row.over_eps << "/" << row.per_request.size() << " |\n";
+      md << "| `" << row.policy << "` | " << format_number("%+.5f", row.mean) << " "
+         << interval(row.ci95_low, row.ci95_high, "%+.5f") << " | "
+         << format_number("%.3f", row.ppl) << " | " << row.over_eps << "/" << row.per_request.size()
+         << " |\n";
     }
     md << "\n";
   }
@@ -180,9 +183,9 @@ std::string quality_markdown(const QualityResult& r, const cost_model::ModelSpec
           "|\n|---|---|---|---|---|---|---|\n";
     for (const QualityRow& row : r.rows) {
       if (row.retention != rho) continue;
-      md << "| " << row.label << " | " << fmt("%+.4f", row.mean) << " "
-         << interval(row.ci95_low, row.ci95_high, "%+.4f") << " | " << fmt("%.3f", row.ppl) << " | "
-         << pct(row.over_share) << " "
+      md << "| " << row.label << " | " << format_number("%+.4f", row.mean) << " "
+         << interval(row.ci95_low, row.ci95_high, "%+.4f") << " | "
+         << format_number("%.3f", row.ppl) << " | " << pct(row.over_share) << " "
          << interval(100 * row.over_ci95_low, 100 * row.over_ci95_high, "%.0f") << " | "
          << (row.recall ? pct(*row.recall) : "—") << " | "
          << (row.kvzip_top_kept ? pct(*row.kvzip_top_kept) : "—") << " | "
@@ -197,7 +200,7 @@ std::string quality_markdown(const QualityResult& r, const cost_model::ModelSpec
   if (!r.timings_s.empty()) {
     md << "## Timings (median seconds per request, one core each)\n\n| step | s |\n|---|---|\n";
     for (const auto& [step, s] : r.timings_s)
-      md << "| " << step << " | " << fmt("%.3f", s) << " |\n";
+      md << "| " << step << " | " << format_number("%.3f", s) << " |\n";
     if (r.timings_s.count("mapper_forward") && r.timings_s.count("target_prefill")) {
       md << "\nThe mapper's forward takes "
          << pct(r.timings_s.at("mapper_forward") / r.timings_s.at("target_prefill"))
@@ -232,8 +235,9 @@ std::string quality_svg(const QualityResult& r, const cost_model::ModelSpec& spe
     const double v = ymax * i / 5.0, xv = i / 5.0;
     s << "<line x1=\"" << L << "\" x2=\"" << W - R << "\" y1=\"" << Y(v) << "\" y2=\"" << Y(v)
       << "\" stroke=\"#ddd\"/><text x=\"" << L - 6 << "\" y=\"" << Y(v) + 4
-      << "\" text-anchor=\"end\">" << fmt("%.3f", v) << "</text>\n<text x=\"" << X(xv) << "\" y=\""
-      << H - B + 16 << "\" text-anchor=\"middle\">" << fmt("%.1f", xv) << "</text>\n";
+      << "\" text-anchor=\"end\">" << format_number("%.3f", v) << "</text>\n<text x=\"" << X(xv)
+      << "\" y=\"" << H - B + 16 << "\" text-anchor=\"middle\">" << format_number("%.1f", xv)
+      << "</text>\n";
   }
   s << "<text x=\"" << (L + W - R) / 2 << "\" y=\"" << H - 12
     << "\" text-anchor=\"middle\">retention ρ (share of tokens kept per head)</text>\n<text "
@@ -252,11 +256,12 @@ std::string quality_svg(const QualityResult& r, const cost_model::ModelSpec& spe
     for (const QualityRow& row : r.rows) {
       if (row.label != methods[i] || !row.retention) continue;
       const double x = X(*row.retention);
-      pts += fmt("%.1f", x) + "," + fmt("%.1f", Y(row.mean)) + " ";
+      pts += format_number("%.1f", x) + "," + format_number("%.1f", Y(row.mean)) + " ";
       s << "<line x1=\"" << x << "\" x2=\"" << x << "\" y1=\"" << Y(row.ci95_low) << "\" y2=\""
         << Y(row.ci95_high) << "\" stroke=\"" << col << "\"/><circle cx=\"" << x << "\" cy=\""
         << Y(row.mean) << "\" r=\"3\" fill=\"" << col << "\"><title>" << row.label
-        << " ρ=" << *row.retention << ": " << fmt("%+.4f", row.mean) << "</title></circle>\n";
+        << " ρ=" << *row.retention << ": " << format_number("%+.4f", row.mean)
+        << "</title></circle>\n";
     }
     s << "<polyline fill=\"none\" stroke=\"" << col << "\" stroke-width=\"1.5\" points=\"" << pts
       << "\"/>\n<text x=\"" << W - R + 10 << "\" y=\"" << T + 16 * (i + 1) << "\" fill=\"" << col

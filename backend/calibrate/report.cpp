@@ -8,6 +8,7 @@
 
 #include "backend/calibrate/predictor_file.hpp"
 #include "backend/calibrate/text_format.hpp"
+#include "cost_model/units.hpp"
 
 namespace kvshift::backend::calibrate {
 namespace {
@@ -49,10 +50,11 @@ std::string statement(const CalibrationResult& r) {
   const GateChoice& c = r.chosen();
   if (!c.prefix) {
     return "omit nothing: no prefix of the candidate order passes the " + rule_name(c.rule) +
-           " gate at eps = " + fmt("%g", c.eps) + " nats/token";
+           " gate at eps = " + format_number("%g", c.eps) + " nats/token";
   }
   return "omit " + groups_text(c.test.groups) + " (" + pct(c.test.omitted_fraction) +
-         " of the KV layers) under the " + rule_name(c.rule) + " gate at eps = " + fmt("%g", c.eps);
+         " of the KV layers) under the " + rule_name(c.rule) +
+         " gate at eps = " + format_number("%g", c.eps);
 }
 
 /// The frontier's rows without the leading copy of the chosen row.
@@ -70,18 +72,19 @@ std::string promise(const GateRule& rule) {
     case Gate::kStableSplit:
       return "test Upper-90 ≤ ε";
     case Gate::kShare:
-      return "test share bound ≤ " + fmt("%g", rule.share);
+      return "test share bound ≤ " + format_number("%g", rule.share);
   }
   return "?";
 }
 
 void row_markdown(std::ostringstream& md, const GateChoice& g) {
   const TestQuality& q = g.test;
-  md << "| " << rule_name(g.rule) << " | " << fmt("%g", g.eps) << " | " << groups_text(q.groups)
-     << " | " << pct(q.omitted_fraction) << " | " << fmt("%+.5f", q.delta_nll_mean) << " ["
-     << fmt("%+.5f", q.ci95_low) << ", " << fmt("%+.5f", q.ci95_high) << "] | "
-     << fmt("%+.5f", q.upper90) << " | " << pct(q.violation_share) << " (" << q.violations << "/"
-     << q.requests << ") [" << pct(q.share_ci95_low) << ", " << pct(q.share_ci95_high) << "] | "
+  md << "| " << rule_name(g.rule) << " | " << format_number("%g", g.eps) << " | "
+     << groups_text(q.groups) << " | " << pct(q.omitted_fraction) << " | "
+     << format_number("%+.5f", q.delta_nll_mean) << " [" << format_number("%+.5f", q.ci95_low)
+     << ", " << format_number("%+.5f", q.ci95_high) << "] | " << format_number("%+.5f", q.upper90)
+     << " | " << pct(q.violation_share) << " (" << q.violations << "/" << q.requests << ") ["
+     << pct(q.share_ci95_low) << ", " << pct(q.share_ci95_high) << "] | "
      << (!g.prefix ? "yes (exact)"
          : g.holds ? "yes"
                    : "**no**")
@@ -237,7 +240,7 @@ std::string frontier_svg(const CalibrationResult& r) {
       << "\" text-anchor=\"end\">" << i * 10 << " %</text>\n";
     const double xv = xmax * v;
     s << "<text x=\"" << X(xv) << "\" y=\"" << H - B + 16 << "\" text-anchor=\"middle\">"
-      << fmt("%.0f", 100.0 * xv) << " %</text>\n";
+      << format_number("%.0f", 100.0 * xv) << " %</text>\n";
   }
   s << "<text x=\"" << (L + W - R) / 2 << "\" y=\"" << H - 12
     << "\" text-anchor=\"middle\">omitted KV (share of layers)</text>\n<text x=\"14\" y=\""
@@ -253,11 +256,12 @@ std::string frontier_svg(const CalibrationResult& r) {
     for (const GateChoice* g : grid_rows(r)) {
       if (!(g->rule == rules[i])) continue;
       const double x = X(g->test.omitted_fraction), y = Y(g->test.violation_share);
-      pts += fmt("%.1f", x) + "," + fmt("%.1f", y) + " ";
+      pts += format_number("%.1f", x) + "," + format_number("%.1f", y) + " ";
       s << "<circle cx=\"" << x << "\" cy=\"" << y << "\" r=\"3\" fill=\"" << col << "\"><title>"
-        << rule_name(g->rule) << " ε=" << fmt("%g", g->eps) << ": " << groups_text(g->test.groups)
-        << "</title></circle>\n<text x=\"" << x + 4 << "\" y=\"" << y - 4 << "\" fill=\"" << col
-        << "\" font-size=\"9\">" << fmt("%g", g->eps) << "</text>\n";
+        << rule_name(g->rule) << " ε=" << format_number("%g", g->eps) << ": "
+        << groups_text(g->test.groups) << "</title></circle>\n<text x=\"" << x + 4 << "\" y=\""
+        << y - 4 << "\" fill=\"" << col << "\" font-size=\"9\">" << format_number("%g", g->eps)
+        << "</text>\n";
     }
     s << "<polyline fill=\"none\" stroke=\"" << col << "\" stroke-width=\"1.5\" points=\"" << pts
       << "\"/>\n<text x=\"" << W - R + 10 << "\" y=\"" << T + 16 * (i + 1) << "\" fill=\"" << col
@@ -285,26 +289,27 @@ std::string report_markdown(const CalibrationResult& r, const cost_model::ModelS
                           "are gated on the disjoint selection set"
                         : "in-sample: order and gates on the same selection set")
      << ". Predictors " << cost_model::dtype_name(info.predictor_dtype) << ", "
-     << fmt("%.3f", total_predictor_bytes(r, info.predictor_dtype) / (1024.0 * 1024.0))
-     << " MiB in all. Wall time " << fmt("%.1f", info.wall_time_s) << " s with " << o.threads
-     << " worker thread(s); CPU time " << fmt("%.1f", info.cpu_time_s) << " s.\n\n";
+     << format_number("%.3f", total_predictor_bytes(r, info.predictor_dtype) / (1024.0 * 1024.0))
+     << " MiB in all. Wall time " << format_number("%.1f", info.wall_time_s) << " s with "
+     << o.threads << " worker thread(s); CPU time " << format_number("%.1f", info.cpu_time_s)
+     << " s.\n\n";
   md << "## Table I: chosen topology on the test set\n\n"
      << "| Model | Layers | Omitted groups | Omitted KV | PPL exact | PPL reconstructed | ΔPPL | "
         "mean ΔNLL [95 % CI] | Upper-90 | ΔNLL > ε [95 % CI] |\n"
         "|---|---|---|---|---|---|---|---|---|---|\n"
      << "| " << spec.name << " | " << spec.layers << " | " << groups_text(c.test.groups) << " | "
-     << pct(c.test.omitted_fraction) << " | " << fmt("%.3f", c.test.ppl_exact) << " | "
-     << fmt("%.3f", c.test.ppl_reconstructed) << " | "
-     << fmt("%+.2f %%", 100.0 * (c.test.ppl_reconstructed / c.test.ppl_exact - 1.0)) << " | "
-     << fmt("%+.5f", c.test.delta_nll_mean) << " [" << fmt("%+.5f", c.test.ci95_low) << ", "
-     << fmt("%+.5f", c.test.ci95_high) << "] | " << fmt("%+.5f", c.test.upper90) << " | "
-     << pct(c.test.violation_share) << " [" << pct(c.test.share_ci95_low) << ", "
-     << pct(c.test.share_ci95_high) << "] |\n\n";
+     << pct(c.test.omitted_fraction) << " | " << format_number("%.3f", c.test.ppl_exact) << " | "
+     << format_number("%.3f", c.test.ppl_reconstructed) << " | "
+     << format_number("%+.2f %%", 100.0 * (c.test.ppl_reconstructed / c.test.ppl_exact - 1.0))
+     << " | " << format_number("%+.5f", c.test.delta_nll_mean) << " ["
+     << format_number("%+.5f", c.test.ci95_low) << ", " << format_number("%+.5f", c.test.ci95_high)
+     << "] | " << format_number("%+.5f", c.test.upper90) << " | " << pct(c.test.violation_share)
+     << " [" << pct(c.test.share_ci95_low) << ", " << pct(c.test.share_ci95_high) << "] |\n\n";
   const std::string head =
       "| Gate | ε | Omitted groups | Omitted KV | test mean ΔNLL [95 % CI] | test Upper-90 | "
       "test ΔNLL > ε [95 % CI] | promise holds on test |\n|---|---|---|---|---|---|---|---|\n";
-  md << "## Table II: each gate at ε = " << fmt("%g", o.eps) << " (test set, " << c.test.requests
-     << " requests)\n\n"
+  md << "## Table II: each gate at ε = " << format_number("%g", o.eps) << " (test set, "
+     << c.test.requests << " requests)\n\n"
      << head;
   for (const GateChoice* g : grid_rows(r)) {
     if (g->eps == o.eps) row_markdown(md, *g);
@@ -318,12 +323,12 @@ std::string report_markdown(const CalibrationResult& r, const cost_model::ModelS
   md << "\n## Selection\n\nEach candidate alone on the " << (r.cross_fitted ? "order" : "selection")
      << " set:\n\n| Group | mean ΔNLL |\n|---|---|\n";
   for (const SingleRisk& s : r.singles)
-    md << "| G" << s.group << " | " << fmt("%+.5f", s.risk) << " |\n";
+    md << "| G" << s.group << " | " << format_number("%+.5f", s.risk) << " |\n";
   md << "\nPrefixes in order of risk per saved byte, on the selection set (exact NLL "
-     << fmt("%.4f", r.exact_nll_select) << " nats/token; " << r.stop_reason
+     << format_number("%.4f", r.exact_nll_select) << " nats/token; " << r.stop_reason
      << "):\n\n| k | Groups | mean ΔNLL | Upper-90 | ΔNLL > ε |";
   const bool confirm = !r.prefixes.empty() && r.prefixes.front().confirm_upper90.has_value();
-  md << (confirm ? " Upper-90 (confirm) |" : "") << " passes at ε = " << fmt("%g", o.eps)
+  md << (confirm ? " Upper-90 (confirm) |" : "") << " passes at ε = " << format_number("%g", o.eps)
      << " |\n|---|---|---|---|---|" << (confirm ? "---|" : "") << "---|\n";
   std::vector<GateRule> rules;
   for (const GateChoice& g : r.gates) {
@@ -335,10 +340,10 @@ std::string report_markdown(const CalibrationResult& r, const cost_model::ModelS
     for (const GateRule& g : rules) {
       if (passes(p, g, o.eps)) pass += (pass.empty() ? "" : ", ") + rule_name(g);
     }
-    md << "| " << k + 1 << " | " << groups_text(p.groups) << " | " << fmt("%+.5f", p.mean) << " | "
-       << fmt("%+.5f", p.upper90) << " | " << count_over(p.deltas, o.eps) << "/" << p.deltas.size()
-       << " | ";
-    if (confirm) md << fmt("%+.5f", *p.confirm_upper90) << " | ";
+    md << "| " << k + 1 << " | " << groups_text(p.groups) << " | " << format_number("%+.5f", p.mean)
+       << " | " << format_number("%+.5f", p.upper90) << " | " << count_over(p.deltas, o.eps) << "/"
+       << p.deltas.size() << " | ";
+    if (confirm) md << format_number("%+.5f", *p.confirm_upper90) << " | ";
     md << (pass.empty() ? "—" : pass) << " |\n";
   }
   if (!r.predictors.empty()) {
@@ -347,9 +352,9 @@ std::string report_markdown(const CalibrationResult& r, const cost_model::ModelS
     for (const FittedGroup& g : r.predictors) {
       std::string a;
       for (int l : g.predictor.anchor_layers) a += (a.empty() ? "" : ",") + std::to_string(l);
-      md << "| G" << g.group << " | " << a << " | " << fmt("%g", g.alpha) << " | "
-         << fmt("%.4f", g.validation_rel_error) << " | " << fmt("%.1e", g.fold_max_rel_error)
-         << " |\n";
+      md << "| G" << g.group << " | " << a << " | " << format_number("%g", g.alpha) << " | "
+         << format_number("%.4f", g.validation_rel_error) << " | "
+         << format_number("%.1e", g.fold_max_rel_error) << " |\n";
     }
   }
   md << "\nΔNLL is in nats per eval token (reconstructed minus exact, teacher forced); Upper-90 is "
@@ -359,7 +364,7 @@ std::string report_markdown(const CalibrationResult& r, const cost_model::ModelS
         "requests over ε is ≤ s. Stage times (s):";
   for (std::size_t i = 0; i < r.stage_seconds.size(); ++i) {
     const auto& [stage, seconds] = r.stage_seconds[i];
-    md << (i ? ", " : " ") << stage << " " << fmt("%.1f", seconds);
+    md << (i ? ", " : " ") << stage << " " << format_number("%.1f", seconds);
   }
   md << ".\n";
   return md.str();
