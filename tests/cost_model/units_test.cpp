@@ -54,6 +54,18 @@ TEST(Units, FormatsForPeople) {
   EXPECT_EQ(format_bandwidth(BitsPerSecond{1.25e9}), "1.250 Gbps");
 }
 
+TEST(Units, FormatsOneNumberAsPrintfDoesAtAnyLength) {
+  EXPECT_EQ(format_number("%.3f", 2.0 / 3.0), "0.667");
+  EXPECT_EQ(format_number("%.1f %%", 6.66), "6.7 %");
+  EXPECT_EQ(format_g(0.05), "0.05");
+  EXPECT_EQ(format_g(1e9), "1e+09");
+  // Longer than the 64-character first try: printed again whole, never cut.
+  const std::string big = format_number("%.2f", 1e100);
+  EXPECT_EQ(big.size(), 101u + 3u);
+  EXPECT_EQ(big.substr(0, 2), "10");
+  EXPECT_EQ(big.substr(big.size() - 3), ".00");
+}
+
 TEST(Units, SerialisationTimeIsBitsOverRate) {
   EXPECT_DOUBLE_EQ(serialisation_time(Bytes{12'500'000}, BitsPerSecond{100e6}).value, 1.0);
 }
