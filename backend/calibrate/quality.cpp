@@ -173,41 +173,45 @@ void check_quality_options(const QualityOptions& o, std::int64_t corpus_tokens) 
   spread_windows(corpus_tokens, o.span, o.history + o.eval, o.windows);  // throws when too short
 }
 
-QualityResult run_quality(const Model& target, std::span<const std::int32_t> corpus,
-                          const std::vector<KvPolicy>& policies,
-                          const std::vector<PolicyInputs>& inputs, const QualityOptions& o,
-                          const ProgressFn& progress) {
-  check_quality_options(o, static_cast<std::int64_t>(corpus.size()));
-  if (policies.empty()) throw InputError("--policy: give at least one policy");
-  if (inputs.size() != policies.size()) {
-    throw std::invalid_argument("run_quality: one PolicyInputs per policy");
-  }
+namespace {
+
+/// A risk-kv policy's predictors in reconstruct()'s form and the first layer they rebuild.
+struct RiskPlan {
+  std::vector<GroupPredictor> predictors;
+  int first_layer = 0;
+};
+
+/// What the policies ask of every request: the rows, and what to compute for them.
+struct QualityPlan {
+  std::vector<RowPlan> rows;
+  bool stats = false;  ///< SnapKV / H2O statistics of the history
+  bool kvzip = false;  ///< KVZip's scores (the reference of recall@K)
+  std::vector<std::int32_t> kvzip_prompt;
+  std::vector<int> resume = {0};    ///< layers the probe resumes from
+  std::vector<RiskPlan> risk;       ///< per policy
+  std::vector<std::string> labels;  ///< per policy: its method, numbered from the second on
+};
+
+QualityPlan plan_quality(const Model& target, const std::vector<KvPolicy>& policies,
+                         const std::vector<PolicyInputs>& inputs, const QualityOptions& o) {
   const auto& m = target.spec();
-  const std::int64_t keys = o.history - 1;
   const std::int64_t targets = std::int64_t{m.layers} * m.kv_heads;
-  // Rows, and what the requests must compute for them.
-  std::vector<RowPlan> plan;
-  bool stats = false, kvzip = false;
-  std::vector<std::int32_t> prompt;
-  std::vector<int> resume = {0};
-  // Per risk-kv policy: its predictors in reconstruct()'s form and the first rebuilt layer.
-  struct RiskPlan {
-    std::vector<GroupPredictor> predictors;
-    int first_layer = 0;
-  };
-  std::vector<RiskPlan> risk(policies.size());
+  QualityPlan q;
+  q.risk.resize(policies.size());
   for (std::size_t p = 0; p < policies.size(); ++p) {
     const KvPolicy& k = policies[p];
     if (!k.prunes()) {
-      plan.push_back({p, std::nullopt});
+      q.rows.push_back({p, std::nullopt});
     } else {
-      for (double rho : o.retentions) plan.push_back({p, rho});
+      for (double rho : o.retentions) q.rows.push_back({p, rho});
     }
-    stats |= k.kind == PolicyKind::kSnapKv || k.kind == PolicyKind::kH2o;
+    q.stats |= k.kind == PolicyKind::kSnapKv || k.kind == PolicyKind::kH2o;
     if (k.kind == PolicyKind::kKvzip) {
-      kvzip = true;
-      prompt = inputs[p].kvzip_prompt;
-      if (prompt.empty()) throw std::invalid_argument("run_quality: prune:kvzip needs its prompt");
+      q.kvzip = true;
+      q.kvzip_prompt = inputs[p].kvzip_prompt;
+      if (q.kvzip_prompt.empty()) {
+        throw std::invalid_argument("run_quality: prune:kvzip needs its prompt");
+      }
     }
     if (k.kind == PolicyKind::kProxyKv) {
       if (!inputs[p].proxy || !inputs[p].mapper) {
@@ -224,123 +228,124 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
       int first = m.layers;
       for (const auto& s : inputs[p].predictors) {
         first = std::min(first, s.predictor.target_layers.front());
-        risk[p].predictors.push_back(s.predictor);
+        q.risk[p].predictors.push_back(s.predictor);
       }
-      risk[p].first_layer = first;
-      resume.push_back(first);
+      q.risk[p].first_layer = first;
+      q.resume.push_back(first);
     }
   }
-
   // Two mappers (or two topologies) in one run: the later policies of a method get a suffix.
-  std::vector<std::string> labels;
   for (std::size_t p = 0; p < policies.size(); ++p) {
     const std::string method = method_name(policies[p].kind);
     const auto earlier =
-        std::count_if(policies.begin(), policies.begin() + std::ssize(labels),
+        std::count_if(policies.begin(), policies.begin() + std::ssize(q.labels),
                       [&](const KvPolicy& k) { return method_name(k.kind) == method; });
-    labels.push_back(earlier == 0 ? method : method + "-" + std::to_string(earlier + 1));
+    q.labels.push_back(earlier == 0 ? method : method + "-" + std::to_string(earlier + 1));
   }
-  QualityResult result;
-  result.options = o;
-  result.starts = spread_windows(static_cast<std::int64_t>(corpus.size()), o.span,
-                                 o.history + o.eval, o.windows);
-  std::vector<RequestOutcome> outcomes(result.starts.size());
-  std::mutex progress_mutex;
-  std::int64_t done = 0;
-  if (progress) progress("requests", 0, o.windows);
+  return q;
+}
 
-  parallel_for(result.starts.size(), o.threads, [&](std::size_t w) {
-    RequestOutcome& out = outcomes[w];
-    const auto window = corpus.subspan(static_cast<std::size_t>(result.starts[w]),
-                                       static_cast<std::size_t>(o.history + o.eval));
-    const auto history = window.first(static_cast<std::size_t>(o.history));
-    const auto context = history.first(static_cast<std::size_t>(keys));
-    const RequestProbe probe(
-        target, history, window.subspan(history.size()), resume,
-        {.stats = {.mass = stats, .window_mass = stats, .window = o.snapkv_window}});
-    out.seconds["target_prefill"] = probe.history_seconds();
-    out.exact_mean = probe.exact_mean();
-    std::vector<Kept> kvzip_kept;
-    Kept kvzip_top;
-    Matrix kvzip_scores_m;
-    if (kvzip) {
-      KvCache copy = probe.exact_cache();
+/// One request (window `w` of the corpus, starting at `start`): every row's ΔNLL against the
+/// exact cache, recall@K and the share of KVZip's top band kept, and the steps' timings.
+RequestOutcome measure_request(const Model& target, std::span<const std::int32_t> corpus,
+                               std::int64_t start, std::size_t w, const QualityPlan& q,
+                               const std::vector<KvPolicy>& policies,
+                               const std::vector<PolicyInputs>& inputs, const QualityOptions& o) {
+  const auto& m = target.spec();
+  const std::int64_t keys = o.history - 1;
+  RequestOutcome out;
+  const auto window =
+      corpus.subspan(static_cast<std::size_t>(start), static_cast<std::size_t>(o.history + o.eval));
+  const auto history = window.first(static_cast<std::size_t>(o.history));
+  const auto context = history.first(static_cast<std::size_t>(keys));
+  const RequestProbe probe(
+      target, history, window.subspan(history.size()), q.resume,
+      {.stats = {.mass = q.stats, .window_mass = q.stats, .window = o.snapkv_window}});
+  out.seconds["target_prefill"] = probe.history_seconds();
+  out.exact_mean = probe.exact_mean();
+  std::vector<Kept> kvzip_kept;
+  Kept kvzip_top;
+  Matrix kvzip_scores_m;
+  if (q.kvzip) {
+    KvCache copy = probe.exact_cache();
+    const auto t0 = std::chrono::steady_clock::now();
+    kvzip_scores_m = kvzip_scores(target, context, copy, q.kvzip_prompt);
+    out.seconds["kvzip_second_prefill"] = seconds_since(t0);
+    for (double rho : o.retentions) {
+      kvzip_kept.push_back(
+          select_kept(kvzip_scores_m, {rho, o.keep.sink_tokens, o.keep.recent_window}, o.budget));
+    }
+    kvzip_top = select_kept(kvzip_scores_m,
+                            {kKvzipTopBand, o.keep.sink_tokens, o.keep.recent_window}, o.budget);
+  }
+  std::vector<std::optional<Matrix>> scores(policies.size());
+  auto scores_of = [&](std::size_t p) -> const Matrix& {
+    if (scores[p]) return *scores[p];
+    const PolicyKind kind = policies[p].kind;
+    if (kind == PolicyKind::kKvzip) {
+      scores[p] = kvzip_scores_m;
+    } else if (kind == PolicyKind::kProxyKv) {
       const auto t0 = std::chrono::steady_clock::now();
-      kvzip_scores_m = kvzip_scores(target, context, copy, prompt);
-      out.seconds["kvzip_second_prefill"] = seconds_since(t0);
-      for (double rho : o.retentions) {
-        kvzip_kept.push_back(
-            select_kept(kvzip_scores_m, {rho, o.keep.sink_tokens, o.keep.recent_window}, o.budget));
-      }
-      kvzip_top = select_kept(kvzip_scores_m,
-                              {kKvzipTopBand, o.keep.sink_tokens, o.keep.recent_window}, o.budget);
+      const Matrix x = proxy_features(*inputs[p].proxy, context,
+                                      inputs[p].mapper->config().features, inputs[p].kvzip_prompt);
+      // A second mapper's timings carry its label, so neither overwrites the other.
+      const std::string of = q.labels[p] == "proxykv" ? "" : " (" + q.labels[p] + ")";
+      out.seconds["proxy_prefill" + of] = seconds_since(t0);
+      const auto t1 = std::chrono::steady_clock::now();
+      scores[p] = inputs[p].mapper->forward(x);
+      out.seconds["mapper_forward" + of] = seconds_since(t1);
+    } else {
+      scores[p] = baseline_scores(kind, probe, m, keys, o.seed * 1'000'003 + w);
     }
-    std::vector<std::optional<Matrix>> scores(policies.size());
-    auto scores_of = [&](std::size_t p) -> const Matrix& {
-      if (scores[p]) return *scores[p];
-      const PolicyKind kind = policies[p].kind;
-      if (kind == PolicyKind::kKvzip) {
-        scores[p] = kvzip_scores_m;
-      } else if (kind == PolicyKind::kProxyKv) {
-        const auto t0 = std::chrono::steady_clock::now();
-        const Matrix x = proxy_features(
-            *inputs[p].proxy, context, inputs[p].mapper->config().features, inputs[p].kvzip_prompt);
-        // A second mapper's timings carry its label, so neither overwrites the other.
-        const std::string of = labels[p] == "proxykv" ? "" : " (" + labels[p] + ")";
-        out.seconds["proxy_prefill" + of] = seconds_since(t0);
-        const auto t1 = std::chrono::steady_clock::now();
-        scores[p] = inputs[p].mapper->forward(x);
-        out.seconds["mapper_forward" + of] = seconds_since(t1);
-      } else {
-        scores[p] = baseline_scores(kind, probe, m, keys, o.seed * 1'000'003 + w);
+    return *scores[p];
+  };
+  const std::vector<RowPlan>& plan = q.rows;
+  out.delta.assign(plan.size(), 0.0);
+  out.recall.assign(plan.size(), std::nan(""));
+  out.top.assign(plan.size(), std::nan(""));
+  if (o.keep_positions) out.kept.resize(plan.size());
+  std::vector<double> eval_seconds;
+  for (std::size_t r = 0; r < plan.size(); ++r) {
+    const KvPolicy& k = policies[plan[r].policy];
+    std::vector<double> nll;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (k.kind == PolicyKind::kExact) {
+      continue;
+    } else if (k.kind == PolicyKind::kRiskKv) {
+      const RiskPlan& rp = q.risk[plan[r].policy];
+      KvCache c = probe.exact_cache();
+      KvCache* one[] = {&c};
+      reconstruct(rp.predictors, one, m);
+      nll = probe.nll_with(std::move(c), rp.first_layer);
+    } else {
+      const double rho = *plan[r].retention;
+      Kept kept = select_kept(scores_of(plan[r].policy),
+                              {rho, o.keep.sink_tokens, o.keep.recent_window}, o.budget);
+      if (q.kvzip) {
+        const auto at = std::find(o.retentions.begin(), o.retentions.end(), rho);
+        out.recall[r] = kept_recall(kept, kvzip_kept[at - o.retentions.begin()]);
+        out.top[r] = reference_kept_share(kept, kvzip_top, keys, o.keep);
       }
-      return *scores[p];
-    };
-    out.delta.assign(plan.size(), 0.0);
-    out.recall.assign(plan.size(), std::nan(""));
-    out.top.assign(plan.size(), std::nan(""));
-    if (o.keep_positions) out.kept.resize(plan.size());
-    std::vector<double> eval_seconds;
-    for (std::size_t r = 0; r < plan.size(); ++r) {
-      const KvPolicy& k = policies[plan[r].policy];
-      std::vector<double> nll;
-      const auto t0 = std::chrono::steady_clock::now();
-      if (k.kind == PolicyKind::kExact) {
-        continue;
-      } else if (k.kind == PolicyKind::kRiskKv) {
-        const RiskPlan& rp = risk[plan[r].policy];
-        KvCache c = probe.exact_cache();
-        KvCache* one[] = {&c};
-        reconstruct(rp.predictors, one, m);
-        nll = probe.nll_with(std::move(c), rp.first_layer);
-      } else {
-        const double rho = *plan[r].retention;
-        Kept kept = select_kept(scores_of(plan[r].policy),
-                                {rho, o.keep.sink_tokens, o.keep.recent_window}, o.budget);
-        if (kvzip) {
-          const auto at = std::find(o.retentions.begin(), o.retentions.end(), rho);
-          out.recall[r] = kept_recall(kept, kvzip_kept[at - o.retentions.begin()]);
-          out.top[r] = reference_kept_share(kept, kvzip_top, keys, o.keep);
-        }
-        nll = probe.nll_with(o.budget == Budget::kGlobal
-                                 ? mask_pruned(probe.exact_cache(), kept, m.kv_heads)
-                                 : compact(probe.exact_cache(), kept, m.kv_heads, m.head_dim),
-                             0);
-        if (o.keep_positions) out.kept[r] = std::move(kept);
-      }
-      eval_seconds.push_back(seconds_since(t0));
-      out.delta[r] = mean_of(nll) - out.exact_mean;
+      nll = probe.nll_with(o.budget == Budget::kGlobal
+                               ? mask_pruned(probe.exact_cache(), kept, m.kv_heads)
+                               : compact(probe.exact_cache(), kept, m.kv_heads, m.head_dim),
+                           0);
+      if (o.keep_positions) out.kept[r] = std::move(kept);
     }
-    if (!eval_seconds.empty()) {
-      std::sort(eval_seconds.begin(), eval_seconds.end());
-      out.seconds["policy_eval"] = util::percentile(eval_seconds, 0.5);
-    }
-    const std::lock_guard lock(progress_mutex);
-    ++done;
-    if (progress) progress("requests", done, o.windows);
-  });
+    eval_seconds.push_back(seconds_since(t0));
+    out.delta[r] = mean_of(nll) - out.exact_mean;
+  }
+  if (!eval_seconds.empty()) {
+    std::sort(eval_seconds.begin(), eval_seconds.end());
+    out.seconds["policy_eval"] = util::percentile(eval_seconds, 0.5);
+  }
+  return out;
+}
 
-  // Pool the requests.
+/// The exact NLL, the steps' median timings and one pooled row per row plan.
+void pool_requests(QualityResult& result, std::vector<RequestOutcome>& outcomes,
+                   const QualityPlan& q, const std::vector<KvPolicy>& policies,
+                   const QualityOptions& o) {
   for (const RequestOutcome& out : outcomes) result.exact_per_request.push_back(out.exact_mean);
   result.exact_nll = mean_of(result.exact_per_request);
   const auto ci = bootstrap_interval(result.exact_per_request, 0.95, o.resamples, o.seed);
@@ -355,12 +360,13 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
     std::sort(v.begin(), v.end());
     result.timings_s[step] = util::percentile(v, 0.5);
   }
+  const std::vector<RowPlan>& plan = q.rows;
   for (std::size_t r = 0; r < plan.size(); ++r) {
     const KvPolicy& k = policies[plan[r].policy];
     QualityRow row;
     row.policy = k.text;
     row.method = method_name(k.kind);
-    row.label = labels[plan[r].policy];
+    row.label = q.labels[plan[r].policy];
     row.retention = plan[r].retention;
     std::vector<double> recalls, tops;
     for (RequestOutcome& out : outcomes) {
@@ -374,7 +380,11 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
     pool_row(row, result, o);
     result.rows.push_back(std::move(row));
   }
-  // Share of KVZip's quality recovered, against random and KVZip at the same ratio.
+}
+
+/// Each pruning row's share of KVZip's quality recovered, against random and KVZip at the same
+/// ratio; false when no row has both in the run.
+bool add_kvzip_shares(QualityResult& result, const QualityOptions& o) {
   auto find_row = [&](const std::string& method, double rho) -> const QualityRow* {
     for (const QualityRow& row : result.rows) {
       if (row.method == method && row.retention == rho) return &row;
@@ -420,13 +430,44 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
     row.kvzip_share_low = lo;
     row.kvzip_share_high = hi;
   }
-  if (!any_share &&
-      std::any_of(policies.begin(), policies.end(), [](const KvPolicy& k) { return k.prunes(); })) {
+  return any_share;
+}
+
+}  // namespace
+
+QualityResult run_quality(const Model& target, std::span<const std::int32_t> corpus,
+                          const std::vector<KvPolicy>& policies,
+                          const std::vector<PolicyInputs>& inputs, const QualityOptions& o,
+                          const ProgressFn& progress) {
+  check_quality_options(o, static_cast<std::int64_t>(corpus.size()));
+  if (policies.empty()) throw InputError("--policy: give at least one policy");
+  if (inputs.size() != policies.size()) {
+    throw std::invalid_argument("run_quality: one PolicyInputs per policy");
+  }
+  const QualityPlan q = plan_quality(target, policies, inputs, o);
+  QualityResult result;
+  result.options = o;
+  result.starts = spread_windows(static_cast<std::int64_t>(corpus.size()), o.span,
+                                 o.history + o.eval, o.windows);
+  std::vector<RequestOutcome> outcomes(result.starts.size());
+  std::mutex progress_mutex;
+  std::int64_t done = 0;
+  if (progress) progress("requests", 0, o.windows);
+  parallel_for(result.starts.size(), o.threads, [&](std::size_t w) {
+    outcomes[w] = measure_request(target, corpus, result.starts[w], w, q, policies, inputs, o);
+    const std::lock_guard lock(progress_mutex);
+    ++done;
+    if (progress) progress("requests", done, o.windows);
+  });
+  pool_requests(result, outcomes, q, policies, o);
+  const bool any_share = add_kvzip_shares(result, o);
+  const bool prunes =
+      std::any_of(policies.begin(), policies.end(), [](const KvPolicy& k) { return k.prunes(); });
+  if (!any_share && prunes) {
     result.notes.push_back(
         "the share of KVZip's quality recovered needs prune:kvzip and prune:random in the run");
   }
-  if (!kvzip &&
-      std::any_of(policies.begin(), policies.end(), [](const KvPolicy& k) { return k.prunes(); })) {
+  if (!q.kvzip && prunes) {
     result.notes.push_back("recall@K against KVZip needs prune:kvzip in the run");
   }
   return result;
