@@ -23,62 +23,11 @@
 #include "cost_model/model_spec.hpp"
 #include "cost_model/omission_plan.hpp"
 #include "cost_model/quality_curve.hpp"
+#include "cost_model/strategy.hpp"
 #include "cost_model/transfer_engine.hpp"
 #include "cost_model/units.hpp"
 
 namespace kvshift::cost_model {
-
-/// How a move rebuilds the request's KV at its destination.
-/// prefix_recompute: ship the KV of the prefix the source holds (a stale replica), recompute
-/// the tail. hybrid (Cake): ship the back of the KV while the receiver recomputes the front.
-enum class Strategy {
-  kFullKv,
-  kTokenReplay,
-  kRiskKv,
-  kProxyKv,
-  kPrefixRecompute,
-  kHybrid,
-  kAdaptive
-};
-
-constexpr const char* strategy_name(Strategy s) {
-  switch (s) {
-    case Strategy::kFullKv:
-      return "full_kv";
-    case Strategy::kTokenReplay:
-      return "token_replay";
-    case Strategy::kRiskKv:
-      return "risk_kv";
-    case Strategy::kProxyKv:
-      return "proxy_kv";
-    case Strategy::kPrefixRecompute:
-      return "prefix_recompute";
-    case Strategy::kHybrid:
-      return "hybrid";
-    case Strategy::kAdaptive:
-      return "adaptive";
-  }
-  return "?";
-}
-
-/// The concrete strategies, in the order ties are broken.
-inline constexpr Strategy kConcreteStrategies[] = {
-    Strategy::kFullKv,  Strategy::kTokenReplay,     Strategy::kRiskKv,
-    Strategy::kProxyKv, Strategy::kPrefixRecompute, Strategy::kHybrid};
-
-/// Every strategy a scenario may name, in the order files and messages list them.
-inline constexpr Strategy kAllStrategies[] = {
-    Strategy::kFullKv,          Strategy::kTokenReplay, Strategy::kRiskKv,  Strategy::kProxyKv,
-    Strategy::kPrefixRecompute, Strategy::kHybrid,      Strategy::kAdaptive};
-
-/// The strategies an analytic crossover map ranks (`sweep --analytic`, its report chart):
-/// those whose closed form needs no quality cost or split to compare. ProxyKV is reported
-/// beside them, not ranked.
-inline constexpr Strategy kCrossoverStrategies[] = {Strategy::kFullKv, Strategy::kTokenReplay,
-                                                    Strategy::kRiskKv};
-
-/// The strategy called `name` (adaptive included); empty for none.
-std::optional<Strategy> strategy_named(std::string_view name);
 
 /// What the KV source of a move holds: the live KV (a migration) or a replica of some kind.
 enum class SourceKv { kNone, kFull, kKeptLayers, kKeptTokens };

@@ -53,11 +53,9 @@ std::vector<Strategy> testbed_strategies(const input::ScenarioSpec& spec) {
   };
   // The testbed moves live KV between running receivers; it does not yet split a move
   // between the wire and the receiver's prefill, and a live source has no stale prefix.
-  auto runs_here = [](Strategy s) {
-    return s != Strategy::kPrefixRecompute && s != Strategy::kHybrid;
-  };
+  auto runs_here = [](Strategy s) { return cost_model::traits(s).on_testbed; };
   for (Strategy s : spec.policies.strategies) {
-    if (s == Strategy::kAdaptive) {
+    if (!cost_model::traits(s).concrete) {  // adaptive: whichever of them it picks
       for (Strategy c : cost_model::kConcreteStrategies) {
         if (runs_here(c)) add(c);
       }

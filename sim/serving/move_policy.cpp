@@ -48,10 +48,12 @@ class FixedStrategy final : public MovePolicy {
     }
     return std::nullopt;
   }
-  // ProxyKV prunes by the proxy's scores, so its handoff waits for them.
-  bool needs_scores() const override { return s_ == Strategy::kProxyKv; }
-  bool handoff_waits_for_scores() const override { return s_ == Strategy::kProxyKv; }
-  bool prefills_where_it_decodes() const override { return s_ == Strategy::kTokenReplay; }
+  // A strategy that prunes by the proxy's scores waits for them before a handoff; one that
+  // rebuilds by replaying the prompt has nothing to hand off (its handoff is a decode-side
+  // prefill).
+  bool needs_scores() const override { return cost_model::traits(s_).needs_scores; }
+  bool handoff_waits_for_scores() const override { return cost_model::traits(s_).needs_scores; }
+  bool prefills_where_it_decodes() const override { return cost_model::traits(s_).prompt_replay; }
 
  private:
   Strategy s_;
@@ -74,7 +76,9 @@ class Adaptive final : public MovePolicy {
   }
   // Scores make ProxyKV one of its candidates; a handoff does not wait for them (ProxyKV is
   // then simply not yet feasible).
-  bool needs_scores() const override { return true; }
+  bool needs_scores() const override {
+    return cost_model::traits(Strategy::kAdaptive).needs_scores;
+  }
   bool handoff_waits_for_scores() const override { return false; }
   bool prefills_where_it_decodes() const override { return false; }
 };

@@ -61,6 +61,15 @@ TEST(ScenarioSchema, NamesEveryStrategyTheCostModelHasInItsOrder) {
       << "a strategy added to cost_model/move_plan.hpp must be added to schema.json";
 }
 
+TEST(ScenarioSchema, TheScenarioGuideDescribesEveryStrategy) {
+  std::ifstream in(kDir + "/README.md");
+  const std::string guide((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const cost_model::StrategyTraits& t : cost_model::kStrategyTraits) {
+    EXPECT_NE(guide.find(std::string("`") + t.name + "`"), std::string::npos)
+        << "scenarios/README.md does not mention `" << t.name << "`";
+  }
+}
+
 TEST(ScenarioSchema, EveryFieldHasADescription) {
   const json s = schema();
   std::set<std::string> objects;

@@ -130,7 +130,9 @@ TEST(Deployments, EveryRequestLivesAndMovesOnlyOnItsOwnPools) {
         ASSERT_TRUE(q.deployment == 0 || q.deployment == 1);
         ++by_deployment[q.deployment];
         for (const std::string& node : {q.first_node, q.final_node}) {
-          if (!node.empty()) EXPECT_EQ(pool.at(node), own[q.deployment]) << "request " << q.id;
+          if (!node.empty()) {
+            EXPECT_EQ(pool.at(node), own[q.deployment]) << "request " << q.id;
+          }
         }
       }
       EXPECT_EQ(ids.size(), r.requests.size());

@@ -222,7 +222,9 @@ TEST(PreemptionProperties, EveryRequestEndsOnceAndTheBooksAddUpUnderPressureAndF
           } else {
             EXPECT_LE(p.swapped_peak_bytes, p.swap_out_bytes) << where;
           }
-          if (p.recomputes == 0) EXPECT_EQ(r.gpu_time.recompute, 0) << where;
+          if (p.recomputes == 0) {
+            EXPECT_EQ(r.gpu_time.recompute, 0) << where;
+          }
           preempted += p.preemptions;
           swapped += p.swap_outs;
         }
