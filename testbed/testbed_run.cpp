@@ -12,6 +12,7 @@
 #include "backend/pruning.hpp"
 #include "backend/weights.hpp"
 #include "cost_model/input_error.hpp"
+#include "cost_model/units.hpp"
 #include "testbed/agent.hpp"
 #include "testbed/cluster_links.hpp"
 #include "testbed/kv_payload.hpp"
@@ -179,142 +180,119 @@ SendOptions send_options(const ShapedPath& path, const FaultSpec& faults,
   return o;
 }
 
-}  // namespace
-
-TestbedRun run_testbed(const input::ScenarioSpec& spec, const cost_model::ComputeCosts& costs,
-                       const TestbedOptions& o,
-                       const std::function<void(const std::string&)>& progress) {
-  check_size(spec);
-  if (o.moves < 0 || o.moves > 10000) throw InputError("--moves: must be in [1, 10000]");
-  if (o.max_tokens < 1) throw InputError("--max-tokens: must be >= 1");
-  const ClusterLinks links(spec.cluster);
-  const std::vector<PlannedMove> moves = choose_moves(spec, links, o.moves, o.max_tokens, o.seed);
-  const Setup setup = load_setup(spec, o);
-  // Loopback cannot be shaped near what it carries: a move over a faster path runs at the
-  // loopback's speed, so it is flagged and kept out of the error figures.
-  const double ceiling_bps = loopback_ceiling(Bytes{64 << 20}, 2);
-
+/// What the receiving agents hand back, by move: guarded by `mu`; `cv` signals each rebuild.
+struct MoveInbox {
   std::mutex mu;
   std::condition_variable cv;
   std::map<std::uint64_t, Rebuilt> rebuilt;
   std::map<std::uint64_t, Delivery> delivered;
-  std::map<std::string, std::unique_ptr<Agent>> agents;
   std::map<std::uint64_t, RebuildContext> contexts;
-  // The receiver's work runs on the receiving agent's compute thread, off its socket thread.
-  auto on_delivery = [&](Agent& at, Delivery&& delivered_now) {
-    auto d = std::make_shared<Delivery>(std::move(delivered_now));
-    at.compute([&, d] {
-      RebuildContext ctx;
-      {
-        std::lock_guard lock(mu);
-        ctx = contexts.at(d->id);
-      }
-      Rebuilt r;
-      try {
-        r = rebuild(moves[d->id].strategy, *d, ctx);
-      } catch (const std::exception& e) {
-        r.work = std::string("error: ") + e.what();  // reported as the move's failure
-      }
-      std::lock_guard lock(mu);
-      rebuilt[d->id] = std::move(r);
-      delivered[d->id] = std::move(*d);
-      cv.notify_all();
-    });
-  };
+};
+
+/// The receiver's work for a delivery, on the receiving agent's compute thread (off its socket
+/// thread); its result goes to the inbox.
+void rebuild_on(Agent& at, Delivery&& delivered, const std::vector<PlannedMove>& moves,
+                MoveInbox& inbox) {
+  auto d = std::make_shared<Delivery>(std::move(delivered));
+  at.compute([&moves, &inbox, d] {
+    RebuildContext ctx;
+    {
+      std::lock_guard lock(inbox.mu);
+      ctx = inbox.contexts.at(d->id);
+    }
+    Rebuilt r;
+    try {
+      r = rebuild(moves[d->id].strategy, *d, ctx);
+    } catch (const std::exception& e) {
+      r.work = std::string("error: ") + e.what();  // reported as the move's failure
+    }
+    std::lock_guard lock(inbox.mu);
+    inbox.rebuilt[d->id] = std::move(r);
+    inbox.delivered[d->id] = std::move(*d);
+    inbox.cv.notify_all();
+  });
+}
+
+/// One agent per GPU node on 127.0.0.1, each rebuilding what it receives; `moves` and `inbox`
+/// outlive them.
+std::map<std::string, std::unique_ptr<Agent>> start_agents(const input::ScenarioSpec& spec,
+                                                           const std::vector<PlannedMove>& moves,
+                                                           MoveInbox& inbox) {
+  std::map<std::string, std::unique_ptr<Agent>> agents;
   for (const std::string& name : gpu_names(spec)) {
     auto self = std::make_shared<Agent*>(nullptr);  // set before any transfer can arrive
-    auto agent = std::make_unique<Agent>(
-        name, [&on_delivery, self](Delivery&& d) { on_delivery(**self, std::move(d)); });
+    auto agent = std::make_unique<Agent>(name, [&moves, &inbox, self](Delivery&& d) {
+      rebuild_on(**self, std::move(d), moves, inbox);
+    });
     *self = agent.get();
     agents[name] = std::move(agent);
   }
-  TestbedRun run;
-  int clipped = 0;
-  for (std::size_t i = 0; i < moves.size(); ++i) {
-    const PlannedMove& mv = moves[i];
-    clipped += mv.clipped;
-    MoveRow row;
-    row.move = static_cast<int>(i);
-    row.strategy = cost_model::strategy_name(mv.strategy);
-    row.src = mv.src;
-    row.dst = mv.dst;
-    row.tokens = mv.tokens;
-    for (const auto& n : links.path_names(mv.src, mv.dst))
-      row.path += (row.path.empty() ? "" : " ") + n;
-    const KvPayload payload = make_payload(mv, setup, spec, o.seed * 1000003 + i);
-    if (payload.bytes.size() > kMaxPayload) {
-      throw InputError("--max-tokens: a move of " + std::to_string(mv.tokens) +
-                       " tokens ships over 1 GiB; lower --max-tokens");
-    }
-    row.bytes = payload.bytes.size();
-    const ShapedPath path = links.path(mv.src, mv.dst);
-    predict(row, mv, path, spec, costs);
-    if (path.bottleneck().value > kCeilingShare * ceiling_bps) {
-      char note[160];
-      std::snprintf(note, sizeof note,
-                    "path %.3g Gbps is over %.0f %% of the loopback ceiling (%.3g Gbps): the "
-                    "transfer ran at loopback speed",
-                    path.bottleneck().value / 1e9, 100 * kCeilingShare, ceiling_bps / 1e9);
-      row.note = note;
-    }
-    {
-      std::lock_guard lock(mu);
-      contexts[i] = {setup.model.get(), setup.predictors, mv.tokens};
-    }
-    TransferRequest req;
-    req.id = i;
-    req.payload = std::make_shared<std::vector<std::uint8_t>>(payload.bytes);
-    req.segments = payload.segments;
-    req.port = agents.at(mv.dst)->port();
-    req.path = path;
-    req.options = send_options(path, o.faults, payload.bytes.size());
-    std::promise<TransferResult> done;
-    auto result_future = done.get_future();
-    agents.at(mv.src)->send(req, [&done](const TransferResult& r) { done.set_value(r); });
-    // A slow move says so every 10 s (faults, a slow path), up to its deadline.
-    for (int waited = 10;
-         result_future.wait_for(std::chrono::seconds(10)) != std::future_status::ready;
-         waited += 10) {
-      if (progress) {
-        progress("move " + std::to_string(i + 1) + "/" + std::to_string(moves.size()) +
-                 " still sending after " + std::to_string(waited) + " s (gives up after " +
-                 std::to_string(req.options.deadline.count() / 1000) + " s)");
-      }
-    }
-    const TransferResult res = result_future.get();
-    row.state = res.state == TransferState::kCompleted ? "completed" : "failed";
-    row.reason = res.reason;
-    row.frames = res.frames_sent;
-    row.bytes_resent = res.bytes_resent;
-    row.faults = res.drops + res.corruptions + res.disconnects + res.stalls + res.delays;
-    row.connections = res.connections;
-    if (res.state == TransferState::kCompleted) {
-      std::unique_lock lock(mu);
-      cv.wait(lock, [&] { return rebuilt.count(i) > 0; });
-      const Delivery& d = delivered.at(i);
-      const Rebuilt& r = rebuilt.at(i);
-      row.transfer_s = std::chrono::duration<double>(d.completed - res.started).count();
-      row.decode_s = r.decode_s;
-      row.compute_s = r.compute_s;
-      row.work = r.work;
-      if (r.work.starts_with("error: ")) row.state = "failed", row.reason = r.work;
-      row.total_s = row.transfer_s + row.decode_s + row.compute_s;
-      if (d.bytes != *req.payload) throw std::logic_error("testbed: delivered bytes differ");
-      delivered.erase(i);
-      rebuilt.erase(i);
-    }
-    if (progress) {
-      progress("move " + std::to_string(i + 1) + "/" + std::to_string(moves.size()) + " " +
-               row.strategy + " " + row.src + "->" + row.dst + " " + std::to_string(row.tokens) +
-               " tokens: " + row.state);
-    }
-    run.rows.push_back(std::move(row));
-  }
-  for (auto& [name, agent] : agents) agent->stop();
+  return agents;
+}
 
+/// A row for move `i` as planned: what it ships where, along which links.
+MoveRow planned_row(std::size_t i, const PlannedMove& mv, const ClusterLinks& links) {
+  MoveRow row;
+  row.move = static_cast<int>(i);
+  row.strategy = cost_model::strategy_name(mv.strategy);
+  row.src = mv.src;
+  row.dst = mv.dst;
+  row.tokens = mv.tokens;
+  for (const auto& n : links.path_names(mv.src, mv.dst))
+    row.path += (row.path.empty() ? "" : " ") + n;
+  return row;
+}
+
+/// The transfer's outcome and, once delivered, the receiver's work, into the row.
+void record_outcome(MoveRow& row, std::size_t i, const TransferResult& res,
+                    const std::vector<std::uint8_t>& sent, MoveInbox& inbox) {
+  row.state = res.state == TransferState::kCompleted ? "completed" : "failed";
+  row.reason = res.reason;
+  row.frames = res.frames_sent;
+  row.bytes_resent = res.bytes_resent;
+  row.faults = res.drops + res.corruptions + res.disconnects + res.stalls + res.delays;
+  row.connections = res.connections;
+  if (res.state != TransferState::kCompleted) return;
+  std::unique_lock lock(inbox.mu);
+  inbox.cv.wait(lock, [&] { return inbox.rebuilt.count(i) > 0; });
+  const Delivery& d = inbox.delivered.at(i);
+  const Rebuilt& r = inbox.rebuilt.at(i);
+  row.transfer_s = std::chrono::duration<double>(d.completed - res.started).count();
+  row.decode_s = r.decode_s;
+  row.compute_s = r.compute_s;
+  row.work = r.work;
+  if (r.work.starts_with("error: ")) row.state = "failed", row.reason = r.work;
+  row.total_s = row.transfer_s + row.decode_s + row.compute_s;
+  if (d.bytes != sent) throw std::logic_error("testbed: delivered bytes differ");
+  inbox.delivered.erase(i);
+  inbox.rebuilt.erase(i);
+}
+
+/// Sends `req` from `from` and waits for its end; a slow move says so every 10 s (faults, a
+/// slow path), up to its deadline.
+TransferResult send_and_wait(Agent& from, const TransferRequest& req, const std::string& what,
+                             const std::function<void(const std::string&)>& progress) {
+  std::promise<TransferResult> done;
+  auto result = done.get_future();
+  from.send(req, [&done](const TransferResult& r) { done.set_value(r); });
+  for (int waited = 10; result.wait_for(std::chrono::seconds(10)) != std::future_status::ready;
+       waited += 10) {
+    if (progress) {
+      progress(what + " still sending after " + std::to_string(waited) + " s (gives up after " +
+               std::to_string(req.options.deadline.count() / 1000) + " s)");
+    }
+  }
+  return result.get();
+}
+
+/// The run's summary: what ran, the loopback ceiling, and each strategy's errors against the
+/// simulator's prediction (moves over the ceiling left out).
+void summarise(TestbedRun& run, const input::ScenarioSpec& spec,
+               const cost_model::ComputeCosts& costs, const TestbedOptions& o, const Setup& setup,
+               std::size_t agents, int clipped, double ceiling_bps) {
   nlohmann::json& s = run.summary;
   s["scenario"] = spec.name;
-  s["agents"] = agents.size();
+  s["agents"] = agents;
   s["address"] = "127.0.0.1";
   s["moves"] = run.rows.size();
   s["clipped_contexts"] = clipped;
@@ -354,6 +332,69 @@ TestbedRun run_testbed(const input::ScenarioSpec& spec, const cost_model::Comput
                             {"compute", stats(compute_err[strategy])},
                             {"total", stats(errs)}};
   }
+}
+
+}  // namespace
+
+TestbedRun run_testbed(const input::ScenarioSpec& spec, const cost_model::ComputeCosts& costs,
+                       const TestbedOptions& o,
+                       const std::function<void(const std::string&)>& progress) {
+  check_size(spec);
+  if (o.moves < 0 || o.moves > 10000) throw InputError("--moves: must be in [1, 10000]");
+  if (o.max_tokens < 1) throw InputError("--max-tokens: must be >= 1");
+  const ClusterLinks links(spec.cluster);
+  const std::vector<PlannedMove> moves = choose_moves(spec, links, o.moves, o.max_tokens, o.seed);
+  const Setup setup = load_setup(spec, o);
+  // Loopback cannot be shaped near what it carries: a move over a faster path runs at the
+  // loopback's speed, so it is flagged and kept out of the error figures.
+  const double ceiling_bps = loopback_ceiling(Bytes{64 << 20}, 2);
+
+  MoveInbox inbox;
+  const std::map<std::string, std::unique_ptr<Agent>> agents = start_agents(spec, moves, inbox);
+  TestbedRun run;
+  int clipped = 0;
+  for (std::size_t i = 0; i < moves.size(); ++i) {
+    const PlannedMove& mv = moves[i];
+    clipped += mv.clipped;
+    MoveRow row = planned_row(i, mv, links);
+    const KvPayload payload = make_payload(mv, setup, spec, o.seed * 1000003 + i);
+    if (payload.bytes.size() > kMaxPayload) {
+      throw InputError("--max-tokens: a move of " + std::to_string(mv.tokens) +
+                       " tokens ships over 1 GiB; lower --max-tokens");
+    }
+    row.bytes = payload.bytes.size();
+    const ShapedPath path = links.path(mv.src, mv.dst);
+    predict(row, mv, path, spec, costs);
+    if (path.bottleneck().value > kCeilingShare * ceiling_bps) {
+      row.note = "path " + format_number("%.3g", path.bottleneck().value / 1e9) + " Gbps is over " +
+                 format_number("%.0f", 100 * kCeilingShare) + " % of the loopback ceiling (" +
+                 format_number("%.3g", ceiling_bps / 1e9) +
+                 " Gbps): the transfer ran at loopback speed";
+    }
+    {
+      std::lock_guard lock(inbox.mu);
+      inbox.contexts[i] = {setup.model.get(), setup.predictors, mv.tokens};
+    }
+    TransferRequest req;
+    req.id = i;
+    req.payload = std::make_shared<std::vector<std::uint8_t>>(payload.bytes);
+    req.segments = payload.segments;
+    req.port = agents.at(mv.dst)->port();
+    req.path = path;
+    req.options = send_options(path, o.faults, payload.bytes.size());
+    const TransferResult res = send_and_wait(
+        *agents.at(mv.src), req,
+        "move " + std::to_string(i + 1) + "/" + std::to_string(moves.size()), progress);
+    record_outcome(row, i, res, *req.payload, inbox);
+    if (progress) {
+      progress("move " + std::to_string(i + 1) + "/" + std::to_string(moves.size()) + " " +
+               row.strategy + " " + row.src + "->" + row.dst + " " + std::to_string(row.tokens) +
+               " tokens: " + row.state);
+    }
+    run.rows.push_back(std::move(row));
+  }
+  for (auto& [name, agent] : agents) agent->stop();
+  summarise(run, spec, costs, o, setup, agents.size(), clipped, ceiling_bps);
   return run;
 }
 
