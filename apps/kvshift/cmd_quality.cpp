@@ -132,11 +132,8 @@ void write_kept(const cal::QualityResult& r, const fs::path& dir) {
   }
 }
 
-int run_quality_cli(const QualityCliOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
-  if (o.policies.empty()) throw InputError("--policy: give at least one policy (e.g. exact)");
-  std::vector<cal::KvPolicy> policies;
-  for (const std::string& p : o.policies) policies.push_back(cal::parse_policy(p, "--policy"));
+/// The quality options the flags give, checked (the model's context included).
+cal::QualityOptions quality_options(const QualityCliOptions& o) {
   cal::QualityOptions q;
   q.history = o.history;
   q.eval = o.eval;
@@ -162,80 +159,88 @@ int run_quality_cli(const QualityCliOptions& o) {
                      std::to_string(*context) + " tokens (max_position_embeddings of " + o.model +
                      "/config.json)");
   }
-  // An existing --out is refused before the work (as run does); the files are staged whole.
-  std::optional<fs::path> tmp;
-  if (o.out_given) {
-    tmp = reports::staging_folder(o.out, o.force, {o.model, o.corpus});
-  }
-  std::optional<InterruptCleanup> on_interrupt;
-  if (tmp) on_interrupt.emplace(*tmp);
-  const std::vector<std::int32_t> tokens = cal::read_tokens(o.corpus);
-  const auto corpus_tokens = static_cast<std::int64_t>(tokens.size());
-  cal::check_quality_options(q, corpus_tokens);  // before the model loads: fail fast
-  backend::ModelWeights weights = load_model(o.model, "--model");
-  cal::check_vocabulary(tokens, weights.spec.vocab, o.corpus, o.model);
-  const backend::Model target(std::move(weights));
-  const auto& spec = target.spec();
+  return q;
+}
 
-  std::vector<cal::PolicyInputs> inputs(policies.size());
-  std::vector<std::string> mapper_notes;  // what a reader must know of the mappers used
-  // One proxy per (folder, truncated layers): mappers trained with the same proxy share it.
+/// What each policy needs loaded (predictors, proxy and mapper, KVZip's prompt), the proxies
+/// they share (one per folder and truncation), and what a reader must know of the mappers.
+struct LoadedPolicies {
+  std::vector<cal::PolicyInputs> inputs;
   std::map<std::pair<std::string, int>, std::unique_ptr<backend::Model>> proxies;
   std::string proxy_name;
+  std::vector<std::string> mapper_notes;
+};
+
+/// A risk-kv policy's predictors, read beside its topology; they must be its omitted groups.
+std::vector<cal::StoredPredictor> risk_kv_predictors(const cal::KvPolicy& p,
+                                                     const cost_model::ModelSpec& spec) {
+  const cost_model::OmissionPlan topology = input::resolve_topology(p.file, spec);
+  const fs::path predictors = fs::path(p.file).parent_path() / "predictors.safetensors";
+  std::vector<cal::StoredPredictor> read = cal::read_predictors(predictors.string(), spec);
+  std::vector<int> stored, wanted;
+  for (const auto& s : read) stored.push_back(s.group);
+  for (const auto& g : topology.groups()) wanted.push_back(g.group);
+  if (stored != wanted) {
+    throw InputError("--policy " + p.text + ": " + predictors.string() +
+                     " holds other groups than the topology omits");
+  }
+  return read;
+}
+
+/// A proxykv policy's mapper and the proxy it was trained with (shared in `loaded`).
+void load_proxykv(const QualityCliOptions& o, const cal::KvPolicy& p, const backend::Model& target,
+                  const cal::QualityOptions& q, std::int64_t corpus_tokens, cal::PolicyInputs& in,
+                  LoadedPolicies& loaded) {
+  const auto& spec = target.spec();
+  const input::Json manifest = backend::read_mapper_manifest(p.file);
+  check_held_out(manifest, p.file, o.corpus, corpus_tokens, q.span);
+  const std::string trained_for = backend::mapper_target(manifest);
+  if (!trained_for.empty() && trained_for != spec.name) {
+    throw InputError("--policy " + p.text + ": the mapper was trained for " + trained_for +
+                     ", not for --model " + spec.name);
+  }
+  const backend::MapperProxy c = proxy_for(o, manifest, p.file);
+  std::unique_ptr<backend::Model>& proxy = loaded.proxies[{c.folder, c.truncated_layers}];
+  if (!proxy) {
+    backend::ModelWeights pw = c.folder.empty()
+                                   ? backend::truncate_layers(target.weights(), c.truncated_layers)
+                                   : load_model(c.folder, "--proxy");
+    if (!c.folder.empty()) backend::check_proxy_pair(pw.spec, spec, "--proxy");
+    loaded.proxy_name += (loaded.proxy_name.empty() ? "" : ", ") + pw.spec.name;
+    proxy = std::make_unique<backend::Model>(std::move(pw));
+  }
+  in.proxy = proxy.get();
+  in.mapper = backend::load_mapper(p.file);
+  const std::string trained_budget = mapper_budget(manifest);
+  if (trained_budget != backend::budget_name(q.budget)) {
+    loaded.mapper_notes.push_back(p.file + " was trained to rank tokens for a " + trained_budget +
+                                  " budget and is used with --budget " +
+                                  backend::budget_name(q.budget) +
+                                  ": its scores were trained for the other selection");
+  }
+  if (in.mapper->config().features == backend::MapperFeatures::kLogRepeatMax)
+    in.kvzip_prompt = backend::kvzip_repeat_prompt(o.model);
+}
+
+LoadedPolicies load_policies(const QualityCliOptions& o, const std::vector<cal::KvPolicy>& policies,
+                             const backend::Model& target, const cal::QualityOptions& q,
+                             std::int64_t corpus_tokens) {
+  LoadedPolicies loaded;
+  loaded.inputs.resize(policies.size());
   for (std::size_t i = 0; i < policies.size(); ++i) {
     const cal::KvPolicy& p = policies[i];
     if (p.kind == cal::PolicyKind::kKvzip)
-      inputs[i].kvzip_prompt = backend::kvzip_repeat_prompt(o.model);
-    if (p.kind == cal::PolicyKind::kRiskKv) {
-      const cost_model::OmissionPlan topology = input::resolve_topology(p.file, spec);
-      const fs::path predictors = fs::path(p.file).parent_path() / "predictors.safetensors";
-      inputs[i].predictors = cal::read_predictors(predictors.string(), spec);
-      std::vector<int> stored, wanted;
-      for (const auto& s : inputs[i].predictors) stored.push_back(s.group);
-      for (const auto& g : topology.groups()) wanted.push_back(g.group);
-      if (stored != wanted) {
-        throw InputError("--policy " + p.text + ": " + predictors.string() +
-                         " holds other groups than the topology omits");
-      }
-    }
-    if (p.kind == cal::PolicyKind::kProxyKv) {
-      const input::Json manifest = backend::read_mapper_manifest(p.file);
-      check_held_out(manifest, p.file, o.corpus, corpus_tokens, q.span);
-      const std::string trained_for = backend::mapper_target(manifest);
-      if (!trained_for.empty() && trained_for != spec.name) {
-        throw InputError("--policy " + p.text + ": the mapper was trained for " + trained_for +
-                         ", not for --model " + spec.name);
-      }
-      const backend::MapperProxy c = proxy_for(o, manifest, p.file);
-      std::unique_ptr<backend::Model>& proxy = proxies[{c.folder, c.truncated_layers}];
-      if (!proxy) {
-        backend::ModelWeights pw =
-            c.folder.empty() ? backend::truncate_layers(target.weights(), c.truncated_layers)
-                             : load_model(c.folder, "--proxy");
-        if (!c.folder.empty()) backend::check_proxy_pair(pw.spec, spec, "--proxy");
-        proxy_name += (proxy_name.empty() ? "" : ", ") + pw.spec.name;
-        proxy = std::make_unique<backend::Model>(std::move(pw));
-      }
-      inputs[i].proxy = proxy.get();
-      inputs[i].mapper = backend::load_mapper(p.file);
-      const std::string trained_budget = mapper_budget(manifest);
-      if (trained_budget != backend::budget_name(q.budget)) {
-        mapper_notes.push_back(p.file + " was trained to rank tokens for a " + trained_budget +
-                               " budget and is used with --budget " +
-                               backend::budget_name(q.budget) +
-                               ": its scores were trained for the other selection");
-      }
-      if (inputs[i].mapper->config().features == backend::MapperFeatures::kLogRepeatMax)
-        inputs[i].kvzip_prompt = backend::kvzip_repeat_prompt(o.model);
-    }
+      loaded.inputs[i].kvzip_prompt = backend::kvzip_repeat_prompt(o.model);
+    if (p.kind == cal::PolicyKind::kRiskKv)
+      loaded.inputs[i].predictors = risk_kv_predictors(p, target.spec());
+    if (p.kind == cal::PolicyKind::kProxyKv)
+      load_proxykv(o, p, target, q, corpus_tokens, loaded.inputs[i], loaded);
   }
+  return loaded;
+}
 
-  cal::QualityResult r =
-      cal::run_quality(target, tokens, policies, inputs, q, progress_printer("quality"));
-  r.notes.insert(r.notes.end(), mapper_notes.begin(), mapper_notes.end());
-  const cal::QualityRunInfo info{
-      o.model, o.corpus, corpus_tokens, proxy_name,
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+void print_quality(const cal::QualityResult& r, const cost_model::ModelSpec& spec,
+                   const cal::QualityOptions& q) {
   std::printf(
       "%s: exact NLL %.4f nats/token [%.4f, %.4f], PPL %.3f on %zu requests of %lld + %lld "
       "tokens\n",
@@ -253,6 +258,37 @@ int run_quality_cli(const QualityCliOptions& o) {
     std::printf("\n");
   }
   for (const std::string& n : r.notes) std::printf("note: %s\n", n.c_str());
+}
+
+int run_quality_cli(const QualityCliOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (o.policies.empty()) throw InputError("--policy: give at least one policy (e.g. exact)");
+  std::vector<cal::KvPolicy> policies;
+  for (const std::string& p : o.policies) policies.push_back(cal::parse_policy(p, "--policy"));
+  const cal::QualityOptions q = quality_options(o);
+  // An existing --out is refused before the work (as run does); the files are staged whole.
+  std::optional<fs::path> tmp;
+  if (o.out_given) {
+    tmp = reports::staging_folder(o.out, o.force, {o.model, o.corpus});
+  }
+  std::optional<InterruptCleanup> on_interrupt;
+  if (tmp) on_interrupt.emplace(*tmp);
+  const std::vector<std::int32_t> tokens = cal::read_tokens(o.corpus);
+  const auto corpus_tokens = static_cast<std::int64_t>(tokens.size());
+  cal::check_quality_options(q, corpus_tokens);  // before the model loads: fail fast
+  backend::ModelWeights weights = load_model(o.model, "--model");
+  cal::check_vocabulary(tokens, weights.spec.vocab, o.corpus, o.model);
+  const backend::Model target(std::move(weights));
+  const auto& spec = target.spec();
+  const LoadedPolicies loaded = load_policies(o, policies, target, q, corpus_tokens);
+
+  cal::QualityResult r =
+      cal::run_quality(target, tokens, policies, loaded.inputs, q, progress_printer("quality"));
+  r.notes.insert(r.notes.end(), loaded.mapper_notes.begin(), loaded.mapper_notes.end());
+  const cal::QualityRunInfo info{
+      o.model, o.corpus, corpus_tokens, loaded.proxy_name,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+  print_quality(r, spec, q);
   if (tmp) {
     try {
       reports::write_file_atomic(*tmp / "quality.json",
