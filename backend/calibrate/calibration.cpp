@@ -302,44 +302,30 @@ std::vector<int> interior_groups(int layers, int group_width) {
   return g;
 }
 
-CalibrationResult run_calibration(const Model& model, std::span<const std::int32_t> corpus,
-                                  const CalibrationOptions& options,
-                                  const ProgressFn& progress_fn) {
-  check_options(options);
-  const auto& spec = model.spec();
-  CalibrationResult res;
-  res.options = options;
-  std::vector<int> candidates = options.candidates.empty()
-                                    ? interior_groups(spec.layers, options.group_width)
-                                    : options.candidates;
-  std::sort(candidates.begin(), candidates.end());
-  if (candidates.empty()) {
-    throw InputError("--groups: the model has no interior " + std::to_string(options.group_width) +
-                     "-layer group to omit (" + std::to_string(spec.layers) + " layers)");
-  }
-  const RequestSets sets =
-      make_request_sets(static_cast<std::int64_t>(corpus.size()), options.history + options.eval,
-                        options.counts, options.seed);
-  const auto& n = options.counts;
-  const std::int64_t G = static_cast<std::int64_t>(candidates.size());
-  const std::int64_t order_n = n.order > 0 ? n.order : n.select;
-  Progress progress(progress_fn, n.total() + 3 * G + order_n * G + (n.select + n.confirm) * G +
-                                     n.test * std::min<std::int64_t>(G, 6));
-  Context c{model, options, corpus, progress, {}, {}};
-  auto timed = [&](const std::string& name, auto&& fn) {
+namespace {
+
+/// Runs one stage of the calibration, its name shown and its wall time kept in the result.
+class Stages {
+ public:
+  Stages(Progress& progress, CalibrationResult& res) : progress_(progress), res_(res) {}
+  template <class F>
+  void operator()(const std::string& name, F&& fn) {
     const auto t0 = Clock::now();
-    progress.stage(name);
+    progress_.stage(name);
     fn();
-    res.stage_seconds.emplace_back(name, seconds_since(t0));
-  };
+    res_.stage_seconds.emplace_back(name, seconds_since(t0));
+  }
 
-  timed("fit data", [&] {
-    std::vector<std::span<const std::int32_t>> hist;
-    for (const Window& w : sets.fit) hist.push_back(history_of(c, w));
-    c.fit_data = gather_fit_data(model, hist, std::max(1, n.fit / 6), options.threads);
-  });
+ private:
+  Progress& progress_;
+  CalibrationResult& res_;
+};
 
-  // One pool of selection probes: the order set, the selection (gate) set, the confirmation set.
+/// Orders the groups by ΔNLL risk and gates their prefixes on one pool of probes (the order,
+/// selection and confirmation requests); the frontier's rows choose among the prefixes.
+void select_prefixes_on(Context& c, const RequestSets& sets, const std::vector<int>& candidates,
+                        CalibrationResult& res, Stages& timed) {
+  const CalibrationOptions& options = c.o;
   std::vector<Window> pool_windows = sets.order;
   pool_windows.insert(pool_windows.end(), sets.select.begin(), sets.select.end());
   pool_windows.insert(pool_windows.end(), sets.confirm.begin(), sets.confirm.end());
@@ -380,46 +366,84 @@ CalibrationResult run_calibration(const Model& model, std::span<const std::int32
     for (double e : eps_grid) res.gates.push_back({r, e, {}, {}, false});
   }
   for (GateChoice& g : res.gates) g.prefix = choose_prefix(res.prefixes, g.rule, g.eps);
+}
 
-  Probes test;
-  timed("test: probes", [&] { test = make_probes(c, sets.test, resume_layers(c, candidates)); });
-  timed("test: passes", [&] {
-    std::vector<std::size_t> distinct;
-    for (const GateChoice& gc : res.gates) {
-      if (gc.prefix && std::find(distinct.begin(), distinct.end(), *gc.prefix) == distinct.end()) {
-        distinct.push_back(*gc.prefix);
-      }
+/// Every frontier row's quality on the held-out test requests: each distinct prefix's ΔNLL
+/// per request (shortest first, each pass starting at the group it adds), then the rows.
+void measure_on_test(Context& c, const Probes& test, const std::vector<int>& keep,
+                     CalibrationResult& res, Progress& progress) {
+  std::vector<std::size_t> distinct;
+  for (const GateChoice& gc : res.gates) {
+    if (gc.prefix && std::find(distinct.begin(), distinct.end(), *gc.prefix) == distinct.end()) {
+      distinct.push_back(*gc.prefix);
     }
-    std::vector<std::vector<const FittedGroup*>> topos;
-    for (std::size_t k : distinct)
-      topos.push_back(ensure_fits(c, plans_for(c, res.prefixes[k].groups)));
-    const std::size_t T = topos.size();
-    std::vector<std::vector<double>> d(T, std::vector<double>(test.size()));
-    // Per request, the distinct prefixes shortest first: each pass starts at the group it adds.
-    std::vector<std::size_t> by_length(T);
-    std::iota(by_length.begin(), by_length.end(), 0);
-    std::sort(by_length.begin(), by_length.end(),
-              [&](std::size_t a, std::size_t b) { return distinct[a] < distinct[b]; });
-    const std::vector<int> keep = resume_layers(c, candidates);
-    parallel_for(test.size(), options.threads, [&](std::size_t r) {
-      PassChain chain(*test[r], keep);
-      for (std::size_t t : by_length) {
-        d[t][r] = delta_nll(chain, *test[r], topos[t]);
-        progress.add();
-      }
-    });
-    const TestQuality none = test_quality(c, test, {}, std::vector<double>(test.size(), 0.0));
-    for (GateChoice& gc : res.gates) {
-      if (gc.prefix) {
-        const auto t = std::find(distinct.begin(), distinct.end(), *gc.prefix) - distinct.begin();
-        gc.test =
-            test_quality(c, test, res.prefixes[*gc.prefix].groups, d[static_cast<std::size_t>(t)]);
-      } else {
-        gc.test = none;
-      }
-      finish_row(gc);
+  }
+  std::vector<std::vector<const FittedGroup*>> topos;
+  for (std::size_t k : distinct)
+    topos.push_back(ensure_fits(c, plans_for(c, res.prefixes[k].groups)));
+  const std::size_t T = topos.size();
+  std::vector<std::vector<double>> d(T, std::vector<double>(test.size()));
+  std::vector<std::size_t> by_length(T);
+  std::iota(by_length.begin(), by_length.end(), 0);
+  std::sort(by_length.begin(), by_length.end(),
+            [&](std::size_t a, std::size_t b) { return distinct[a] < distinct[b]; });
+  parallel_for(test.size(), c.o.threads, [&](std::size_t r) {
+    PassChain chain(*test[r], keep);
+    for (std::size_t t : by_length) {
+      d[t][r] = delta_nll(chain, *test[r], topos[t]);
+      progress.add();
     }
   });
+  const TestQuality none = test_quality(c, test, {}, std::vector<double>(test.size(), 0.0));
+  for (GateChoice& gc : res.gates) {
+    if (gc.prefix) {
+      const auto t = std::find(distinct.begin(), distinct.end(), *gc.prefix) - distinct.begin();
+      gc.test =
+          test_quality(c, test, res.prefixes[*gc.prefix].groups, d[static_cast<std::size_t>(t)]);
+    } else {
+      gc.test = none;
+    }
+    finish_row(gc);
+  }
+}
+
+}  // namespace
+
+CalibrationResult run_calibration(const Model& model, std::span<const std::int32_t> corpus,
+                                  const CalibrationOptions& options,
+                                  const ProgressFn& progress_fn) {
+  check_options(options);
+  const auto& spec = model.spec();
+  CalibrationResult res;
+  res.options = options;
+  std::vector<int> candidates = options.candidates.empty()
+                                    ? interior_groups(spec.layers, options.group_width)
+                                    : options.candidates;
+  std::sort(candidates.begin(), candidates.end());
+  if (candidates.empty()) {
+    throw InputError("--groups: the model has no interior " + std::to_string(options.group_width) +
+                     "-layer group to omit (" + std::to_string(spec.layers) + " layers)");
+  }
+  const RequestSets sets =
+      make_request_sets(static_cast<std::int64_t>(corpus.size()), options.history + options.eval,
+                        options.counts, options.seed);
+  const auto& n = options.counts;
+  const std::int64_t G = static_cast<std::int64_t>(candidates.size());
+  const std::int64_t order_n = n.order > 0 ? n.order : n.select;
+  Progress progress(progress_fn, n.total() + 3 * G + order_n * G + (n.select + n.confirm) * G +
+                                     n.test * std::min<std::int64_t>(G, 6));
+  Context c{model, options, corpus, progress, {}, {}};
+  Stages timed(progress, res);
+  timed("fit data", [&] {
+    std::vector<std::span<const std::int32_t>> hist;
+    for (const Window& w : sets.fit) hist.push_back(history_of(c, w));
+    c.fit_data = gather_fit_data(model, hist, std::max(1, n.fit / 6), options.threads);
+  });
+  select_prefixes_on(c, sets, candidates, res, timed);
+  Probes test;
+  timed("test: probes", [&] { test = make_probes(c, sets.test, resume_layers(c, candidates)); });
+  timed("test: passes",
+        [&] { measure_on_test(c, test, resume_layers(c, candidates), res, progress); });
   progress.finish();
   if (const auto& ch = res.chosen(); ch.prefix) {
     res.predictors = {};
