@@ -62,76 +62,67 @@ json xy_dataset(const std::string& label, const std::vector<std::pair<double, do
   return {{"label", label}, {"data", data}, {"stepped", stepped}, {"pointRadius", 0}};
 }
 
-// Per-strategy charts of a run folder; strategies in name order, as the page always drew them.
-json run_charts(const std::filesystem::path& dir, std::vector<NamedMetrics> strategies,
-                json& notes) {
-  std::sort(strategies.begin(), strategies.end(),
-            [](const NamedMetrics& a, const NamedMetrics& b) { return a.strategy < b.strategy; });
-  json charts = json::array();
-  if (std::filesystem::exists(dir / "recoveries.csv")) {
-    const Csv csv = read_csv(dir / "recoveries.csv");
-    const int run = csv.col("strategy_run"), trig = csv.col("trigger"), lat = csv.col("latency_s"),
-              outcome = csv.col("outcome");
-    // Finished moves, and unfinished ones at their lower bound (as the summary counts them).
-    std::map<std::string, std::map<std::string, std::vector<double>>> by;  // kind -> strategy
-    for (const auto& r : csv.rows) {
-      if (run < 0 || lat < 0 || outcome < 0 || r.size() != csv.header.size()) continue;
-      if (r[outcome] != "done" && r[outcome] != "unfinished") continue;
-      by[r[trig] == "failure" ? "recovery" : "migration"][r[run]].push_back(num(r[lat]));
+// Recovery and migration latency CDFs from recoveries.csv: finished moves, and unfinished ones
+// at their lower bound (as the summary counts them).
+void latency_cdfs(const std::filesystem::path& file, json& charts, json& notes) {
+  const Csv csv = read_csv(file);
+  const int run = csv.col("strategy_run"), trig = csv.col("trigger"), lat = csv.col("latency_s"),
+            outcome = csv.col("outcome");
+  std::map<std::string, std::map<std::string, std::vector<double>>> by;  // kind -> strategy
+  for (const auto& r : csv.rows) {
+    if (run < 0 || lat < 0 || outcome < 0 || r.size() != csv.header.size()) continue;
+    if (r[outcome] != "done" && r[outcome] != "unfinished") continue;
+    by[r[trig] == "failure" ? "recovery" : "migration"][r[run]].push_back(num(r[lat]));
+  }
+  for (const char* kind : {"recovery", "migration"}) {
+    json sets = json::array();
+    std::vector<std::string> thin;
+    for (auto& [name, v] : by[kind]) {
+      if (v.size() < 2) {  // one point draws no line: say so instead
+        thin.push_back(name + " (" + std::to_string(v.size()) + ")");
+        continue;
+      }
+      std::sort(v.begin(), v.end());
+      std::vector<std::pair<double, double>> pts;
+      for (std::size_t i = 0; i < v.size(); ++i)
+        pts.emplace_back(v[i], double(i + 1) / double(v.size()));
+      sets.push_back(xy_dataset(name, pts, true));
     }
-    for (const char* kind : {"recovery", "migration"}) {
-      json sets = json::array();
-      std::vector<std::string> thin;
-      for (auto& [name, v] : by[kind]) {
-        if (v.size() < 2) {  // one point draws no line: say so instead
-          thin.push_back(name + " (" + std::to_string(v.size()) + ")");
-          continue;
-        }
-        std::sort(v.begin(), v.end());
-        std::vector<std::pair<double, double>> pts;
-        for (std::size_t i = 0; i < v.size(); ++i)
-          pts.emplace_back(v[i], double(i + 1) / double(v.size()));
-        sets.push_back(xy_dataset(name, pts, true));
-      }
-      const std::string label = kind;
-      const std::string plural = kind[0] == 'r' ? "recoveries" : "migrations";
-      const std::string title = std::string(kind[0] == 'r' ? "Recovery" : "Migration") +
-                                " latency CDF (unfinished moves at their lower bound)";
-      if (by[kind].empty()) {
-        notes.push_back("No " + plural + " in this run: no " + label + "-latency CDF.");
-      } else if (!thin.empty()) {
-        std::string list;
-        for (const std::string& t : thin) list += (list.empty() ? "" : ", ") + t;
-        notes.push_back("Too few " + plural + " for a " + label + "-latency CDF: " + list + ".");
-      }
-      if (!sets.empty()) {
-        charts.push_back(chart(title, "line", {{"datasets", sets}}, label + " latency (s)",
-                               "share of " + plural, "linear"));
-      }
+    const std::string label = kind;
+    const std::string plural = kind[0] == 'r' ? "recoveries" : "migrations";
+    const std::string title = std::string(kind[0] == 'r' ? "Recovery" : "Migration") +
+                              " latency CDF (unfinished moves at their lower bound)";
+    if (by[kind].empty()) {
+      notes.push_back("No " + plural + " in this run: no " + label + "-latency CDF.");
+    } else if (!thin.empty()) {
+      std::string list;
+      for (const std::string& t : thin) list += (list.empty() ? "" : ", ") + t;
+      notes.push_back("Too few " + plural + " for a " + label + "-latency CDF: " + list + ".");
+    }
+    if (!sets.empty()) {
+      charts.push_back(chart(title, "line", {{"datasets", sets}}, label + " latency (s)",
+                             "share of " + plural, "linear"));
     }
   }
-  using Part = std::pair<const char*, double (*)(const StrategyMetrics&)>;
-  auto stacked_bars = [&](const std::vector<Part>& parts, double scale) {
-    json labels = json::array(), sets = json::array();
-    for (const NamedMetrics& n : strategies) labels.push_back(n.strategy);
-    for (const auto& [label, part] : parts) {
-      json values = json::array();
-      for (const NamedMetrics& n : strategies) values.push_back(part(n.metrics) * scale);
-      sets.push_back({{"label", label}, {"data", values}});
-    }
-    return json{{"labels", labels}, {"datasets", sets}};
-  };
-  // Replica streams run all the time and dwarf what the moves send: they are in the table,
-  // not in this chart.
-  const std::vector<Part> bytes = {
-      {"kv", [](const StrategyMetrics& m) { return static_cast<double>(m.bytes.kv); }},
-      {"predictors",
-       [](const StrategyMetrics& m) { return static_cast<double>(m.bytes.predictors); }},
-      {"tokens", [](const StrategyMetrics& m) { return static_cast<double>(m.bytes.tokens); }}};
-  charts.push_back(
-      chart("Bytes the moves sent over the network, by kind (replica streams: "
-            "see the table)",
-            "bar", stacked_bars(bytes, 1.0 / 1048576), "strategy", "MiB", "category", true));
+}
+
+using Part = std::pair<const char*, double (*)(const StrategyMetrics&)>;
+
+// A stacked bar per strategy, one segment per part, scaled.
+json stacked_bars(const std::vector<NamedMetrics>& strategies, const std::vector<Part>& parts,
+                  double scale) {
+  json labels = json::array(), sets = json::array();
+  for (const NamedMetrics& n : strategies) labels.push_back(n.strategy);
+  for (const auto& [label, part] : parts) {
+    json values = json::array();
+    for (const NamedMetrics& n : strategies) values.push_back(part(n.metrics) * scale);
+    sets.push_back({{"label", label}, {"data", values}});
+  }
+  return json{{"labels", labels}, {"datasets", sets}};
+}
+
+// The busiest link direction's utilisation over time, per strategy (or a note why there is none).
+void link_chart(const std::vector<NamedMetrics>& strategies, json& charts, json& notes) {
   json link_sets = json::array();
   bool any_series = false;
   for (const NamedMetrics& n : strategies) {
@@ -154,6 +145,29 @@ json run_charts(const std::filesystem::path& dir, std::vector<NamedMetrics> stra
               "over the interval; at most 2,000 points, each the peak of its span)",
               "line", {{"datasets", link_sets}}, "simulated time (s)", "utilisation", "linear"));
   }
+}
+
+// Per-strategy charts of a run folder; strategies in name order, as the page always drew them.
+json run_charts(const std::filesystem::path& dir, std::vector<NamedMetrics> strategies,
+                json& notes) {
+  std::sort(strategies.begin(), strategies.end(),
+            [](const NamedMetrics& a, const NamedMetrics& b) { return a.strategy < b.strategy; });
+  json charts = json::array();
+  if (std::filesystem::exists(dir / "recoveries.csv")) {
+    latency_cdfs(dir / "recoveries.csv", charts, notes);
+  }
+  // Replica streams run all the time and dwarf what the moves send: they are in the table,
+  // not in this chart.
+  const std::vector<Part> bytes = {
+      {"kv", [](const StrategyMetrics& m) { return static_cast<double>(m.bytes.kv); }},
+      {"predictors",
+       [](const StrategyMetrics& m) { return static_cast<double>(m.bytes.predictors); }},
+      {"tokens", [](const StrategyMetrics& m) { return static_cast<double>(m.bytes.tokens); }}};
+  charts.push_back(chart(
+      "Bytes the moves sent over the network, by kind (replica streams: "
+      "see the table)",
+      "bar", stacked_bars(strategies, bytes, 1.0 / 1048576), "strategy", "MiB", "category", true));
+  link_chart(strategies, charts, notes);
   std::vector<Part> gpu_time = {
       {"prefill", [](const StrategyMetrics& m) { return m.gpu_time.prefill; }},
       {"decode", [](const StrategyMetrics& m) { return m.gpu_time.decode; }},
@@ -166,8 +180,9 @@ json run_charts(const std::filesystem::path& dir, std::vector<NamedMetrics> stra
       return m.preemption ? m.preemption->recompute_gpu_s : 0.0;
     });
   }
-  charts.push_back(chart("GPU time split (summed over GPUs)", "bar", stacked_bars(gpu_time, 1.0),
-                         "strategy", "GPU seconds", "category", true));
+  charts.push_back(chart("GPU time split (summed over GPUs)", "bar",
+                         stacked_bars(strategies, gpu_time, 1.0), "strategy", "GPU seconds",
+                         "category", true));
   return charts;
 }
 
