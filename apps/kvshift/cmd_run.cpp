@@ -64,6 +64,60 @@ std::string publish_default(const fs::path& staged, const std::string& out) {
   throw std::runtime_error(out + ": cannot move the new folder into place: " + ec.message());
 }
 
+bool wants(const input::ScenarioSpec& spec, const char* file) {
+  return std::find(spec.outputs.files.begin(), spec.outputs.files.end(), file) !=
+         spec.outputs.files.end();
+}
+
+/// Progress on stderr once a run has taken 2 s: a live line on a terminal, else one line per
+/// tenth of each strategy's simulated time.
+std::function<void(const std::string&, double, double)> progress_reporter(
+    bool quiet, std::chrono::steady_clock::time_point start) {
+  const bool tty = ::isatty(STDERR_FILENO);
+  return [quiet, start, tty, last_tenth = -1](const std::string& strategy, double done,
+                                              double total) mutable {
+    const double wall =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (quiet || wall < 2.0) return;
+    const int tenth = static_cast<int>(10 * done / total);
+    if (tty) {
+      std::fprintf(stderr, "\r  %-13s %5.1f%%  simulated %.1f / %.1f s  (%.1f s wall)",
+                   strategy.c_str(), 100 * done / total, done, total, wall);
+      if (done >= total) std::fputc('\n', stderr);
+    } else if (tenth != last_tenth) {
+      std::fprintf(stderr, "  %s: %d%% (simulated %.1f s, %.1f s wall)\n", strategy.c_str(),
+                   10 * tenth, done, wall);
+    }
+    last_tenth = done >= total ? -1 : tenth;
+  };
+}
+
+/// Simulates every strategy. requests.csv and recoveries.csv are written into `tmp` as the
+/// records become final, so memory follows what is in flight; trace.json draws the moves, so
+/// it keeps them. A failure removes `tmp`.
+std::vector<sim::RunResult> simulate(const input::ScenarioSpec& spec,
+                                     const cost_model::ComputeCosts& compute,
+                                     sim::RunOptions options, const fs::path& tmp) {
+  std::optional<reports::RecordCsvWriter> records;
+  try {
+    reports::DeploymentNames deployments;
+    for (const sim::DeploymentSpec& d : spec.deployments) deployments.push_back(d.name);
+    fs::create_directories(tmp);  // a folder that cannot be made fails now, not after simulating
+    records.emplace(tmp, wants(spec, "requests"), wants(spec, "recoveries"),
+                    std::move(deployments));
+    options.sink = &*records;
+    options.keep_records = wants(spec, "trace");
+    std::vector<sim::RunResult> runs = sim::run_scenario(spec, compute, options);
+    records->close();
+    return runs;
+  } catch (...) {
+    records.reset();
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
 int run(const RunCliOptions& o) {
   input::ScenarioSpec spec = o.scenario.empty() ? input::load_embedded_quickstart()
                                                 : input::load_scenario_file(o.scenario);
@@ -83,52 +137,14 @@ int run(const RunCliOptions& o) {
   for (const std::string& n : spec.notes) std::cerr << "kvshift run: note: " << n << "\n";
 
   const auto wall_start = std::chrono::steady_clock::now();
-  const bool tty = ::isatty(STDERR_FILENO);
-  int last_tenth = -1;
-  auto wants = [&](const char* key) {
-    return std::find(spec.outputs.files.begin(), spec.outputs.files.end(), key) !=
-           spec.outputs.files.end();
-  };
   sim::RunOptions options;
-  options.record_trace = wants("trace");
-  options.progress = [&](const std::string& strategy, double done, double total) {
-    const double wall =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-    if (o.quiet || wall < 2.0) return;
-    const int tenth = static_cast<int>(10 * done / total);
-    if (tty) {
-      std::fprintf(stderr, "\r  %-13s %5.1f%%  simulated %.1f / %.1f s  (%.1f s wall)",
-                   strategy.c_str(), 100 * done / total, done, total, wall);
-      if (done >= total) std::fputc('\n', stderr);
-    } else if (tenth != last_tenth) {
-      std::fprintf(stderr, "  %s: %d%% (simulated %.1f s, %.1f s wall)\n", strategy.c_str(),
-                   10 * tenth, done, wall);
-    }
-    last_tenth = done >= total ? -1 : tenth;
-  };
-  // requests.csv and recoveries.csv are written as the records become final, so memory
-  // follows what is in flight; trace.json draws the moves, so it keeps them.
+  options.record_trace = wants(spec, "trace");
+  options.progress = progress_reporter(o.quiet, wall_start);
   std::vector<std::string> streamed;
   for (const char* key : {"requests", "recoveries"}) {
-    if (wants(key)) streamed.emplace_back(key);
+    if (wants(spec, key)) streamed.emplace_back(key);
   }
-  std::optional<reports::RecordCsvWriter> records;
-  std::vector<sim::RunResult> runs;
-  try {
-    reports::DeploymentNames deployments;
-    for (const sim::DeploymentSpec& d : spec.deployments) deployments.push_back(d.name);
-    fs::create_directories(tmp);  // a folder that cannot be made fails now, not after simulating
-    records.emplace(tmp, wants("requests"), wants("recoveries"), std::move(deployments));
-    options.sink = &*records;
-    options.keep_records = wants("trace");
-    runs = sim::run_scenario(spec, *compute, options);
-    records->close();
-  } catch (...) {
-    records.reset();
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    throw;
-  }
+  const std::vector<sim::RunResult> runs = simulate(spec, *compute, std::move(options), tmp);
   const double wall =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   const std::vector<cost_model::OpSource> sources = compute->sources();
@@ -141,7 +157,7 @@ int run(const RunCliOptions& o) {
     }
     // report.html is drawn from summary.json; a run that does not write it has no page.
     // A failure here (disk full) is a failed run: exit 1.
-    if (wants("summary")) reports::write_html_report(tmp);
+    if (wants(spec, "summary")) reports::write_html_report(tmp);
     if (default_out) {
       out = publish_default(tmp, out);
     } else {
