@@ -245,6 +245,55 @@ QualityPlan plan_quality(const Model& target, const std::vector<KvPolicy>& polic
   return q;
 }
 
+/// KVZip's scores of one request and what it keeps at each ratio and in its top band: the
+/// reference of recall@K and of the top-band share.
+struct KvzipReference {
+  Matrix scores;
+  std::vector<Kept> kept;  ///< per --retention ratio
+  Kept top;                ///< its top kKvzipTopBand
+};
+
+KvzipReference kvzip_reference(const Model& target, std::span<const std::int32_t> context,
+                               const RequestProbe& probe, const std::vector<std::int32_t>& prompt,
+                               const QualityOptions& o, std::map<std::string, double>& seconds) {
+  KvzipReference ref;
+  KvCache copy = probe.exact_cache();
+  const auto t0 = std::chrono::steady_clock::now();
+  ref.scores = kvzip_scores(target, context, copy, prompt);
+  seconds["kvzip_second_prefill"] = seconds_since(t0);
+  for (double rho : o.retentions) {
+    ref.kept.push_back(
+        select_kept(ref.scores, {rho, o.keep.sink_tokens, o.keep.recent_window}, o.budget));
+  }
+  ref.top =
+      select_kept(ref.scores, {kKvzipTopBand, o.keep.sink_tokens, o.keep.recent_window}, o.budget);
+  return ref;
+}
+
+/// Policy `p`'s importance scores of one request [layers·kv_heads, H−1] (KVZip's, the proxy
+/// and mapper's, or a baseline's), with the proxy's timings.
+Matrix policy_scores(std::size_t p, const Model& target, std::span<const std::int32_t> context,
+                     const RequestProbe& probe, const KvzipReference& ref, const QualityPlan& q,
+                     const std::vector<KvPolicy>& policies, const std::vector<PolicyInputs>& inputs,
+                     const QualityOptions& o, std::size_t w,
+                     std::map<std::string, double>& seconds) {
+  const PolicyKind kind = policies[p].kind;
+  if (kind == PolicyKind::kKvzip) return ref.scores;
+  if (kind == PolicyKind::kProxyKv) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Matrix x = proxy_features(*inputs[p].proxy, context, inputs[p].mapper->config().features,
+                                    inputs[p].kvzip_prompt);
+    // A second mapper's timings carry its label, so neither overwrites the other.
+    const std::string of = q.labels[p] == "proxykv" ? "" : " (" + q.labels[p] + ")";
+    seconds["proxy_prefill" + of] = seconds_since(t0);
+    const auto t1 = std::chrono::steady_clock::now();
+    Matrix scores = inputs[p].mapper->forward(x);
+    seconds["mapper_forward" + of] = seconds_since(t1);
+    return scores;
+  }
+  return baseline_scores(kind, probe, target.spec(), o.history - 1, o.seed * 1'000'003 + w);
+}
+
 /// One request (window `w` of the corpus, starting at `start`): every row's ΔNLL against the
 /// exact cache, recall@K and the share of KVZip's top band kept, and the steps' timings.
 RequestOutcome measure_request(const Model& target, std::span<const std::int32_t> corpus,
@@ -263,39 +312,16 @@ RequestOutcome measure_request(const Model& target, std::span<const std::int32_t
       {.stats = {.mass = q.stats, .window_mass = q.stats, .window = o.snapkv_window}});
   out.seconds["target_prefill"] = probe.history_seconds();
   out.exact_mean = probe.exact_mean();
-  std::vector<Kept> kvzip_kept;
-  Kept kvzip_top;
-  Matrix kvzip_scores_m;
-  if (q.kvzip) {
-    KvCache copy = probe.exact_cache();
-    const auto t0 = std::chrono::steady_clock::now();
-    kvzip_scores_m = kvzip_scores(target, context, copy, q.kvzip_prompt);
-    out.seconds["kvzip_second_prefill"] = seconds_since(t0);
-    for (double rho : o.retentions) {
-      kvzip_kept.push_back(
-          select_kept(kvzip_scores_m, {rho, o.keep.sink_tokens, o.keep.recent_window}, o.budget));
-    }
-    kvzip_top = select_kept(kvzip_scores_m,
-                            {kKvzipTopBand, o.keep.sink_tokens, o.keep.recent_window}, o.budget);
-  }
+  const KvzipReference ref =
+      q.kvzip ? kvzip_reference(target, context, probe, q.kvzip_prompt, o, out.seconds)
+              : KvzipReference{};
+  const std::vector<Kept>& kvzip_kept = ref.kept;
+  const Kept& kvzip_top = ref.top;
   std::vector<std::optional<Matrix>> scores(policies.size());
   auto scores_of = [&](std::size_t p) -> const Matrix& {
-    if (scores[p]) return *scores[p];
-    const PolicyKind kind = policies[p].kind;
-    if (kind == PolicyKind::kKvzip) {
-      scores[p] = kvzip_scores_m;
-    } else if (kind == PolicyKind::kProxyKv) {
-      const auto t0 = std::chrono::steady_clock::now();
-      const Matrix x = proxy_features(*inputs[p].proxy, context,
-                                      inputs[p].mapper->config().features, inputs[p].kvzip_prompt);
-      // A second mapper's timings carry its label, so neither overwrites the other.
-      const std::string of = q.labels[p] == "proxykv" ? "" : " (" + q.labels[p] + ")";
-      out.seconds["proxy_prefill" + of] = seconds_since(t0);
-      const auto t1 = std::chrono::steady_clock::now();
-      scores[p] = inputs[p].mapper->forward(x);
-      out.seconds["mapper_forward" + of] = seconds_since(t1);
-    } else {
-      scores[p] = baseline_scores(kind, probe, m, keys, o.seed * 1'000'003 + w);
+    if (!scores[p]) {
+      scores[p] =
+          policy_scores(p, target, context, probe, ref, q, policies, inputs, o, w, out.seconds);
     }
     return *scores[p];
   };
