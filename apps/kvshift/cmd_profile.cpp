@@ -86,10 +86,88 @@ bool has_weights(const std::string& model) {
                                      fs::exists(fs::path(model) / "model.safetensors.index.json"));
 }
 
+/// The topology to time: --topology, else the one beside --predictors, else the paper's (or G2,
+/// or none for a model too small to omit a group).
+std::string topology_for(const ProfileOptions& o, const cost_model::ModelSpec& model) {
+  namespace fs = std::filesystem;
+  if (!o.topology.empty()) return o.topology;
+  if (!o.predictors.empty()) {
+    const fs::path beside = fs::path(o.predictors).parent_path() / "topology.json";
+    if (!fs::exists(beside)) {
+      throw InputError("--topology: give the topology the predictors were calibrated for (no " +
+                       beside.string() + " beside --predictors)");
+    }
+    return beside.string();
+  }
+  const int groups = (model.layers + 1) / 2;
+  return !cost_model::paper_omitted_groups(model.name).empty() ? "paper"
+         : groups >= 3                                         ? "G2"
+                                                               : "none";
+}
+
+/// A model folder with weights: the real predictors, proxy and mapper; an op whose real inputs
+/// are missing is left out (and added to `untimed`), never timed on random ones.
+void load_real_inputs(const ProfileOptions& o, backend::ProfileRequest& req,
+                      std::vector<std::string>& untimed) {
+  backend::calibrate::ProfilePaths paths;
+  paths.model = o.model;
+  paths.proxy = has_weights(o.proxy) ? o.proxy : "";
+  paths.proxy_layers = o.proxy_layers;
+  paths.predictors = o.predictors;
+  paths.mapper = o.mapper;
+  req.inputs = backend::calibrate::load_profile_inputs(paths, req.omission);
+  // Real weights are never mixed with random ones: an op whose real inputs are missing is
+  // left out of the table (and said so).
+  if (!req.inputs.predictors && !req.omission.empty()) {
+    untimed.push_back(
+        "reconstruct, predictor_load: not timed (give --predictors: the calibrated "
+        "predictors.safetensors)");
+    req.omission = cost_model::OmissionPlan{};
+  }
+  if (!req.inputs.mapper && (req.inputs.proxy || !o.proxy.empty())) {
+    untimed.push_back("proxy_score: not timed (give --mapper: a trained mapper.safetensors)");
+  }
+  if (req.inputs.proxy && req.inputs.mapper) req.proxy = req.inputs.proxy->spec;
+  if (!o.proxy.empty() && paths.proxy.empty() && req.inputs.mapper) {
+    // A config without weights names the proxy (as a scenario does); the weights are the
+    // mapper's proxy, which must have its shape.
+    const cost_model::ModelSpec named = input::resolve_model(o.proxy);
+    if (!req.proxy) {
+      throw InputError("--proxy: " + o.proxy +
+                       " holds no weights; with a real --model give "
+                       "--mapper (its proxy has them), --proxy-layers, or a proxy folder");
+    }
+    if ((req.proxy->layers != named.layers || req.proxy->hidden != named.hidden ||
+         req.proxy->q_heads != named.q_heads)) {
+      throw InputError("--proxy: " + o.proxy + " has " + std::to_string(named.layers) +
+                       " layers; the proxy the mapper was trained with, " + req.proxy->name +
+                       ", has " + std::to_string(req.proxy->layers));
+    }
+    req.proxy = named;
+  }
+}
+
+/// A model name or config: its shape with seeded random weights, and the proxy's shape.
+void load_shapes(const ProfileOptions& o, backend::ProfileRequest& req) {
+  if (!o.proxy.empty()) req.proxy = input::resolve_model(o.proxy);
+  // The shape of the target's first k layers, seeded random weights like the target's.
+  if (o.proxy_layers > 0) req.proxy = backend::truncated_spec(req.model, o.proxy_layers);
+  if (!o.mapper.empty()) {
+    req.inputs.mapper =
+        std::make_shared<const backend::HybridAxialMapper>(backend::load_mapper(o.mapper));
+    req.inputs.mapper_origin = {o.mapper, backend::calibrate::digest_path(o.mapper)};
+    req.inputs.mapper_weights = backend::shared_weights(req.inputs.mapper);
+    if (req.proxy) {  // before any timing: the file names the mismatch
+      backend::check_mapper_fits(req.inputs.mapper->config(),
+                                 req.proxy->layers * req.proxy->q_heads,
+                                 req.model.layers * req.model.kv_heads, "--mapper " + o.mapper);
+    }
+  }
+}
+
 /// The request `o` asks for; what will not be timed is added to `untimed` (printed only once
 /// every option has been checked, so an error is never preceded by it).
 backend::ProfileRequest make_request(const ProfileOptions& o, std::vector<std::string>& untimed) {
-  namespace fs = std::filesystem;
   backend::ProfileRequest req;
   req.model = input::resolve_model(o.model);
   const bool real = has_weights(o.model);
@@ -106,75 +184,13 @@ backend::ProfileRequest make_request(const ProfileOptions& o, std::vector<std::s
     throw InputError(
         "--mapper: needs --proxy or --proxy-layers (the model whose features the mapper reads)");
   }
-  std::string topo = o.topology;
-  if (topo.empty() && !o.predictors.empty()) {
-    const fs::path beside = fs::path(o.predictors).parent_path() / "topology.json";
-    if (!fs::exists(beside)) {
-      throw InputError("--topology: give the topology the predictors were calibrated for (no " +
-                       beside.string() + " beside --predictors)");
-    }
-    topo = beside.string();
-  }
-  if (topo.empty()) {
-    const int groups = (req.model.layers + 1) / 2;
-    topo = !cost_model::paper_omitted_groups(req.model.name).empty() ? "paper"
-           : groups >= 3                                             ? "G2"
-                                                                     : "none";
-  }
+  const std::string topo = topology_for(o, req.model);
   req.omission = topo.ends_with(".json") ? input::resolve_topology(topo, req.model)
                                          : cost_model::OmissionPlan::parse(topo, req.model);
   if (real) {
-    backend::calibrate::ProfilePaths paths;
-    paths.model = o.model;
-    paths.proxy = has_weights(o.proxy) ? o.proxy : "";
-    paths.proxy_layers = o.proxy_layers;
-    paths.predictors = o.predictors;
-    paths.mapper = o.mapper;
-    req.inputs = backend::calibrate::load_profile_inputs(paths, req.omission);
-    // Real weights are never mixed with random ones: an op whose real inputs are missing is
-    // left out of the table (and said so).
-    if (!req.inputs.predictors && !req.omission.empty()) {
-      untimed.push_back(
-          "reconstruct, predictor_load: not timed (give --predictors: the calibrated "
-          "predictors.safetensors)");
-      req.omission = cost_model::OmissionPlan{};
-    }
-    if (!req.inputs.mapper && (req.inputs.proxy || !o.proxy.empty())) {
-      untimed.push_back("proxy_score: not timed (give --mapper: a trained mapper.safetensors)");
-    }
-    if (req.inputs.proxy && req.inputs.mapper) req.proxy = req.inputs.proxy->spec;
-    if (!o.proxy.empty() && paths.proxy.empty() && req.inputs.mapper) {
-      // A config without weights names the proxy (as a scenario does); the weights are the
-      // mapper's proxy, which must have its shape.
-      const cost_model::ModelSpec named = input::resolve_model(o.proxy);
-      if (!req.proxy) {
-        throw InputError("--proxy: " + o.proxy +
-                         " holds no weights; with a real --model give "
-                         "--mapper (its proxy has them), --proxy-layers, or a proxy folder");
-      }
-      if ((req.proxy->layers != named.layers || req.proxy->hidden != named.hidden ||
-           req.proxy->q_heads != named.q_heads)) {
-        throw InputError("--proxy: " + o.proxy + " has " + std::to_string(named.layers) +
-                         " layers; the proxy the mapper was trained with, " + req.proxy->name +
-                         ", has " + std::to_string(req.proxy->layers));
-      }
-      req.proxy = named;
-    }
+    load_real_inputs(o, req, untimed);
   } else {
-    if (!o.proxy.empty()) req.proxy = input::resolve_model(o.proxy);
-    // The shape of the target's first k layers, seeded random weights like the target's.
-    if (o.proxy_layers > 0) req.proxy = backend::truncated_spec(req.model, o.proxy_layers);
-    if (!o.mapper.empty()) {
-      req.inputs.mapper =
-          std::make_shared<const backend::HybridAxialMapper>(backend::load_mapper(o.mapper));
-      req.inputs.mapper_origin = {o.mapper, backend::calibrate::digest_path(o.mapper)};
-      req.inputs.mapper_weights = backend::shared_weights(req.inputs.mapper);
-      if (req.proxy) {  // before any timing: the file names the mismatch
-        backend::check_mapper_fits(req.inputs.mapper->config(),
-                                   req.proxy->layers * req.proxy->q_heads,
-                                   req.model.layers * req.model.kv_heads, "--mapper " + o.mapper);
-      }
-    }
+    load_shapes(o, req);
   }
   req.tokens = parse_list(o.tokens, "--tokens");
   req.sharing = parse_list(o.sharing, "--sharing");
