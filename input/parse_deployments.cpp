@@ -117,12 +117,9 @@ void resolve_trace_models(const Reader& top, ScenarioSpec& s, bool any_share) {
 
 }  // namespace
 
-void parse_deployments(const Reader& top, ScenarioSpec& s, LoadContext& ctx) {
-  std::vector<sim::DeploymentSpec> out;
-  if (!top.has("deployments")) {
-    resolve_trace_models(top, s, true);
-    return;
-  }
+/// What "deployments" rules out: a top-level model or method, no pools, profiled or live costs,
+/// a storage tier. False when it cannot be read at all (no pools).
+bool deployments_allowed(const Reader& top, const ScenarioSpec& s) {
   for (const char* key : {"model", "risk_kv", "proxy_kv"}) {
     if (top.has(key)) {
       top.problem(key,
@@ -133,7 +130,7 @@ void parse_deployments(const Reader& top, ScenarioSpec& s, LoadContext& ctx) {
   if (s.pools.empty()) {
     top.problem("deployments",
                 "needs \"pools\": each deployment runs on pools of its own (name them there)");
-    return;
+    return false;
   }
   if (s.cost_source.kind != CostSourceKind::kAnalytic) {
     top.problem("deployments",
@@ -145,6 +142,36 @@ void parse_deployments(const Reader& top, ScenarioSpec& s, LoadContext& ctx) {
                 "serving.prefix_cache.storage_tier holds one model's blocks; it cannot be "
                 "shared by several deployments");
   }
+  return true;
+}
+
+/// Every deployment's share of the generated arrivals: all given and adding up to 1, or none
+/// (then equal, and only a trace may name the model of each arrival).
+void settle_shares(const Reader& top, const ScenarioSpec& s, std::vector<sim::DeploymentSpec>& out,
+                   bool any_share, bool all_share, double share_sum) {
+  if (any_share && !all_share) {
+    top.problem("deployments", "give every deployment a \"share\", or none");
+  } else if (any_share && std::abs(share_sum - 1) > 1e-9) {
+    top.problem("deployments", "the deployments' shares must add up to 1 (they add up to " +
+                                   std::to_string(share_sum) + ")");
+  }
+  if (!any_share && out.size() > 1 && s.workload.arrival != sim::ArrivalKind::kTrace) {
+    top.problem("deployments",
+                "a generated workload's arrivals name no model: give every "
+                "deployment a \"share\"");
+  }
+  if (!any_share) {
+    for (sim::DeploymentSpec& dep : out) dep.share = 1.0 / static_cast<double>(out.size());
+  }
+}
+
+void parse_deployments(const Reader& top, ScenarioSpec& s, LoadContext& ctx) {
+  std::vector<sim::DeploymentSpec> out;
+  if (!top.has("deployments")) {
+    resolve_trace_models(top, s, true);
+    return;
+  }
+  if (!deployments_allowed(top, s)) return;
   std::vector<int> owner(s.pools.size(), -1);
   std::set<std::string> names;
   bool any_share = false, all_share = true;
@@ -189,20 +216,7 @@ void parse_deployments(const Reader& top, ScenarioSpec& s, LoadContext& ctx) {
       top.problem("deployments", "pool \"" + s.pools[p].name + "\" serves no deployment");
     }
   }
-  if (any_share && !all_share) {
-    top.problem("deployments", "give every deployment a \"share\", or none");
-  } else if (any_share && std::abs(share_sum - 1) > 1e-9) {
-    top.problem("deployments", "the deployments' shares must add up to 1 (they add up to " +
-                                   std::to_string(share_sum) + ")");
-  }
-  if (!any_share && out.size() > 1 && s.workload.arrival != sim::ArrivalKind::kTrace) {
-    top.problem("deployments",
-                "a generated workload's arrivals name no model: give every "
-                "deployment a \"share\"");
-  }
-  if (!any_share) {
-    for (sim::DeploymentSpec& dep : out) dep.share = 1.0 / static_cast<double>(out.size());
-  }
+  settle_shares(top, s, out, any_share, all_share, share_sum);
   s.deployments = std::move(out);
   if (!s.deployments.empty()) {
     s.model = s.deployments.front().model;
