@@ -63,6 +63,51 @@ Bytes predictor_bytes(const MoveMethods& m) {
   return storage(*m.model, *m.omission, 1, {m.predictor_dtype, 1}).predictor_bytes_total;
 }
 
+namespace {
+
+/// What strategy `s` ships and rebuilds when the source holds the KV of the first `available`
+/// tokens (the rest is the tail it recomputes from its ids).
+MovePlan ship_plan(Strategy s, const MoveMethods& methods, const MoveState& st,
+                   std::int64_t available, MovePlan p) {
+  const Bytes full = kv_bytes(*methods.model, available);
+  p.kv_tokens = available;
+  p.replay_tokens = st.context - available;    // the tail the source never held
+  p.tokens = token_id_bytes(p.replay_tokens);  // recomputing the tail needs its ids
+  const int layers = methods.model->layers;
+  switch (s) {
+    case Strategy::kFullKv:
+    case Strategy::kPrefixRecompute:
+    case Strategy::kHybrid:  // until balance_hybrid moves its front to the receiver
+      p.kv = full;
+      p.descriptors = kv_descriptors(methods.engine, available, layers);
+      break;
+    case Strategy::kRiskKv:
+      p.kv = storage(*methods.model, *methods.omission, available, {}).kv_kept;
+      p.descriptors =
+          kv_descriptors(methods.engine, available, layers - methods.omission->omitted_layers());
+      p.predictor = st.predictor_at_dst ? Bytes{} : predictor_bytes(methods);
+      p.reconstruct_tokens = available;
+      p.delta_nll = methods.risk_delta_nll;
+      break;
+    case Strategy::kProxyKv: {
+      const double kept = *methods.retention * static_cast<double>(available);
+      p.kv = Bytes{std::llround(*methods.retention * static_cast<double>(full.count))};
+      // The kept tokens are compacted into whole blocks before they are sent.
+      p.descriptors = kv_descriptors(methods.engine, std::llround(kept), layers);
+      p.delta_nll = methods.proxy_delta_nll_by_context.empty()
+                        ? methods.proxy_delta_nll
+                        : delta_nll_at_context(methods.proxy_delta_nll_by_context, st.context);
+      break;
+    }
+    case Strategy::kTokenReplay:
+    case Strategy::kAdaptive:
+      break;
+  }
+  return p;
+}
+
+}  // namespace
+
 MovePlan plan_move(Strategy s, const MoveMethods& methods, const MoveState& st) {
   if (const std::int64_t cached = std::clamp<std::int64_t>(st.dst_cached, 0, st.context - 1);
       cached > 0) {
@@ -120,41 +165,7 @@ MovePlan plan_move(Strategy s, const MoveMethods& methods, const MoveState& st) 
              " tokens, there is no tail to recompute: full_kv";
     return r;
   }
-  const Bytes full = kv_bytes(*methods.model, available);
-  p.kv_tokens = available;
-  p.replay_tokens = st.context - available;    // the tail the source never held
-  p.tokens = token_id_bytes(p.replay_tokens);  // recomputing the tail needs its ids
-  const int layers = methods.model->layers;
-  switch (s) {
-    case Strategy::kFullKv:
-    case Strategy::kPrefixRecompute:
-    case Strategy::kHybrid:  // until balance_hybrid moves its front to the receiver
-      p.kv = full;
-      p.descriptors = kv_descriptors(methods.engine, available, layers);
-      break;
-    case Strategy::kRiskKv:
-      p.kv = storage(*methods.model, *methods.omission, available, {}).kv_kept;
-      p.descriptors =
-          kv_descriptors(methods.engine, available, layers - methods.omission->omitted_layers());
-      p.predictor = st.predictor_at_dst ? Bytes{} : predictor_bytes(methods);
-      p.reconstruct_tokens = available;
-      p.delta_nll = methods.risk_delta_nll;
-      break;
-    case Strategy::kProxyKv: {
-      const double kept = *methods.retention * static_cast<double>(available);
-      p.kv = Bytes{std::llround(*methods.retention * static_cast<double>(full.count))};
-      // The kept tokens are compacted into whole blocks before they are sent.
-      p.descriptors = kv_descriptors(methods.engine, std::llround(kept), layers);
-      p.delta_nll = methods.proxy_delta_nll_by_context.empty()
-                        ? methods.proxy_delta_nll
-                        : delta_nll_at_context(methods.proxy_delta_nll_by_context, st.context);
-      break;
-    }
-    case Strategy::kTokenReplay:
-    case Strategy::kAdaptive:
-      break;
-  }
-  return p;
+  return ship_plan(s, methods, st, available, std::move(p));
 }
 
 MoveRoute make_route(const MovePlan& plan, int src, int predictor_src, int dst,
