@@ -127,10 +127,18 @@ json topology_json(const CalibrationResult& r, const cost_model::ModelSpec& spec
   return t;
 }
 
-json report_json(const CalibrationResult& r, const cost_model::ModelSpec& spec,
-                 const RunInfo& info) {
-  const GateChoice& c = r.chosen();
-  const auto& o = r.options;
+namespace {
+
+/// The frontier's gate rules, each once, in the order the rows first use them.
+std::vector<GateRule> distinct_rules(const CalibrationResult& r) {
+  std::vector<GateRule> rules;
+  for (const GateChoice& g : r.gates) {
+    if (std::find(rules.begin(), rules.end(), g.rule) == rules.end()) rules.push_back(g.rule);
+  }
+  return rules;
+}
+
+json singles_json(const CalibrationResult& r) {
   json singles = json::array();
   for (std::size_t i = 0; i < r.singles.size(); ++i) {
     singles.push_back({{"group", r.singles[i].group},
@@ -138,22 +146,28 @@ json report_json(const CalibrationResult& r, const cost_model::ModelSpec& spec,
                        {"saved_bytes", r.singles[i].saved_bytes},
                        {"delta_nll_per_request", r.single_deltas[i]}});
   }
-  std::vector<GateRule> rules;
-  for (const GateChoice& g : r.gates) {
-    if (std::find(rules.begin(), rules.end(), g.rule) == rules.end()) rules.push_back(g.rule);
-  }
+  return singles;
+}
+
+json prefixes_json(const CalibrationResult& r) {
+  const double eps = r.options.eps;
+  const std::vector<GateRule> rules = distinct_rules(r);
   json prefixes = json::array();
   for (const PrefixOutcome& p : r.prefixes) {
     json j = {{"groups", p.groups},
               {"omitted_bytes", p.omitted_bytes},
               {"delta_nll_mean", p.mean},
               {"delta_nll_upper90", p.upper90},
-              {"violations", count_over(p.deltas, o.eps)},
+              {"violations", count_over(p.deltas, eps)},
               {"delta_nll_per_request", p.deltas}};
     if (p.confirm_upper90) j["confirm_upper90"] = *p.confirm_upper90;
-    for (const GateRule& g : rules) j["passes"][rule_name(g)] = passes(p, g, o.eps);
+    for (const GateRule& g : rules) j["passes"][rule_name(g)] = passes(p, g, eps);
     prefixes.push_back(j);
   }
+  return prefixes;
+}
+
+json predictors_json(const CalibrationResult& r, cost_model::DType dtype) {
   json fits = json::array();
   for (const FittedGroup& g : r.predictors) {
     fits.push_back({{"group", g.group},
@@ -163,8 +177,20 @@ json report_json(const CalibrationResult& r, const cost_model::ModelSpec& spec,
                     {"lambda", g.lambda},
                     {"validation_rel_error", g.validation_rel_error},
                     {"fold_max_rel_error", g.fold_max_rel_error},
-                    {"bytes", predictor_bytes(g.predictor, info.predictor_dtype)}});
+                    {"bytes", predictor_bytes(g.predictor, dtype)}});
   }
+  return fits;
+}
+
+}  // namespace
+
+json report_json(const CalibrationResult& r, const cost_model::ModelSpec& spec,
+                 const RunInfo& info) {
+  const GateChoice& c = r.chosen();
+  const auto& o = r.options;
+  const json singles = singles_json(r);
+  const json prefixes = prefixes_json(r);
+  const json fits = predictors_json(r, info.predictor_dtype);
   json gates = json::array(), frontier = json::array();
   for (const GateChoice* g : grid_rows(r)) {
     frontier.push_back(row_json(*g));
@@ -271,6 +297,65 @@ std::string frontier_svg(const CalibrationResult& r) {
   return s.str();
 }
 
+namespace {
+
+/// The selection: each candidate alone, then the prefixes in order of risk per saved byte with
+/// the gates each passes.
+void selection_markdown(std::ostringstream& md, const CalibrationResult& r) {
+  const auto& o = r.options;
+  md << "\n## Selection\n\nEach candidate alone on the " << (r.cross_fitted ? "order" : "selection")
+     << " set:\n\n| Group | mean ΔNLL |\n|---|---|\n";
+  for (const SingleRisk& s : r.singles)
+    md << "| G" << s.group << " | " << format_number("%+.5f", s.risk) << " |\n";
+  md << "\nPrefixes in order of risk per saved byte, on the selection set (exact NLL "
+     << format_number("%.4f", r.exact_nll_select) << " nats/token; " << r.stop_reason
+     << "):\n\n| k | Groups | mean ΔNLL | Upper-90 | ΔNLL > ε |";
+  const bool confirm = !r.prefixes.empty() && r.prefixes.front().confirm_upper90.has_value();
+  md << (confirm ? " Upper-90 (confirm) |" : "") << " passes at ε = " << format_number("%g", o.eps)
+     << " |\n|---|---|---|---|---|" << (confirm ? "---|" : "") << "---|\n";
+  const std::vector<GateRule> rules = distinct_rules(r);
+  for (std::size_t k = 0; k < r.prefixes.size(); ++k) {
+    const PrefixOutcome& p = r.prefixes[k];
+    std::string pass;
+    for (const GateRule& g : rules) {
+      if (passes(p, g, o.eps)) pass += (pass.empty() ? "" : ", ") + rule_name(g);
+    }
+    md << "| " << k + 1 << " | " << groups_text(p.groups) << " | " << format_number("%+.5f", p.mean)
+       << " | " << format_number("%+.5f", p.upper90) << " | " << count_over(p.deltas, o.eps) << "/"
+       << p.deltas.size() << " | ";
+    if (confirm) md << format_number("%+.5f", *p.confirm_upper90) << " | ";
+    md << (pass.empty() ? "—" : pass) << " |\n";
+  }
+}
+
+/// The chosen topology's predictors, and how the figures were computed.
+void predictors_markdown(std::ostringstream& md, const CalibrationResult& r) {
+  const auto& o = r.options;
+  if (!r.predictors.empty()) {
+    md << "\n## Predictors of the chosen topology\n\n| Group | Anchor layers | α | held-out "
+          "rel. error of H | fold check (max rel.) |\n|---|---|---|---|---|\n";
+    for (const FittedGroup& g : r.predictors) {
+      std::string a;
+      for (int l : g.predictor.anchor_layers) a += (a.empty() ? "" : ",") + std::to_string(l);
+      md << "| G" << g.group << " | " << a << " | " << format_number("%g", g.alpha) << " | "
+         << format_number("%.4f", g.validation_rel_error) << " | "
+         << format_number("%.1e", g.fold_max_rel_error) << " |\n";
+    }
+  }
+  md << "\nΔNLL is in nats per eval token (reconstructed minus exact, teacher forced); Upper-90 is "
+        "the one-sided 90 % bootstrap bound of the mean ("
+     << o.resamples << " paired resamples, seed " << o.seed
+     << "); share:s accepts when the one-sided 90 % Clopper–Pearson bound of the share of "
+        "requests over ε is ≤ s. Stage times (s):";
+  for (std::size_t i = 0; i < r.stage_seconds.size(); ++i) {
+    const auto& [stage, seconds] = r.stage_seconds[i];
+    md << (i ? ", " : " ") << stage << " " << format_number("%.1f", seconds);
+  }
+  md << ".\n";
+}
+
+}  // namespace
+
 std::string report_markdown(const CalibrationResult& r, const cost_model::ModelSpec& spec,
                             const RunInfo& info) {
   const auto& o = r.options;
@@ -320,53 +405,8 @@ std::string report_markdown(const CalibrationResult& r, const cost_model::ModelS
         "frontier.svg.\n\n"
      << head;
   for (const GateChoice* g : grid_rows(r)) row_markdown(md, *g);
-  md << "\n## Selection\n\nEach candidate alone on the " << (r.cross_fitted ? "order" : "selection")
-     << " set:\n\n| Group | mean ΔNLL |\n|---|---|\n";
-  for (const SingleRisk& s : r.singles)
-    md << "| G" << s.group << " | " << format_number("%+.5f", s.risk) << " |\n";
-  md << "\nPrefixes in order of risk per saved byte, on the selection set (exact NLL "
-     << format_number("%.4f", r.exact_nll_select) << " nats/token; " << r.stop_reason
-     << "):\n\n| k | Groups | mean ΔNLL | Upper-90 | ΔNLL > ε |";
-  const bool confirm = !r.prefixes.empty() && r.prefixes.front().confirm_upper90.has_value();
-  md << (confirm ? " Upper-90 (confirm) |" : "") << " passes at ε = " << format_number("%g", o.eps)
-     << " |\n|---|---|---|---|---|" << (confirm ? "---|" : "") << "---|\n";
-  std::vector<GateRule> rules;
-  for (const GateChoice& g : r.gates) {
-    if (std::find(rules.begin(), rules.end(), g.rule) == rules.end()) rules.push_back(g.rule);
-  }
-  for (std::size_t k = 0; k < r.prefixes.size(); ++k) {
-    const PrefixOutcome& p = r.prefixes[k];
-    std::string pass;
-    for (const GateRule& g : rules) {
-      if (passes(p, g, o.eps)) pass += (pass.empty() ? "" : ", ") + rule_name(g);
-    }
-    md << "| " << k + 1 << " | " << groups_text(p.groups) << " | " << format_number("%+.5f", p.mean)
-       << " | " << format_number("%+.5f", p.upper90) << " | " << count_over(p.deltas, o.eps) << "/"
-       << p.deltas.size() << " | ";
-    if (confirm) md << format_number("%+.5f", *p.confirm_upper90) << " | ";
-    md << (pass.empty() ? "—" : pass) << " |\n";
-  }
-  if (!r.predictors.empty()) {
-    md << "\n## Predictors of the chosen topology\n\n| Group | Anchor layers | α | held-out "
-          "rel. error of H | fold check (max rel.) |\n|---|---|---|---|---|\n";
-    for (const FittedGroup& g : r.predictors) {
-      std::string a;
-      for (int l : g.predictor.anchor_layers) a += (a.empty() ? "" : ",") + std::to_string(l);
-      md << "| G" << g.group << " | " << a << " | " << format_number("%g", g.alpha) << " | "
-         << format_number("%.4f", g.validation_rel_error) << " | "
-         << format_number("%.1e", g.fold_max_rel_error) << " |\n";
-    }
-  }
-  md << "\nΔNLL is in nats per eval token (reconstructed minus exact, teacher forced); Upper-90 is "
-        "the one-sided 90 % bootstrap bound of the mean ("
-     << o.resamples << " paired resamples, seed " << o.seed
-     << "); share:s accepts when the one-sided 90 % Clopper–Pearson bound of the share of "
-        "requests over ε is ≤ s. Stage times (s):";
-  for (std::size_t i = 0; i < r.stage_seconds.size(); ++i) {
-    const auto& [stage, seconds] = r.stage_seconds[i];
-    md << (i ? ", " : " ") << stage << " " << format_number("%.1f", seconds);
-  }
-  md << ".\n";
+  selection_markdown(md, r);
+  predictors_markdown(md, r);
   return md.str();
 }
 
