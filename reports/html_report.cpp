@@ -211,87 +211,106 @@ json category_heatmap(const std::string& title, const std::string& x_title,
           {"categories", categories}};
 }
 
-json sweep_part(const Csv& csv) {
-  std::vector<int> axis_cols;
-  for (std::size_t i = 0; i < csv.header.size(); ++i) {
-    if (!csv.header[i].empty() && csv.header[i][0] == '/') axis_cols.push_back(static_cast<int>(i));
-  }
+// A sweep.csv's axes (the columns named by a JSON pointer), each with its values in order of
+// appearance, and the strategies it has columns for.
+struct SweepAxes {
+  const Csv& csv;
+  std::vector<int> cols;
+  std::vector<std::vector<std::string>> labels;  // per axis
   std::vector<std::string> strategies;
-  for (const std::string& h : csv.header) {
-    const auto dot = h.find(".recovery_p99_s");
-    if (dot != std::string::npos) strategies.push_back(h.substr(0, dot));
-  }
-  std::vector<std::vector<std::string>> labels(axis_cols.size());
-  for (const auto& r : csv.rows) {
-    for (std::size_t a = 0; a < axis_cols.size(); ++a) {
-      auto& l = labels[a];
-      if (std::find(l.begin(), l.end(), r[axis_cols[a]]) == l.end()) l.push_back(r[axis_cols[a]]);
+
+  explicit SweepAxes(const Csv& c) : csv(c) {
+    for (std::size_t i = 0; i < csv.header.size(); ++i) {
+      if (!csv.header[i].empty() && csv.header[i][0] == '/') cols.push_back(static_cast<int>(i));
+    }
+    for (const std::string& h : csv.header) {
+      const auto dot = h.find(".recovery_p99_s");
+      if (dot != std::string::npos) strategies.push_back(h.substr(0, dot));
+    }
+    labels.resize(cols.size());
+    for (const auto& r : csv.rows) {
+      for (std::size_t a = 0; a < cols.size(); ++a) {
+        auto& l = labels[a];
+        if (std::find(l.begin(), l.end(), r[cols[a]]) == l.end()) l.push_back(r[cols[a]]);
+      }
     }
   }
   // Rows whose axes other than `a` (and `b`) sit at their first value.
-  auto rows_along = [&](std::size_t a, int b) {
+  std::vector<const std::vector<std::string>*> rows_along(std::size_t a, int b) const {
     std::vector<const std::vector<std::string>*> out;
     for (const auto& r : csv.rows) {
       bool keep = true;
-      for (std::size_t o = 0; o < axis_cols.size(); ++o) {
-        if (o != a && static_cast<int>(o) != b && r[axis_cols[o]] != labels[o][0]) keep = false;
+      for (std::size_t o = 0; o < cols.size(); ++o) {
+        if (o != a && static_cast<int>(o) != b && r[cols[o]] != labels[o][0]) keep = false;
       }
       if (keep) out.push_back(&r);
     }
     return out;
-  };
-  json part = {{"lines", json::array()}, {"heatmaps", json::array()}, {"notes", json::array()}};
+  }
+  std::ptrdiff_t index(std::size_t a, const std::vector<std::string>& row) const {
+    return std::find(labels[a].begin(), labels[a].end(), row[cols[a]]) - labels[a].begin();
+  }
+};
+
+// Recovery p99 and KV bytes against each of the first three axes, one line per strategy.
+void sweep_lines(const SweepAxes& ax, json& part) {
+  const Csv& csv = ax.csv;
   const std::pair<const char*, const char*> metrics[] = {{"recovery_p99_s", "recovery p99 (s)"},
                                                          {"kv_bytes", "KV bytes moved"}};
-  for (std::size_t a = 0; a < axis_cols.size() && a < 3; ++a) {
+  for (std::size_t a = 0; a < ax.cols.size() && a < 3; ++a) {
+    const std::string& axis = csv.header[ax.cols[a]];
     for (const auto& [metric, y_title] : metrics) {
       json sets = json::array();
       bool any = false;
-      for (const std::string& s : strategies) {
+      for (const std::string& s : ax.strategies) {
         const int c = csv.col(s + "." + metric);
-        json values(labels[a].size(), nullptr);
-        for (const auto* r : rows_along(a, -1)) {
-          const auto at = std::find(labels[a].begin(), labels[a].end(), (*r)[axis_cols[a]]);
+        json values(ax.labels[a].size(), nullptr);
+        for (const auto* r : ax.rows_along(a, -1)) {
           const double v = num((*r)[c]);
-          if (!std::isnan(v)) values[at - labels[a].begin()] = v;
+          if (!std::isnan(v)) values[ax.index(a, *r)] = v;
         }
         for (const json& v : values) any |= !v.is_null();
         sets.push_back({{"label", s}, {"data", values}});
       }
       if (!any) {
-        part["notes"].push_back(std::string(y_title) + " vs " + csv.header[axis_cols[a]] +
+        part["notes"].push_back(std::string(y_title) + " vs " + axis +
                                 ": no values (other axes at their first value)");
         continue;
       }
-      part["lines"].push_back(chart(std::string(y_title) + " vs " + csv.header[axis_cols[a]],
-                                    "line", {{"labels", labels[a]}, {"datasets", sets}},
-                                    csv.header[axis_cols[a]], y_title));
+      part["lines"].push_back(chart(std::string(y_title) + " vs " + axis, "line",
+                                    {{"labels", ax.labels[a]}, {"datasets", sets}}, axis, y_title));
     }
   }
-  if (axis_cols.size() >= 2) {
-    std::vector<std::vector<int>> cells(labels[1].size(), std::vector<int>(labels[0].size(), -1));
-    const int tie = static_cast<int>(strategies.size());
-    std::vector<std::string> categories = strategies;
-    categories.push_back("tie");
-    for (const auto* r : rows_along(0, 1)) {
-      int best = -1;
-      double best_v = INFINITY;
-      for (std::size_t s = 0; s < strategies.size(); ++s) {
-        const double v = num((*r)[csv.col(strategies[s] + ".recovery_p99_s")]);
-        if (std::isnan(v)) continue;
-        if (v == best_v) best = tie;  // equal to the ns: no single winner
-        if (v < best_v) best_v = v, best = static_cast<int>(s);
-      }
-      const auto x =
-          std::find(labels[0].begin(), labels[0].end(), (*r)[axis_cols[0]]) - labels[0].begin();
-      const auto y =
-          std::find(labels[1].begin(), labels[1].end(), (*r)[axis_cols[1]]) - labels[1].begin();
-      cells[y][x] = best;
+}
+
+// Over the first two axes, the strategy with the lowest recovery p99 in each cell (or a tie).
+json winner_heatmap(const SweepAxes& ax) {
+  const Csv& csv = ax.csv;
+  std::vector<std::vector<int>> cells(ax.labels[1].size(),
+                                      std::vector<int>(ax.labels[0].size(), -1));
+  const int tie = static_cast<int>(ax.strategies.size());
+  std::vector<std::string> categories = ax.strategies;
+  categories.push_back("tie");
+  for (const auto* r : ax.rows_along(0, 1)) {
+    int best = -1;
+    double best_v = INFINITY;
+    for (std::size_t s = 0; s < ax.strategies.size(); ++s) {
+      const double v = num((*r)[csv.col(ax.strategies[s] + ".recovery_p99_s")]);
+      if (std::isnan(v)) continue;
+      if (v == best_v) best = tie;  // equal to the ns: no single winner
+      if (v < best_v) best_v = v, best = static_cast<int>(s);
     }
-    part["heatmaps"].push_back(category_heatmap("Fastest strategy by recovery p99",
-                                                csv.header[axis_cols[0]], csv.header[axis_cols[1]],
-                                                labels[0], labels[1], cells, categories));
+    cells[ax.index(1, *r)][ax.index(0, *r)] = best;
   }
+  return category_heatmap("Fastest strategy by recovery p99", csv.header[ax.cols[0]],
+                          csv.header[ax.cols[1]], ax.labels[0], ax.labels[1], cells, categories);
+}
+
+json sweep_part(const Csv& csv) {
+  const SweepAxes ax(csv);
+  json part = {{"lines", json::array()}, {"heatmaps", json::array()}, {"notes", json::array()}};
+  sweep_lines(ax, part);
+  if (ax.cols.size() >= 2) part["heatmaps"].push_back(winner_heatmap(ax));
   json table = {{"header", csv.header}, {"rows", json::array()}};
   for (std::size_t i = 0; i < csv.rows.size() && i < 200; ++i) table["rows"].push_back(csv.rows[i]);
   part["table"] = table;
