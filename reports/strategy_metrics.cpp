@@ -209,15 +209,10 @@ BusiestLink busiest_link(const std::vector<sim::LinkSample>& samples) {
 
 double r9(double v) { return std::round(v * 1e9) / 1e9; }
 
-StrategyMetrics strategy_metrics(const input::ScenarioSpec& spec, const sim::RunResult& run,
-                                 bool with_busiest_link) {
-  const sim::RunTally& t = run.tally;
-  StrategyMetrics m;
-  m.requests = {t.arrived, t.completed, t.failed, t.unfinished};
-  m.goodput_tokens_per_s = r9(static_cast<double>(t.output_tokens) / s_of(run.duration_ns));
-  m.ttft = ttft_distribution(t, run.duration_ns);
-  m.e2e = distribution(t.e2e_s);
-  m.tpot = distribution(t.tpot_s);
+namespace {
+
+/// Moves by kind and outcome, and their latencies (unfinished ones at their lower bound).
+void add_moves(const input::ScenarioSpec& spec, const sim::RunTally& t, StrategyMetrics& m) {
   m.moves = {t.recoveries,
              t.migrations,
              t.failed_moves,
@@ -239,6 +234,48 @@ StrategyMetrics strategy_metrics(const input::ScenarioSpec& spec, const sim::Run
     m.moves.handoffs = t.handoffs;
     m.handoff = move_latency(t.handoff_s, t.open_handoffs);
   }
+}
+
+PredictorUse predictor_use(const sim::RunResult& run) {
+  std::int64_t uses = 0;
+  for (const auto& [node, n] : run.predictor_uses) uses += n;
+  return {run.predictor_copies,
+          run.predictor_bytes_resident,
+          uses,
+          run.predictor_copies ? r9(static_cast<double>(uses) / run.predictor_copies) : 0.0,
+          run.gpu_time.batched_reconstructions,
+          run.predictor_bytes_unclaimed};
+}
+
+PreemptionUse preemption_use(const sim::PreemptionSpec& pre, const sim::RunResult& run) {
+  const sim::PreemptionStats& p = run.preemption;
+  return PreemptionUse{sim::preemption_mode_name(pre.mode),
+                       p.preemptions,
+                       p.preempted_requests,
+                       p.recomputes,
+                       p.recompute_tokens,
+                       p.recompute_cached_tokens,
+                       p.swap_outs,
+                       p.swap_out_bytes,
+                       p.swap_ins,
+                       p.swap_in_bytes,
+                       p.swap_fallbacks,
+                       p.swapped_peak_bytes,
+                       r9(s_of(run.gpu_time.recompute))};
+}
+
+}  // namespace
+
+StrategyMetrics strategy_metrics(const input::ScenarioSpec& spec, const sim::RunResult& run,
+                                 bool with_busiest_link) {
+  const sim::RunTally& t = run.tally;
+  StrategyMetrics m;
+  m.requests = {t.arrived, t.completed, t.failed, t.unfinished};
+  m.goodput_tokens_per_s = r9(static_cast<double>(t.output_tokens) / s_of(run.duration_ns));
+  m.ttft = ttft_distribution(t, run.duration_ns);
+  m.e2e = distribution(t.e2e_s);
+  m.tpot = distribution(t.tpot_s);
+  add_moves(spec, t, m);
   m.bytes = {run.bytes.kv, run.bytes.replica_stream, run.bytes.predictors, run.bytes.tokens};
   const sim::GpuTime& g = run.gpu_time;
   m.gpu_time = {r9(s_of(g.prefill)), r9(s_of(g.decode)), r9(s_of(g.reconstruct)),
@@ -246,14 +283,7 @@ StrategyMetrics strategy_metrics(const input::ScenarioSpec& spec, const sim::Run
   m.replicas = {run.replica_bytes_held_peak, run.replica_bytes_full_equiv,
                 run.replica_bytes_full_equiv - run.replica_bytes_held_peak,
                 r9(run.replica_room_peak_share), run.unprotected};
-  std::int64_t uses = 0;
-  for (const auto& [node, n] : run.predictor_uses) uses += n;
-  m.predictors = {run.predictor_copies,
-                  run.predictor_bytes_resident,
-                  uses,
-                  run.predictor_copies ? r9(static_cast<double>(uses) / run.predictor_copies) : 0.0,
-                  g.batched_reconstructions,
-                  run.predictor_bytes_unclaimed};
+  m.predictors = predictor_use(run);
   // With several deployments each one's methods are in its own entry.
   static const std::optional<sim::RiskKvSpec> no_risk;
   static const std::optional<sim::ProxyKvSpec> no_proxy;
@@ -264,22 +294,7 @@ StrategyMetrics strategy_metrics(const input::ScenarioSpec& spec, const sim::Run
     m.host_links = HostLinkUse{h.to_gpu_bytes, h.from_gpu_bytes, r9(s_of(h.busy_ns)),
                                r9(s_of(h.waited_ns)), r9(s_of(h.ssd_waited_ns))};
   }
-  if (const auto& pre = spec.serving.preemption) {
-    const sim::PreemptionStats& p = run.preemption;
-    m.preemption = PreemptionUse{sim::preemption_mode_name(pre->mode),
-                                 p.preemptions,
-                                 p.preempted_requests,
-                                 p.recomputes,
-                                 p.recompute_tokens,
-                                 p.recompute_cached_tokens,
-                                 p.swap_outs,
-                                 p.swap_out_bytes,
-                                 p.swap_ins,
-                                 p.swap_in_bytes,
-                                 p.swap_fallbacks,
-                                 p.swapped_peak_bytes,
-                                 r9(s_of(run.gpu_time.recompute))};
-  }
+  if (const auto& pre = spec.serving.preemption) m.preemption = preemption_use(*pre, run);
   if (spec.serving.prefix_cache.enabled) {
     m.prefix_cache = prefix_cache_use(run.prefix_cache, spec.serving.prefix_cache);
   }
