@@ -156,6 +156,62 @@ GpuSpec resolve_gpu(std::string_view name_or_path) {
   return g;
 }
 
+namespace {
+
+/// A topology's "model": what it was measured on must be the scenario's model (its groups and
+/// measured ΔNLL belong to that model only).
+void check_made_for(const Reader& r, const Reader& made_for, const ModelSpec& model) {
+  // Cross-check of what the topology was measured on: {"name": ..., "layers": N, and
+  // optionally "hidden", "kv_heads", "head_dim"}. Its ΔNLL belongs to that model only.
+  if (auto n = made_for.integer("layers", false); n && *n != model.layers) {
+    r.problem("model", "topology was made for a " + std::to_string(*n) + "-layer model, not " +
+                           model.name + " (" + std::to_string(model.layers) + " layers)");
+  }
+  auto lower = [](std::string v) {
+    std::transform(v.begin(), v.end(), v.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return v;
+  };
+  if (auto name = made_for.string("name", false);
+      name && !model.name.empty() && lower(*name) != lower(model.name)) {
+    made_for.problem("name", "topology was made for " + *name + ", not " + model.name +
+                                 " (its groups and measured ΔNLL belong to that model)");
+  }
+  for (const auto& [key, value] : {std::pair<std::string_view, int>{"hidden", model.hidden},
+                                   {"kv_heads", model.kv_heads},
+                                   {"head_dim", model.head_dim}}) {
+    if (auto n = made_for.integer(key, false); n && *n != value) {
+      made_for.problem(key, "topology was made for a model with " + std::string(key) + " " +
+                                std::to_string(*n) + ", not " + model.name + "'s " +
+                                std::to_string(value));
+    }
+  }
+}
+
+/// A topology's explicit "groups": each group's target and anchor layers.
+std::vector<cost_model::GroupPlan> group_plans(const Reader& r) {
+  std::vector<cost_model::GroupPlan> plans;
+  r.each("groups", [&](const Reader& g) {
+    g.allow_only({"group", "target_layers", "anchor_layers"});
+    cost_model::GroupPlan plan;
+    plan.group = static_cast<int>(g.integer("group").value_or(0));
+    auto ints = [&](std::string_view key, std::vector<int>& out) {
+      g.each(key, [&](const Reader& e) {
+        if (!e.node().is_number_integer())
+          e.problem("expected a layer index");
+        else
+          out.push_back(e.node().get<int>());
+      });
+    };
+    ints("target_layers", plan.target_layers);
+    ints("anchor_layers", plan.anchor_layers);
+    plans.push_back(std::move(plan));
+  });
+  return plans;
+}
+
+}  // namespace
+
 OmissionPlan parse_topology(const Reader& r, const ModelSpec& model) {
   r.allow_only({"model", "group_width", "anchor_width", "omitted_groups", "groups", "quality",
                 "predictor_dtype", "gate", "eps"});
@@ -163,33 +219,7 @@ OmissionPlan parse_topology(const Reader& r, const ModelSpec& model) {
   if (auto w = r.integer("group_width", false)) opt.group_width = positive_int(r, "group_width", w);
   if (auto w = r.integer("anchor_width", false))
     opt.anchor_width = positive_int(r, "anchor_width", w);
-  if (auto made_for = r.object("model", false)) {
-    // Cross-check of what the topology was measured on: {"name": ..., "layers": N, and
-    // optionally "hidden", "kv_heads", "head_dim"}. Its ΔNLL belongs to that model only.
-    if (auto n = made_for->integer("layers", false); n && *n != model.layers) {
-      r.problem("model", "topology was made for a " + std::to_string(*n) + "-layer model, not " +
-                             model.name + " (" + std::to_string(model.layers) + " layers)");
-    }
-    auto lower = [](std::string v) {
-      std::transform(v.begin(), v.end(), v.begin(),
-                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      return v;
-    };
-    if (auto name = made_for->string("name", false);
-        name && !model.name.empty() && lower(*name) != lower(model.name)) {
-      made_for->problem("name", "topology was made for " + *name + ", not " + model.name +
-                                    " (its groups and measured ΔNLL belong to that model)");
-    }
-    for (const auto& [key, value] : {std::pair<std::string_view, int>{"hidden", model.hidden},
-                                     {"kv_heads", model.kv_heads},
-                                     {"head_dim", model.head_dim}}) {
-      if (auto n = made_for->integer(key, false); n && *n != value) {
-        made_for->problem(key, "topology was made for a model with " + std::string(key) + " " +
-                                   std::to_string(*n) + ", not " + model.name + "'s " +
-                                   std::to_string(value));
-      }
-    }
-  }
+  if (auto made_for = r.object("model", false)) check_made_for(r, *made_for, model);
   std::vector<int> groups;  // omitted_groups, each once (required without "groups")
   if (r.has("omitted_groups") || !r.has("groups"))
     r.each("omitted_groups", [&](const Reader& e) {
@@ -202,23 +232,7 @@ OmissionPlan parse_topology(const Reader& r, const ModelSpec& model) {
       }
     });
   if (r.has("groups")) {
-    std::vector<cost_model::GroupPlan> plans;
-    r.each("groups", [&](const Reader& g) {
-      g.allow_only({"group", "target_layers", "anchor_layers"});
-      cost_model::GroupPlan plan;
-      plan.group = static_cast<int>(g.integer("group").value_or(0));
-      auto ints = [&](std::string_view key, std::vector<int>& out) {
-        g.each(key, [&](const Reader& e) {
-          if (!e.node().is_number_integer())
-            e.problem("expected a layer index");
-          else
-            out.push_back(e.node().get<int>());
-        });
-      };
-      ints("target_layers", plan.target_layers);
-      ints("anchor_layers", plan.anchor_layers);
-      plans.push_back(std::move(plan));
-    });
+    std::vector<cost_model::GroupPlan> plans = group_plans(r);
     if (r.has("omitted_groups")) {  // both given: they must name the same groups
       std::vector<int> described;
       for (const auto& p : plans) described.push_back(p.group);
