@@ -178,10 +178,10 @@ struct MeasuredProxy {
 
 /// Reads `name` (a quality.json of `kvshift quality`) for its proxykv rows labelled `label`;
 /// problems about the file go to `problem`, about ρ to r's "retention".
-std::optional<MeasuredProxy> read_proxy_quality_file(
-    const Reader& r, const std::string& name, const std::optional<std::string>& label,
-    double retention, const std::function<void(std::string)>& problem, LoadContext& ctx) {
-  const std::string path = resolve_path(ctx, name);
+/// A quality.json written by `kvshift quality`, or nothing (`problem` told why).
+std::optional<Json> read_quality_doc(LoadContext& ctx, const std::string& name,
+                                     const std::string& path,
+                                     const std::function<void(std::string)>& problem) {
   Json doc;
   try {
     doc = read_json_file(input_file(ctx, name, false));
@@ -197,28 +197,51 @@ std::optional<MeasuredProxy> read_proxy_quality_file(
     problem(path + ": not a quality.json written by `kvshift quality`");
     return std::nullopt;
   }
+  return doc;
+}
+
+/// A quality.json's ProxyKV rows: ΔNLL and the share over ε by ρ (of `label`'s mapper, when
+/// given), every mapper label measured, and the policy behind `label`.
+struct ProxyRows {
   std::vector<cost_model::QualityPoint> points, shares;  // shares: over-ε share by ρ
   double eps = 0;
   std::string policy;
   std::set<std::string> labels;  // one per ProxyKV policy (mapper) measured
+};
+
+ProxyRows proxy_rows(const Json& doc, const std::optional<std::string>& label) {
+  ProxyRows out;
   for (const Json& row : doc["rows"]) {
     if (row.is_object() && row.value("method", "") == "proxykv" && row.contains("retention") &&
         row["retention"].is_number() && row.contains("delta_nll_mean") &&
         row["delta_nll_mean"].is_number()) {
-      labels.insert(row.value("label", "proxykv"));
+      out.labels.insert(row.value("label", "proxykv"));
       if (label && row.value("label", "proxykv") != *label) continue;
-      points.push_back({row["retention"].get<double>(), row["delta_nll_mean"].get<double>()});
+      out.points.push_back({row["retention"].get<double>(), row["delta_nll_mean"].get<double>()});
       if (label && row.contains("policy") && row["policy"].is_string()) {
-        policy = row["policy"].get<std::string>();  // names the mapper behind the label
+        out.policy = row["policy"].get<std::string>();  // names the mapper behind the label
       }
       const Json& over = row.contains("over_eps") ? row["over_eps"] : Json();
       if (over.is_object() && over.contains("share") && over["share"].is_number() &&
           over.contains("eps") && over["eps"].is_number()) {
-        shares.push_back({row["retention"].get<double>(), over["share"].get<double>()});
-        eps = over["eps"].get<double>();
+        out.shares.push_back({row["retention"].get<double>(), over["share"].get<double>()});
+        out.eps = over["eps"].get<double>();
       }
     }
   }
+  return out;
+}
+
+std::optional<MeasuredProxy> read_proxy_quality_file(
+    const Reader& r, const std::string& name, const std::optional<std::string>& label,
+    double retention, const std::function<void(std::string)>& problem, LoadContext& ctx) {
+  const std::string path = resolve_path(ctx, name);
+  const std::optional<Json> read = read_quality_doc(ctx, name, path, problem);
+  if (!read) return std::nullopt;
+  const Json& doc = *read;
+  const ProxyRows rows = proxy_rows(doc, label);
+  const std::vector<cost_model::QualityPoint>& points = rows.points;
+  const std::set<std::string>& labels = rows.labels;
   std::string list;
   for (const auto& l : labels) list += (list.empty() ? "" : ", ") + l;
   if (labels.empty()) {
@@ -250,17 +273,17 @@ std::optional<MeasuredProxy> read_proxy_quality_file(
   m.delta_nll = q->delta_nll;
   m.source = path + " (" + file_digest(input_file(ctx, name, false)) +
              "): " + (label ? *label : std::string("proxykv")) +
-             (policy.empty() ? "" : " (" + policy + ")") + " " + q->how + " (mean over " +
+             (rows.policy.empty() ? "" : " (" + rows.policy + ")") + " " + q->how + " (mean over " +
              std::to_string(doc.value("requests", 0)) + " requests, " +
              doc.value("budget", std::string("per-head")) + " budget)";
   if (doc.contains("history") && doc["history"].is_number_integer()) {
     m.history = doc["history"].get<std::int64_t>();
   }
   // The share of its requests over ε at ρ, where every row says (interpolated like the mean).
-  if (shares.size() == points.size()) {
-    if (const auto share = cost_model::interpolate_quality(shares, retention)) {
+  if (rows.shares.size() == points.size()) {
+    if (const auto share = cost_model::interpolate_quality(rows.shares, retention)) {
       m.over_eps_share = share->delta_nll;
-      m.eps = eps;
+      m.eps = rows.eps;
     }
   }
   return m;
