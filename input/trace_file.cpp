@@ -177,14 +177,9 @@ TraceFile finish(std::vector<Row> rows, const char* layout, Problems& problems, 
   return out;
 }
 
-TraceFile parse_csv(std::string_view text, Problems& problems) {
-  const auto lines = lines_of(text);
-  std::vector<std::string> cells;
-  if (lines.empty() || trim(lines[0]).empty() || !split_csv(lines[0], cells)) {
-    problems.add(1,
-                 "expected a CSV header row with columns (" + expected_columns(kCsvLayouts) + ")");
-    problems.throw_if_any();
-  }
+/// The layout the header row `cells` (trimmed here) names, with the columns of its arrival,
+/// prompt and output fields in `col`; throws the problems when it names none.
+const Layout* header_layout(std::vector<std::string>& cells, int col[3], Problems& problems) {
   for (auto& c : cells) c = std::string(trim(c));
   for (std::size_t i = 0; i < cells.size(); ++i) {
     if (!cells[i].empty() && std::find(cells.begin(), cells.begin() + static_cast<long>(i),
@@ -194,7 +189,6 @@ TraceFile parse_csv(std::string_view text, Problems& problems) {
   }
   problems.throw_if_any();
   const Layout* layout = nullptr;
-  int col[3] = {-1, -1, -1};
   for (const Layout& l : kCsvLayouts) {
     auto find = [&](const char* name) {
       auto it = std::find(cells.begin(), cells.end(), name);
@@ -213,6 +207,19 @@ TraceFile parse_csv(std::string_view text, Problems& problems) {
                         expected_columns(kCsvLayouts) + ")");
     problems.throw_if_any();
   }
+  return layout;
+}
+
+TraceFile parse_csv(std::string_view text, Problems& problems) {
+  const auto lines = lines_of(text);
+  std::vector<std::string> cells;
+  if (lines.empty() || trim(lines[0]).empty() || !split_csv(lines[0], cells)) {
+    problems.add(1,
+                 "expected a CSV header row with columns (" + expected_columns(kCsvLayouts) + ")");
+    problems.throw_if_any();
+  }
+  int col[3] = {-1, -1, -1};
+  const Layout* layout = header_layout(cells, col, problems);
   // An optional "model" column names the deployment each request asks for.
   const auto model_it = std::find(cells.begin(), cells.end(), "model");
   const int model_col = model_it == cells.end() ? -1 : static_cast<int>(model_it - cells.begin());
