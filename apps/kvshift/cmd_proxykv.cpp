@@ -70,6 +70,36 @@ void check_sizes(const DatasetCliOptions& o) {
   }
 }
 
+/// Writes the shards and the manifest into `tmp`, renames it into place (a failure removes
+/// it), and prints the per-window medians.
+void publish_dataset(const backend::ProxyDataset& ds, const fs::path& tmp,
+                     const DatasetCliOptions& o, backend::MapperFeatures features,
+                     Clock::time_point build_start) {
+  const fs::path out(o.out);
+  try {
+    for (std::size_t i = 0; i < ds.shards.size(); ++i) {
+      reports::write_file_atomic(tmp / backend::shard_file_name(static_cast<int>(i)), ds.shards[i]);
+    }
+    reports::write_file_atomic(tmp / "manifest.json", ds.manifest.dump(2) + "\n");
+    reports::publish_folder(tmp, out);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+  const auto& ts = ds.manifest["timings_s"];
+  const double build_s = std::chrono::duration<double>(Clock::now() - build_start).count();
+  std::printf(
+      "median per window: proxy %s %.2f s, target prefill %.2f s, KVZip second prefill %.2f "
+      "s, window %.2f s; %.1f windows/min\n",
+      features == backend::MapperFeatures::kLogRepeatMax ? "prefill + repeat pass" : "prefill",
+      ts["proxy_prefill"].get<double>(), ts["target_prefill"].get<double>(),
+      ts["kvzip_second_prefill"].get<double>(), ts["per_window"].get<double>(),
+      60.0 * o.windows / std::max(build_s, 1e-9));
+  std::printf("wrote %s/{manifest.json, %zu shard(s)} in %.1f s\n", o.out.c_str(), ds.shards.size(),
+              ts["total"].get<double>());
+}
+
 int run_dataset(const DatasetCliOptions& o, bool proxy_given) {
   const auto t0 = Clock::now();
   check_sizes(o);  // the cheap checks first, before loading a model
@@ -136,28 +166,7 @@ int run_dataset(const DatasetCliOptions& o, bool proxy_given) {
       proxy, target, tokens, starts, info, {.window_threads = cores},
       [&print](std::int64_t done, std::int64_t total) { print("windows", done, total); });
   ds.manifest["timings_s"]["total"] = std::chrono::duration<double>(Clock::now() - t0).count();
-  try {
-    for (std::size_t i = 0; i < ds.shards.size(); ++i) {
-      reports::write_file_atomic(tmp / backend::shard_file_name(static_cast<int>(i)), ds.shards[i]);
-    }
-    reports::write_file_atomic(tmp / "manifest.json", ds.manifest.dump(2) + "\n");
-    reports::publish_folder(tmp, out);
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    throw;
-  }
-  const auto& ts = ds.manifest["timings_s"];
-  const double build_s = std::chrono::duration<double>(Clock::now() - build_start).count();
-  std::printf(
-      "median per window: proxy %s %.2f s, target prefill %.2f s, KVZip second prefill %.2f "
-      "s, window %.2f s; %.1f windows/min\n",
-      *features == backend::MapperFeatures::kLogRepeatMax ? "prefill + repeat pass" : "prefill",
-      ts["proxy_prefill"].get<double>(), ts["target_prefill"].get<double>(),
-      ts["kvzip_second_prefill"].get<double>(), ts["per_window"].get<double>(),
-      60.0 * o.windows / std::max(build_s, 1e-9));
-  std::printf("wrote %s/{manifest.json, %zu shard(s)} in %.1f s\n", o.out.c_str(), ds.shards.size(),
-              ts["total"].get<double>());
+  publish_dataset(ds, tmp, o, *features, build_start);
   return 0;
 }
 
