@@ -52,6 +52,10 @@ MoveEngine::~MoveEngine() = default;
 // ------------------------------------------------------------ start
 
 void MoveEngine::start(MoveOrder order) {
+  if (moves_.count(order.request)) {
+    throw std::logic_error("invariant: request " + std::to_string(order.request) +
+                           " starts a move while one is in flight");
+  }
   auto m = std::make_unique<Move>();
   m->o = std::move(order);
   m->id = ++seq_;

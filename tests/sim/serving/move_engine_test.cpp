@@ -206,6 +206,14 @@ TEST(MoveEngine, AKvMoveTakesItsLegAndEndsDoneOnceWithItsBytesCounted) {
   EXPECT_FALSE(b.engine.moving(7));
 }
 
+TEST(MoveEngine, ARequestNeverHasTwoMovesInFlight) {
+  Bench b;
+  b.engine.start(b.order(7, 0, 1, 1000));
+  EXPECT_THROW(b.engine.start(b.order(7, 2, 1, 1000)), std::logic_error);
+  b.sim.run();
+  EXPECT_EQ(b.port.records.size(), 1u);
+}
+
 TEST(MoveEngine, GpuWorkRunsOnTheDestinationAfterTheBytes) {
   Bench b;
   MoveOrder o = b.order(1, 0, 2, 1'000'000, Strategy::kRiskKv);
