@@ -105,6 +105,13 @@ Workload::Workload(const WorkloadSpec& spec, std::uint64_t seed, Seconds horizon
   }
 }
 
+Workload scenario_workload(const SimulationSpec& spec) {
+  std::vector<DeploymentDraw> draws;
+  for (const DeploymentSpec& d : spec.deployments)
+    draws.push_back({d.share, d.prompt_tokens, d.output_tokens});
+  return Workload(spec.workload, derive_seed(spec.seed, 1), spec.duration, std::move(draws));
+}
+
 int Workload::draw_deployment() {
   if (deployments_.size() < 2) return 0;
   const double u = deployment_draws_.uniform();

@@ -103,6 +103,11 @@ class Workload {
   std::uint64_t next_id_ = 0;
 };
 
+/// The arrivals a run of `spec` simulates, drawn as the serving model draws them: the
+/// scenario's seed and duration, its deployments' shares and lengths. The testbed takes its
+/// moves' contexts from the same stream.
+Workload scenario_workload(const SimulationSpec& spec);
+
 /// The whole stream at once (for tests and small scenarios).
 std::vector<RequestArrival> generate_requests(const WorkloadSpec& spec, std::uint64_t seed,
                                               Seconds horizon,

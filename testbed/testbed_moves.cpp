@@ -1,4 +1,4 @@
-// Move selection and context draws.
+// Move selection: which strategies, between which nodes, at which contexts.
 #include "testbed/testbed_moves.hpp"
 
 #include <algorithm>
@@ -11,15 +11,27 @@ namespace {
 
 using cost_model::Strategy;
 
-/// A context length: a random trace row's prompt, else the workload's prompt distribution drawn
-/// as the simulator draws it (sim::sample_tokens, the same generator and numbers).
-std::int64_t draw_tokens(const sim::WorkloadSpec& w, sim::Rng& rng) {
-  if (w.arrival == sim::ArrivalKind::kTrace && !w.trace.empty()) {
-    const auto last = static_cast<std::int64_t>(w.trace.size()) - 1;
-    return w.trace[static_cast<std::size_t>(rng.uniform_int(0, last))].prompt_tokens;
+/// The prompts of the requests a run of the scenario simulates, in arrival order, as the
+/// simulator draws them (its workload stream: same seed, same numbers); from the first again
+/// when more moves than requests are asked for.
+class ScenarioPrompts {
+ public:
+  explicit ScenarioPrompts(const input::ScenarioSpec& spec)
+      : spec_(spec), arrivals_(sim::scenario_workload(spec)) {}
+  std::int64_t next() {
+    std::optional<sim::RequestArrival> a = arrivals_.next();
+    if (!a) {
+      arrivals_ = sim::scenario_workload(spec_);
+      a = arrivals_.next();
+    }
+    if (!a) throw InputError("workload: no request arrives within the scenario's duration");
+    return a->prompt_tokens;
   }
-  return sim::sample_tokens(w.prompt_tokens, rng);
-}
+
+ private:
+  const input::ScenarioSpec& spec_;
+  sim::Workload arrivals_;
+};
 
 std::vector<std::string> gpu_nodes(const input::ScenarioSpec& spec) {
   std::vector<std::string> names;
@@ -74,10 +86,11 @@ std::vector<PlannedMove> choose_moves(const input::ScenarioSpec& spec, const Clu
                                       std::uint64_t seed) {
   const std::vector<std::string> gpus = gpu_nodes(spec);
   const std::vector<Strategy> strategies = testbed_strategies(spec);
-  sim::Rng rng(seed);
+  sim::Rng rng(seed);  // which nodes the synthetic moves join
+  ScenarioPrompts prompts(spec);
   std::vector<PlannedMove> moves;
   auto context = [&](PlannedMove& m) {
-    const std::int64_t t = std::max<std::int64_t>(1, draw_tokens(spec.workload, rng));
+    const std::int64_t t = std::max<std::int64_t>(1, prompts.next());
     m.clipped = t > max_tokens;
     m.tokens = std::min(t, max_tokens);
   };

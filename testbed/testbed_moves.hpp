@@ -24,7 +24,9 @@ struct PlannedMove {
 /// The concrete strategies the scenario runs (adaptive: every concrete one it can run).
 std::vector<cost_model::Strategy> testbed_strategies(const input::ScenarioSpec& spec);
 
-/// The moves; InputError when there are none to replay and none were asked for.
+/// The moves; InputError when there are none to replay and none were asked for. Move k's
+/// context is the prompt of the scenario's k-th simulated request (clipped to `max_tokens`);
+/// `seed` picks the synthetic moves' nodes.
 std::vector<PlannedMove> choose_moves(const input::ScenarioSpec& spec, const ClusterLinks& links,
                                       std::int64_t synthetic, std::int64_t max_tokens,
                                       std::uint64_t seed);

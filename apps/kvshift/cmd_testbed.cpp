@@ -147,7 +147,9 @@ Action setup(CLI::App& sub) {
   sub.add_option("--faults", o->faults,
                  "Send-path faults: drop=P,corrupt=P,disconnect=P,delay=D[,delay_p=P],"
                  "stall=D[,stall_p=P],seed=N");
-  sub.add_option("--seed", o->seed, "Seed of the moves, token ids and random weights")
+  sub.add_option("--seed", o->seed,
+                 "Seed of the synthetic moves' nodes, token ids and random weights (each move's "
+                 "context is the prompt of the scenario's next simulated request)")
       ->capture_default_str();
   sub.add_option("--model-dir", o->model_dir,
                  "Hugging Face folder with the scenario model's weights (default: the scenario's "

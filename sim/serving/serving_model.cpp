@@ -13,13 +13,6 @@ using namespace serving_detail;
 namespace {
 
 // The deployments' parts of the arrivals (the workload's draw).
-std::vector<DeploymentDraw> draws(const SimulationSpec& spec) {
-  std::vector<DeploymentDraw> out;
-  for (const DeploymentSpec& d : spec.deployments)
-    out.push_back({d.share, d.prompt_tokens, d.output_tokens});
-  return out;
-}
-
 // The deployment that serves pool `pool` (0 with one model).
 int deployment_serving(const SimulationSpec& spec, int pool) {
   for (std::size_t d = 0; d < spec.deployments.size(); ++d) {
@@ -43,7 +36,7 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
       strategy_(strategy),
       policy_(make_move_policy(strategy)),
       records_(records),
-      workload_(spec.workload, derive_seed(spec.seed, 1), spec.duration, draws(spec)),
+      workload_(scenario_workload(spec)),
       router_(spec.pools.empty() ? spec.policies.router : spec.pools.front().router,
               derive_seed(spec.seed, 2)),
       deployments_(spec.deployments.empty() ? 1 : spec.deployments.size()),
