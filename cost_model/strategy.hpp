@@ -59,7 +59,8 @@ inline constexpr StrategyTraits kStrategyTraits[] = {
       "ships the back of the KV while the receiver recomputes the front from its ids",
       true, false, false, false, false, false},
   {Strategy::kAdaptive, "adaptive",
-      "per move, the fastest (strategy, destination) pair within the quality budget",
+      "per move, the fastest (strategy, destination) pair the cost model predicts within the "
+      "quality budget",
       false, false, true, false, false, false},
 };
 // clang-format on
