@@ -5,15 +5,12 @@
 
 #include "cost_model/compute_costs.hpp"
 #include "cost_model/storage.hpp"
+#include "tests/cost_model/move_fixture.hpp"
 
 namespace kvshift::cost_model {
 namespace {
 
-struct Fixture {
-  ModelSpec model = find_model("qwen2.5-0.5b");
-  OmissionPlan topology = OmissionPlan::parse("paper", model);
-  MoveMethods methods{&model, &topology, DType::kF32, 0.25, 0.002, 0.03, {}};
-};
+using Fixture = MoveFixture;
 
 TEST(MovePlan, EachStrategyShipsItsBytesAndRebuildsItsTokens) {
   Fixture f;

@@ -1,33 +1,10 @@
 #include <gtest/gtest.h>
 
 #include "sim/serving/gpu_worker.hpp"
+#include "tests/sim/serving/simple_costs.hpp"
 
 namespace kvshift::sim {
 namespace {
-
-// Durations that are easy to reason about: prefill 1 µs per token, a decode
-// step 1 ms whatever the batch, reconstruction 2 µs per row.
-class SimpleCosts final : public cost_model::ComputeCosts {
- public:
-  Seconds prefill(const cost_model::ModelSpec&, std::int64_t t) const override {
-    return {t * 1e-6};
-  }
-  Seconds decode_step(const cost_model::ModelSpec&, std::int64_t, std::int64_t) const override {
-    return {1e-3};
-  }
-  Seconds reconstruct(const cost_model::ModelSpec&, const cost_model::OmissionPlan&, std::int64_t t,
-                      std::int64_t n, cost_model::DType) const override {
-    return {2e-6 * static_cast<double>(t * n)};
-  }
-  Seconds proxy_score(const cost_model::ModelSpec&, const cost_model::ModelSpec&,
-                      std::int64_t t) const override {
-    return {3e-7 * static_cast<double>(t)};
-  }
-  Seconds prune(const cost_model::ModelSpec&, std::int64_t t, double) const override {
-    return {1e-8 * static_cast<double>(t)};
-  }
-  std::vector<cost_model::OpSource> sources() const override { return {}; }
-};
 
 struct Recorder final : GpuListener {
   std::vector<std::pair<std::uint64_t, std::int64_t>> finished;  // (request, time)

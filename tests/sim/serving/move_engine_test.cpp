@@ -10,31 +10,12 @@
 #include <random>
 #include <set>
 
+#include "tests/sim/serving/simple_costs.hpp"
+
 namespace kvshift::sim {
 namespace {
 
 using cost_model::MovePlan;
-
-// Prefill 1 µs per token, reconstruction 2 µs per row; decode is not used here.
-class SimpleCosts final : public cost_model::ComputeCosts {
- public:
-  Seconds prefill(const cost_model::ModelSpec&, std::int64_t t) const override {
-    return {t * 1e-6};
-  }
-  Seconds decode_step(const cost_model::ModelSpec&, std::int64_t, std::int64_t) const override {
-    return {1e-3};
-  }
-  Seconds reconstruct(const cost_model::ModelSpec&, const cost_model::OmissionPlan&, std::int64_t t,
-                      std::int64_t n, cost_model::DType) const override {
-    return {2e-6 * static_cast<double>(t * n)};
-  }
-  Seconds proxy_score(const cost_model::ModelSpec&, const cost_model::ModelSpec&,
-                      std::int64_t) const override {
-    return {};
-  }
-  Seconds prune(const cost_model::ModelSpec&, std::int64_t, double) const override { return {}; }
-  std::vector<cost_model::OpSource> sources() const override { return {}; }
-};
 
 /// Every pair of nodes 1 Gbps with 1 ms one way; flows never share (no contention).
 class FakeFabric final : public Fabric {
