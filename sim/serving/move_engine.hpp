@@ -26,17 +26,12 @@
 #include "sim/serving/fabric.hpp"
 #include "sim/serving/gpu_worker.hpp"
 #include "sim/serving/predictor_cache.hpp"
+#include "sim/serving/prefix_cache.hpp"
 #include "sim/serving/results.hpp"
 #include "sim/simulator.hpp"
 #include "sim/spec.hpp"
 
 namespace kvshift::sim {
-
-/// Leading prefix blocks pinned in one GPU's cache, of that cache's generation.
-struct PrefixPins {
-  std::size_t blocks = 0;
-  std::uint64_t generation = 0;
-};
 
 /// A move the serving model planned and booked: the engine runs it from here.
 struct MoveOrder {

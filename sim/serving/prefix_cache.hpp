@@ -23,6 +23,12 @@
 
 namespace kvshift::sim {
 
+/// Leading prefix blocks pinned in one GPU's cache, of that cache's generation.
+struct PrefixPins {
+  std::size_t blocks = 0;
+  std::uint64_t generation = 0;
+};
+
 class PrefixCache {
  public:
   explicit PrefixCache(std::int64_t block_bytes) : block_bytes_(block_bytes) {}

@@ -32,9 +32,11 @@ void ServingModel::on_arrival(const RequestArrival& a) {
   req.rec.arrival_ns = a.arrival_ns;
   req.rec.deployment = a.deployment;
   // With preemption the prompt is booked now and the rest block by block as it decodes.
-  req.reserved =
-      block_bytes(a.deployment, a.prompt_tokens + (spec_.serving.preemption ? 0 : a.output_tokens));
-  if (spec_.serving.prefix_cache.enabled) req.prefix_keys = prefix_keys(a);
+  req.reserved = deployment(req).block_bytes(a.prompt_tokens +
+                                             (spec_.serving.preemption ? 0 : a.output_tokens));
+  if (spec_.serving.prefix_cache.enabled) {
+    req.prefix.keys = prefix_keys(a, spec_.serving.prefix_cache.block_tokens);
+  }
   std::deque<std::uint64_t>& pending = deployment(req).pending;
   const int gpu = pending.empty() ? route_arrival(req) : -1;
   if (gpu < 0) {
@@ -78,13 +80,12 @@ void ServingModel::start_prefill(Request& r, int gpu) {
   Gpu& g = gpus_[gpu];
   // A prefill-pool GPU holds only the prompt's KV, until the handoff lands.
   const bool handoff = on_prefill_pool(gpu);
-  const std::int64_t booked =
-      handoff ? block_bytes(r.rec.deployment, r.rec.prompt_tokens) : r.reserved;
+  const std::int64_t booked = handoff ? deployment(r).block_bytes(r.rec.prompt_tokens) : r.reserved;
   // Prefix caching: reuse the longest cached run of the prompt's blocks, prefill the rest.
   SimTime load;
   std::size_t fetch = 0;
-  const std::int64_t cached = reuse_prefix(r, gpu, load, fetch);
-  reserve(gpu, r, booked - pinned_bytes(r));
+  const std::int64_t cached = tiers_->reuse(r.prefix, r.rec.prompt_tokens, gpu, load, fetch);
+  reserve(gpu, r, booked - tiers_->pinned_bytes(r.prefix));
   r.gpu = gpu;
   r.phase = Phase::kPrefill;
   r.scored = false;
@@ -96,38 +97,39 @@ void ServingModel::start_prefill(Request& r, int gpu) {
   }
   const std::uint32_t epoch = r.epoch;
   const std::uint64_t id = r.rec.id;
-  GpuJob prefill{JobKind::kPrefill, id, r.rec.prompt_tokens - cached,
-                 [this, id, epoch, gpu, handoff, booked](SimTime, SimTime end) {
-                   Request* rp = find_request(id);
-                   if (!rp || rp->epoch != epoch) return;
-                   if (gpus_[gpu].cache) cache_prompt(*rp, gpu, booked);
-                   rp->context = rp->rec.prompt_tokens;
-                   rp->remaining = rp->rec.output_tokens - 1;
-                   // Disaggregated, the first token reaches the user with the handoff.
-                   if (rp->rec.first_token_ns < 0 && (!handoff || rp->remaining <= 0)) {
-                     rp->rec.first_token_ns = end.ns;
-                   }
-                   rp->phase = Phase::kDecoding;
-                   if (rp->remaining <= 0) {
-                     on_finished(gpu, rp->rec.id);
-                     return;
-                   }
-                   if (handoff) {
-                     rp->phase = Phase::kHandingOff;
-                     rp->handoff_since = end.ns;
-                     try_handoff(*rp);
-                     return;
-                   }
-                   gpus_[gpu].worker->add_decoding({rp->rec.id, rp->context, rp->remaining});
-                   if (rp->replica >= 0) {
-                     std::pair<Request*, std::int64_t> first{rp, rp->context};
-                     stream(gpu, {&first, 1});
-                   }
-                   if (node_draining_[gpus_[gpu].node]) {
-                     start_move(*rp, MoveTrigger::kDrain, gpus_[gpu].node, sim_.now().ns);
-                   }
-                 },
-                 cached};
+  GpuJob prefill{
+      JobKind::kPrefill, id, r.rec.prompt_tokens - cached,
+      [this, id, epoch, gpu, handoff, booked](SimTime, SimTime end) {
+        Request* rp = find_request(id);
+        if (!rp || rp->epoch != epoch) return;
+        if (tiers_->caches(gpu)) tiers_->cache_prompt(rp->prefix, id, gpu, booked);
+        rp->context = rp->rec.prompt_tokens;
+        rp->remaining = rp->rec.output_tokens - 1;
+        // Disaggregated, the first token reaches the user with the handoff.
+        if (rp->rec.first_token_ns < 0 && (!handoff || rp->remaining <= 0)) {
+          rp->rec.first_token_ns = end.ns;
+        }
+        rp->phase = Phase::kDecoding;
+        if (rp->remaining <= 0) {
+          on_finished(gpu, rp->rec.id);
+          return;
+        }
+        if (handoff) {
+          rp->phase = Phase::kHandingOff;
+          rp->handoff_since = end.ns;
+          try_handoff(*rp);
+          return;
+        }
+        gpus_[gpu].worker->add_decoding({rp->rec.id, rp->context, rp->remaining});
+        if (rp->replica >= 0) {
+          std::pair<int, ReplicaStreams::Part> first{rp->replica, {id, rp->context, rp->epoch}};
+          stream(gpu, {&first, 1});
+        }
+        if (node_draining_[gpus_[gpu].node]) {
+          start_move(*rp, MoveTrigger::kDrain, gpus_[gpu].node, sim_.now().ns);
+        }
+      },
+      cached};
   if (fetch > 0) {
     // The run's last blocks come from the storage tier over the network.
     fetch_then_prefill(r, gpu, fetch, sim_.now() + load, std::move(prefill));

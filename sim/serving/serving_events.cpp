@@ -93,16 +93,7 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
   if (proxy_gpus_[node]) proxy_gpus_[node]->fail();  // scores in flight are lost
   const std::vector<std::uint64_t> lost =
       fail_gpus(node_gpus_[node], "node " + spec_.cluster.nodes[node].name + " failed");
-  if (node == storage_tier_node_) {  // the storage tier is gone with its node
-    result_.prefix_cache.storage.lost_blocks += static_cast<std::int64_t>(storage_tier_->blocks());
-    storage_tier_bytes_ = 0;
-    storage_tier_->clear();
-  }
-  if (PrefixCache* host = host_tiers_[static_cast<std::size_t>(node)].get()) {
-    result_.prefix_cache.host.lost_blocks += static_cast<std::int64_t>(host->blocks());
-    count_host_tier(-static_cast<std::int64_t>(host->blocks()) * host->block_bytes());
-    host->clear();
-  }
+  tiers_->node_failed(node);  // its host tier, and the storage tier if it holds it
   // Replicas held here are gone: their requests re-stream to a new replica.
   for (Request& r : requests_) {
     if (r.replica == node && r.phase != Phase::kDone) drop_replica(r);
@@ -151,13 +142,9 @@ std::vector<std::uint64_t> ServingModel::fail_gpus(const std::vector<int>& gpus,
     // The requests that live here are those holding a reservation; queued work of others
     // (a ProxyKV scoring job of a request that has since migrated) is dropped, not lost.
     gpus_[g].worker->fail();
-    gpus_[g].to_gpu.clear(sim_.now());  // copies to or from its HBM are gone
-    gpus_[g].from_gpu.clear(sim_.now());
+    links_.clear(g);  // copies to or from its HBM are gone
     for (std::uint64_t id : router_.clear(g)) lost.push_back(id);
-    if (PrefixCache* cache = gpus_[g].cache.get()) {
-      result_.prefix_cache.lost_blocks += static_cast<std::int64_t>(cache->blocks());
-      cache->clear();
-    }
+    tiers_->gpu_failed(g);
     update_open(g);  // after fail(): the GPU takes no new work
   }
   std::sort(lost.begin(), lost.end());
@@ -235,7 +222,7 @@ void ServingModel::drain(int node) {
 }
 
 void ServingModel::path_fault(int src, int dst, EventKind kind) {
-  path_faults_[{src, dst}] = kind;
+  faults_.set(src, dst, kind);
   // Transfers in flight on a stalled path hang too; on a failed one they fail.
   if (kind == EventKind::kPathStall) {
     move_engine_->stall_path(src, dst);
@@ -245,12 +232,7 @@ void ServingModel::path_fault(int src, int dst, EventKind kind) {
 }
 
 void ServingModel::path_repair(int src, int dst) {
-  path_faults_.erase({src, dst});
-  const auto it = stalled_.find({src, dst});
-  if (it == stalled_.end()) return;
-  std::vector<std::function<void()>> resume = std::move(it->second);
-  stalled_.erase(it);
-  for (auto& f : resume) f();  // each checks that its move is still on
+  for (auto& f : faults_.clear(src, dst)) f();  // each checks that its send is still wanted
 }
 
 void ServingModel::rebalance_check() {

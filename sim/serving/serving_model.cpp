@@ -40,7 +40,14 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
       router_(spec.pools.empty() ? spec.policies.router : spec.pools.front().router,
               derive_seed(spec.seed, 2)),
       deployments_(spec.deployments.empty() ? 1 : spec.deployments.size()),
-      engine_(move_methods(spec).engine) {
+      engine_(move_methods(spec).engine),
+      links_(sim, spec.gpu.host_link, result_.host_links),
+      streams_(
+          {sim, fabric, links_, faults_, node_up_}, engine_,
+          spec.transfer_engine.stall_timeout.has_value(),
+          [this](int replica, std::int64_t per_token, std::span<const ReplicaStreams::Part> parts) {
+            on_flushed(replica, per_token, parts);
+          }) {
   result_.strategy = strategy_name(strategy);
   end_ns_ = from_seconds(spec.duration).ns;
   make_move_engine();
@@ -50,9 +57,6 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
   for (std::size_t p = 1; p < spec.pools.size(); ++p) router_.add_pool(spec.pools[p].router);
   node_gpus_.resize(n);
   proxy_gpus_.resize(n);
-  host_tiers_.resize(n);
-  ssd_tiers_.resize(n);
-  ssd_io_.resize(n);
   node_up_.assign(n, true);
   node_draining_.assign(n, false);
   const std::int64_t epoch_cap =
@@ -92,6 +96,8 @@ void ServingModel::set_up_deployments() {
     dep.predictor_bytes = cost_model::predictor_bytes(dep.methods).count;
     dep.predictors =
         std::make_unique<PredictorCache>(n, !budget || budget->count >= dep.predictor_bytes);
+    dep.kv_block_tokens = std::max<std::int64_t>(spec.serving.kv_block_tokens, 1);
+    dep.protect_with(spec.protection.mode);
     // Pools: its arrivals prefill in its prefill pools (in its decode pools when the policy
     // prefills where it decodes: no disaggregation); they decode in the others.
     PoolSet prefill = 0, decode = 0;
@@ -123,7 +129,6 @@ void ServingModel::add_gpus(int i, std::int64_t epoch_cap) {
   const std::int64_t weights =
       dep.spec.model.parameter_count() * cost_model::dtype_bytes(dep.spec.model.weight_dtype) +
       (preloaded ? dep.predictor_bytes : 0);
-  const std::int64_t prefix_block = block_bytes(d, spec.serving.prefix_cache.block_tokens);
   for (int g = 0; g < node.gpu_count; ++g) {
     Gpu& gpu = gpus_.emplace_back();
     gpu.node = i;
@@ -140,14 +145,8 @@ void ServingModel::add_gpus(int i, std::int64_t epoch_cap) {
     gpu.worker->set_batch_reconstructions(spec.predictors.batch_reconstruction);
     gpu.worker->set_prefill_chunk(spec.serving.prefill_chunk_tokens);
     gpu.worker->set_growth_booking(spec.serving.preemption.has_value());
-    if (spec.serving.prefix_cache.enabled) gpu.cache = std::make_unique<PrefixCache>(prefix_block);
+    links_.add_gpu();
     node_gpus_[static_cast<std::size_t>(i)].push_back(index);
-    if (g == 0 && spec.serving.prefix_cache.enabled && spec.serving.prefix_cache.host_offload) {
-      host_tiers_[static_cast<std::size_t>(i)] = std::make_unique<PrefixCache>(prefix_block);
-      if (spec.serving.prefix_cache.ssd_tier) {
-        ssd_tiers_[static_cast<std::size_t>(i)] = std::make_unique<PrefixCache>(prefix_block);
-      }
-    }
     if (g == 0 && dep.spec.proxy_kv && dep.spec.proxy_kv->placement == ProxyPlacement::kProxyGpu) {
       proxy_gpus_[static_cast<std::size_t>(i)] =
           std::make_unique<GpuWorker>(sim_, *this, costs_of(i), -1, "proxy:" + node.name, 1, 1,
@@ -159,16 +158,6 @@ void ServingModel::add_gpus(int i, std::int64_t epoch_cap) {
 void ServingModel::set_up_stores() {
   const SimulationSpec& spec = spec_;
   const std::size_t n = spec.cluster.nodes.size();
-  if (const auto& tier = spec.serving.prefix_cache.storage_tier;
-      tier && spec.serving.prefix_cache.enabled) {
-    for (std::size_t i = 0; i < n; ++i) {
-      if (spec.cluster.nodes[i].name == tier->node) storage_tier_node_ = static_cast<int>(i);
-    }
-    if (storage_tier_node_ < 0)
-      throw std::logic_error("storage tier on unknown node " + tier->node);
-    storage_tier_ =
-        std::make_unique<PrefixCache>(block_bytes(0, spec.serving.prefix_cache.block_tokens));
-  }
   if (predictor_source_ < 0) predictor_source_ = storage_node_ >= 0 ? storage_node_ : gpus_[0].node;
   std::vector<NodeKind> kinds;
   std::vector<std::int64_t> room;  // host DRAM of gpu nodes, capacity of storage nodes
@@ -178,6 +167,30 @@ void ServingModel::set_up_stores() {
   }
   replicas_ = std::make_unique<ReplicaStore>(std::move(kinds), std::move(room),
                                              spec.protection.placement, storage_node_);
+  const PrefixCacheSpec& prefix = spec.serving.prefix_cache;
+  int storage_tier_node = -1;
+  if (prefix.storage_tier && prefix.enabled) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (spec.cluster.nodes[i].name == prefix.storage_tier->node) {
+        storage_tier_node = static_cast<int>(i);
+      }
+    }
+    if (storage_tier_node < 0) {
+      throw std::logic_error("storage tier on unknown node " + prefix.storage_tier->node);
+    }
+  }
+  std::vector<PrefixTiers::Gpu> tier_gpus;
+  for (const Gpu& g : gpus_) {
+    const int d = node_deployment_[static_cast<std::size_t>(g.node)];
+    tier_gpus.push_back({g.node,
+                         deployments_[static_cast<std::size_t>(d)].block_bytes(prefix.block_tokens),
+                         &costs_of(g.node)});
+  }
+  tiers_ = std::make_unique<PrefixTiers>(
+      prefix,
+      PrefixTiers::Parts{sim_, fabric_, router_, links_, *replicas_, node_up_,
+                         result_.prefix_cache},
+      n, tier_gpus, storage_tier_node, deployments_.front().block_bytes(prefix.block_tokens));
   if (spec.predictors.placement == PredictorPlacement::kPreloaded) {
     for (std::size_t i = 0; i < n; ++i) {
       const int d = node_deployment_[i];
@@ -189,6 +202,36 @@ void ServingModel::set_up_stores() {
 }
 
 ServingModel::~ServingModel() = default;
+
+void ServingModel::Deployment::protect_with(ProtectionMode mode) {
+  const DeploymentSpec& dep = spec;
+  const int layers = dep.model.layers;
+  ReplicaStreams::Kept& kept = protected_kv;
+  kept = {layers, 1, 0};
+  replica_kv = cost_model::SourceKv::kFull;
+  switch (mode) {
+    case ProtectionMode::kNone:
+      kept.layers = 0;
+      replica_kv = cost_model::SourceKv::kNone;
+      break;
+    case ProtectionMode::kFull:
+      break;
+    case ProtectionMode::kRiskKv:
+      if (dep.risk_kv) {
+        kept.layers = layers - dep.risk_kv->omission.omitted_layers();
+        replica_kv = cost_model::SourceKv::kKeptLayers;
+      }
+      break;
+    case ProtectionMode::kProxyKv:
+      if (dep.proxy_kv) {
+        kept.share = dep.proxy_kv->retention;
+        replica_kv = cost_model::SourceKv::kKeptTokens;
+      }
+      break;
+  }
+  const std::int64_t bytes = kept.layers * dep.model.kv_bytes_per_layer_token();
+  kept.per_token = kept.share == 1 ? bytes : std::llround(kept.share * static_cast<double>(bytes));
+}
 
 int ServingModel::node_of(int gpu) const { return gpus_[gpu].node; }
 
@@ -205,50 +248,18 @@ bool ServingModel::on_prefill_pool(int gpu) const {
 // HBM bookings live in the router, which checks them.
 void ServingModel::reserve(int gpu, const Request& r, std::int64_t bytes) {
   router_.reserve(gpu, r.rec.id, bytes);
-  fit_cache(gpu);  // the room it took may have held unpinned prefix blocks
+  tiers_->fit_cache(gpu);  // the room it took may have held unpinned prefix blocks
 }
 
 void ServingModel::reserve(int gpu, const Request& r) { reserve(gpu, r, r.reserved); }
 
 void ServingModel::unreserve(int gpu, Request& r) {
   router_.release(gpu, r.rec.id);
-  if (r.pin_gpu == gpu) unpin_prefix(r);
+  if (r.prefix.gpu == gpu) tiers_->unpin(r.prefix);
 }
 
 void ServingModel::update_open(int gpu) {
   router_.set_open(gpu, gpus_[gpu].worker->up() && !node_draining_[gpus_[gpu].node]);
-}
-
-std::int64_t ServingModel::kv_bytes(int d, std::int64_t tokens) const {
-  return cost_model::kv_bytes(deployments_[static_cast<std::size_t>(d)].spec.model, tokens).count;
-}
-
-std::int64_t ServingModel::block_bytes(int d, std::int64_t tokens) const {
-  const std::int64_t block = std::max<std::int64_t>(spec_.serving.kv_block_tokens, 1);
-  return kv_bytes(d, (tokens + block - 1) / block * block);
-}
-
-ServingModel::ProtectedKv ServingModel::protected_kv(int d) const {
-  const DeploymentSpec& dep = deployments_[static_cast<std::size_t>(d)].spec;
-  const int layers = dep.model.layers;
-  switch (spec_.protection.mode) {
-    case ProtectionMode::kNone:
-      return {0, 1};
-    case ProtectionMode::kFull:
-      return {layers, 1};
-    case ProtectionMode::kRiskKv:
-      return {dep.risk_kv ? layers - dep.risk_kv->omission.omitted_layers() : layers, 1};
-    case ProtectionMode::kProxyKv:
-      return {layers, dep.proxy_kv ? dep.proxy_kv->retention : 1};
-  }
-  return {layers, 1};
-}
-
-std::int64_t ServingModel::protected_bytes_per_token(int d) const {
-  const ProtectedKv p = protected_kv(d);
-  const std::int64_t bytes =
-      p.layers * deployments_[static_cast<std::size_t>(d)].spec.model.kv_bytes_per_layer_token();
-  return p.token_share == 1 ? bytes : std::llround(p.token_share * static_cast<double>(bytes));
 }
 
 // ------------------------------------------------------------ run control
@@ -287,20 +298,8 @@ RunResult ServingModel::finish() {
     record(r.rec);
   }
   requests_.clear();
-  for (const auto& g : gpus_) {
-    if (g.cache) {
-      result_.prefix_cache.resident_bytes +=
-          static_cast<std::int64_t>(g.cache->blocks()) * g.cache->block_bytes();
-    }
-  }
-  for (const Gpu& g : gpus_) {
-    result_.host_links.busy_ns += g.to_gpu.busy_ns() + g.from_gpu.busy_ns();
-    result_.host_links.waited_ns += g.to_gpu.waited_ns() + g.from_gpu.waited_ns();
-  }
-  for (const CopyQueue& q : ssd_io_) result_.host_links.ssd_waited_ns += q.waited_ns();
-  result_.prefix_cache.host.resident_bytes = host_tier_bytes_;
-  result_.prefix_cache.ssd.resident_bytes = ssd_tier_bytes_;
-  result_.prefix_cache.storage.resident_bytes = storage_tier_bytes_;
+  tiers_->close(result_.host_links);
+  links_.close();
   for (const Deployment& d : deployments_) {
     result_.predictor_copies += d.predictors->copies();
     result_.predictor_bytes_resident += d.predictors->copies() * d.predictor_bytes;

@@ -70,11 +70,14 @@
 #include "sim/serving/copy_queue.hpp"
 #include "sim/serving/fabric.hpp"
 #include "sim/serving/gpu_worker.hpp"
+#include "sim/serving/host_links.hpp"
 #include "sim/serving/move_engine.hpp"
 #include "sim/serving/move_policy.hpp"
+#include "sim/serving/path_faults.hpp"
 #include "sim/serving/predictor_cache.hpp"
-#include "sim/serving/prefix_cache.hpp"
+#include "sim/serving/prefix_tiers.hpp"
 #include "sim/serving/replica_store.hpp"
+#include "sim/serving/replica_streams.hpp"
 #include "sim/serving/request_router.hpp"
 #include "sim/serving/results.hpp"
 #include "sim/serving/serving_costs.hpp"
@@ -151,58 +154,7 @@ class ServingModel final : public GpuListener {
   void start_scoring(const Request& r, int gpu, std::uint32_t epoch);
   void release_gpu(Request& r);
 
-  // Prefix caching (serving_prefix.cpp).
-  /// The keys of the arrival's cacheable leading blocks: whole blocks, and never the whole
-  /// prompt (its last token is always prefilled, for the first output token).
-  std::vector<std::uint64_t> prefix_keys(const RequestArrival& a) const;
-  /// At the start of a prefill on `gpu`: pins the cached run of the prompt's leading blocks
-  /// (in HBM, then continued from the node's host tier, its SSD tier, then the storage tier)
-  /// and returns its tokens (0 without a cache or a hit), counting the lookup; `load` is how
-  /// long the blocks from the node's lower tiers take to reach HBM, and `fetch` how many
-  /// blocks (the run's last) the prefill must fetch from the storage tier first.
-  std::int64_t reuse_prefix(Request& r, int gpu, SimTime& load, std::size_t& fetch);
-  /// The cached run of `r`'s leading blocks for `gpu`: in its HBM, then continued in its
-  /// node's host tier, then in its SSD tier, and how long the lower tiers' blocks take to
-  /// reach HBM: the SSD's read into host DRAM, then the host link for both.
-  /// The run goes on into the storage tier (estimated over the network path's share now, then
-  /// the host link) when fetching beats prefilling those blocks.
-  struct PrefixRun {
-    std::size_t in_hbm = 0, from_host = 0, from_ssd = 0, from_storage = 0;
-    SimTime load;
-    std::size_t local() const { return in_hbm + from_host + from_ssd; }  ///< on the node
-    std::size_t blocks() const { return local() + from_storage; }
-  };
-  PrefixRun prefix_run(const Request& r, int gpu) const;
-  /// Pins the request's keys [r.pinned, blocks) in `gpu`'s cache; returns those inserted.
-  std::size_t pin_prefix(Request& r, int gpu, std::size_t blocks);
-  /// Pins `keys` in `gpu`'s cache (inserting the missing ones; returns how many), and gives
-  /// pins of cache generation `generation` back (none when that cache was lost since);
-  /// the router books the cache's pinned bytes either way.
-  std::size_t pin_blocks(int gpu, std::span<const std::uint64_t> keys);
-  void unpin_blocks(int gpu, std::span<const std::uint64_t> keys, std::uint64_t generation);
-  /// Leading blocks of a request pinned in one GPU's cache, of that cache's generation.
-  using Pins = PrefixPins;
-  /// The prefill on `gpu` ended: the prompt's blocks join its cache, booked there once
-  /// instead of by the request (which booked `booked` bytes with its pins).
-  void cache_prompt(Request& r, int gpu, std::int64_t booked);
-  /// Bytes of the blocks `r` pins.
-  std::int64_t pinned_bytes(const Request& r) const;
-  /// Gives back the request's pins (none after its cache was lost to a failure).
-  void unpin_prefix(Request& r);
-  /// Evicts unpinned blocks until `gpu`'s bookings and its unpinned blocks fit in HBM.
-  void fit_cache(int gpu);
-  /// Evicts host-tier blocks of `node` until they fit beside its replicas in host DRAM; with
-  /// an SSD tier, the evicted blocks are written to it.
-  void fit_host_tier(int node);
-  void count_host_tier(std::int64_t delta_bytes);
-  /// Writes blocks the host tier of `node` evicted to its SSD tier, evicting the SSD's least
-  /// recently used blocks beyond its capacity.
-  void spill_to_ssd(int node, std::span<const std::uint64_t> keys);
-  /// Sends blocks the lowest tier of `node` evicted to the storage tier (over the network;
-  /// nothing waits for it), evicting its least recently used blocks beyond its room.
-  void spill_to_storage(int node, std::span<const std::uint64_t> keys);
-  /// Evicts storage-tier blocks until they fit beside the replicas on the storage node.
-  void fit_storage_tier();
+  // Prefills that reuse cached blocks (serving_prefix.cpp); the tiers are tiers_.
   /// Fetches `blocks` storage-tier blocks of `r` for its prefill on `gpu` over the network,
   /// then the host link, and submits `job` once they and the local tiers' load (`ready`) are
   /// in; a failed fetch prefills those blocks instead.
@@ -227,26 +179,19 @@ class ServingModel final : public GpuListener {
   /// Runs admit_pending from a top-level event, once, soon (callers that may not add work).
   void admit_soon();
 
-  // Replica streaming.
-  /// Streams `tokens` new tokens of each request to its replica: one flush per replica
-  /// node, in replica order. Reorders `items`.
-  void stream(int gpu, std::span<std::pair<Request*, std::int64_t>> items);
-  /// A flush that landed: its requests' replicas grow (those still streaming to it).
-  void on_flushed(std::uint32_t flush, bool delivered);
+  // Replicas (serving_replicas.cpp); their flushes are streams_.
+  /// Streams the new KV of `due` (replica node, part) from `gpu` (ReplicaStreams::send).
+  void stream(int gpu, std::span<std::pair<int, ReplicaStreams::Part>> due);
+  /// A flush reached `replica`: its requests' replicas grow (those still streaming to it).
+  void on_flushed(int replica, std::int64_t per_token, std::span<const ReplicaStreams::Part> parts);
   /// Picks and books a replica node for `r`, running on `gpu_node`. When no node has room it
   /// runs unprotected (counted once) and waits, in order, for room a dropped replica frees.
   void protect(Request& r, int gpu_node);
   bool place_replica(Request& r, int gpu_node);
-  /// Sends a replica flush unless its path is failed (lost) or stalled (lost after a timeout,
-  /// else held until the stall clears).
-  void send_stream(int gpu, int replica, std::int64_t bytes, Fabric::Done done);
-  /// Transfer-engine descriptors of streaming `tokens` tokens of protected KV.
-  std::int64_t stream_descriptors(int deployment, std::int64_t tokens) const;
   /// Forgets the request's replica (finished, failed, or the replica node is gone).
   void drop_replica(Request& r);
 
   // Moves (serving_moves.cpp).
-  cost_model::SourceKv source_kv(const Request& r, bool from_replica, int src) const;
   cost_model::MoveRoute route_of(const cost_model::MovePlan& plan, int src, int dst_node);
   cost_model::MoveCandidate candidate(Strategy s, const Request& r,
                                       const cost_model::MoveState& state, int src, int gpu);
@@ -262,14 +207,6 @@ class ServingModel final : public GpuListener {
                          MoveTrigger trigger) const;
   /// Whether a move into `node` may take one of its transfer slots now.
   bool slot_free(int node) const { return move_engine_->slot_free(node); }
-  /// Bytes that stay on one node cross its host link (the estimator's local leg).
-  SimTime host_link_time(std::int64_t bytes) const;
-  /// Copies `bytes` over `gpu`'s host link, towards the GPU or from it, once `ready` (and the
-  /// copies asked for before it) allow; returns when it ends.
-  SimTime host_copy(int gpu, bool to_gpu, std::int64_t bytes, SimTime ready = {});
-  /// Reading `bytes` of prefix blocks from a node's SSD tier into its host DRAM, or writing
-  /// them from host DRAM to it.
-  SimTime ssd_time(std::int64_t bytes, bool write) const;
   /// What a move's end means for its request: it lands (done), retries (failed) or is
   /// re-planned (cancelled); a failed handoff falls back to a decode-side prefill.
   void after_move(const MoveEnding& e);
@@ -277,20 +214,10 @@ class ServingModel final : public GpuListener {
   /// else falls back to a decode-side prefill from the token ids.
   void after_handoff(Request& r, const MoveEnding& e);
   /// `pins`: the destination's cached prefix blocks the move pinned.
-  void land(Request& r, int dst_gpu, int src_gpu, Pins pins);
+  void land(Request& r, int dst_gpu, int src_gpu, PrefixPins pins);
   /// `r` decodes on `node` from now: a replica on the wrong side of it (local placement or
   /// not) is dropped, one is placed when it has none, and what it lacks streams again.
   void rehome_replica(Request& r, int node);
-  /// The cached run of `r`'s leading blocks a move to `gpu` need not ship or rebuild: in its
-  /// HBM, then in its node's host and SSD tiers and the storage tier (loaded while the move's
-  /// bytes travel).
-  PrefixRun cached_at(const Request& r, int gpu) const;
-  /// The first `blocks` of `run` are taken for `r` on `gpu`: those past its HBM are read from
-  /// the node's host and SSD tiers (touched, and counted as a prefill's hit or a move's load),
-  /// the SSD's into host DRAM, then all over the GPU's host link. Returns how long from now
-  /// until they are in HBM.
-  SimTime read_tiers(const Request& r, int gpu, const PrefixRun& run, std::size_t blocks,
-                     bool for_move);
   /// At the end of the run: moves in flight and waiting recoveries become unfinished records.
   void close_moves();
 
@@ -329,17 +256,6 @@ class ServingModel final : public GpuListener {
   /// Whether a GPU of the request's deployment is up: without one, nothing could ever serve
   /// it, and at the end of the run it counts as failed, not unfinished.
   bool can_be_served(const Request& r) const;
-  /// KV bytes of `tokens` of deployment `d`'s model.
-  std::int64_t kv_bytes(int d, std::int64_t tokens) const;
-  /// KV bytes of `tokens` rounded up to whole paged blocks (what admission books).
-  std::int64_t block_bytes(int d, std::int64_t tokens) const;
-  /// What a replica keeps of each token's KV: these layers, this share of the tokens.
-  struct ProtectedKv {
-    int layers = 0;
-    double token_share = 1;
-  };
-  ProtectedKv protected_kv(int d) const;
-  std::int64_t protected_bytes_per_token(int d) const;
   int node_of(int gpu) const;
   /// The deployment a request belongs to, and the one a node's GPUs serve.
   Deployment& deployment(const Request& r);
@@ -373,19 +289,12 @@ class ServingModel final : public GpuListener {
   std::vector<Gpu> gpus_;
   std::vector<std::vector<int>> node_gpus_;  ///< node -> its GPU indices
   std::vector<std::unique_ptr<GpuWorker>>
-      proxy_gpus_;  ///< node -> its proxy GPU (proxy_gpu placement)
-  /// node -> its host-DRAM prefix tier (null unless serving.prefix_cache.host_offload)
-  std::vector<std::unique_ptr<PrefixCache>> host_tiers_;
-  std::int64_t host_tier_bytes_ = 0;  ///< held by every host tier
-  /// node -> its SSD prefix tier (null unless serving.prefix_cache.ssd_tier)
-  std::vector<std::unique_ptr<PrefixCache>> ssd_tiers_;
-  std::int64_t ssd_tier_bytes_ = 0;  ///< held by every SSD tier
-  std::vector<CopyQueue> ssd_io_;    ///< node -> its SSD: reads and writes take turns
-  /// The storage tier (serving.prefix_cache.storage_tier), its node and the bytes it holds.
-  std::unique_ptr<PrefixCache> storage_tier_;
-  int storage_tier_node_ = -1;
-  std::int64_t storage_tier_bytes_ = 0;
+      proxy_gpus_;                      ///< node -> its proxy GPU (proxy_gpu placement)
+  HostLinks links_;                     ///< every GPU's host link, each way
+  std::unique_ptr<PrefixTiers> tiers_;  ///< reusable prompt blocks, HBM to storage
   std::vector<bool> node_up_, node_draining_;
+  PathFaults faults_;       ///< failed and stalled paths, and the sends a stall holds
+  ReplicaStreams streams_;  ///< replica flushes in flight
   std::unique_ptr<ReplicaStore> replicas_;  ///< where protected KV is kept, and how much
   /// Requests from first_live_ on, by id: every live one, and done ones not yet retired.
   std::deque<Request> requests_;  ///< in place: one pointer less per lookup
@@ -397,27 +306,10 @@ class ServingModel final : public GpuListener {
   /// P/D: prefilled requests waiting for a decode GPU with room (id, epoch).
   std::deque<std::pair<std::uint64_t, std::uint32_t>> pending_handoffs_;
   bool admit_scheduled_ = false;  ///< an admit_pending() event is on its way
-  /// Active path faults (src, dst) -> kind, and transfers hung on a stall without a timeout.
-  std::map<std::pair<int, int>, EventKind> path_faults_;
-  std::map<std::pair<int, int>, std::vector<std::function<void()>>> stalled_;
   std::unique_ptr<Port> port_;
   std::unique_ptr<MoveEngine> move_engine_;    ///< the moves in flight, by request
   std::vector<std::int64_t> last_link_bytes_;  ///< per link direction, at the last sample
-  /// Replica flushes in flight, by slot (a Done then names only its slot and fits
-  /// std::function's inline buffer; slots are reused, so streaming allocates nothing).
-  struct StreamFlush {
-    int replica = -1;
-    std::int64_t per_token = 0;  ///< protected bytes per token
-    struct Part {
-      std::uint64_t request;
-      std::int64_t tokens;
-      std::uint32_t epoch;
-    };
-    std::vector<Part> parts;
-  };
-  std::vector<StreamFlush> flushes_;
-  std::vector<std::uint32_t> free_flushes_;
-  std::vector<std::pair<Request*, std::int64_t>> due_flushes_;  ///< on_decoded's scratch
+  std::vector<std::pair<int, ReplicaStreams::Part>> due_flushes_;  ///< on_decoded's scratch
   int storage_node_ = -1;
   int predictor_source_ = -1;
   std::int64_t end_ns_ = 0;

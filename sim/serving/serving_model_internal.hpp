@@ -33,12 +33,7 @@ struct alignas(64) ServingModel::Request {
   int attempts = 0;
   std::int64_t handoff_since = 0;  ///< P/D: when its prefill ended
   bool scored = false;             ///< ProxyKV scores computed
-  /// Prefix caching: the keys of its prompt's cacheable leading blocks, and the first
-  /// `pinned` of them it pins in `pin_gpu`'s cache (of that cache's generation).
-  std::vector<std::uint64_t> prefix_keys;
-  std::size_t pinned = 0;
-  int pin_gpu = -1;
-  std::uint64_t pin_generation = 0;
+  PrefixHold prefix;               ///< its prompt's cacheable blocks, and those it pins
   /// Preempted with swap: the node whose host DRAM holds its KV (-1: none), the bytes, and
   /// when the copy out ends.
   int swap_node = -1;
@@ -62,6 +57,20 @@ struct ServingModel::Deployment {
   PoolSet arrival_pools = kAllPools;           ///< where its arrivals prefill
   PoolSet decode_pools = kAllPools;            ///< where its requests decode (handoffs, moves)
   std::deque<std::uint64_t> pending;           ///< its arrivals waiting for a GPU with room
+  std::int64_t kv_block_tokens = 1;            ///< paged KV block (serving.kv_block_tokens)
+  ReplicaStreams::Kept protected_kv;  ///< what its replicas keep of each token (protection)
+  cost_model::SourceKv replica_kv = cost_model::SourceKv::kNone;  ///< what a recovery reads
+
+  /// Sets protected_kv and replica_kv for protection `mode`.
+  void protect_with(ProtectionMode mode);
+  /// KV bytes of `tokens` of its model.
+  std::int64_t kv_bytes(std::int64_t tokens) const {
+    return cost_model::kv_bytes(spec.model, tokens).count;
+  }
+  /// KV bytes of `tokens` rounded up to whole paged blocks (what admission books).
+  std::int64_t block_bytes(std::int64_t tokens) const {
+    return kv_bytes((tokens + kv_block_tokens - 1) / kv_block_tokens * kv_block_tokens);
+  }
 };
 
 inline ServingModel::Deployment& ServingModel::deployment(const Request& r) {
@@ -79,9 +88,7 @@ inline ServingModel::Deployment& ServingModel::served_at(int node) {
 /// A GPU's compute timeline and node; its HBM bookings are the router's.
 struct ServingModel::Gpu {
   std::unique_ptr<GpuWorker> worker;
-  std::unique_ptr<PrefixCache> cache;  ///< null unless serving.prefix_cache is on
   int node = 0;
-  CopyQueue to_gpu, from_gpu;  ///< its host link, each way
 };
 
 /// The serving model as the move engine sees it.
@@ -95,16 +102,14 @@ class ServingModel::Port final : public MovePort {
   bool node_up(int node) const override { return m_.node_up_[static_cast<std::size_t>(node)]; }
   GpuWorker& worker(int gpu) override { return *m_.gpus_[static_cast<std::size_t>(gpu)].worker; }
   SimTime host_copy(int gpu, bool to_gpu, std::int64_t bytes) override {
-    return m_.host_copy(gpu, to_gpu, bytes);
+    return m_.links_.copy(gpu, to_gpu, bytes);
   }
-  SimTime host_link_time(std::int64_t bytes) const override { return m_.host_link_time(bytes); }
+  SimTime host_link_time(std::int64_t bytes) const override { return m_.links_.time(bytes); }
   std::optional<EventKind> path_fault(int src, int dst) const override {
-    const auto it = m_.path_faults_.find({src, dst});
-    if (it == m_.path_faults_.end()) return std::nullopt;
-    return it->second;
+    return m_.faults_.at(src, dst);
   }
   void when_stall_clears(int src, int dst, std::function<void()> resume) override {
-    m_.stalled_[{src, dst}].push_back(std::move(resume));
+    m_.faults_.when_clears(src, dst, std::move(resume));
   }
   PredictorCache& predictors(int deployment) override {
     return *m_.deployments_[static_cast<std::size_t>(deployment)].predictors;
@@ -119,8 +124,8 @@ class ServingModel::Port final : public MovePort {
   cost_model::MoveRoute route(const cost_model::MovePlan& plan, int src, int dst_node) override {
     return m_.route_of(plan, src, dst_node);
   }
-  int storage_node() const override { return m_.storage_tier_node_; }
-  std::int64_t storage_block_bytes() const override { return m_.storage_tier_->block_bytes(); }
+  int storage_node() const override { return m_.tiers_->storage_node(); }
+  std::int64_t storage_block_bytes() const override { return m_.tiers_->storage_block_bytes(); }
   void record(const MoveRecord& rec) override { m_.record(rec); }
   void slot_freed() override { m_.admit_soon(); }  // waiting handoffs and recoveries may take it
   void move_ended(const MoveEnding& ending) override { m_.after_move(ending); }

@@ -19,23 +19,6 @@ using cost_model::SourceKv;
 
 // ------------------------------------------------------------ planning
 
-SourceKv ServingModel::source_kv(const Request& r, bool from_replica, int src) const {
-  if (src < 0) return SourceKv::kNone;
-  if (!from_replica) return SourceKv::kFull;  // a migration reads the live KV
-  const DeploymentSpec& d = deployment(r).spec;
-  switch (spec_.protection.mode) {
-    case ProtectionMode::kNone:
-      return SourceKv::kNone;
-    case ProtectionMode::kFull:
-      return SourceKv::kFull;
-    case ProtectionMode::kRiskKv:
-      return d.risk_kv ? SourceKv::kKeptLayers : SourceKv::kFull;
-    case ProtectionMode::kProxyKv:
-      return d.proxy_kv ? SourceKv::kKeptTokens : SourceKv::kFull;
-  }
-  return SourceKv::kNone;
-}
-
 MoveRoute ServingModel::route_of(const MovePlan& plan, int src, int dst_node) {
   // The bandwidth a new flow would get now, not the path's idle capacity.
   const cost_model::PathFinder path_to = [this](int from,
@@ -60,13 +43,13 @@ MoveCandidate ServingModel::candidate(Strategy s, const Request& r,
   const Deployment& d = deployment(r);
   cost_model::MoveState here = state;
   here.predictor_at_dst = d.predictors->at_or_coming(node_of(gpu));
-  const PrefixRun cached = cached_at(r, gpu);
+  const PrefixRun cached = tiers_->cached_at(r.prefix, r.rec.prompt_tokens, gpu);
   here.dst_cached =
       static_cast<std::int64_t>(cached.blocks()) * spec_.serving.prefix_cache.block_tokens;
   here.dst_cached_load_ns = cached.load.ns;
   MovePlan plan = cost_model::plan_move(s, d.methods, here);
   MoveRoute route = route_of(plan, src, node_of(gpu));
-  route.host_link_backlog_ns = gpus_[gpu].to_gpu.backlog(sim_.now()).ns;
+  route.host_link_backlog_ns = links_.backlog_to_gpu(gpu).ns;
   const std::int64_t backlog = gpus_[gpu].worker->backlog().ns;
   const cost_model::ComputeCosts& compute = costs_of(node_of(gpu)).compute();
   plan = cost_model::balance_hybrid(std::move(plan), d.methods, route, backlog, compute);
@@ -78,8 +61,11 @@ MoveCandidate ServingModel::candidate(Strategy s, const Request& r,
 MoveChoice ServingModel::choose_move(const Request& r, bool from_replica, int src,
                                      const std::vector<int>& destinations) {
   MoveAsk ask;
-  ask.state = {r.context, from_replica ? r.replicated : r.context, source_kv(r, from_replica, src),
-               r.scored, false};
+  // A migration reads the live KV; a recovery what the replica keeps.
+  const SourceKv source = src < 0         ? SourceKv::kNone
+                          : !from_replica ? SourceKv::kFull
+                                          : deployment(r).replica_kv;
+  ask.state = {r.context, from_replica ? r.replicated : r.context, source, r.scored, false};
   ask.src = src;
   if (src >= 0) ask.src_name = spec_.cluster.nodes[static_cast<std::size_t>(src)].name;
   ask.destinations = destinations;
@@ -162,7 +148,6 @@ MoveOrder ServingModel::book_destination(Request& r, const MoveChoice& c) {
   o.request = r.rec.id;
   o.deployment = r.rec.deployment;
   o.dst_gpu = c.option.destination;
-  Gpu& dst = gpus_[c.option.destination];
   // The prefix the destination caches is pinned there for the request before its room is
   // booked (booking may evict unpinned blocks); the request books the rest.
   const std::size_t cached_blocks =
@@ -172,24 +157,14 @@ MoveOrder ServingModel::book_destination(Request& r, const MoveChoice& c) {
     reserve(c.option.destination, r);
     return o;
   }
-  // From the destination node's host and SSD tiers over its host link, then (the run's last
-  // blocks) from the storage tier over the network.
-  const PrefixRun run = prefix_run(r, c.option.destination);
-  const std::size_t local = std::min(cached_blocks, run.local());
-  o.cached_load = read_tiers(r, c.option.destination, run, local, true);
-  o.fetch_blocks = cached_blocks - local;
-  if (const std::size_t fetch = o.fetch_blocks; fetch > 0) {
-    storage_tier_->touch(std::span<const std::uint64_t>(r.prefix_keys).subspan(local, fetch));
-    PrefixCacheStats::Tier& t = result_.prefix_cache.storage;
-    ++t.move_loads;
-    t.move_tokens += static_cast<std::int64_t>(fetch) * spec_.serving.prefix_cache.block_tokens;
-    t.read_bytes += static_cast<std::int64_t>(fetch) * storage_tier_->block_bytes();
-  }
-  pin_blocks(c.option.destination,
-             std::span<const std::uint64_t>(r.prefix_keys).first(cached_blocks));
-  o.dst_pins = {cached_blocks, dst.cache->generation()};
+  const PrefixTiers::MoveLoad load =
+      tiers_->load_for_move(r.prefix, r.rec.prompt_tokens, c.option.destination, cached_blocks);
+  o.cached_load = load.load;
+  o.fetch_blocks = load.fetch_blocks;
+  o.dst_pins = load.pins;
   reserve(c.option.destination, r,
-          r.reserved - static_cast<std::int64_t>(cached_blocks) * dst.cache->block_bytes());
+          r.reserved -
+              static_cast<std::int64_t>(cached_blocks) * tiers_->block_bytes(c.option.destination));
   return o;
 }
 
@@ -226,16 +201,6 @@ void ServingModel::admit_soon() {
   });
 }
 
-SimTime ServingModel::host_link_time(std::int64_t bytes) const {
-  return SimTime{cost_model::leg_ns(MoveRoute::Leg::kLocal, {}, spec_.gpu.host_link, Bytes{bytes})};
-}
-
-SimTime ServingModel::host_copy(int gpu, bool to_gpu, std::int64_t bytes, SimTime ready) {
-  Gpu& g = gpus_[gpu];
-  (to_gpu ? result_.host_links.to_gpu_bytes : result_.host_links.from_gpu_bytes) += bytes;
-  return (to_gpu ? g.to_gpu : g.from_gpu).copy(sim_.now(), ready, host_link_time(bytes));
-}
-
 // ------------------------------------------------------------ endings
 
 void ServingModel::after_move(const MoveEnding& e) {
@@ -245,16 +210,13 @@ void ServingModel::after_move(const MoveEnding& e) {
   const int src_gpu = e.src_gpu, dst_gpu = e.dst_gpu, from_node = e.from_node;
   const MoveTrigger trigger = e.trigger;
   const std::int64_t stall = e.stall_since;
-  const Pins pins = e.dst_pins;
+  const PrefixPins pins = e.dst_pins;
   Gpu& dst = gpus_[dst_gpu];
   if (outcome == MoveOutcome::kDone) {
     land(r, dst_gpu, src_gpu, pins);
     return;
   }
-  if (pins.blocks > 0) {
-    unpin_blocks(dst_gpu, std::span<const std::uint64_t>(r.prefix_keys).first(pins.blocks),
-                 pins.generation);
-  }
+  tiers_->give_back(r.prefix, dst_gpu, pins);
   if (dst.worker->up() && router_.holds(dst_gpu, r.rec.id)) unreserve(dst_gpu, r);
   if (trigger == MoveTrigger::kHandoff) {
     after_handoff(r, e);
@@ -326,16 +288,9 @@ void ServingModel::after_handoff(Request& r, const MoveEnding& e) {
   });
 }
 
-void ServingModel::land(Request& r, int dst_gpu, int src_gpu, Pins pins) {
+void ServingModel::land(Request& r, int dst_gpu, int src_gpu, PrefixPins pins) {
   if (src_gpu >= 0 && router_.holds(src_gpu, r.rec.id)) unreserve(src_gpu, r);
-  if (pins.blocks > 0) {  // the destination's cached prefix is the request's own from now
-    unpin_prefix(r);      // pins of a cache lost with a failed GPU
-    if (gpus_[dst_gpu].cache->generation() == pins.generation) {
-      r.pinned = pins.blocks;
-      r.pin_gpu = dst_gpu;
-      r.pin_generation = pins.generation;
-    }
-  }
+  tiers_->take_pins(r.prefix, dst_gpu, pins);  // the destination's cached prefix is its own
   const int dst_node = gpus_[dst_gpu].node;
   r.gpu = dst_gpu;
   r.phase = Phase::kDecoding;
@@ -357,15 +312,6 @@ void ServingModel::rehome_replica(Request& r, int node) {
   // lost, or had no room) is placed again.
   if (r.replica < 0 && spec_.protection.mode != ProtectionMode::kNone) protect(r, node);
   if (r.replica >= 0 && r.replicated < r.context) r.unstreamed = r.context - r.replicated;
-}
-
-ServingModel::PrefixRun ServingModel::cached_at(const Request& r, int gpu) const {
-  const PrefixCache* cache = gpus_[gpu].cache.get();
-  // The move pins what it reuses and hands the pins over when it lands (after the source's
-  // are given back); a request never pins one cache twice.
-  const bool pinned_here = r.pin_gpu == gpu && cache && cache->generation() == r.pin_generation;
-  if (!cache || r.prefix_keys.empty() || pinned_here) return {};
-  return prefix_run(r, gpu);
 }
 
 void ServingModel::fail_request(Request& r, const std::string& reason) {

@@ -29,7 +29,7 @@ std::int64_t ServingModel::book_growth(int gpu, std::span<const DecodeState> bat
       const Request& r = request(s.request);
       const std::int64_t tokens =
           std::min(s.context + k, r.rec.prompt_tokens + r.rec.output_tokens);
-      bytes += std::max<std::int64_t>(0, block_bytes(r.rec.deployment, tokens) - r.reserved);
+      bytes += std::max<std::int64_t>(0, deployment(r).block_bytes(tokens) - r.reserved);
     }
     return bytes;
   };
@@ -61,12 +61,12 @@ std::int64_t ServingModel::book_growth(int gpu, std::span<const DecodeState> bat
   for (const DecodeState& s : batch) {
     Request& r = request(s.request);
     const std::int64_t tokens = std::min(s.context + lo, r.rec.prompt_tokens + r.rec.output_tokens);
-    const std::int64_t more = block_bytes(r.rec.deployment, tokens) - r.reserved;
+    const std::int64_t more = deployment(r).block_bytes(tokens) - r.reserved;
     if (more <= 0) continue;
     router_.grow(gpu, r.rec.id, more);
     r.reserved += more;
   }
-  fit_cache(gpu);  // the room it took may have held unpinned prefix blocks
+  tiers_->fit_cache(gpu);  // the room it took may have held unpinned prefix blocks
   return lo;
 }
 
@@ -77,10 +77,10 @@ void ServingModel::preempt(Request& r, int gpu) {
   unreserve(gpu, r);  // its blocks, and its pins of cached prefix blocks
   r.gpu = -1;
   r.phase = Phase::kPreempted;
-  r.reserved = block_bytes(r.rec.deployment, r.context);  // what resuming books
+  r.reserved = deployment(r).block_bytes(r.context);  // what resuming books
   const int node = node_of(gpu);
   // A request that outgrows the GPU on its own would be preempted forever.
-  const std::int64_t next = block_bytes(r.rec.deployment, r.context + 1);
+  const std::int64_t next = deployment(r).block_bytes(r.context + 1);
   if (next > router_.capacity(gpu)) {
     r.phase = Phase::kDone;
     r.rec.outcome = RequestOutcome::kFailed;
@@ -95,10 +95,10 @@ void ServingModel::preempt(Request& r, int gpu) {
   if (spec_.serving.preemption->mode == PreemptionSpec::Mode::kSwap) {
     if (replicas_->room(node) >= r.reserved) {
       replicas_->book_swap(node, r.reserved);
-      fit_host_tier(node);  // the host prefix tier keeps what is left
+      tiers_->fit_host_tier(node);  // the host prefix tier keeps what is left
       r.swap_node = node;
       r.swap_bytes = r.reserved;
-      r.swap_ready_ns = host_copy(gpu, false, r.reserved).ns;
+      r.swap_ready_ns = links_.copy(gpu, false, r.reserved).ns;
       ++st.swap_outs;
       st.swap_out_bytes += r.reserved;
       swapped_bytes_ += r.reserved;
@@ -130,7 +130,7 @@ void ServingModel::drop_swap(Request& r) {
 }
 
 bool ServingModel::resume(Request& r) {
-  unpin_prefix(r);  // pins of a cache lost with a failed GPU
+  tiers_->unpin(r.prefix);  // pins of a cache lost with a failed GPU
   PreemptionStats& st = result_.preemption;
   const std::uint64_t id = r.rec.id;
   if (r.swap_node >= 0 && (!node_up_[r.swap_node] || node_draining_[r.swap_node])) drop_swap(r);
@@ -144,7 +144,7 @@ bool ServingModel::resume(Request& r) {
     reserve(gpu, r);
     r.gpu = gpu;
     r.phase = Phase::kResuming;
-    const SimTime in = host_copy(gpu, true, r.reserved, SimTime{r.swap_ready_ns});
+    const SimTime in = links_.copy(gpu, true, r.reserved, SimTime{r.swap_ready_ns});
     sim_.schedule_at(in, [this, id, gpu, epoch = r.epoch] {
       Request* q = find_request(id);
       if (!q || q->epoch != epoch || q->phase != Phase::kResuming) return;
@@ -162,14 +162,14 @@ bool ServingModel::resume(Request& r) {
   const int gpu = router_.route(r.reserved, -1, deployment(r).decode_pools);
   if (gpu < 0) return false;
   std::int64_t cached = 0;
-  if (gpus_[gpu].cache && !r.prefix_keys.empty()) {
-    const std::size_t hit = prefix_run(r, gpu).in_hbm;
+  if (tiers_->caches(gpu) && !r.prefix.keys.empty()) {
+    const std::size_t hit = tiers_->run(r.prefix, r.rec.prompt_tokens, gpu).in_hbm;
     if (hit > 0) {
-      pin_prefix(r, gpu, hit);
+      tiers_->pin(r.prefix, gpu, hit);
       cached = static_cast<std::int64_t>(hit) * spec_.serving.prefix_cache.block_tokens;
     }
   }
-  reserve(gpu, r, r.reserved - pinned_bytes(r));
+  reserve(gpu, r, r.reserved - tiers_->pinned_bytes(r.prefix));
   r.gpu = gpu;
   r.phase = Phase::kResuming;
   ++st.recomputes;
