@@ -79,7 +79,7 @@ void ServingModel::admit_pending() {
 void ServingModel::start_prefill(Request& r, int gpu) {
   Gpu& g = gpus_[gpu];
   // A prefill-pool GPU holds only the prompt's KV, until the handoff lands.
-  const bool handoff = on_prefill_pool(gpu);
+  const bool handoff = gpus_[gpu].prefill_only;
   const std::int64_t booked = handoff ? deployment(r).block_bytes(r.rec.prompt_tokens) : r.reserved;
   // Prefix caching: reuse the longest cached run of the prompt's blocks, prefill the rest.
   SimTime load;

@@ -105,7 +105,7 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
     if (Request& r = request(id); r.swap_node == node) drop_swap(r);
   }
   for (Request& r : requests_) {
-    if (r.phase != Phase::kDone && r.replica < 0 && r.gpu >= 0 && !on_prefill_pool(r.gpu) &&
+    if (r.phase != Phase::kDone && r.replica < 0 && r.gpu >= 0 && !gpus_[r.gpu].prefill_only &&
         spec_.protection.mode != ProtectionMode::kNone) {
       protect(r, node_of(r.gpu));
       r.unstreamed = r.context;
@@ -252,28 +252,6 @@ void ServingModel::rebalance_check() {
   }
   if (sim_.now().ns + from_seconds(rb.check_interval).ns < end_ns_) {
     sim_.schedule_after(from_seconds(rb.check_interval), [this] { rebalance_check(); });
-  }
-}
-
-void ServingModel::sample_links() {
-  const SimTime interval = from_seconds(spec_.link_sample_interval);
-  const std::vector<LinkCounter>& now = fabric_.link_counters();
-  // Utilisation is the mean over the interval just ended: the bytes the direction carried
-  // in it over what its capacity now could carry (a link degraded during the interval reads
-  // against its new capacity; capped at 1).
-  const double span_s = spec_.link_sample_interval.value;
-  for (std::size_t i = 0; i < now.size() && i < last_link_bytes_.size(); ++i) {
-    const std::int64_t bytes = now[i].bytes - last_link_bytes_[i];
-    last_link_bytes_[i] = now[i].bytes;
-    const double capacity_bits = now[i].capacity_bps * span_s;
-    const double util =
-        capacity_bits > 0 ? std::min(1.0, 8.0 * static_cast<double>(bytes) / capacity_bits) : 0.0;
-    // Idle directions are left out: memory and links.csv grow with traffic, not with links.
-    if (bytes == 0) continue;
-    result_.link_samples.push_back({sim_.now().ns, now[i].name, util, bytes, now[i].capacity_bps});
-  }
-  if (sim_.now().ns + interval.ns <= end_ns_) {
-    sim_.schedule_after(interval, [this] { sample_links(); });
   }
 }
 

@@ -35,7 +35,9 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
       pool_costs_(std::move(pool_costs)),
       strategy_(strategy),
       policy_(make_move_policy(strategy)),
-      records_(records),
+      books_(result_, records),
+      link_sampler_(sim, fabric, spec.link_sample_interval, from_seconds(spec.duration).ns,
+                    result_.link_samples),
       workload_(scenario_workload(spec)),
       router_(spec.pools.empty() ? spec.policies.router : spec.pools.front().router,
               derive_seed(spec.seed, 2)),
@@ -50,7 +52,15 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
           }) {
   result_.strategy = strategy_name(strategy);
   end_ns_ = from_seconds(spec.duration).ns;
-  make_move_engine();
+  // The move engine sees the model through the port.
+  port_ = std::make_unique<Port>(*this);
+  MoveEngineConfig engine;
+  engine.engine = engine_;
+  engine.max_inflight_per_destination = spec.transfer_engine.max_inflight_per_destination;
+  engine.stall_timeout = spec.transfer_engine.stall_timeout;
+  engine.nodes = spec.cluster.nodes.size();
+  engine.end_ns = end_ns_;
+  move_engine_ = std::make_unique<MoveEngine>(sim_, fabric_, *port_, result_, std::move(engine));
   const std::size_t n = spec.cluster.nodes.size();
   node_deployment_.assign(n, -1);
   set_up_deployments();
@@ -81,7 +91,7 @@ ServingModel::ServingModel(Simulator& sim, Fabric& fabric, const SimulationSpec&
   set_up_stores();
   result_.gpus = static_cast<std::int64_t>(gpus_.size());
   for (auto& g : gpus_) g.worker->set_horizon(SimTime{end_ns_});
-  if (records_.sink) records_.sink->begin_run(result_.strategy);
+  if (records.sink) records.sink->begin_run(result_.strategy);
 }
 
 void ServingModel::set_up_deployments() {
@@ -118,7 +128,10 @@ void ServingModel::add_gpus(int i, std::int64_t epoch_cap) {
   const ClusterNode& node = spec.cluster.nodes[static_cast<std::size_t>(i)];
   const int d = deployment_serving(spec, node.pool);
   node_deployment_[static_cast<std::size_t>(i)] = d;
-  if (d != 0 && &costs_of(i) == &costs_) {  // costs_ prices deployment 0
+  const auto pool = static_cast<std::size_t>(node.pool);
+  const ServingCosts& costs =
+      pool < pool_costs_.size() && pool_costs_[pool] ? *pool_costs_[pool] : costs_;
+  if (d != 0 && &costs == &costs_) {  // costs_ prices deployment 0
     throw std::logic_error("node " + node.name + " serves deployment " + std::to_string(d) +
                            " but has no costs of its own model");
   }
@@ -132,25 +145,27 @@ void ServingModel::add_gpus(int i, std::int64_t epoch_cap) {
   for (int g = 0; g < node.gpu_count; ++g) {
     Gpu& gpu = gpus_.emplace_back();
     gpu.node = i;
+    gpu.costs = &costs;
+    gpu.prefill_only = !spec.pools.empty() && spec.pools[pool].role == PoolRole::kPrefill;
     const std::int64_t capacity = node.hbm_per_gpu.count - weights;
     if (capacity <= 0) {
       throw std::runtime_error("node " + node.name + ": the weights of " + dep.spec.model.name +
                                " do not fit in HBM");
     }
     const int index = router_.add_gpu(i, capacity, node.pool);
-    gpu.worker = std::make_unique<GpuWorker>(sim_, *this, costs_of(i), index,
+    gpu.worker = std::make_unique<GpuWorker>(sim_, *this, costs, index,
                                              "gpu:" + node.name + "/" + std::to_string(g),
                                              spec.serving.max_batch, epoch_cap, result_.gpu_time,
-                                             records_.trace ? &result_.trace : nullptr);
+                                             books_.options().trace ? &result_.trace : nullptr);
     gpu.worker->set_batch_reconstructions(spec.predictors.batch_reconstruction);
     gpu.worker->set_prefill_chunk(spec.serving.prefill_chunk_tokens);
     gpu.worker->set_growth_booking(spec.serving.preemption.has_value());
     links_.add_gpu();
     node_gpus_[static_cast<std::size_t>(i)].push_back(index);
     if (g == 0 && dep.spec.proxy_kv && dep.spec.proxy_kv->placement == ProxyPlacement::kProxyGpu) {
-      proxy_gpus_[static_cast<std::size_t>(i)] =
-          std::make_unique<GpuWorker>(sim_, *this, costs_of(i), -1, "proxy:" + node.name, 1, 1,
-                                      result_.gpu_time, records_.trace ? &result_.trace : nullptr);
+      proxy_gpus_[static_cast<std::size_t>(i)] = std::make_unique<GpuWorker>(
+          sim_, *this, costs, -1, "proxy:" + node.name, 1, 1, result_.gpu_time,
+          books_.options().trace ? &result_.trace : nullptr);
     }
   }
 }
@@ -184,7 +199,7 @@ void ServingModel::set_up_stores() {
     const int d = node_deployment_[static_cast<std::size_t>(g.node)];
     tier_gpus.push_back({g.node,
                          deployments_[static_cast<std::size_t>(d)].block_bytes(prefix.block_tokens),
-                         &costs_of(g.node)});
+                         g.costs});
   }
   tiers_ = std::make_unique<PrefixTiers>(
       prefix,
@@ -235,23 +250,11 @@ void ServingModel::Deployment::protect_with(ProtectionMode mode) {
 
 int ServingModel::node_of(int gpu) const { return gpus_[gpu].node; }
 
-const ServingCosts& ServingModel::costs_of(int node) const {
-  const auto pool = static_cast<std::size_t>(spec_.cluster.nodes[node].pool);
-  return pool < pool_costs_.size() && pool_costs_[pool] ? *pool_costs_[pool] : costs_;
-}
-
-bool ServingModel::on_prefill_pool(int gpu) const {
-  const int pool = spec_.cluster.nodes[node_of(gpu)].pool;
-  return !spec_.pools.empty() && spec_.pools[pool].role == PoolRole::kPrefill;
-}
-
 // HBM bookings live in the router, which checks them.
 void ServingModel::reserve(int gpu, const Request& r, std::int64_t bytes) {
   router_.reserve(gpu, r.rec.id, bytes);
   tiers_->fit_cache(gpu);  // the room it took may have held unpinned prefix blocks
 }
-
-void ServingModel::reserve(int gpu, const Request& r) { reserve(gpu, r, r.reserved); }
 
 void ServingModel::unreserve(int gpu, Request& r) {
   router_.release(gpu, r.rec.id);
@@ -271,10 +274,7 @@ void ServingModel::start() {
     sim_.schedule_after(from_seconds(spec_.policies.rebalance.check_interval),
                         [this] { rebalance_check(); });
   }
-  for (const LinkCounter& c : fabric_.link_counters()) last_link_bytes_.push_back(c.bytes);
-  if (spec_.link_sample_interval.value > 0) {
-    sim_.schedule_after(from_seconds(spec_.link_sample_interval), [this] { sample_links(); });
-  }
+  link_sampler_.start();
 }
 
 RunResult ServingModel::finish() {
@@ -288,14 +288,14 @@ RunResult ServingModel::finish() {
     if (r.phase != Phase::kDone) {
       r.rec.outcome = RequestOutcome::kUnfinished;
       if (r.gpu >= 0) r.rec.final_node = spec_.cluster.nodes[node_of(r.gpu)].name;
-      if (r.rec.reason.empty()) r.rec.reason = unfinished_reason(r);
+      if (r.rec.reason.empty()) r.rec.reason = r.unfinished_reason();
       if (!can_be_served(r)) {
         r.rec.outcome = RequestOutcome::kFailed;
         r.rec.reason =
             "every GPU of its deployment was down at the end of the run (" + r.rec.reason + ")";
       }
     }
-    record(r.rec);
+    books_.add(r.rec);
   }
   requests_.clear();
   tiers_->close(result_.host_links);
@@ -316,28 +316,10 @@ ServingModel::Request* ServingModel::find_request(std::uint64_t id) {
 
 void ServingModel::retire_done() {
   while (!requests_.empty() && requests_.front().phase == Phase::kDone) {
-    record(requests_.front().rec);
+    books_.add(requests_.front().rec);
     requests_.pop_front();
     ++first_live_;
   }
-}
-
-void ServingModel::record(const RequestRecord& r) {
-  result_.tally.add(r);
-  if (!result_.deployments.empty()) {
-    result_.deployments[static_cast<std::size_t>(r.deployment)].tally.add(r);
-  }
-  if (records_.sink) records_.sink->request(r);
-  if (records_.keep) result_.requests.push_back(r);
-}
-
-void ServingModel::record(const MoveRecord& m) {
-  result_.tally.add(m);
-  if (!result_.deployments.empty()) {
-    result_.deployments[static_cast<std::size_t>(m.deployment)].tally.add(m);
-  }
-  if (records_.sink) records_.sink->move(m);
-  if (records_.keep) result_.moves.push_back(m);
 }
 
 bool ServingModel::can_be_served(const Request& r) const {
@@ -348,8 +330,8 @@ bool ServingModel::can_be_served(const Request& r) const {
   return false;
 }
 
-std::string ServingModel::unfinished_reason(const Request& r) const {
-  switch (r.phase) {
+std::string ServingModel::Request::unfinished_reason() const {
+  switch (phase) {
     case Phase::kQueued:
       return "waiting for a GPU with room";
     case Phase::kPrefill:
@@ -361,10 +343,10 @@ std::string ServingModel::unfinished_reason(const Request& r) const {
     case Phase::kMoving:
       return "waiting to recover (failure not yet detected)";
     case Phase::kPreempted:
-      return r.swap_node >= 0 ? "preempted: swapped out to host DRAM, waiting for room on its node"
-                              : "preempted: waiting for a GPU with room to recompute";
+      return swap_node >= 0 ? "preempted: swapped out to host DRAM, waiting for room on its node"
+                            : "preempted: waiting for a GPU with room to recompute";
     case Phase::kResuming:
-      return r.swap_node >= 0 ? "preempted: swapping back in" : "preempted: recomputing";
+      return swap_node >= 0 ? "preempted: swapping back in" : "preempted: recomputing";
     case Phase::kDone:
       return "";
   }

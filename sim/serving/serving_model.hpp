@@ -71,6 +71,7 @@
 #include "sim/serving/fabric.hpp"
 #include "sim/serving/gpu_worker.hpp"
 #include "sim/serving/host_links.hpp"
+#include "sim/serving/link_sampler.hpp"
 #include "sim/serving/move_engine.hpp"
 #include "sim/serving/move_policy.hpp"
 #include "sim/serving/path_faults.hpp"
@@ -80,6 +81,7 @@
 #include "sim/serving/replica_streams.hpp"
 #include "sim/serving/request_router.hpp"
 #include "sim/serving/results.hpp"
+#include "sim/serving/run_books.hpp"
 #include "sim/serving/serving_costs.hpp"
 #include "sim/simulator.hpp"
 #include "sim/spec.hpp"
@@ -138,8 +140,6 @@ class ServingModel final : public GpuListener {
   void add_gpus(int i, std::int64_t epoch_cap);
   /// The storage tier, the predictor source, the replica store and preloaded predictors.
   void set_up_stores();
-  /// Builds the port and the move engine (after end_ns_ is known).
-  void make_move_engine();
 
   // Workload, admission and prefill (serving_admission.cpp).
   void schedule_next_arrival();
@@ -161,8 +161,6 @@ class ServingModel final : public GpuListener {
   void fetch_then_prefill(Request& r, int gpu, std::size_t blocks, SimTime ready, GpuJob job);
   /// P/D: hands a prefilled request to a decode pool once it may go (scores, room, a slot).
   void try_handoff(Request& r);
-  bool on_prefill_pool(int gpu) const;
-  const ServingCosts& costs_of(int node) const;
 
   // Preemption (serving_preemption.cpp).
   /// Takes `r` off `gpu` (the worker drops it from its batch): its bookings are given back,
@@ -205,8 +203,6 @@ class ServingModel final : public GpuListener {
   /// The move's record as planned (the engine adds what happens).
   MoveRecord move_record(const Request& r, const MoveOrder& o, const MoveChoice& c,
                          MoveTrigger trigger) const;
-  /// Whether a move into `node` may take one of its transfer slots now.
-  bool slot_free(int node) const { return move_engine_->slot_free(node); }
   /// What a move's end means for its request: it lands (done), retries (failed) or is
   /// re-planned (cancelled); a failed handoff falls back to a decode-side prefill.
   void after_move(const MoveEnding& e);
@@ -239,7 +235,6 @@ class ServingModel final : public GpuListener {
   void path_fault(int src, int dst, EventKind kind);
   void path_repair(int src, int dst);
   void rebalance_check();
-  void sample_links();
 
   void fail_request(Request& r, const std::string& reason);
   /// nullptr once the request is retired (done, and every earlier request too).
@@ -249,10 +244,6 @@ class ServingModel final : public GpuListener {
   /// Records and frees the done requests at the front of requests_ (id order). Called only
   /// from top-level events (arrivals), never while a caller holds a Request&.
   void retire_done();
-  void record(const RequestRecord& r);
-  void record(const MoveRecord& m);
-  /// What a request still running at the end was doing.
-  std::string unfinished_reason(const Request& r) const;
   /// Whether a GPU of the request's deployment is up: without one, nothing could ever serve
   /// it, and at the end of the run it counts as failed, not unfinished.
   bool can_be_served(const Request& r) const;
@@ -263,7 +254,6 @@ class ServingModel final : public GpuListener {
   /// The deployment a GPU node serves (its pool's).
   Deployment& served_at(int node);
   void reserve(int gpu, const Request& r, std::int64_t bytes);
-  void reserve(int gpu, const Request& r);  ///< its final KV size
   /// Gives back all `r` books on `gpu`, its prefix-cache pins there included.
   void unreserve(int gpu, Request& r);
   /// Tells the router whether `gpu` takes new work (up, node not draining).
@@ -276,8 +266,9 @@ class ServingModel final : public GpuListener {
   std::vector<const ServingCosts*> pool_costs_;
   Strategy strategy_;
   std::unique_ptr<MovePolicy> policy_;  ///< how the strategy picks each move
-  RecordOptions records_;
   RunResult result_;
+  RunBooks books_;  ///< where request and move records go
+  LinkSampler link_sampler_;
   Workload workload_;
   RequestRouter router_;  ///< HBM bookings and the routing policy
   /// The models served (one unless spec.deployments names several); built once, never resized
@@ -307,8 +298,7 @@ class ServingModel final : public GpuListener {
   std::deque<std::pair<std::uint64_t, std::uint32_t>> pending_handoffs_;
   bool admit_scheduled_ = false;  ///< an admit_pending() event is on its way
   std::unique_ptr<Port> port_;
-  std::unique_ptr<MoveEngine> move_engine_;    ///< the moves in flight, by request
-  std::vector<std::int64_t> last_link_bytes_;  ///< per link direction, at the last sample
+  std::unique_ptr<MoveEngine> move_engine_;  ///< the moves in flight, by request
   std::vector<std::pair<int, ReplicaStreams::Part>> due_flushes_;  ///< on_decoded's scratch
   int storage_node_ = -1;
   int predictor_source_ = -1;

@@ -39,6 +39,9 @@ struct alignas(64) ServingModel::Request {
   int swap_node = -1;
   std::int64_t swap_bytes = 0;
   std::int64_t swap_ready_ns = 0;
+
+  /// What it was doing when the run ended unfinished.
+  std::string unfinished_reason() const;
 };
 
 /// The serving model numbers nodes with int (-1: none); the fabric takes a real one.
@@ -89,6 +92,8 @@ inline ServingModel::Deployment& ServingModel::served_at(int node) {
 struct ServingModel::Gpu {
   std::unique_ptr<GpuWorker> worker;
   int node = 0;
+  const ServingCosts* costs = nullptr;  ///< its pool's model and GPU
+  bool prefill_only = false;            ///< in a prefill pool (P/D): it hands requests off
 };
 
 /// The serving model as the move engine sees it.
@@ -126,7 +131,7 @@ class ServingModel::Port final : public MovePort {
   }
   int storage_node() const override { return m_.tiers_->storage_node(); }
   std::int64_t storage_block_bytes() const override { return m_.tiers_->storage_block_bytes(); }
-  void record(const MoveRecord& rec) override { m_.record(rec); }
+  void record(const MoveRecord& rec) override { m_.books_.add(rec); }
   void slot_freed() override { m_.admit_soon(); }  // waiting handoffs and recoveries may take it
   void move_ended(const MoveEnding& ending) override { m_.after_move(ending); }
 

@@ -51,7 +51,7 @@ MoveCandidate ServingModel::candidate(Strategy s, const Request& r,
   MoveRoute route = route_of(plan, src, node_of(gpu));
   route.host_link_backlog_ns = links_.backlog_to_gpu(gpu).ns;
   const std::int64_t backlog = gpus_[gpu].worker->backlog().ns;
-  const cost_model::ComputeCosts& compute = costs_of(node_of(gpu)).compute();
+  const cost_model::ComputeCosts& compute = gpus_[gpu].costs->compute();
   plan = cost_model::balance_hybrid(std::move(plan), d.methods, route, backlog, compute);
   const cost_model::MoveEstimate e =
       cost_model::estimate_move(plan, d.methods, route, backlog, compute);
@@ -78,17 +78,6 @@ MoveChoice ServingModel::choose_move(const Request& r, bool from_replica, int sr
 
 // ------------------------------------------------------------ execution
 
-void ServingModel::make_move_engine() {
-  port_ = std::make_unique<Port>(*this);
-  MoveEngineConfig config;
-  config.engine = engine_;
-  config.max_inflight_per_destination = spec_.transfer_engine.max_inflight_per_destination;
-  config.stall_timeout = spec_.transfer_engine.stall_timeout;
-  config.nodes = spec_.cluster.nodes.size();
-  config.end_ns = end_ns_;
-  move_engine_ = std::make_unique<MoveEngine>(sim_, fabric_, *port_, result_, std::move(config));
-}
-
 void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
                               std::int64_t stall_since) {
   if (r.phase == Phase::kDone || move_engine_->moving(r.rec.id)) return;
@@ -98,7 +87,7 @@ void ServingModel::start_move(Request& r, MoveTrigger trigger, int from_node,
   // weighs them all. A node whose transfer slots are all taken is not a destination now.
   RequestRouter::Accept accept;
   if (spec_.transfer_engine.max_inflight_per_destination > 0) {
-    accept = [this](int node) { return slot_free(node); };
+    accept = [this](int node) { return move_engine_->slot_free(node); };
   }
   // A recovery may land on its own node (a failed GPU is closed; a repaired node is empty).
   const int exclude = from_replica ? -1 : from_node;
@@ -154,7 +143,7 @@ MoveOrder ServingModel::book_destination(Request& r, const MoveChoice& c) {
       static_cast<std::size_t>(c.option.plan.cached_tokens /
                                std::max<std::int64_t>(spec_.serving.prefix_cache.block_tokens, 1));
   if (cached_blocks == 0) {
-    reserve(c.option.destination, r);
+    reserve(c.option.destination, r, r.reserved);
     return o;
   }
   const PrefixTiers::MoveLoad load =
@@ -351,7 +340,7 @@ void ServingModel::close_moves() {
       rec.note = "no GPU up to recover on";
       r.rec.reason = "waiting to recover: no GPU up";
     }
-    record(rec);
+    books_.add(rec);
   }
 }
 

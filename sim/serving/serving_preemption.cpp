@@ -141,7 +141,7 @@ bool ServingModel::resume(Request& r) {
         r.reserved, -1, 1, deployment(r).decode_pools, [node](int n) { return n == node; });
     if (gpus.empty()) return false;
     const int gpu = gpus.front();
-    reserve(gpu, r);
+    reserve(gpu, r, r.reserved);
     r.gpu = gpu;
     r.phase = Phase::kResuming;
     const SimTime in = links_.copy(gpu, true, r.reserved, SimTime{r.swap_ready_ns});

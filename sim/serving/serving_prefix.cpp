@@ -24,7 +24,7 @@ int ServingModel::route_arrival(const Request& r) {
     const PrefixRun run = tiers_->run(r.prefix, prompt, gpu);
     const std::int64_t cached = static_cast<std::int64_t>(run.blocks()) * block_tokens;
     const std::int64_t ns =
-        g.worker->backlog().ns + run.load.ns + costs_of(g.node).extend(cached, prompt - cached).ns;
+        g.worker->backlog().ns + run.load.ns + g.costs->extend(cached, prompt - cached).ns;
     const auto share = [&](int i) {
       return static_cast<double>(router_.reserved(i)) / static_cast<double>(router_.capacity(i));
     };

@@ -48,7 +48,7 @@ void ServingModel::drop_replica(Request& r) {
   while (!unprotected_.empty()) {
     Request* q = find_request(unprotected_.front());
     if (!q || q->phase == Phase::kDone || q->replica >= 0 || q->gpu < 0 ||
-        on_prefill_pool(q->gpu)) {
+        gpus_[q->gpu].prefill_only) {
       unprotected_.pop_front();  // gone, moving (it is placed again where it lands), or P/D
       continue;
     }
