@@ -23,9 +23,12 @@ void ServingModel::schedule_next_arrival() {
 }
 
 void ServingModel::on_arrival(const RequestArrival& a) {
-  retire_done();
-  if (first_live_ + requests_.size() != a.id) throw std::logic_error("request ids must be dense");
-  Request& req = requests_.emplace_back();
+  // The done requests at the front are recorded and freed here, in a top-level event, never
+  // while a caller holds a Request&.
+  requests_.retire_while([](const Request& r) { return r.phase == Phase::kDone; },
+                         [this](const Request& r) { books_.add(r.rec); });
+  if (requests_.next_id() != a.id) throw std::logic_error("request ids must be dense");
+  Request& req = requests_.add();
   req.rec.id = a.id;
   req.rec.prompt_tokens = a.prompt_tokens;
   req.rec.output_tokens = a.output_tokens;
@@ -54,12 +57,12 @@ void ServingModel::admit_pending() {
   for (std::size_t n = pending_recoveries_.size(); n > 0 && !pending_recoveries_.empty(); --n) {
     const PendingRecovery p = pending_recoveries_.front();
     pending_recoveries_.pop_front();
-    start_move(request(p.request), MoveTrigger::kFailure, p.from_node, p.stall_since);
+    start_move(requests_.at(p.request), MoveTrigger::kFailure, p.from_node, p.stall_since);
   }
   for (std::size_t n = pending_handoffs_.size(); n > 0 && !pending_handoffs_.empty(); --n) {
     const auto [id, epoch] = pending_handoffs_.front();
     pending_handoffs_.pop_front();
-    Request* r = find_request(id);
+    Request* r = requests_.find(id);
     if (r && r->epoch == epoch && r->phase == Phase::kHandingOff) try_handoff(*r);
   }
   // Then preempted requests, before new arrivals (vLLM's order). Each deployment's
@@ -67,7 +70,7 @@ void ServingModel::admit_pending() {
   if (!preempted_.empty()) resume_preempted();
   for (Deployment& d : deployments_) {
     while (!d.pending.empty()) {
-      Request& r = request(d.pending.front());
+      Request& r = requests_.at(d.pending.front());
       const int gpu = route_arrival(r);
       if (gpu < 0) break;
       d.pending.pop_front();
@@ -100,7 +103,7 @@ void ServingModel::start_prefill(Request& r, int gpu) {
   GpuJob prefill{
       JobKind::kPrefill, id, r.rec.prompt_tokens - cached,
       [this, id, epoch, gpu, handoff, booked](SimTime, SimTime end) {
-        Request* rp = find_request(id);
+        Request* rp = requests_.find(id);
         if (!rp || rp->epoch != epoch) return;
         if (tiers_->caches(gpu)) tiers_->cache_prompt(rp->prefix, id, gpu, booked);
         rp->context = rp->rec.prompt_tokens;
@@ -136,7 +139,7 @@ void ServingModel::start_prefill(Request& r, int gpu) {
   } else if (load.ns > 0) {
     // Blocks from the host tier cross the host link first; the GPU serves others meanwhile.
     sim_.schedule_after(load, [this, id, epoch, gpu, job = std::move(prefill)]() mutable {
-      Request* rp = find_request(id);
+      Request* rp = requests_.find(id);
       if (rp && rp->epoch == epoch && rp->gpu == gpu) gpus_[gpu].worker->submit(std::move(job));
     });
   } else {
@@ -159,7 +162,7 @@ void ServingModel::start_scoring(const Request& r, int gpu, std::uint32_t epoch)
                             : *g.worker;
     scorer.submit(
         {JobKind::kProxyScore, id, r.rec.prompt_tokens, [this, id, epoch](SimTime, SimTime) {
-           Request* rp = find_request(id);
+           Request* rp = requests_.find(id);
            if (!rp || rp->epoch != epoch) return;
            rp->scored = true;
            if (rp->phase == Phase::kHandingOff) try_handoff(*rp);

@@ -102,7 +102,7 @@ void ServingModel::node_failure(int node, SimTime detection_delay) {
   recover_lost(lost, node, detection_delay);
   // KV swapped out to this node's host DRAM is gone: those requests recompute.
   for (const std::uint64_t id : preempted_) {
-    if (Request& r = request(id); r.swap_node == node) drop_swap(r);
+    if (Request& r = requests_.at(id); r.swap_node == node) drop_swap(r);
   }
   for (Request& r : requests_) {
     if (r.phase != Phase::kDone && r.replica < 0 && r.gpu >= 0 && !gpus_[r.gpu].prefill_only &&
@@ -161,7 +161,7 @@ void ServingModel::recover_lost(const std::vector<std::uint64_t>& lost, int node
                                 SimTime detection_delay) {
   const std::int64_t now = sim_.now().ns;
   for (std::uint64_t id : lost) {
-    Request& r = request(id);
+    Request& r = requests_.at(id);
     if (r.phase == Phase::kDone) continue;
     r.gpu = -1;
     ++r.epoch;
@@ -177,7 +177,7 @@ void ServingModel::recover_lost(const std::vector<std::uint64_t>& lost, int node
     }
     r.phase = Phase::kMoving;
     sim_.schedule_after(detection_delay, [this, id, node, now, epoch = r.epoch] {
-      Request* q = find_request(id);
+      Request* q = requests_.find(id);
       if (q && q->epoch == epoch && q->phase == Phase::kMoving) {
         start_move(*q, MoveTrigger::kFailure, node, now);
       }
@@ -215,7 +215,7 @@ void ServingModel::drain(int node) {
     std::vector<std::uint64_t> members;
     for (const auto& [id, bytes] : router_.members(g)) members.push_back(id);
     for (std::uint64_t id : members) {
-      Request& r = request(id);
+      Request& r = requests_.at(id);
       if (r.phase == Phase::kDecoding) start_move(r, MoveTrigger::kDrain, node, now);
     }
   }
@@ -245,7 +245,7 @@ void ServingModel::rebalance_check() {
     }
     Request* biggest = nullptr;
     for (const auto& [id, bytes] : router_.members(g)) {
-      Request& r = request(id);
+      Request& r = requests_.at(id);
       if (r.phase == Phase::kDecoding && (!biggest || r.context > biggest->context)) biggest = &r;
     }
     if (biggest) start_move(*biggest, MoveTrigger::kRebalance, gpu.node, sim_.now().ns);

@@ -309,19 +309,6 @@ RunResult ServingModel::finish() {
 
 // ------------------------------------------------------------ records
 
-ServingModel::Request* ServingModel::find_request(std::uint64_t id) {
-  if (id < first_live_ || id - first_live_ >= requests_.size()) return nullptr;
-  return &requests_[id - first_live_];
-}
-
-void ServingModel::retire_done() {
-  while (!requests_.empty() && requests_.front().phase == Phase::kDone) {
-    books_.add(requests_.front().rec);
-    requests_.pop_front();
-    ++first_live_;
-  }
-}
-
 bool ServingModel::can_be_served(const Request& r) const {
   for (const Gpu& g : gpus_) {
     if (g.worker->up() && node_deployment_[static_cast<std::size_t>(g.node)] == r.rec.deployment)

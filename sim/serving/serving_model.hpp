@@ -9,13 +9,18 @@
 // It is wiring over small parts, each tested on its own:
 //   RequestRouter   HBM bookings and the routing policy (request_router.hpp)
 //   ReplicaStore    replica placement and the bytes held (replica_store.hpp)
+//   ReplicaStreams  the flushes that carry new KV to replicas (replica_streams.hpp)
 //   PredictorCache  which nodes hold the RISK-KV predictors (predictor_cache.hpp)
-//   PrefixCache     one GPU's reusable prompt blocks (prefix_cache.hpp)
+//   PrefixTiers     reusable prompt blocks: HBM, host, SSD and storage tiers
+//                   (prefix_tiers.hpp, over prefix_cache.hpp)
+//   HostLinks       every GPU's host link, each way (host_links.hpp)
 //   GpuWorker       one GPU's compute timeline (gpu_worker.hpp)
 //   MovePlan        a move's bytes, GPU work, quality and price (cost_model/move_plan.hpp)
 //   MovePolicy      how the run's strategy picks each move (move_policy.hpp)
 //   MoveEngine      a move's life: transferring -> rebuilding -> done | failed
 //                   | cancelled | unfinished, each reached once (move_engine.hpp)
+//   PathFaults, LinkSampler, RunBooks, IdWindow: faults in force, link samples,
+//                   where records go, requests by id
 // Planning a move and what its end means for the request stay here
 // (serving_moves.cpp); the engine sees them through a port of a few verbs.
 //
@@ -58,8 +63,6 @@
 
 #include <cstdint>
 #include <deque>
-#include <functional>
-#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -71,6 +74,7 @@
 #include "sim/serving/fabric.hpp"
 #include "sim/serving/gpu_worker.hpp"
 #include "sim/serving/host_links.hpp"
+#include "sim/serving/id_window.hpp"
 #include "sim/serving/link_sampler.hpp"
 #include "sim/serving/move_engine.hpp"
 #include "sim/serving/move_policy.hpp"
@@ -136,9 +140,9 @@ class ServingModel final : public GpuListener {
   // Set-up (the constructor's steps).
   /// Each deployment's methods, predictor copies and pools.
   void set_up_deployments();
-  /// Node `i`'s GPUs (their HBM room after the weights), prefix tiers and proxy GPU.
+  /// Node `i`'s GPUs (their HBM room after the weights, their costs) and proxy GPU.
   void add_gpus(int i, std::int64_t epoch_cap);
-  /// The storage tier, the predictor source, the replica store and preloaded predictors.
+  /// The predictor source, the replica store, the prefix tiers and preloaded predictors.
   void set_up_stores();
 
   // Workload, admission and prefill (serving_admission.cpp).
@@ -237,13 +241,6 @@ class ServingModel final : public GpuListener {
   void rebalance_check();
 
   void fail_request(Request& r, const std::string& reason);
-  /// nullptr once the request is retired (done, and every earlier request too).
-  Request* find_request(std::uint64_t id);
-  /// A request that cannot have been retired (it runs, waits or moves).
-  Request& request(std::uint64_t id);  // inline, in serving_model_internal.hpp
-  /// Records and frees the done requests at the front of requests_ (id order). Called only
-  /// from top-level events (arrivals), never while a caller holds a Request&.
-  void retire_done();
   /// Whether a GPU of the request's deployment is up: without one, nothing could ever serve
   /// it, and at the end of the run it counts as failed, not unfinished.
   bool can_be_served(const Request& r) const;
@@ -287,9 +284,10 @@ class ServingModel final : public GpuListener {
   PathFaults faults_;       ///< failed and stalled paths, and the sends a stall holds
   ReplicaStreams streams_;  ///< replica flushes in flight
   std::unique_ptr<ReplicaStore> replicas_;  ///< where protected KV is kept, and how much
-  /// Requests from first_live_ on, by id: every live one, and done ones not yet retired.
-  std::deque<Request> requests_;  ///< in place: one pointer less per lookup
-  std::uint64_t first_live_ = 0;
+  /// Requests by id: every live one, and done ones not yet retired. find() is nullptr once
+  /// a request is retired (done, and every earlier one too); at() is for one that cannot have
+  /// been (it runs, waits or moves). In place: one pointer less per lookup.
+  IdWindow<Request> requests_;
   std::set<std::uint64_t> preempted_;  ///< waiting to resume, by id (arrival order)
   std::int64_t swapped_bytes_ = 0;     ///< held in host DRAM by swapped-out requests
   std::deque<PendingRecovery> pending_recoveries_;

@@ -47,10 +47,6 @@ struct alignas(64) ServingModel::Request {
 /// The serving model numbers nodes with int (-1: none); the fabric takes a real one.
 inline NodeId node_id(int node) { return static_cast<NodeId>(node); }
 
-inline ServingModel::Request& ServingModel::request(std::uint64_t id) {
-  return requests_[id - first_live_];
-}
-
 /// One model the run serves (DeploymentSpec) and what it alone holds.
 struct ServingModel::Deployment {
   DeploymentSpec spec;

@@ -193,7 +193,7 @@ void ServingModel::admit_soon() {
 // ------------------------------------------------------------ endings
 
 void ServingModel::after_move(const MoveEnding& e) {
-  Request& r = request(e.request);
+  Request& r = requests_.at(e.request);
   const MoveOutcome outcome = e.outcome;
   const std::string& why = e.why;
   const int src_gpu = e.src_gpu, dst_gpu = e.dst_gpu, from_node = e.from_node;
@@ -218,7 +218,7 @@ void ServingModel::after_move(const MoveEnding& e) {
     if (outcome == MoveOutcome::kCancelled && node_draining_[gpus_[src_gpu].node]) {
       const int node = gpus_[src_gpu].node;
       sim_.schedule_after(SimTime{}, [this, id = r.rec.id, node, stall, epoch = r.epoch] {
-        Request* q = find_request(id);
+        Request* q = requests_.find(id);
         if (q && q->epoch == epoch && q->phase == Phase::kDecoding)
           start_move(*q, MoveTrigger::kDrain, node, stall);
       });
@@ -229,7 +229,7 @@ void ServingModel::after_move(const MoveEnding& e) {
     r.phase = Phase::kMoving;
     sim_.schedule_after(SimTime{},
                         [this, id = r.rec.id, trigger, from_node, stall, epoch = r.epoch] {
-                          Request* q = find_request(id);
+                          Request* q = requests_.find(id);
                           if (q && q->epoch == epoch && q->phase == Phase::kMoving)
                             start_move(*q, trigger, from_node, stall);
                         });
@@ -244,7 +244,7 @@ void ServingModel::after_move(const MoveEnding& e) {
   // The KV that was on its way is gone; recover from the replica (or by replay).
   r.phase = Phase::kMoving;
   sim_.schedule_after(SimTime{}, [this, id = r.rec.id, stall, epoch = r.epoch] {
-    Request* q = find_request(id);
+    Request* q = requests_.find(id);
     if (q && q->epoch == epoch && q->phase == Phase::kMoving)
       start_move(*q, MoveTrigger::kFailure, -1, stall);
   });
@@ -272,7 +272,7 @@ void ServingModel::after_handoff(Request& r, const MoveEnding& e) {
     r.phase = Phase::kHandingOff;
   }
   sim_.schedule_after(SimTime{}, [this, id = r.rec.id, epoch = r.epoch] {
-    Request* q = find_request(id);
+    Request* q = requests_.find(id);
     if (q && q->epoch == epoch && q->phase == Phase::kHandingOff) try_handoff(*q);
   });
 }
@@ -316,10 +316,10 @@ void ServingModel::fail_request(Request& r, const std::string& reason) {
 void ServingModel::close_moves() {
   // Moves still running at the end: their latency so far is a lower bound.
   move_engine_->close([this](std::uint64_t id, const std::string& what) {
-    request(id).rec.reason = "moving: " + what;
+    requests_.at(id).rec.reason = "moving: " + what;
   });
   for (const PendingRecovery& p : pending_recoveries_) {
-    Request* found = find_request(p.request);
+    Request* found = requests_.find(p.request);
     if (!found || found->phase == Phase::kDone) continue;
     Request& r = *found;
     MoveRecord rec;

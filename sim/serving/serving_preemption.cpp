@@ -26,7 +26,7 @@ std::int64_t ServingModel::book_growth(int gpu, std::span<const DecodeState> bat
   auto growth = [&](std::int64_t k) {
     std::int64_t bytes = 0;
     for (const DecodeState& s : batch) {
-      const Request& r = request(s.request);
+      const Request& r = requests_.at(s.request);
       const std::int64_t tokens =
           std::min(s.context + k, r.rec.prompt_tokens + r.rec.output_tokens);
       bytes += std::max<std::int64_t>(0, deployment(r).block_bytes(tokens) - r.reserved);
@@ -38,7 +38,7 @@ std::int64_t ServingModel::book_growth(int gpu, std::span<const DecodeState> bat
     // The latest arrival decoding here leaves; the worker asks again for the rest.
     const RequestRouter::Members& members = router_.members(gpu);
     for (auto it = members.rbegin(); it != members.rend(); ++it) {
-      Request& r = request(it->first);
+      Request& r = requests_.at(it->first);
       if (r.phase != Phase::kDecoding || r.gpu != gpu) continue;
       preempt.push_back(r.rec.id);
       this->preempt(r, gpu);
@@ -59,7 +59,7 @@ std::int64_t ServingModel::book_growth(int gpu, std::span<const DecodeState> bat
     }
   }
   for (const DecodeState& s : batch) {
-    Request& r = request(s.request);
+    Request& r = requests_.at(s.request);
     const std::int64_t tokens = std::min(s.context + lo, r.rec.prompt_tokens + r.rec.output_tokens);
     const std::int64_t more = deployment(r).block_bytes(tokens) - r.reserved;
     if (more <= 0) continue;
@@ -115,7 +115,7 @@ void ServingModel::resume_preempted() {
   // A resumption may preempt others on its GPU (they join the set): walk a snapshot.
   const std::vector<std::uint64_t> waiting(preempted_.begin(), preempted_.end());
   for (const std::uint64_t id : waiting) {
-    Request& r = request(id);
+    Request& r = requests_.at(id);
     if (r.phase == Phase::kPreempted && resume(r)) preempted_.erase(id);
   }
 }
@@ -146,7 +146,7 @@ bool ServingModel::resume(Request& r) {
     r.phase = Phase::kResuming;
     const SimTime in = links_.copy(gpu, true, r.reserved, SimTime{r.swap_ready_ns});
     sim_.schedule_at(in, [this, id, gpu, epoch = r.epoch] {
-      Request* q = find_request(id);
+      Request* q = requests_.find(id);
       if (!q || q->epoch != epoch || q->phase != Phase::kResuming) return;
       ++result_.preemption.swap_ins;
       result_.preemption.swap_in_bytes += q->swap_bytes;
@@ -177,7 +177,7 @@ bool ServingModel::resume(Request& r) {
   st.recompute_cached_tokens += cached;
   gpus_[gpu].worker->submit({JobKind::kRecompute, id, r.context - cached,
                              [this, id, gpu, epoch = r.epoch](SimTime, SimTime) {
-                               Request* q = find_request(id);
+                               Request* q = requests_.find(id);
                                if (q && q->epoch == epoch && q->phase == Phase::kResuming) {
                                  rejoin(*q, gpu);
                                }

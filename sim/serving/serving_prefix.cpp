@@ -45,7 +45,7 @@ void ServingModel::fetch_then_prefill(Request& r, int gpu, std::size_t blocks, S
   const std::uint32_t epoch = r.epoch;
   auto done = [this, id, epoch, gpu, bytes, tokens, ready, job = std::move(job)](
                   bool delivered, const std::string&) mutable {
-    Request* rp = find_request(id);
+    Request* rp = requests_.find(id);
     if (!rp || rp->epoch != epoch || rp->gpu != gpu) return;
     SimTime at = std::max(ready, sim_.now());
     if (delivered) {
@@ -56,7 +56,7 @@ void ServingModel::fetch_then_prefill(Request& r, int gpu, std::size_t blocks, S
       job.tokens += tokens;
     }
     sim_.schedule_at(at, [this, id, epoch, gpu, job = std::move(job)]() mutable {
-      Request* q = find_request(id);
+      Request* q = requests_.find(id);
       if (q && q->epoch == epoch && q->gpu == gpu) gpus_[gpu].worker->submit(std::move(job));
     });
   };

@@ -11,7 +11,7 @@ using namespace serving_detail;
 void ServingModel::on_decoded(int gpu, std::span<const DecodeState> batch, std::int64_t steps) {
   due_flushes_.clear();
   for (const DecodeState& s : batch) {
-    Request& r = request(s.request);
+    Request& r = requests_.at(s.request);
     r.context = s.context;
     r.remaining = s.remaining;
     if (r.replica < 0 || s.remaining <= 0) continue;
@@ -25,7 +25,7 @@ void ServingModel::on_decoded(int gpu, std::span<const DecodeState> batch, std::
 }
 
 void ServingModel::on_finished(int gpu, std::uint64_t id) {
-  Request& r = request(id);
+  Request& r = requests_.at(id);
   (void)gpu;
   r.phase = Phase::kDone;
   r.remaining = 0;
@@ -46,7 +46,7 @@ void ServingModel::drop_replica(Request& r) {
   r.replica = -1;
   // Room came free: the oldest requests still waiting for a replica may take it.
   while (!unprotected_.empty()) {
-    Request* q = find_request(unprotected_.front());
+    Request* q = requests_.find(unprotected_.front());
     if (!q || q->phase == Phase::kDone || q->replica >= 0 || q->gpu < 0 ||
         gpus_[q->gpu].prefill_only) {
       unprotected_.pop_front();  // gone, moving (it is placed again where it lands), or P/D
@@ -90,7 +90,7 @@ void ServingModel::on_flushed(int replica, std::int64_t per_token,
                               std::span<const ReplicaStreams::Part> parts) {
   for (const auto& [id, tokens, epoch] : parts) {
     result_.bytes.replica_stream += tokens * per_token;
-    Request* r = find_request(id);
+    Request* r = requests_.find(id);
     if (!r || r->epoch != epoch || r->phase == Phase::kDone || r->replica != replica) continue;
     r->replicated += tokens;
     r->replica_bytes += tokens * per_token;
