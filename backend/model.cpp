@@ -7,20 +7,44 @@
 #include <string>
 #include <tuple>
 
+#include "backend/decoder_program.hpp"
 #include "cost_model/input_error.hpp"
 #include "kernels/cpu.hpp"
 
 namespace kvshift::backend {
 namespace {
 
-void append_rows(Matrix& m, const Matrix& rows) {
-  const Eigen::Index old = m.rows();
-  if (old == 0) {
-    m = rows;
-    return;
-  }
-  m.conservativeResize(old + rows.rows(), Eigen::NoChange);
-  m.bottomRows(rows.rows()) = rows;
+using kernels::TensorView;
+
+/// Adds `rows` rows to m (their values are written next) and returns a view of them.
+TensorView grow_rows(Matrix& m, Eigen::Index rows) {
+  m.conservativeResize(m.rows() + rows, Eigen::NoChange);
+  return kernels::slice(matrix_view(m), 0, m.rows() - rows, rows);
+}
+
+/// A [1, rows, heads, head_dim] view of a [rows, heads·head_dim] one: the epilogue's
+/// destination layout for one request.
+TensorView one_request(const TensorView& rows, std::int64_t heads) {
+  const std::int64_t hd = rows.shape[1] / heads;
+  TensorView v = rows;
+  v.rank = 4;
+  v.shape = {1, rows.shape[0], heads, hd, 0, 0};
+  v.stride = {rows.shape[0] * rows.stride[0], rows.stride[0], hd, 1, 0, 0};
+  return v;
+}
+
+/// [rows, heads·head_dim] as [rows, heads, head_dim].
+TensorView heads_of(const TensorView& rows, std::int64_t heads) {
+  TensorView v = rows;
+  v.rank = 3;
+  v.shape = {rows.shape[0], heads, rows.shape[1] / heads, 0, 0, 0};
+  v.stride = {rows.stride[0], rows.shape[1] / heads, 1, 0, 0, 0};
+  return v;
+}
+
+TensorView vector_view(const Vector& v) {
+  return kernels::make_view(const_cast<float*>(v.data()), kernels::DType::kF32,
+                            kernels::Device::kHost, {v.size()});
 }
 
 /// Extends layer l's key mask (if the cache has one) over `rows` appended rows: they count.
@@ -52,6 +76,65 @@ kernels::TensorView layer_rows(const Matrix& stat, int layer, int heads) {
                             kernels::DType::kF32, kernels::Device::kHost, {heads, cols});
 }
 
+/// causal_attention's ops, checked: the attention and, with `stats`, the mass of each
+/// statistic asked for into layer `layer`'s rows (lse is sized for them).
+struct AttentionOps {
+  kernels::AttentionDesc attention;
+  std::vector<kernels::AttentionMassDesc> masses;
+};
+
+AttentionOps attention_ops(const TensorView& q, const TensorView& k, const TensorView& v,
+                           const TensorView& out, const cost_model::ModelSpec& m,
+                           AttentionStats* stats, int layer, const KeyMask* key_mask, Matrix& lse) {
+  const std::int64_t keys = k.shape[0];
+  if (key_mask && (key_mask->rows() != keys || key_mask->cols() != m.kv_heads)) {
+    throw std::invalid_argument("causal_attention: the key mask must be [keys, kv_heads]");
+  }
+  if (stats) {
+    bool any = false;
+    for (const Matrix* stat : {&stats->mass, &stats->window_mass, &stats->max}) {
+      if (stat->size() == 0) continue;
+      if (stat->cols() != keys || stat->rows() < std::int64_t{layer + 1} * m.q_heads) {
+        throw std::invalid_argument("causal_attention: statistics not sized for this pass");
+      }
+      any = true;
+    }
+    if (!any) stats = nullptr;
+    if (stats && key_mask) {
+      throw std::invalid_argument(
+          "causal_attention: no attention statistics over a cache pruned per head (key mask)");
+    }
+  }
+  if (stats && (lse.rows() != q.shape[0] || lse.cols() != m.q_heads))
+    lse.resize(q.shape[0], m.q_heads);
+  AttentionOps ops;
+  ops.attention = {
+      .q = q,
+      .k = k,
+      .v = v,
+      .out = out,
+      .lse = stats ? matrix_view(lse) : TensorView{},
+      .key_mask = key_mask ? kernels::make_view(const_cast<std::int32_t*>(key_mask->data()),
+                                                kernels::DType::kI32, kernels::Device::kHost,
+                                                {key_mask->rows(), key_mask->cols()})
+                           : TensorView{}};
+  if (!stats) return ops;
+  using kernels::Reduce;
+  const std::int64_t window_begin = std::max<std::int64_t>(0, q.shape[0] - stats->window);
+  for (const auto& [stat, begin, reduce] : {std::tuple{&stats->mass, std::int64_t{0}, Reduce::kSum},
+                                            {&stats->window_mass, window_begin, Reduce::kSum},
+                                            {&stats->max, std::int64_t{0}, Reduce::kMax}}) {
+    if (stat->size() == 0) continue;
+    ops.masses.push_back({.q = q,
+                          .k = k,
+                          .lse = matrix_view(lse),
+                          .out = layer_rows(*stat, layer, m.q_heads),
+                          .query_begin = begin,
+                          .reduce = reduce});
+  }
+  return ops;
+}
+
 }  // namespace
 
 KvCache KvCache::empty(int layers, std::int64_t width) {
@@ -73,55 +156,109 @@ Matrix rms_norm(const Matrix& x, const Vector& w, double eps) {
   return out;
 }
 
-Model::Model(ModelWeights weights) : w_(std::move(weights)) {}
+Model::Model(ModelWeights weights) : w_(std::move(weights)) {
+  // The epilogue adds one [q|k|v] bias (Qwen2's); the weights keep theirs apart.
+  for (const LayerWeights& l : w_.layers) {
+    Vector& bias = qkv_bias_.emplace_back();
+    if (!l.bq.size()) continue;
+    bias.resize(l.bq.size() + l.bk.size() + l.bv.size());
+    bias << l.bq.transpose(), l.bk.transpose(), l.bv.transpose();
+  }
+}
 
 KvCache Model::new_cache() const {
   return KvCache::empty(spec().layers, std::int64_t{spec().kv_heads} * spec().head_dim);
 }
 
+/// The activations of one pass of `rows` rows, shared by its layers.
+struct Model::PassBuffers {
+  PassBuffers(const cost_model::ModelSpec& m, Eigen::Index rows, bool lse_needed)
+      : h(rows, m.hidden),
+        z(rows, std::int64_t{m.q_heads + 2 * m.kv_heads} * m.head_dim),
+        q(rows, std::int64_t{m.q_heads} * m.head_dim),
+        attn(rows, std::int64_t{m.q_heads} * m.head_dim),
+        gate(rows, m.intermediate),
+        up(rows, m.intermediate),
+        lse(lse_needed ? rows : 0, m.q_heads) {}
+  Matrix h, z, q, attn, gate, up, lse;
+};
+
+DecoderLayerWeights Model::layer_weights(int l, PassBuffers& b) const {
+  const auto& m = spec();
+  const LayerWeights& w = w_.layers[static_cast<std::size_t>(l)];
+  const std::int64_t qd = std::int64_t{m.q_heads} * m.head_dim;
+  const std::int64_t kvd = std::int64_t{m.kv_heads} * m.head_dim;
+  const TensorView z = matrix_view(b.z);
+  return {.attn_norm = vector_view(w.attn_norm),
+          .mlp_norm = vector_view(w.mlp_norm),
+          .qkv = {{matrix_view(w.wq), kernels::slice(z, 1, 0, qd)},
+                  {matrix_view(w.wk), kernels::slice(z, 1, qd, kvd)},
+                  {matrix_view(w.wv), kernels::slice(z, 1, qd + kvd, kvd)}},
+          .wo = matrix_view(w.wo),
+          .gate_up = {{matrix_view(w.w_gate), matrix_view(b.gate)},
+                      {matrix_view(w.w_up), matrix_view(b.up)}},
+          .w_down = matrix_view(w.w_down)};
+}
+
 /// `rows0` is the rows the cache holds before this pass: the causal mask counts rows, RoPE
 /// counts positions (rows0 + cache.evicted).
-void Model::project_qkv(const LayerWeights& w, const Matrix& h, Matrix& q, Matrix& k,
-                        Matrix& v) const {
-  q.noalias() = h * w.wq.transpose();
-  k.noalias() = h * w.wk.transpose();
-  v.noalias() = h * w.wv.transpose();
-  if (w.bq.size()) {
-    q.rowwise() += w.bq;
-    k.rowwise() += w.bk;
-    v.rowwise() += w.bv;
-  }
-}
-
-void Model::finish_layer(const LayerWeights& w, const Matrix& attn, Matrix& x) const {
-  const auto& m = spec();
-  x.noalias() += attn * w.wo.transpose();
-  const Matrix h = rms_norm(x, w.mlp_norm, m.rms_eps);
-  Matrix gate = h * w.w_gate.transpose();
-  const Matrix up = h * w.w_up.transpose();
-  kernels::cpu::swiglu({matrix_view(gate), matrix_view(up), matrix_view(gate)});
-  x.noalias() += gate * w.w_down.transpose();
-}
-
 void Model::layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t rows0,
-                          const ForwardOptions& o, ForwardResult& r) const {
+                          const ForwardOptions& o, ForwardResult& r, PassBuffers& b) const {
   const auto& m = spec();
-  const LayerWeights& w = w_.layers[l];
-  Matrix h = rms_norm(x, w.attn_norm, m.rms_eps);
-  Matrix q, k, v;
-  project_qkv(w, h, q, k, v);
-  if (o.capture_pre_rope_keys) r.pre_rope_keys[l] = k;
-  if (o.capture_attn_inputs) r.attn_inputs[l] = std::move(h);
-  const std::int64_t pos0 = rows0 + cache.evicted;
-  rope(q, m.q_heads, m, pos0);
-  rope(k, m.kv_heads, m, pos0);
-  append_rows(cache.k[l], k);
-  append_rows(cache.v[l], v);
-  append_kept(cache, l, k.rows());
-  Matrix attn;
-  causal_attention(q, cache.k[l], cache.v[l], m, attn, o.stats.any() ? &r.stats : nullptr, l,
-                   mask_of(cache, l));
-  finish_layer(w, attn, x);
+  const Eigen::Index n = x.rows();
+  const std::int64_t qd = std::int64_t{m.q_heads} * m.head_dim;
+  // The cache grows by the pass's rows first: the epilogue writes their K and V in place.
+  const TensorView k_new = grow_rows(cache.k[l], n), v_new = grow_rows(cache.v[l], n);
+  append_kept(cache, l, n);
+  DecoderLayerPass p;
+  p.x = matrix_view(x);
+  p.h = matrix_view(b.h);
+  p.scatter.push_back(epilogue(l, matrix_view(b.z),
+                               {one_request(matrix_view(b.q), m.q_heads),
+                                one_request(k_new, m.kv_heads), one_request(v_new, m.kv_heads)},
+                               rows0 + cache.evicted));
+  p.attn = matrix_view(b.attn);
+  AttentionOps ops =
+      attention_ops(head_view(b.q, m.q_heads), head_view(cache.k[l], m.kv_heads),
+                    head_view(cache.v[l], m.kv_heads), head_view(b.attn, m.q_heads), m,
+                    o.stats.any() ? &r.stats : nullptr, l, mask_of(cache, l), b.lse);
+  p.attention.push_back(ops.attention);
+  p.masses = std::move(ops.masses);
+  p.gate = p.act = matrix_view(b.gate);
+  p.up = matrix_view(b.up);
+  p.eps = static_cast<float>(m.rms_eps);
+  run_decoder_layer(kernels::cpu::Ops{}, layer_weights(l, b), p, [&] {
+    if (o.capture_attn_inputs) r.attn_inputs[l] = b.h;
+    if (o.capture_pre_rope_keys) {
+      r.pre_rope_keys[l] = b.z.middleCols(qd, std::int64_t{m.kv_heads} * m.head_dim);
+      if (const LayerWeights& w = w_.layers[l]; w.bk.size()) r.pre_rope_keys[l].rowwise() += w.bk;
+    }
+  });
+}
+
+kernels::EpilogueDesc Model::epilogue(int l, const TensorView& z, std::array<TensorView, 3> qkv,
+                                      std::int64_t position) const {
+  const auto& m = spec();
+  const std::int64_t qd = std::int64_t{m.q_heads} * m.head_dim;
+  const std::int64_t kvd = std::int64_t{m.kv_heads} * m.head_dim;
+  kernels::EpilogueDesc e;
+  e.z = z;
+  if (const Vector& bias = qkv_bias_[static_cast<std::size_t>(l)]; bias.size()) {
+    e.bias = vector_view(bias);
+  }
+  e.segments = {{0, true, qkv[0]}, {qd, true, qkv[1]}, {qd + kvd, false, qkv[2]}};
+  e.theta = m.rope_theta;
+  e.position_offset = position;
+  return e;
+}
+
+Matrix Model::logits_of(const Matrix& x) const {
+  const auto& m = spec();
+  Matrix h(x.rows(), m.hidden), logits(x.rows(), w_.output().rows());
+  run_decoder_head(kernels::cpu::Ops{}, vector_view(w_.final_norm), matrix_view(w_.output()),
+                   matrix_view(x), matrix_view(h), matrix_view(logits),
+                   static_cast<float>(m.rms_eps));
+  return logits;
 }
 
 Matrix Model::embed_tokens(std::span<const std::int32_t> tokens) const {
@@ -150,27 +287,40 @@ Matrix Model::decode_step(std::span<const std::int32_t> tokens,
   }
   Matrix x = embed_tokens(tokens);
   const auto batch = static_cast<Eigen::Index>(tokens.size());
-  Matrix q, k, v, attn(batch, std::int64_t{m.q_heads} * m.head_dim), one;
+  if (batch == 0) return Matrix(0, w_.output().rows());
+  PassBuffers buffers(m, batch, false);
+  const auto row = [](const Matrix& mat, Eigen::Index b) {
+    return kernels::slice(matrix_view(mat), 0, b, 1);
+  };
   for (int l = 0; l < m.layers; ++l) {
-    const LayerWeights& w = w_.layers[l];
-    project_qkv(w, rms_norm(x, w.attn_norm, m.rms_eps), q, k, v);
+    // The linear layers run over the batch's rows at once; each request's K/V and attention
+    // are its own cache's.
+    DecoderLayerPass p;
     for (Eigen::Index b = 0; b < batch; ++b) {
       KvCache& cache = *caches[static_cast<std::size_t>(b)];
-      const std::int64_t r0 = rows0[static_cast<std::size_t>(b)];
-      Matrix qb = q.row(b), kb = k.row(b);
-      rope(qb, m.q_heads, m, r0 + cache.evicted);
-      rope(kb, m.kv_heads, m, r0 + cache.evicted);
-      append_rows(cache.k[l], kb);
-      append_rows(cache.v[l], v.row(b));
+      const TensorView k_new = grow_rows(cache.k[l], 1), v_new = grow_rows(cache.v[l], 1);
       append_kept(cache, l, 1);
-      causal_attention(qb, cache.k[l], cache.v[l], m, one, nullptr, 0, mask_of(cache, l));
-      attn.row(b) = one;
+      p.scatter.push_back(epilogue(l, row(buffers.z, b),
+                                   {one_request(row(buffers.q, b), m.q_heads),
+                                    one_request(k_new, m.kv_heads), one_request(v_new, m.kv_heads)},
+                                   rows0[static_cast<std::size_t>(b)] + cache.evicted));
+      Matrix unused;
+      p.attention.push_back(attention_ops(heads_of(row(buffers.q, b), m.q_heads),
+                                          head_view(cache.k[l], m.kv_heads),
+                                          head_view(cache.v[l], m.kv_heads),
+                                          heads_of(row(buffers.attn, b), m.q_heads), m, nullptr, 0,
+                                          mask_of(cache, l), unused)
+                                .attention);
     }
-    finish_layer(w, attn, x);
+    p.x = matrix_view(x);
+    p.h = matrix_view(buffers.h);
+    p.attn = matrix_view(buffers.attn);
+    p.gate = p.act = matrix_view(buffers.gate);
+    p.up = matrix_view(buffers.up);
+    p.eps = static_cast<float>(m.rms_eps);
+    run_decoder_layer(kernels::cpu::Ops{}, layer_weights(l, buffers), p, [] {});
   }
-  Matrix logits;
-  logits.noalias() = rms_norm(x, w_.final_norm, m.rms_eps) * w_.output().transpose();
-  return logits;
+  return logits_of(x);
 }
 
 /// The rows every layer of [first, last) holds (they must agree); `what` names the caller.
@@ -196,9 +346,11 @@ void Model::run_layers(int first, int last, Matrix& x, KvCache& cache) const {
     throw std::invalid_argument("run_layers: bad layer range or residual width");
   }
   const std::int64_t pos0 = cached_tokens(cache, first, last, "run_layers");
+  if (x.rows() == 0) return;
   kernels::cpu::apply_threads();
   ForwardResult unused;
-  for (int l = first; l < last; ++l) layer_forward(l, x, cache, pos0, {}, unused);
+  PassBuffers buffers(spec(), x.rows(), false);
+  for (int l = first; l < last; ++l) layer_forward(l, x, cache, pos0, {}, unused, buffers);
 }
 
 ForwardResult Model::forward(std::span<const std::int32_t> tokens, KvCache& cache,
@@ -212,10 +364,11 @@ ForwardResult Model::forward(std::span<const std::int32_t> tokens, KvCache& cach
   if (o.capture_attn_inputs) r.attn_inputs.resize(m.layers);
   if (o.capture_pre_rope_keys) r.pre_rope_keys.resize(m.layers);
   if (o.stats.any()) size_stats(r.stats, m, pos0 + n, o.stats);
-  for (int l = 0; l < m.layers; ++l) layer_forward(l, x, cache, pos0, o, r);
-  if (o.logits == LogitsMode::kNone || n == 0) return r;
-  const Matrix last = o.logits == LogitsMode::kLast ? Matrix(x.bottomRows(1)) : x;
-  r.logits.noalias() = rms_norm(last, w_.final_norm, m.rms_eps) * w_.output().transpose();
+  if (n == 0) return r;
+  PassBuffers buffers(m, n, o.stats.any());
+  for (int l = 0; l < m.layers; ++l) layer_forward(l, x, cache, pos0, o, r, buffers);
+  if (o.logits == LogitsMode::kNone) return r;
+  r.logits = logits_of(o.logits == LogitsMode::kLast ? Matrix(x.bottomRows(1)) : x);
   return r;
 }
 
@@ -264,51 +417,12 @@ void causal_attention(const Matrix& q, const Matrix& k, const Matrix& v,
                       const KeyMask* key_mask) {
   out.resize(q.rows(), q.cols());
   if (q.rows() == 0) return;
-  if (key_mask && (key_mask->rows() != k.rows() || key_mask->cols() != m.kv_heads)) {
-    throw std::invalid_argument("causal_attention: the key mask must be [keys, kv_heads]");
-  }
-  if (stats) {
-    bool any = false;
-    for (const Matrix* stat : {&stats->mass, &stats->window_mass, &stats->max}) {
-      if (stat->size() == 0) continue;
-      if (stat->cols() != k.rows() || stat->rows() < std::int64_t{layer + 1} * m.q_heads) {
-        throw std::invalid_argument("causal_attention: statistics not sized for this pass");
-      }
-      any = true;
-    }
-    if (!any) stats = nullptr;
-    if (stats && key_mask) {
-      throw std::invalid_argument(
-          "causal_attention: no attention statistics over a cache pruned per head (key mask)");
-    }
-  }
-  const kernels::TensorView q3 = head_view(q, m.q_heads), k3 = head_view(k, m.kv_heads);
   Matrix lse;
-  if (stats) lse.resize(q.rows(), m.q_heads);
-  kernels::cpu::attention(
-      {.q = q3,
-       .k = k3,
-       .v = head_view(v, m.kv_heads),
-       .out = head_view(out, m.q_heads),
-       .lse = stats ? matrix_view(lse) : kernels::TensorView{},
-       .key_mask = key_mask ? kernels::make_view(const_cast<std::int32_t*>(key_mask->data()),
-                                                 kernels::DType::kI32, kernels::Device::kHost,
-                                                 {key_mask->rows(), key_mask->cols()})
-                            : kernels::TensorView{}});
-  if (!stats) return;
-  using kernels::Reduce;
-  const std::int64_t window_begin = std::max<std::int64_t>(0, q.rows() - stats->window);
-  for (const auto& [stat, begin, reduce] : {std::tuple{&stats->mass, std::int64_t{0}, Reduce::kSum},
-                                            {&stats->window_mass, window_begin, Reduce::kSum},
-                                            {&stats->max, std::int64_t{0}, Reduce::kMax}}) {
-    if (stat->size() == 0) continue;
-    kernels::cpu::attention_mass({.q = q3,
-                                  .k = k3,
-                                  .lse = matrix_view(lse),
-                                  .out = layer_rows(*stat, layer, m.q_heads),
-                                  .query_begin = begin,
-                                  .reduce = reduce});
-  }
+  const AttentionOps ops =
+      attention_ops(head_view(q, m.q_heads), head_view(k, m.kv_heads), head_view(v, m.kv_heads),
+                    head_view(out, m.q_heads), m, stats, layer, key_mask, lse);
+  kernels::cpu::attention(ops.attention);
+  for (const kernels::AttentionMassDesc& mass : ops.masses) kernels::cpu::attention_mass(mass);
 }
 
 Matrix pre_rope_keys(const KvCache& cache, int layer, const cost_model::ModelSpec& spec) {

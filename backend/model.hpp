@@ -1,8 +1,9 @@
 // The CPU reference forward pass of a Llama-family decoder, in fp32 with Eigen:
 // embedding, RMSNorm, Q/K/V with GQA (+ Qwen2 biases), half-split RoPE, causal
-// attention, o_proj, SwiGLU MLP, residuals, final norm, logits. The linear
-// layers are Eigen GEMMs on the weights; RMSNorm, RoPE, attention and SwiGLU
-// are the kernels' CPU ops (kernels/cpu.hpp) on views of the same matrices.
+// attention, o_proj, SwiGLU MLP, residuals, final norm, logits. Each layer and
+// the head are the decoder program (decoder_program.hpp, the one GpuModel runs
+// on the CUDA kernels) on the CPU twins (kernels/cpu.hpp): Eigen GEMMs on views
+// of the weights, the other ops on views of the same matrices.
 //
 // A forward runs new tokens on top of whatever the KvCache already holds
 // (positions continue from cache.tokens()), so the same call is a prefill
@@ -15,10 +16,12 @@
 // Leaves out: sampling, rope scaling.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "backend/decoder_program.hpp"
 #include "backend/tensor.hpp"
 #include "backend/weights.hpp"
 
@@ -116,16 +119,23 @@ class Model {
                                          KvCache& cache) const;
 
  private:
+  struct PassBuffers;  ///< one pass's activations, shared by its layers
   std::int64_t cached_tokens(const KvCache& cache, int first, int last, const char* what) const;
+  /// Layer l's weights as the decoder program reads them, its projections writing into `b`.
+  DecoderLayerWeights layer_weights(int l, PassBuffers& b) const;
   void layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t rows0, const ForwardOptions& o,
-                     ForwardResult& r) const;
-  /// Q/K/V of the rows of x after RMSNorm (biases added, no RoPE).
-  void project_qkv(const LayerWeights& w, const Matrix& h, Matrix& q, Matrix& k, Matrix& v) const;
-  /// x += o_proj(attn), then x += MLP(RMSNorm(x)).
-  void finish_layer(const LayerWeights& w, const Matrix& attn, Matrix& x) const;
+                     ForwardResult& r, PassBuffers& b) const;
+  /// Layer l's bias + RoPE + scatter of z's q|k|v columns into `qkv` ([requests, tokens,
+  /// heads, head_dim] each), the first token at `position`.
+  kernels::EpilogueDesc epilogue(int l, const kernels::TensorView& z,
+                                 std::array<kernels::TensorView, 3> qkv,
+                                 std::int64_t position) const;
+  /// Logits [rows, vocab] of residual rows x through the final norm and the head.
+  Matrix logits_of(const Matrix& x) const;
   Matrix embed_tokens(std::span<const std::int32_t> tokens) const;
 
   ModelWeights w_;
+  std::vector<Vector> qkv_bias_;  ///< per layer [q|k|v] (empty without attention biases)
 };
 
 /// −log softmax(logits[i])[targets[i]] for each row i (computed in double).

@@ -65,4 +65,20 @@ void anchor_gather(const AnchorGatherDesc& d);
 /// Whole RISK-KV reconstruction of one group for all requests.
 void reconstruct(const ReconstructDesc& d);
 
+/// The twins as one object for the op programs (backend/decoder_program.hpp,
+/// backend/cuda/mapper_program.hpp): run(desc) per descriptor, as cuda::Ops on a GPU.
+struct Ops {
+  void run(const RmsNormDesc& d) const { rms_norm(d); }
+  void run(const EpilogueDesc& d) const { bias_rope_scatter(d); }
+  void run(const SwigluDesc& d) const { swiglu(d); }
+  void run(const AttentionDesc& d) const { attention(d); }
+  void run(const AttentionMassDesc& d) const { attention_mass(d); }
+  void run(const GemmDesc& d) const { gemm(d); }
+  void run(const Im2ColDesc& d) const { im2col(d); }
+  void run(const BiasActDesc& d) const { bias_act(d); }
+  void run(const LayerNormDesc& d) const { layer_norm(d); }
+  void run(const WindowAttentionDesc& d) const { window_attention(d); }
+  void run(const AxialHeadDesc& d) const { axial_head(d); }
+};
+
 }  // namespace kvshift::kernels::cpu

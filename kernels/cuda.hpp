@@ -134,6 +134,24 @@ void gemm(const GemmDesc& d, const Context& ctx);
 /// One group: anchor gather -> cuBLAS GEMM -> bias + RoPE + scatter.
 void reconstruct(const ReconstructDesc& d, const Context& ctx);
 
+/// The kernels as one object for the op programs (backend/decoder_program.hpp,
+/// backend/cuda/mapper_program.hpp): run(desc) per descriptor on `ctx`'s stream, as cpu::Ops
+/// on the host.
+struct Ops {
+  const Context& ctx;
+  void run(const RmsNormDesc& d) const { rms_norm(d, ctx.stream()); }
+  void run(const EpilogueDesc& d) const { bias_rope_scatter(d, ctx.stream()); }
+  void run(const SwigluDesc& d) const { swiglu(d, ctx.stream()); }
+  void run(const AttentionDesc& d) const { attention(d, ctx.stream()); }
+  void run(const AttentionMassDesc& d) const { attention_mass(d, ctx.stream()); }
+  void run(const GemmDesc& d) const { gemm(d, ctx); }
+  void run(const Im2ColDesc& d) const { im2col(d, ctx.stream()); }
+  void run(const BiasActDesc& d) const { bias_act(d, ctx.stream()); }
+  void run(const LayerNormDesc& d) const { layer_norm(d, ctx.stream()); }
+  void run(const WindowAttentionDesc& d) const { window_attention(d, ctx.stream()); }
+  void run(const AxialHeadDesc& d) const { axial_head(d, ctx.stream()); }
+};
+
 /// Rows (requests * tokens) up to which a reconstruction is launch-bound and worth a graph.
 inline constexpr std::int64_t kGraphRowLimit = 16384;
 

@@ -92,27 +92,19 @@ void GpuModel::decode_step(const DecodeCache& cache) {
 }
 
 void GpuModel::decode_layer(int index, const DecodeCache& cache) {
-  const std::int64_t b = cache.batch(), hd = spec_.head_dim, hq = spec_.q_heads,
-                     hkv = spec_.kv_heads;
-  CUstream_st* s = ctx_.stream();
-  qkv_projection(index, b);
+  const std::int64_t b = cache.batch(), hd = spec_.head_dim, hq = spec_.q_heads;
   // Row r of z is request r's token at position `context`: Q to q_, K/V into the new slot.
-  kernels::EpilogueDesc epi;
-  epi.z = qkv_.view(DType::kF32, {b, qkv_width_});
-  if (spec_.attention_bias) epi.bias = layers_[index].bqkv.view(DType::kF32, {qkv_width_});
-  epi.theta = spec_.rope_theta;
-  epi.position_offset = cache.context();
-  epi.segments = {{0, true, q_.view(DType::kBF16, {b, 1, hq, hd})},
-                  {hq * hd, true, cache.new_slot(index, 0)},
-                  {(hq + hkv) * hd, false, cache.new_slot(index, 1)}};
-  kc::bias_rope_scatter(epi, s);
+  DecoderLayerPass p = layer_pass(b);
+  p.scatter = {epilogue(
+      index, b,
+      {q_.view(DType::kBF16, {b, 1, hq, hd}), cache.new_slot(index, 0), cache.new_slot(index, 1)},
+      cache.context())};
   // One query per (request, head) as a single token of b·q_heads heads; the kernel's GQA map
   // h / (q_heads / kv_heads) sends request r's head j to KV head r·kv_heads + j / group.
-  kc::attention(
-      {q_.view(DType::kBF16, {1, b * hq, hd}), cache.all_tokens(index, 0),
-       cache.all_tokens(index, 1), attn_.view(DType::kBF16, {1, b * hq, hd}), TensorView{}, 0},
-      s);
-  output_and_mlp(index, b);
+  p.attention = {{q_.view(DType::kBF16, {1, b * hq, hd}), cache.all_tokens(index, 0),
+                  cache.all_tokens(index, 1), attn_.view(DType::kBF16, {1, b * hq, hd}),
+                  TensorView{}, 0}};
+  run_decoder_layer(kc::Ops{ctx_}, layer_weights(index, b), p, [] {});
 }
 
 }  // namespace kvshift::backend::gpu

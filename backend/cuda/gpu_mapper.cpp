@@ -15,16 +15,6 @@ namespace {
 namespace kc = kernels::cuda;
 
 /// run_mapper's ops on the CUDA kernels.
-struct CudaOps {
-  const kc::Context& ctx;
-  void run(const kernels::GemmDesc& d) const { kc::gemm(d, ctx); }
-  void run(const kernels::Im2ColDesc& d) const { kc::im2col(d, ctx.stream()); }
-  void run(const kernels::BiasActDesc& d) const { kc::bias_act(d, ctx.stream()); }
-  void run(const kernels::LayerNormDesc& d) const { kc::layer_norm(d, ctx.stream()); }
-  void run(const kernels::WindowAttentionDesc& d) const { kc::window_attention(d, ctx.stream()); }
-  void run(const kernels::AxialHeadDesc& d) const { kc::axial_head(d, ctx.stream()); }
-};
-
 std::int64_t numel(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
   for (std::int64_t s : shape) n *= s;
@@ -56,7 +46,7 @@ kernels::TensorView GpuMapper::forward(const kernels::TensorView& features) {
                                 ", <= " + std::to_string(max_tokens_) + "] (got " +
                                 features.describe() + ")");
   }
-  return run_mapper(CudaOps{ctx_}, prepared_, weights_, workspace_, features);
+  return run_mapper(kc::Ops{ctx_}, prepared_, weights_, workspace_, features);
 }
 
 std::vector<float> GpuMapper::copy_scores(std::int64_t tokens) const {

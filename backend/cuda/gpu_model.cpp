@@ -138,80 +138,81 @@ void GpuModel::prefill(std::int64_t tokens, bool attention_mass) {
 
 void GpuModel::logits(std::int64_t first_row, std::int64_t rows) {
   const std::int64_t d = spec_.hidden;
-  const TensorView x = kernels::slice(x_.view(DType::kF32, {max_rows_, d}), 0, first_row, rows);
-  const TensorView h = h_.view(DType::kBF16, {rows, d});
-  kc::rms_norm({x, final_norm_.view(DType::kF32, {d}), h, static_cast<float>(spec_.rms_eps)},
-               ctx_.stream());
   const kc::DeviceBuffer& head = lm_head_.data() ? lm_head_ : embedding_;
-  kc::gemm({h, head.view(DType::kBF16, {spec_.vocab, d}),
-            logits_.view(DType::kF32, {rows, spec_.vocab})},
-           ctx_);
+  run_decoder_head(kc::Ops{ctx_}, final_norm_.view(DType::kF32, {d}),
+                   head.view(DType::kBF16, {spec_.vocab, d}),
+                   kernels::slice(x_.view(DType::kF32, {max_rows_, d}), 0, first_row, rows),
+                   h_.view(DType::kBF16, {rows, d}), logits_.view(DType::kF32, {rows, spec_.vocab}),
+                   static_cast<float>(spec_.rms_eps));
 }
 
-void GpuModel::qkv_projection(int index, std::int64_t rows) {
-  const std::int64_t d = spec_.hidden;
-  const TensorView h = h_.view(DType::kBF16, {rows, d});
-  kc::rms_norm({x_.view(DType::kF32, {rows, d}), layers_[index].ln1.view(DType::kF32, {d}), h,
-                static_cast<float>(spec_.rms_eps)},
-               ctx_.stream());
-  kc::gemm({h, layers_[index].wqkv.view(DType::kBF16, {qkv_width_, d}),
-            qkv_.view(DType::kF32, {rows, qkv_width_})},
-           ctx_);
-}
-
-void GpuModel::output_and_mlp(int index, std::int64_t rows) {
+DecoderLayerWeights GpuModel::layer_weights(int index, std::int64_t rows) const {
   const Layer& w = layers_[index];
   const std::int64_t d = spec_.hidden, qd = std::int64_t{spec_.q_heads} * spec_.head_dim;
   const std::int64_t inter = spec_.intermediate;
-  CUstream_st* s = ctx_.stream();
-  const TensorView x = x_.view(DType::kF32, {rows, d});
-  const TensorView h = h_.view(DType::kBF16, {rows, d});
-  kc::gemm(
-      {attn_.view(DType::kBF16, {rows, qd}), w.wo.view(DType::kBF16, {d, qd}), x, true, 1.0f, 1.0f},
-      ctx_);
-  // MLP block: norm -> gate|up GEMM -> SwiGLU -> down GEMM accumulated into the residual.
-  kc::rms_norm({x, w.ln2.view(DType::kF32, {d}), h, static_cast<float>(spec_.rms_eps)}, s);
+  // Fused: one GEMM for q|k|v, one for gate|up.
+  return {.attn_norm = w.ln1.view(DType::kF32, {d}),
+          .mlp_norm = w.ln2.view(DType::kF32, {d}),
+          .qkv = {{w.wqkv.view(DType::kBF16, {qkv_width_, d}),
+                   qkv_.view(DType::kF32, {rows, qkv_width_})}},
+          .wo = w.wo.view(DType::kBF16, {d, qd}),
+          .gate_up = {{w.wgu.view(DType::kBF16, {2 * inter, d}),
+                       gu_.view(DType::kBF16, {rows, 2 * inter})}},
+          .w_down = w.wd.view(DType::kBF16, {d, inter})};
+}
+
+DecoderLayerPass GpuModel::layer_pass(std::int64_t rows) const {
+  const std::int64_t d = spec_.hidden, qd = std::int64_t{spec_.q_heads} * spec_.head_dim;
+  const std::int64_t inter = spec_.intermediate;
+  DecoderLayerPass p;
+  p.x = x_.view(DType::kF32, {rows, d});
+  p.h = h_.view(DType::kBF16, {rows, d});
+  p.attn = attn_.view(DType::kBF16, {rows, qd});
   const TensorView gu = gu_.view(DType::kBF16, {rows, 2 * inter});
-  kc::gemm({h, w.wgu.view(DType::kBF16, {2 * inter, d}), gu}, ctx_);
-  const TensorView act = act_.view(DType::kBF16, {rows, inter});
-  kc::swiglu({columns(gu, 0, inter), columns(gu, inter, inter), act}, s);
-  kc::gemm({act, w.wd.view(DType::kBF16, {d, inter}), x, true, 1.0f, 1.0f}, ctx_);
+  p.gate = columns(gu, 0, inter);
+  p.up = columns(gu, inter, inter);
+  p.act = act_.view(DType::kBF16, {rows, inter});
+  p.eps = static_cast<float>(spec_.rms_eps);
+  return p;
+}
+
+kernels::EpilogueDesc GpuModel::epilogue(int index, std::int64_t rows,
+                                         std::array<TensorView, 3> qkv,
+                                         std::int64_t position) const {
+  const std::int64_t hq = spec_.q_heads, hkv = spec_.kv_heads, hd = spec_.head_dim;
+  kernels::EpilogueDesc epi;
+  epi.z = qkv_.view(DType::kF32, {rows, qkv_width_});
+  if (spec_.attention_bias) epi.bias = layers_[index].bqkv.view(DType::kF32, {qkv_width_});
+  epi.theta = spec_.rope_theta;
+  epi.position_offset = position;
+  epi.segments = {{0, true, qkv[0]}, {hq * hd, true, qkv[1]}, {(hq + hkv) * hd, false, qkv[2]}};
+  return epi;
 }
 
 void GpuModel::layer_forward(int index, std::int64_t tokens, bool attention_mass) {
   const std::int64_t hd = spec_.head_dim, hq = spec_.q_heads, hkv = spec_.kv_heads;
-  CUstream_st* s = ctx_.stream();
   const TensorView cache = cache_.view(DType::kBF16, {1, spec_.layers, 2, max_tokens_, hkv, hd});
   TensorView k_layer = kernels::cache_layer(cache, index, 0),
              v_layer = kernels::cache_layer(cache, index, 1);
   k_layer.shape[1] = v_layer.shape[1] = tokens;  // [1, tokens, kv_heads, head_dim]
-
-  // Attention block: norm -> fused QKV GEMM -> bias + RoPE + scatter (Q to q_, K/V to the cache).
-  qkv_projection(index, tokens);
-  kernels::EpilogueDesc epi;
-  epi.z = qkv_.view(DType::kF32, {tokens, qkv_width_});
-  if (spec_.attention_bias) epi.bias = layers_[index].bqkv.view(DType::kF32, {qkv_width_});
-  epi.theta = spec_.rope_theta;
-  epi.segments = {{0, true, q_.view(DType::kBF16, {1, tokens, hq, hd})},
-                  {hq * hd, true, k_layer},
-                  {(hq + hkv) * hd, false, v_layer}};
-  kc::bias_rope_scatter(epi, s);
-  const auto as3 = [&](TensorView v) {  // [1, T, H, D] -> [T, H, D]
+  const auto as3 = [&](TensorView v) {           // [1, T, H, D] -> [T, H, D]
     v.rank = 3;
     v.shape = {v.shape[1], v.shape[2], v.shape[3], 0, 0, 0};
     v.stride = {v.stride[1], v.stride[2], v.stride[3], 0, 0, 0};
     return v;
   };
+  // Q to q_, K/V into the cache; every token attends to the prompt's keys up to its own.
+  DecoderLayerPass p = layer_pass(tokens);
+  p.scatter = {
+      epilogue(index, tokens, {q_.view(DType::kBF16, {1, tokens, hq, hd}), k_layer, v_layer}, 0)};
   const TensorView q3 = q_.view(DType::kBF16, {tokens, hq, hd});
   const TensorView lse = lse_.view(DType::kF32, {tokens, hq});
-  kc::attention({q3, as3(k_layer), as3(v_layer), attn_.view(DType::kBF16, {tokens, hq, hd}),
-                 attention_mass ? lse : TensorView{}, 0},
-                s);
+  p.attention = {{q3, as3(k_layer), as3(v_layer), attn_.view(DType::kBF16, {tokens, hq, hd}),
+                  attention_mass ? lse : TensorView{}, 0}};
   if (attention_mass) {
-    const TensorView all = features(tokens);
-    kc::attention_mass({q3, as3(k_layer), lse, kernels::slice(all, 0, index * hq, hq), 0, 0}, s);
+    p.masses = {{q3, as3(k_layer), lse, kernels::slice(features(tokens), 0, index * hq, hq), 0, 0}};
   }
-  output_and_mlp(index, tokens);
+  run_decoder_layer(kc::Ops{ctx_}, layer_weights(index, tokens), p, [] {});
 }
 
 }  // namespace kvshift::backend::gpu

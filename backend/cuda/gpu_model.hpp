@@ -3,16 +3,20 @@
 // proxy scoring at real shapes. Its weights are a checkpoint's (ModelWeights,
 // rounded fp32 -> bf16 on the host and uploaded) or drawn on the device from a
 // seed. Residual stream in fp32, GEMM inputs and the KV cache in bf16, cuBLAS
-// GEMMs with fp32 accumulation, the kernels/ ops for everything else. Prefill
+// GEMMs with fp32 accumulation, the kernels/ ops for everything else; each
+// layer and the head are the decoder program (backend/decoder_program.hpp, the
+// one the CPU model runs on the CPU twins). Prefill
 // computes only the last token's logits (what replay needs); a decode step
 // computes every request's. Token ids are seeded: dense ops do the same work
 // for any ids. This class exists to measure time, not to produce text.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "backend/decoder_program.hpp"
 #include "cost_model/model_spec.hpp"
 #include "kernels/cuda.hpp"
 
@@ -94,8 +98,15 @@ class GpuModel {
   void upload_layer(const ModelWeights& weights, int index);
   void layer_forward(int index, std::int64_t tokens, bool attention_mass);
   void decode_layer(int index, const DecodeCache& cache);
-  void qkv_projection(int index, std::int64_t rows);
-  void output_and_mlp(int index, std::int64_t rows);
+  /// Layer `index`'s fused weights as the decoder program reads them, for `rows` rows.
+  DecoderLayerWeights layer_weights(int index, std::int64_t rows) const;
+  /// The activation buffers of a pass of `rows` rows (the scatter and attention are the
+  /// caller's: prefill and decode lay out their KV differently).
+  DecoderLayerPass layer_pass(std::int64_t rows) const;
+  /// z's q|k|v to `qkv` with layer `index`'s bias and RoPE, the first row at `position`.
+  kernels::EpilogueDesc epilogue(int index, std::int64_t rows,
+                                 std::array<kernels::TensorView, 3> qkv,
+                                 std::int64_t position) const;
   void logits(std::int64_t first_row, std::int64_t rows);
   kernels::cuda::DeviceBuffer random_buffer(kernels::DType dtype, std::int64_t count, float bound);
 

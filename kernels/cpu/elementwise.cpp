@@ -5,6 +5,7 @@
 // fp32 rows, on an exact fp32 copy otherwise), since every layer runs them.
 #include <Eigen/Core>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -164,12 +165,31 @@ void bias_rope_scatter(const EpilogueDesc& d) {
     const int hd = static_cast<int>(s.dst.shape[3]);
     RopeAngles angles(d.theta, hd);
     std::vector<float> head(hd);
+    // fp32 heads with unit stride are read and written where they lie: the CPU forward runs
+    // this epilogue in every layer.
+    const bool direct = d.z.dtype == DType::kF32 && d.z.stride[1] == 1 &&
+                        s.dst.dtype == DType::kF32 && s.dst.stride[3] == 1 &&
+                        (d.bias.empty() || (d.bias.dtype == DType::kF32 && d.bias.stride[0] == 1));
     for (std::int64_t row = 0; row < d.z.shape[0]; ++row) {
       const std::int64_t r = row / tokens, t = row % tokens;
       if (s.rope) angles.at(d.position_offset + t, false);
       for (std::int64_t h = 0; h < heads; ++h) {
+        const std::int64_t col0 = s.column + h * hd;
+        if (direct) {
+          const float* z = static_cast<const float*>(d.z.data) + d.z.offset({row, col0});
+          const float* bias =
+              d.bias.empty() ? nullptr : static_cast<const float*>(d.bias.data) + col0;
+          for (int i = 0; i < hd; ++i) head[i] = z[i] + (bias ? bias[i] : 0.0f);
+          float* dst = static_cast<float*>(s.dst.data) + s.dst.offset({r, t, h, 0});
+          if (s.rope) {
+            angles.rotate(head.data(), dst);
+          } else {
+            std::copy(head.begin(), head.end(), dst);
+          }
+          continue;
+        }
         for (int i = 0; i < hd; ++i) {
-          const std::int64_t col = s.column + h * hd + i;
+          const std::int64_t col = col0 + i;
           head[i] = load_float(d.z, d.z.offset({row, col})) +
                     (d.bias.empty() ? 0.0f : load_float(d.bias, d.bias.offset({col})));
         }

@@ -31,9 +31,19 @@ RowMatrix to_matrix(const TensorView& v) {
 void gemm(const GemmDesc& d) {
   validate(d);
   require_device("gemm", Device::kHost, {&d.a, &d.b, &d.c});
-  if (direct(d.a) && direct(d.b) && direct(d.c) && d.beta == 0) {
+  // In place for fp32 rows: a forward's projections (beta 0) and residual adds (beta 1, as
+  // x += a·bᵀ accumulates).
+  if (direct(d.a) && direct(d.b) && direct(d.c) && (d.beta == 0 || (d.beta == 1 && d.alpha == 1))) {
     apply_threads();
     Strided c = map(d.c);
+    if (d.beta == 1) {
+      if (d.b_transposed) {
+        c.noalias() += map(d.a) * map(d.b).transpose();
+      } else {
+        c.noalias() += map(d.a) * map(d.b);
+      }
+      return;
+    }
     if (d.b_transposed) {
       c.noalias() = map(d.a) * map(d.b).transpose();
     } else {

@@ -24,16 +24,6 @@ using kernels::Device;
 using kernels::DType;
 using kernels::TensorView;
 
-/// run_mapper's ops on the CPU twins.
-struct CpuOps {
-  void run(const kernels::GemmDesc& d) const { kernels::cpu::gemm(d); }
-  void run(const kernels::Im2ColDesc& d) const { kernels::cpu::im2col(d); }
-  void run(const kernels::BiasActDesc& d) const { kernels::cpu::bias_act(d); }
-  void run(const kernels::LayerNormDesc& d) const { kernels::cpu::layer_norm(d); }
-  void run(const kernels::WindowAttentionDesc& d) const { kernels::cpu::window_attention(d); }
-  void run(const kernels::AxialHeadDesc& d) const { kernels::cpu::axial_head(d); }
-};
-
 // T > window, so the window and both padded ends of the stem matter.
 constexpr std::int64_t kTokens = 150;
 const MapperConfig kConfig{.in_channels = 37,
@@ -69,7 +59,7 @@ Matrix run_on_cpu(const MapperWeights& weights, const Matrix& x) {
     v.push_back(view_of(shape, storage.emplace_back(n).data(), Device::kHost));
   }
   const MapperWorkspace ws{v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
-  const TensorView y = run_mapper(CpuOps{}, p, w, ws, host_view(x));
+  const TensorView y = run_mapper(kernels::cpu::Ops{}, p, w, ws, host_view(x));
   return Eigen::Map<const Matrix>(static_cast<const float*>(y.data), y.shape[0], y.shape[1]);
 }
 
