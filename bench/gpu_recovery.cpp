@@ -20,6 +20,7 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -183,32 +184,96 @@ std::string device_name() {
   return p.name;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+struct Args {
   std::string out_path, models = "qwen2.5-0.5b,qwen2.5-1.5b,tinyllama-1.1b",
                         tokens = "512,4096,32768";
   int repeats = 10;
+};
+
+/// The flags, or nullopt after printing why not.
+std::optional<Args> parse_args(int argc, char** argv) {
+  Args a;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--out")
-      out_path = value;
+      a.out_path = value;
     else if (flag == "--models")
-      models = value;
+      a.models = value;
     else if (flag == "--tokens")
-      tokens = value;
+      a.tokens = value;
     else if (flag == "--repeats")
-      repeats = std::stoi(value);
+      a.repeats = std::stoi(value);
     else {
       std::cerr << "gpu_recovery_bench: unknown flag " << flag << "\n";
-      return 2;
+      return std::nullopt;
     }
   }
-  if (out_path.empty()) {
+  if (a.out_path.empty()) {
     std::cerr << "usage: gpu_recovery_bench --out FILE [--models a,b] [--tokens 512,4096] "
                  "[--repeats N]\n";
-    return 2;
+    return std::nullopt;
   }
+  return a;
+}
+
+/// The model's object up to its "rows" array.
+void model_header(std::ostream& json, const ModelSpec& m,
+                  const kvshift::cost_model::OmissionPlan& topo) {
+  json << "    {\"name\": \"" << m.name << "\", \"layers\": " << m.layers
+       << ", \"hidden\": " << m.hidden << ", \"q_heads\": " << m.q_heads
+       << ", \"kv_heads\": " << m.kv_heads << ", \"head_dim\": " << m.head_dim
+       << ", \"intermediate\": " << m.intermediate << ", \"vocab\": " << m.vocab
+       << ", \"rope_theta\": " << m.rope_theta << ", \"rms_eps\": " << m.rms_eps
+       << ", \"attention_bias\": " << (m.attention_bias ? "true" : "false")
+       << ", \"tied_embeddings\": " << (m.tied_embeddings ? "true" : "false")
+       << ", \"topology\": \"" << topo.describe() << "\", \"rows\": [";
+}
+
+/// The rows of one prompt length: prefill and reconstruction through the profiler, then one
+/// layer's attention by both kernels.
+void length_rows(std::ostream& json, kvshift::backend::Profiler& profiler, const ModelSpec& m,
+                 const kvshift::cost_model::OmissionPlan& topo, std::int64_t t, int repeats,
+                 bool& first_row) {
+  kvshift::backend::ProfileRequest req;
+  req.model = m;
+  req.omission = topo;
+  req.tokens = {t};
+  req.sharing = {1};
+  req.predictor_dtype = kvshift::cost_model::DType::kBF16;
+  req.warmup = t > 8192 ? 1 : 2;
+  req.repeats = t > 8192 ? 3 : repeats;
+  for (const auto& row : profiler.run(req)) {
+    if (row.op != "prefill" && row.op != "reconstruct") continue;
+    const bool prefill = row.op == "prefill";
+    const auto rw = reconstruct_work(m, topo, static_cast<double>(t), 1.0, 2);
+    const double flops = prefill ? prefill_flops(m, static_cast<double>(t)) : rw.flops;
+    const double bytes = prefill ? prefill_min_bytes(m, static_cast<double>(t)) : rw.bytes;
+    std::cerr << m.name << " T=" << t << " " << row.op << ": " << row.median_s * 1e3 << " ms\n";
+    json << (first_row ? "\n" : ",\n") << "      {\"op\": \"" << row.op << "\", \"tokens\": " << t
+         << ", \"sharing\": " << row.sharing << ", \"median_s\": " << row.median_s
+         << ", \"p10_s\": " << row.p10_s << ", \"p90_s\": " << row.p90_s
+         << ", \"repeats\": " << row.repeats << ", \"flops\": " << flops
+         << ", \"min_bytes\": " << bytes << "}";
+    first_row = false;
+  }
+  const AttentionRows att = time_attention(m, t, t > 8192 ? 3 : repeats);
+  const double aflops = attention_flops(m, static_cast<double>(t));
+  std::cerr << m.name << " T=" << t << " attention (one layer): FlashAttention-2 kernel "
+            << att.fa2_s * 1e3 << " ms, WMMA kernel " << att.wmma_s * 1e3
+            << " ms, relative difference " << att.rel_diff << "\n";
+  for (const auto& [op, sec] :
+       {std::pair{"attention_fa2", att.fa2_s}, std::pair{"attention_wmma", att.wmma_s}}) {
+    json << ",\n      {\"op\": \"" << op << "\", \"tokens\": " << t
+         << ", \"sharing\": 1, \"median_s\": " << sec << ", \"flops\": " << aflops
+         << ", \"fa2_vs_wmma_rel_diff\": " << att.rel_diff << "}";
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::optional<Args> args = parse_args(argc, argv);
+  if (!args) return 2;
   try {
     auto profiler = kvshift::backend::make_cuda_profiler();
     std::cerr << "device: " << profiler->device_description() << "\n";
@@ -222,62 +287,21 @@ int main(int argc, char** argv) {
          << "\",\n  \"ceilings\": {\"copy_bytes_per_s\": " << ceil.copy_bytes_per_s
          << ", \"bf16_gemm_flops\": " << ceil.bf16_flops << "},\n  \"models\": [";
     bool first_model = true;
-    for (const std::string& name : split(models)) {
+    for (const std::string& name : split(args->models)) {
       const ModelSpec& m = kvshift::cost_model::find_model(name);
       const auto topo = kvshift::cost_model::OmissionPlan::parse("paper", m);
-      json << (first_model ? "\n" : ",\n") << "    {\"name\": \"" << m.name
-           << "\", \"layers\": " << m.layers << ", \"hidden\": " << m.hidden
-           << ", \"q_heads\": " << m.q_heads << ", \"kv_heads\": " << m.kv_heads
-           << ", \"head_dim\": " << m.head_dim << ", \"intermediate\": " << m.intermediate
-           << ", \"vocab\": " << m.vocab << ", \"rope_theta\": " << m.rope_theta
-           << ", \"rms_eps\": " << m.rms_eps
-           << ", \"attention_bias\": " << (m.attention_bias ? "true" : "false")
-           << ", \"tied_embeddings\": " << (m.tied_embeddings ? "true" : "false")
-           << ", \"topology\": \"" << topo.describe() << "\", \"rows\": [";
+      json << (first_model ? "\n" : ",\n");
+      model_header(json, m, topo);
       first_model = false;
       bool first_row = true;
-      for (const std::string& tok : split(tokens)) {
-        const std::int64_t t = std::stoll(tok);
-        kvshift::backend::ProfileRequest req;
-        req.model = m;
-        req.omission = topo;
-        req.tokens = {t};
-        req.sharing = {1};
-        req.predictor_dtype = kvshift::cost_model::DType::kBF16;
-        req.warmup = t > 8192 ? 1 : 2;
-        req.repeats = t > 8192 ? 3 : repeats;
-        for (const auto& row : profiler->run(req)) {
-          if (row.op != "prefill" && row.op != "reconstruct") continue;
-          const bool prefill = row.op == "prefill";
-          const auto rw = reconstruct_work(m, topo, static_cast<double>(t), 1.0, 2);
-          const double flops = prefill ? prefill_flops(m, static_cast<double>(t)) : rw.flops;
-          const double bytes = prefill ? prefill_min_bytes(m, static_cast<double>(t)) : rw.bytes;
-          std::cerr << m.name << " T=" << t << " " << row.op << ": " << row.median_s * 1e3
-                    << " ms\n";
-          json << (first_row ? "\n" : ",\n") << "      {\"op\": \"" << row.op
-               << "\", \"tokens\": " << t << ", \"sharing\": " << row.sharing
-               << ", \"median_s\": " << row.median_s << ", \"p10_s\": " << row.p10_s
-               << ", \"p90_s\": " << row.p90_s << ", \"repeats\": " << row.repeats
-               << ", \"flops\": " << flops << ", \"min_bytes\": " << bytes << "}";
-          first_row = false;
-        }
-        const AttentionRows att = time_attention(m, t, t > 8192 ? 3 : repeats);
-        const double aflops = attention_flops(m, static_cast<double>(t));
-        std::cerr << m.name << " T=" << t << " attention (one layer): FlashAttention-2 kernel "
-                  << att.fa2_s * 1e3 << " ms, WMMA kernel " << att.wmma_s * 1e3
-                  << " ms, relative difference " << att.rel_diff << "\n";
-        for (const auto& [op, sec] :
-             {std::pair{"attention_fa2", att.fa2_s}, std::pair{"attention_wmma", att.wmma_s}}) {
-          json << ",\n      {\"op\": \"" << op << "\", \"tokens\": " << t
-               << ", \"sharing\": 1, \"median_s\": " << sec << ", \"flops\": " << aflops
-               << ", \"fa2_vs_wmma_rel_diff\": " << att.rel_diff << "}";
-        }
+      for (const std::string& tok : split(args->tokens)) {
+        length_rows(json, *profiler, m, topo, std::stoll(tok), args->repeats, first_row);
       }
       json << "\n    ]}";
     }
     json << "\n  ]\n}\n";
-    std::ofstream(out_path) << json.str();
-    std::cerr << "wrote " << out_path << "\n";
+    std::ofstream(args->out_path) << json.str();
+    std::cerr << "wrote " << args->out_path << "\n";
   } catch (const std::exception& e) {
     std::cerr << "gpu_recovery_bench: " << e.what() << "\n";
     return 1;

@@ -23,8 +23,13 @@ std::size_t PrefixCache::pin(std::span<const std::uint64_t> keys) {
   return inserted;
 }
 
+// Released blocks join the LRU list back to front, so a chain's head is the most recently
+// used and its tail goes first: a run is matched from its head, and a cached tail without its
+// head could never be hit.
+
 void PrefixCache::unpin(std::span<const std::uint64_t> keys) {
-  for (std::uint64_t key : keys) {
+  for (auto it_key = keys.rbegin(); it_key != keys.rend(); ++it_key) {
+    const std::uint64_t key = *it_key;
     const auto it = blocks_.find(key);
     if (it == blocks_.end() || it->second.users == 0) {
       throw std::logic_error("invariant: prefix block " + std::to_string(key) +
@@ -33,7 +38,7 @@ void PrefixCache::unpin(std::span<const std::uint64_t> keys) {
     Block& b = it->second;
     if (--b.users == 0) {
       --pinned_blocks_;
-      b.lru = lru_.insert(lru_.end(), key);  // most recently used: front to back
+      b.lru = lru_.insert(lru_.end(), key);
     }
   }
 }

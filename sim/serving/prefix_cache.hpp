@@ -9,10 +9,13 @@
 // counted once, as the GPU's pinned cache bytes (the router books them like a
 // reservation). Unpinned blocks stay in HBM's free room and are evicted least
 // recently used first whenever a reservation needs the room; a request
-// touches its blocks front to back, so a chain's tail is evicted before its
-// head. A GPU failure loses the whole cache: clear() bumps the generation, so
-// pins taken before it are not released twice. The same class keeps a node's
-// host-DRAM tier, which holds copies and is only touched, never pinned.
+// releases its blocks back to front, so a chain's tail is evicted before its
+// head, as vLLM frees a request's blocks in reverse. A GPU failure loses the whole cache: clear()
+// bumps the generation, so pins taken before it are not released twice. The same class keeps the
+// copy tiers (a node's host DRAM and SSD, the storage node), which are only touched, never pinned:
+// touched front to back, they evict a chain's head first, so the tier below them — in the end the
+// storage node every GPU node shares — gets the heads, which a request on any node can reach (a run
+// is matched from its head).
 #pragma once
 
 #include <cstdint>

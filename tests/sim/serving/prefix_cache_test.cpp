@@ -1,5 +1,6 @@
 // PrefixCache: longest cached run, pins counted once, LRU eviction of unpinned
-// blocks only (a chain's tail first), and a lost cache whose pins stay lost.
+// blocks only (a released chain's tail first, a copy tier's head first), and a
+// lost cache whose pins stay lost.
 #include "sim/serving/prefix_cache.hpp"
 
 #include <gtest/gtest.h>
@@ -44,15 +45,37 @@ TEST(PrefixCache, SharedBlocksArePinnedAndCountedOnce) {
 TEST(PrefixCache, EvictsLeastRecentlyUsedTailFirstAndOnlyWhatIsAsked) {
   PrefixCache c(10);
   c.pin(Keys{1, 2, 3});
-  c.unpin(Keys{1, 2, 3});  // LRU order 1, 2, 3
+  c.unpin(Keys{1, 2, 3});  // LRU order 3, 2, 1: the tail first
   c.pin(Keys{1});
-  c.unpin(Keys{1});            // 1 used again: order 2, 3, 1
-  EXPECT_EQ(c.evict(15), 2u);  // 15 bytes need two blocks: 2 and 3
+  c.unpin(Keys{1});            // 1 used again: order 3, 2, 1
+  EXPECT_EQ(c.evict(15), 2u);  // 15 bytes need two blocks: 3 and 2
   EXPECT_EQ(c.blocks(), 1u);
   EXPECT_EQ(c.match(Keys{1, 2}), 1u);
   EXPECT_EQ(c.evict(0), 0u);
   EXPECT_EQ(c.evict(100), 1u);
   EXPECT_EQ(c.evict(100), 0u);
+}
+
+TEST(PrefixCache, AReleasedChainLosesItsTailFirstSoWhatStaysCanStillBeHit) {
+  // Released front to back, a chain keeps its head longest: evicting its head first would
+  // leave blocks no request can reach (a run is matched from its first block).
+  PrefixCache c(10);
+  c.pin(Keys{1, 2, 3, 4});
+  c.unpin(Keys{1, 2, 3, 4});
+  std::vector<std::uint64_t> evicted;
+  EXPECT_EQ(c.evict(20, &evicted), 2u);
+  EXPECT_EQ(evicted, (Keys{4, 3}));
+  EXPECT_EQ(c.match(Keys{1, 2, 3, 4}), 2u);
+}
+
+TEST(PrefixCache, ACopyTierPassesAChainsHeadDownFirst) {
+  // A copy tier (host DRAM, SSD) touched front to back evicts the head first: the tier below
+  // it, in the end the storage node all nodes share, receives what any request can reach.
+  PrefixCache c(10);
+  c.touch(Keys{1, 2, 3, 4});
+  std::vector<std::uint64_t> evicted;
+  EXPECT_EQ(c.evict(20, &evicted), 2u);
+  EXPECT_EQ(evicted, (Keys{1, 2}));
 }
 
 TEST(PrefixCache, PinningAnUnpinnedBlockTakesItOutOfTheEvictionOrder) {

@@ -1,6 +1,6 @@
 // The prefix tiers on their own: a prefill reuses what an earlier one cached and
 // books it once, blocks gone from HBM load from the host tier over the host link
-// and spill from there to the SSD, a failed GPU's pins are never given back
+// and from the SSD after its read, a failed GPU's pins are never given back
 // twice, and a move pins its reuse at the destination, then hands the pins to
 // the request or gives them back.
 #include "sim/serving/prefix_tiers.hpp"
@@ -102,7 +102,7 @@ TEST_F(PrefixTiersTest, APrefillReusesWhatAnEarlierOneCachedAndBooksItOnce) {
   EXPECT_EQ(stats_.evicted_blocks, 2);  // one block's room was left
 }
 
-TEST_F(PrefixTiersTest, BlocksGoneFromHbmLoadFromTheHostTierAndSpillToTheSsd) {
+TEST_F(PrefixTiersTest, BlocksGoneFromHbmLoadFromTheHostTierThenFromTheSsd) {
   PrefixHold a = prefill(1, 0);
   tiers_->unpin(a);
   router_.release(0, 1);
@@ -123,7 +123,21 @@ TEST_F(PrefixTiersTest, BlocksGoneFromHbmLoadFromTheHostTierAndSpillToTheSsd) {
   replicas_.book(0, kDram - kBlockBytes);
   tiers_->fit_host_tier(0);
   EXPECT_EQ(stats_.host.evicted_blocks, 2);
-  EXPECT_EQ(stats_.ssd.written_blocks, 2);
+  EXPECT_EQ(stats_.ssd.written_blocks, 2);  // a copy tier passes the chain's head down first
+  router_.reserve(0, 9, kHbm);
+  tiers_->fit_cache(0);
+  router_.release(0, 9);
+
+  const PrefixHold c{{1, 2, 3}};
+  const PrefixRun run = tiers_->run(c, kPrompt, 0);
+  EXPECT_EQ(run.in_hbm, 0U);
+  EXPECT_EQ(run.from_host, 0U);  // block 3 stayed in host DRAM, after the gap
+  EXPECT_EQ(run.from_ssd, 2U);
+  // The SSD's two blocks are read into host DRAM after the write ahead of them (2 ns a byte
+  // each way); then they cross the host link, which the earlier load left idle by then.
+  const std::int64_t ssd_write = 2 * kBlockBytes * 2;
+  const std::int64_t ssd_read = 2 * kBlockBytes * 2;
+  EXPECT_EQ(run.load.ns, ssd_write + ssd_read + 2 * kBlockBytes);
 }
 
 TEST_F(PrefixTiersTest, AFailedGpuLosesItsCacheAndItsOldPinsAreNotGivenBackTwice) {
