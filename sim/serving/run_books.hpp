@@ -14,23 +14,26 @@ class RunBooks {
 
   const RecordOptions& options() const { return options_; }
   void add(const RequestRecord& r) {
-    result_.tally.add(r);
-    if (!result_.deployments.empty()) {
-      result_.deployments[static_cast<std::size_t>(r.deployment)].tally.add(r);
-    }
+    tally(r);
     if (options_.sink) options_.sink->request(r);
     if (options_.keep) result_.requests.push_back(r);
   }
   void add(const MoveRecord& m) {
-    result_.tally.add(m);
-    if (!result_.deployments.empty()) {
-      result_.deployments[static_cast<std::size_t>(m.deployment)].tally.add(m);
-    }
+    tally(m);
     if (options_.sink) options_.sink->move(m);
     if (options_.keep) result_.moves.push_back(m);
   }
 
  private:
+  /// The run's tally and, with several deployments, the record's deployment's.
+  template <typename Record>
+  void tally(const Record& r) {
+    result_.tally.add(r);
+    if (!result_.deployments.empty()) {
+      result_.deployments[static_cast<std::size_t>(r.deployment)].tally.add(r);
+    }
+  }
+
   RunResult& result_;
   RecordOptions options_;
 };

@@ -19,10 +19,8 @@ struct Recorder final : GpuListener {
 struct Fixture {
   Simulator sim;
   Recorder rec;
-  SimpleCosts compute;
-  cost_model::ModelSpec model = cost_model::find_model("qwen2.5-0.5b");
-  cost_model::OmissionPlan topo = cost_model::OmissionPlan::parse("paper", model);
-  ServingCosts costs{compute, model, topo, cost_model::DType::kF32, std::nullopt};
+  SimpleServingCosts simple;
+  const ServingCosts& costs = simple.costs;
   GpuTime time;
   GpuWorker gpu{sim, rec, costs, 0, "gpu", 8, 64, time, nullptr};
   Fixture() { rec.sim = &sim; }

@@ -84,10 +84,8 @@ class FakePort final : public MovePort {
 
  private:
   NoListener listener_;
-  SimpleCosts compute_;
-  cost_model::ModelSpec model_ = cost_model::find_model("qwen2.5-0.5b");
-  cost_model::OmissionPlan topo_ = cost_model::OmissionPlan::parse("paper", model_);
-  ServingCosts costs_{compute_, model_, topo_, cost_model::DType::kF32, std::nullopt};
+  SimpleServingCosts simple_;
+  const ServingCosts& costs_ = simple_.costs;
   GpuTime time_;
   std::vector<std::string> names_;
   std::vector<std::unique_ptr<GpuWorker>> workers_;

@@ -60,10 +60,8 @@ class PrefixTiersTest : public ::testing::Test {
       {NodeKind::kGpu, NodeKind::kGpu}, {kDram, kDram}, ReplicaPlacement::kNextNode, -1};
   std::vector<bool> node_up_ = {true, true};
   PrefixCacheStats stats_;
-  SimpleCosts compute_;
-  cost_model::ModelSpec model_ = cost_model::find_model("qwen2.5-0.5b");
-  cost_model::OmissionPlan topo_ = cost_model::OmissionPlan::parse("paper", model_);
-  ServingCosts costs_{compute_, model_, topo_, cost_model::DType::kF32, std::nullopt};
+  SimpleServingCosts simple_;
+  const ServingCosts& costs_ = simple_.costs;
   PrefixCacheSpec spec_;
   std::unique_ptr<PrefixTiers> tiers_;
   std::int64_t last_cached_ = -1;

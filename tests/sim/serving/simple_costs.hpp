@@ -1,7 +1,12 @@
 // GPU durations that are easy to reason about, for tests of the GPU timeline and the moves.
 #pragma once
 
+#include <optional>
+
 #include "cost_model/compute_costs.hpp"
+#include "cost_model/model_spec.hpp"
+#include "cost_model/omission_plan.hpp"
+#include "sim/serving/serving_costs.hpp"
 
 namespace kvshift::sim {
 
@@ -27,6 +32,15 @@ class SimpleCosts final : public cost_model::ComputeCosts {
     return {1e-8 * static_cast<double>(t)};
   }
   std::vector<cost_model::OpSource> sources() const override { return {}; }
+};
+
+/// SimpleCosts as a GPU worker asks for them: Qwen2.5-0.5B with the paper's omission plan, fp32
+/// predictors and no proxy. Built in place (`costs` points at the members before it).
+struct SimpleServingCosts {
+  SimpleCosts compute;
+  cost_model::ModelSpec model = cost_model::find_model("qwen2.5-0.5b");
+  cost_model::OmissionPlan topo = cost_model::OmissionPlan::parse("paper", model);
+  ServingCosts costs{compute, model, topo, cost_model::DType::kF32, std::nullopt};
 };
 
 }  // namespace kvshift::sim
