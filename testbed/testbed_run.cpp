@@ -8,6 +8,7 @@
 #include <mutex>
 #include <random>
 
+#include "backend/calibrate/corpus.hpp"
 #include "backend/calibrate/predictor_file.hpp"
 #include "backend/pruning.hpp"
 #include "backend/weights.hpp"
@@ -15,10 +16,12 @@
 #include "cost_model/units.hpp"
 #include "testbed/agent.hpp"
 #include "testbed/cluster_links.hpp"
+#include "testbed/continuation.hpp"
 #include "testbed/kv_payload.hpp"
 #include "testbed/probe.hpp"
 #include "testbed/receiver_work.hpp"
 #include "testbed/testbed_moves.hpp"
+#include "util/percentile.hpp"
 
 namespace kvshift::testbed {
 namespace {
@@ -34,6 +37,7 @@ struct Setup {
   std::unique_ptr<backend::Model> model;
   std::vector<backend::GroupPredictor> predictors;
   std::string weights_source, predictors_source;
+  std::vector<std::int32_t> corpus;  ///< --corpus's ids (empty: seeded random contexts)
 };
 
 std::vector<std::string> gpu_names(const input::ScenarioSpec& spec) {
@@ -76,6 +80,10 @@ Setup load_setup(const input::ScenarioSpec& spec, const TestbedOptions& o) {
     s.model = std::make_unique<backend::Model>(backend::random_weights(spec.model, o.seed));
     s.weights_source = "seeded random weights of " + spec.model.name + "'s shape (no model folder)";
   }
+  if (!o.corpus.empty()) {
+    s.corpus = backend::calibrate::read_tokens(o.corpus);
+    backend::calibrate::check_vocabulary(s.corpus, s.model->spec().vocab, o.corpus, dir);
+  }
   if (!spec.risk_kv || spec.risk_kv->omission.empty()) return s;
   const cost_model::OmissionPlan& topo = spec.risk_kv->omission;
   const std::string file = !o.predictors.empty() ? o.predictors : spec.cost_source.live.predictors;
@@ -104,20 +112,18 @@ WireDType wire_dtype(const cost_model::ModelSpec& m) {
   return m.kv_dtype == cost_model::DType::kF32 ? WireDType::kF32 : WireDType::kF16;
 }
 
-/// The source's KV for a move: a prefill of seeded token ids, and the payload to send.
-KvPayload make_payload(const PlannedMove& mv, const Setup& s, const input::ScenarioSpec& spec,
-                       std::uint64_t seed) {
-  const backend::Model& model = *s.model;
-  const cost_model::ModelSpec& m = model.spec();
-  std::mt19937_64 rng(seed);
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(mv.tokens));
-  for (auto& t : ids) t = static_cast<std::int32_t>(rng() % static_cast<std::uint64_t>(m.vocab));
-  if (mv.strategy == Strategy::kTokenReplay) return token_ids_payload(ids);
-  backend::KvCache cache = model.new_cache();
-  backend::ForwardOptions fo;
-  fo.logits = backend::LogitsMode::kNone;
-  fo.stats.mass = mv.strategy == Strategy::kProxyKv;  // H2O's scores
-  const backend::ForwardResult r = model.forward(ids, cache, fo);
+/// The request at its source: its KV, the payload a move ships, and (when the continuation is
+/// measured) the token it decodes next.
+struct Source {
+  KvPayload payload;
+  backend::KvCache cache;
+  std::int32_t next_token = 0;
+};
+
+/// The payload a KV-shipping strategy sends from the source's prefill.
+KvPayload ship(const PlannedMove& mv, const input::ScenarioSpec& spec,
+               const cost_model::ModelSpec& m, const backend::KvCache& cache,
+               const backend::ForwardResult& r) {
   if (mv.strategy == Strategy::kProxyKv) {
     backend::KeepPolicy keep;
     keep.retention = spec.proxy_kv->retention;
@@ -138,6 +144,50 @@ KvPayload make_payload(const PlannedMove& mv, const Setup& s, const input::Scena
   return layers_payload(cache, layers, wire_dtype(m));
 }
 
+/// The context of a move: `tokens` ids from the corpus at a seeded offset, or seeded ids.
+std::vector<std::int32_t> context_ids(const Setup& s, std::int64_t tokens, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens));
+  if (s.corpus.empty()) {
+    const auto vocab = static_cast<std::uint64_t>(s.model->spec().vocab);
+    for (auto& t : ids) t = static_cast<std::int32_t>(rng() % vocab);
+    return ids;
+  }
+  if (static_cast<std::int64_t>(s.corpus.size()) < tokens) {
+    throw InputError("--corpus: " + std::to_string(s.corpus.size()) + " tokens, fewer than a " +
+                     std::to_string(tokens) + "-token context (lower --max-tokens)");
+  }
+  const auto offset = rng() % (s.corpus.size() - ids.size() + 1);
+  std::copy_n(s.corpus.begin() + static_cast<std::ptrdiff_t>(offset), ids.size(), ids.begin());
+  return ids;
+}
+
+/// The source's KV for a move: a prefill of its context, and the payload to send.
+Source make_source(const PlannedMove& mv, const Setup& s, const input::ScenarioSpec& spec,
+                   std::uint64_t seed, bool continuation) {
+  const backend::Model& model = *s.model;
+  const cost_model::ModelSpec& m = model.spec();
+  const std::vector<std::int32_t> ids = context_ids(s, mv.tokens, seed);
+  Source src;
+  if (mv.strategy == Strategy::kTokenReplay) {
+    src.payload = token_ids_payload(ids);
+    if (!continuation) return src;
+  }
+  src.cache = model.new_cache();
+  backend::ForwardOptions fo;
+  fo.logits = continuation ? backend::LogitsMode::kLast : backend::LogitsMode::kNone;
+  fo.stats.mass = mv.strategy == Strategy::kProxyKv;  // H2O's scores
+  const backend::ForwardResult r = model.forward(ids, src.cache, fo);
+  if (continuation) {  // the source's greedy next token: the first the request decodes
+    Eigen::Index best = 0;
+    r.logits.row(0).maxCoeff(&best);
+    src.next_token = static_cast<std::int32_t>(best);
+  }
+  if (mv.strategy == Strategy::kTokenReplay) return src;
+  src.payload = ship(mv, spec, m, src.cache, r);
+  return src;
+}
+
 /// The cost model's plan and estimate for the same move on the same path (idle GPU queue).
 void predict(MoveRow& row, const PlannedMove& mv, const ShapedPath& path,
              const input::ScenarioSpec& spec, const cost_model::ComputeCosts& costs) {
@@ -152,6 +202,7 @@ void predict(MoveRow& row, const PlannedMove& mv, const ShapedPath& path,
                      Seconds{std::chrono::duration<double>(path.latency).count()}};
   const cost_model::MoveEstimate e = cost_model::estimate_move(plan, mm, route, 0, costs);
   row.planned_bytes = static_cast<std::uint64_t>((plan.kv + plan.tokens).count);
+  row.charged_delta_nll = plan.delta_nll;
   row.predicted_transfer_s = static_cast<double>(e.transfer_ns) * 1e-9;
   row.predicted_compute_s = static_cast<double>(e.compute_ns) * 1e-9;
   row.predicted_total_s = static_cast<double>(e.total_ns()) * 1e-9;
@@ -243,9 +294,11 @@ MoveRow planned_row(std::size_t i, const PlannedMove& mv, const ClusterLinks& li
   return row;
 }
 
-/// The transfer's outcome and, once delivered, the receiver's work, into the row.
+/// The transfer's outcome and, once delivered, the receiver's work, into the row; with
+/// `continuation` steps, what the move did to the request's text (after the timed work).
 void record_outcome(MoveRow& row, std::size_t i, const TransferResult& res,
-                    const std::vector<std::uint8_t>& sent, MoveInbox& inbox) {
+                    const std::vector<std::uint8_t>& sent, MoveInbox& inbox, const Source& src,
+                    const backend::Model& model, int continuation, std::uint64_t seed) {
   row.state = res.state == TransferState::kCompleted ? "completed" : "failed";
   row.reason = res.reason;
   row.frames = res.frames_sent;
@@ -264,6 +317,14 @@ void record_outcome(MoveRow& row, std::size_t i, const TransferResult& res,
   if (r.work.starts_with("error: ")) row.state = "failed", row.reason = r.work;
   row.total_s = row.transfer_s + row.decode_s + row.compute_s;
   if (d.bytes != sent) throw std::logic_error("testbed: delivered bytes differ");
+  if (continuation > 0 && row.state == "completed") {
+    const ContinuationQuality q =
+        compare_continuations(model, src.cache, r.cache, src.next_token, continuation, seed);
+    row.continuation_steps = q.steps;
+    row.greedy_agreement = q.greedy_agreement;
+    row.sampled_agreement = q.sampled_agreement;
+    row.real_delta_nll = q.delta_nll;
+  }
   inbox.delivered.erase(i);
   inbox.rebuilt.erase(i);
 }
@@ -283,6 +344,46 @@ TransferResult send_and_wait(Agent& from, const TransferRequest& req, const std:
     }
   }
   return result.get();
+}
+
+/// Per strategy, what its moves did to the requests' text (continuation.hpp) beside the ΔNLL
+/// the simulator charges: medians over the moves that completed.
+void summarise_quality(nlohmann::json& s, const std::vector<MoveRow>& rows, const TestbedOptions& o,
+                       const Setup& setup) {
+  if (o.continuation <= 0) return;
+  std::map<std::string, std::vector<const MoveRow*>> by;
+  for (const MoveRow& r : rows) {
+    if (r.continuation_steps > 0) by[r.strategy].push_back(&r);
+  }
+  const auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return util::percentile(v, 0.5);
+  };
+  for (const auto& [strategy, moved] : by) {
+    std::vector<double> charged, real, greedy, sampled;
+    for (const MoveRow* r : moved) {
+      charged.push_back(r->charged_delta_nll);
+      real.push_back(r->real_delta_nll);
+      greedy.push_back(r->greedy_agreement);
+      sampled.push_back(r->sampled_agreement);
+    }
+    std::sort(real.begin(), real.end());
+    s["quality"][strategy] = {{"moves", moved.size()},
+                              {"charged_delta_nll_median", median(charged)},
+                              {"real_delta_nll_median", median(real)},
+                              {"real_delta_nll_min", real.front()},
+                              {"real_delta_nll_max", real.back()},
+                              {"greedy_agreement_median", median(greedy)},
+                              {"sampled_agreement_median", median(sampled)}};
+  }
+  s["quality_note"] =
+      "each move's request decodes " + std::to_string(o.continuation) +
+      " tokens on the receiver and on the source from the same next token; real ΔNLL = the "
+      "receiver's mean NLL of the source's greedy text minus the source's (nats/token), on " +
+      (setup.corpus.empty() ? std::string("seeded random contexts (not text: --corpus reads a "
+                                          "token file)")
+                            : "contexts from " + o.corpus) +
+      "; ProxyKV's kept tokens are H2O's (the proxy and mapper are not run here)";
 }
 
 /// The run's summary: what ran, the loopback ceiling, and each strategy's errors against the
@@ -323,6 +424,7 @@ void summarise(TestbedRun& run, const input::ScenarioSpec& spec,
                     std::to_string(static_cast<int>(100 * kCeilingShare)) +
                     " % of the loopback ceiling (their testbed.csv note says so)";
   s["failed"] = static_cast<int>(run.rows.size()) - completed;
+  summarise_quality(s, run.rows, o, setup);
   for (const auto& [strategy, errs] : total_err) {
     auto stats = [](const std::vector<double>& e) {
       const ErrorStats st = abs_error_stats(e);
@@ -342,6 +444,9 @@ TestbedRun run_testbed(const input::ScenarioSpec& spec, const cost_model::Comput
   check_size(spec);
   if (o.moves < 0 || o.moves > 10000) throw InputError("--moves: must be in [1, 10000]");
   if (o.max_tokens < 1) throw InputError("--max-tokens: must be >= 1");
+  if (o.continuation < 0 || o.continuation > 4096) {
+    throw InputError("--continue: must be in [0, 4096] tokens");
+  }
   const ClusterLinks links(spec.cluster);
   const std::vector<PlannedMove> moves = choose_moves(spec, links, o.moves, o.max_tokens, o.seed);
   const Setup setup = load_setup(spec, o);
@@ -357,7 +462,9 @@ TestbedRun run_testbed(const input::ScenarioSpec& spec, const cost_model::Comput
     const PlannedMove& mv = moves[i];
     clipped += mv.clipped;
     MoveRow row = planned_row(i, mv, links);
-    const KvPayload payload = make_payload(mv, setup, spec, o.seed * 1000003 + i);
+    const std::uint64_t seed = o.seed * 1000003 + i;
+    const Source source = make_source(mv, setup, spec, seed, o.continuation > 0);
+    const KvPayload& payload = source.payload;
     if (payload.bytes.size() > kMaxPayload) {
       throw InputError("--max-tokens: a move of " + std::to_string(mv.tokens) +
                        " tokens ships over 1 GiB; lower --max-tokens");
@@ -385,7 +492,7 @@ TestbedRun run_testbed(const input::ScenarioSpec& spec, const cost_model::Comput
     const TransferResult res = send_and_wait(
         *agents.at(mv.src), req,
         "move " + std::to_string(i + 1) + "/" + std::to_string(moves.size()), progress);
-    record_outcome(row, i, res, *req.payload, inbox);
+    record_outcome(row, i, res, *req.payload, inbox, source, *setup.model, o.continuation, seed);
     if (progress) {
       progress("move " + std::to_string(i + 1) + "/" + std::to_string(moves.size()) + " " +
                row.strategy + " " + row.src + "->" + row.dst + " " + std::to_string(row.tokens) +

@@ -5,10 +5,12 @@
 // every move set beside the cost model's plan and estimate for the same move
 // (cost_model/move_plan.hpp: plan_move + estimate_move, the estimator the
 // simulator and `kvshift cost` use). The source's KV comes from a real prefill
-// of seeded random token ids on the model's weights (a model folder) or on
-// seeded random weights of its shape (said in the summary). ProxyKV's kept tokens
-// are chosen by H2O scores of that prefill (the proxy and mapper score off the
-// move's critical path and are not run here). Leaves out: the simulator's
+// of seeded random token ids, or of a corpus's text, on the model's weights (a
+// model folder) or on seeded random weights of its shape (said in the summary).
+// ProxyKV's kept tokens are chosen by H2O scores of that prefill (the proxy and
+// mapper score off the move's critical path and are not run here). After each
+// move the request decodes on the receiver and on the source, and what the move
+// did to its text is measured (continuation.hpp). Leaves out: the simulator's
 // queueing (each move runs alone on an idle cluster), predictor shipping
 // (predictors are preloaded), the CUDA backend.
 #pragma once
@@ -35,6 +37,12 @@ struct TestbedOptions {
   std::string model_dir;   ///< weights; empty: the scenario's live model, else random weights
   std::string predictors;  ///< predictors.safetensors; empty: the live section's, else random
   std::int64_t max_tokens = 2048;  ///< contexts drawn longer are clipped (a CPU prefill per move)
+  /// Tokens the request decodes after each move, on the receiver and on the source, to measure
+  /// what the move did to its text (continuation.hpp); 0: not measured.
+  int continuation = 32;
+  /// A token file (little-endian int32 ids) the contexts are drawn from; empty: seeded random
+  /// ids (the measured ΔNLL then speaks of random text, and the summary says so).
+  std::string corpus;
 };
 
 /// One move as measured and as predicted. Times in seconds.
@@ -49,6 +57,11 @@ struct MoveRow {
   std::uint64_t frames = 0, bytes_resent = 0, faults = 0;
   int connections = 0;
   std::string note;  ///< why the measured time may not speak for the model (e.g. over the ceiling)
+  /// What the move did to the request's text (continuation.hpp), beside the ΔNLL per token the
+  /// simulator charges this move (its plan's); steps 0: not measured.
+  double charged_delta_nll = 0;
+  int continuation_steps = 0;
+  double greedy_agreement = 0, sampled_agreement = 0, real_delta_nll = 0;
 };
 
 struct TestbedRun {

@@ -46,11 +46,15 @@ std::string testbed_csv(const std::vector<MoveRow>& rows) {
   out << "move,strategy,src,dst,path,tokens,bytes,planned_bytes,state,reason,work,"
          "transfer_s,decode_s,compute_s,total_s,"
          "predicted_transfer_s,predicted_compute_s,predicted_total_s,"
-         "error_transfer,error_compute,error_total,frames,bytes_resent,faults,connections,note\n";
+         "error_transfer,error_compute,error_total,frames,bytes_resent,faults,connections,"
+         "charged_delta_nll,continuation_tokens,greedy_agreement,sampled_agreement,"
+         "real_delta_nll,note\n";
   for (const MoveRow& r : rows) {
     const bool done = r.state == "completed";
     auto measured = [&](double v) { return done ? num(v) : std::string(); };
     auto err = [&](double m, double p) { return done ? num(relative_error(m, p)) : std::string(); };
+    // Blank where the continuation was not measured (off, or the move failed).
+    auto quality = [&](double v) { return r.continuation_steps > 0 ? num(v) : std::string(); };
     out << r.move << ',' << r.strategy << ',' << util::csv_escape(r.src) << ','
         << util::csv_escape(r.dst) << ',' << util::csv_escape(r.path) << ',' << r.tokens << ','
         << r.bytes << ',' << r.planned_bytes << ',' << r.state << ',' << util::csv_escape(r.reason)
@@ -60,7 +64,9 @@ std::string testbed_csv(const std::vector<MoveRow>& rows) {
         << err(r.transfer_s, r.predicted_transfer_s) << ','
         << err(r.compute_s, r.predicted_compute_s) << ',' << err(r.total_s, r.predicted_total_s)
         << ',' << r.frames << ',' << r.bytes_resent << ',' << r.faults << ',' << r.connections
-        << ',' << util::csv_escape(r.note) << '\n';
+        << ',' << num(r.charged_delta_nll) << ',' << r.continuation_steps << ','
+        << quality(r.greedy_agreement) << ',' << quality(r.sampled_agreement) << ','
+        << quality(r.real_delta_nll) << ',' << util::csv_escape(r.note) << '\n';
   }
   return out.str();
 }

@@ -26,8 +26,9 @@ namespace {
 namespace fs = std::filesystem;
 
 struct TestbedCliOptions {
-  std::string scenario, out, faults, seed = "1", model_dir, predictors;
+  std::string scenario, out, faults, seed = "1", model_dir, predictors, corpus;
   std::int64_t moves = 0, max_tokens = 2048;
+  int continuation = 32;
   bool force = false, probe = false;
   std::string bytes = "1MB,16MB,64MB", bandwidth = "100Mbps,1Gbps", flows = "1", latency = "1ms",
               ceiling_bytes = "256MB";
@@ -67,8 +68,10 @@ int run_scenario(const TestbedCliOptions& o) {
   t.model_dir = o.model_dir;
   t.predictors = o.predictors;
   t.max_tokens = o.max_tokens;
+  t.continuation = o.continuation;
+  t.corpus = o.corpus;
   const input::ScenarioSpec spec = input::load_scenario_file(o.scenario);
-  const std::vector<fs::path> inputs{o.scenario, o.model_dir, o.predictors};
+  const std::vector<fs::path> inputs{o.scenario, o.model_dir, o.predictors, o.corpus};
   reports::staging_folder(o.out, o.force, inputs);  // refuse an existing --out before the work
   const auto costs = make_compute_costs(spec);
   const testbed::TestbedRun run = testbed::run_testbed(
@@ -159,6 +162,14 @@ Action setup(CLI::App& sub) {
                  "else seeded random predictors)");
   sub.add_option("--max-tokens", o->max_tokens, "Clip drawn contexts to this many tokens")
       ->capture_default_str();
+  sub.add_option("--continue", o->continuation,
+                 "Tokens the request decodes after each move on the receiver and on the source "
+                 "(greedy and seeded samples): their agreement and the move's real ΔNLL on that "
+                 "text, beside the ΔNLL the simulator charges; 0: not measured")
+      ->capture_default_str();
+  sub.add_option("--corpus", o->corpus,
+                 "Token file (little-endian int32 ids, e.g. data/corpus/kjv.tokens) the contexts "
+                 "are drawn from (default: seeded random ids)");
   sub.add_flag("--probe", o->probe, "Measure one shaped link instead of a scenario");
   sub.add_option("--bytes", o->bytes, "--probe: transfer sizes")->capture_default_str();
   sub.add_option("--bandwidth", o->bandwidth, "--probe: shaped rates")->capture_default_str();

@@ -84,8 +84,25 @@ TEST(TestbedCli, ReplaysTheDrainWithEveryStrategyOnTheTinyFixture) {
     if (strategy == "token_replay") {
       EXPECT_EQ(row[column(h, "work")], "prefill");
     }
+    // What the move did to the text: replay rebuilds the source's KV exactly; full KV ships it
+    // rounded to the wire's fp16; ProxyKV drops half the tokens.
+    EXPECT_EQ(row[column(h, "continuation_tokens")], "32");
+    const double agree = std::stod(row[column(h, "greedy_agreement")]);
+    const double real = std::stod(row[column(h, "real_delta_nll")]);
+    EXPECT_GE(agree, 0.0);
+    EXPECT_LE(agree, 1.0);
+    if (strategy == "token_replay") {
+      EXPECT_EQ(agree, 1.0);
+      EXPECT_EQ(std::stod(row[column(h, "sampled_agreement")]), 1.0);
+      EXPECT_EQ(real, 0.0);
+    }
+    if (strategy == "full_kv") EXPECT_LT(std::abs(real), 1e-2);
+    if (strategy == "proxy_kv") EXPECT_EQ(row[column(h, "charged_delta_nll")], "0.01");
   }
   const auto summary = nlohmann::json::parse(std::ifstream(dir / "out" / "summary.json"));
+  EXPECT_EQ(summary["quality"]["token_replay"]["real_delta_nll_median"], 0.0);
+  EXPECT_NE(summary["quality_note"].get<std::string>().find("seeded random contexts"),
+            std::string::npos);
   EXPECT_EQ(summary["address"], "127.0.0.1");
   std::stringstream svg;
   svg << std::ifstream(dir / "out" / "testbed.svg").rdbuf();
@@ -155,6 +172,9 @@ TEST(TestbedCli, BadInputNamesTheFlagOrFieldAndExitsTwo) {
   expect_input_error("testbed " + s + " --faults delay=-5ms" + out, "delay");
   expect_input_error("testbed " + s + " --moves -3" + out, "--moves");
   expect_input_error("testbed " + s + " --moves 20000" + out, "--moves");
+  expect_input_error("testbed " + s + " --continue -1" + out, "--continue");
+  expect_input_error("testbed " + s + " --corpus " + (dir / "no.tokens").string() + out,
+                     "no.tokens");
   expect_input_error("testbed " + (dir / "big.json").string() + out, "too big to run as agents");
   expect_input_error("testbed " + (dir / "quiet.json").string() + out, "--moves");
   expect_input_error("testbed " + (dir / "hybrid.json").string() + out,
