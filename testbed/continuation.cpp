@@ -61,7 +61,8 @@ double agreement(const std::vector<std::int32_t>& a, const std::vector<std::int3
 ContinuationQuality compare_continuations(const backend::Model& model,
                                           const backend::KvCache& source,
                                           const backend::KvCache& received, std::int32_t next_token,
-                                          int steps, std::uint64_t seed) {
+                                          int steps, std::uint64_t seed,
+                                          std::span<const std::int32_t> following) {
   if (steps < 1) throw std::invalid_argument("compare_continuations: steps must be >= 1");
   ContinuationQuality q;
   q.steps = steps;
@@ -91,6 +92,11 @@ ContinuationQuality compare_continuations(const backend::Model& model,
   std::vector<std::int32_t> text = {next_token};
   text.insert(text.end(), src.begin(), src.end());
   q.delta_nll = mean_nll(model, received, text) - mean_nll(model, source, text);
+  q.text_delta_nll = std::nan("");
+  if (following.size() >= 2) {
+    const std::vector<std::int32_t> real(following.begin(), following.end());
+    q.text_delta_nll = mean_nll(model, received, real) - mean_nll(model, source, real);
+  }
   return q;
 }
 

@@ -1,6 +1,7 @@
 // The testbed run: agents up, moves replayed one at a time, each measured and priced.
 #include "testbed/testbed_run.hpp"
 
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <future>
@@ -10,6 +11,10 @@
 
 #include "backend/calibrate/corpus.hpp"
 #include "backend/calibrate/predictor_file.hpp"
+#include "backend/kvzip_prompt.hpp"
+#include "backend/proxy_dataset.hpp"
+#include "backend/proxy_mapper.hpp"
+#include "backend/proxy_scoring.hpp"
 #include "backend/pruning.hpp"
 #include "backend/weights.hpp"
 #include "cost_model/input_error.hpp"
@@ -38,6 +43,11 @@ struct Setup {
   std::vector<backend::GroupPredictor> predictors;
   std::string weights_source, predictors_source;
   std::vector<std::int32_t> corpus;  ///< --corpus's ids (empty: seeded random contexts)
+  /// --mapper: the trained mapper, the proxy it reads and (repeat features) KVZip's prompt.
+  std::unique_ptr<backend::HybridAxialMapper> mapper;
+  std::unique_ptr<backend::Model> proxy;
+  std::vector<std::int32_t> repeat_prompt;
+  std::string proxykv_scores = "H2O's scores of the target's prefill (no --mapper)";
 };
 
 std::vector<std::string> gpu_names(const input::ScenarioSpec& spec) {
@@ -62,6 +72,29 @@ void check_size(const input::ScenarioSpec& spec) {
   }
 }
 
+/// --mapper's mapper and the proxy it was trained with (a folder, or the target's first layers).
+void load_mapper_setup(Setup& s, const TestbedOptions& o, const std::string& model_dir) {
+  const nlohmann::json manifest = backend::read_mapper_manifest(o.mapper);
+  const std::string trained_for = backend::mapper_target(manifest);
+  if (!trained_for.empty() && trained_for != s.model->spec().name) {
+    throw InputError("--mapper: " + o.mapper + " was trained for " + trained_for + ", not for " +
+                     s.model->spec().name);
+  }
+  const backend::MapperProxy p = backend::mapper_proxy(manifest, o.mapper);
+  backend::ModelWeights pw = p.folder.empty()
+                                 ? backend::truncate_layers(s.model->weights(), p.truncated_layers)
+                                 : backend::load_hf_model(p.folder);
+  if (!p.folder.empty()) backend::check_proxy_pair(pw.spec, s.model->spec(), "--mapper's proxy");
+  const std::string proxy_name = pw.spec.name;
+  s.proxy = std::make_unique<backend::Model>(std::move(pw));
+  s.mapper = std::make_unique<backend::HybridAxialMapper>(backend::load_mapper(o.mapper));
+  if (s.mapper->config().features == backend::MapperFeatures::kLogRepeatMax) {
+    s.repeat_prompt = backend::kvzip_repeat_prompt(model_dir);
+  }
+  s.proxykv_scores = "the mapper " + o.mapper + " on its proxy " + proxy_name +
+                     " (top-K per KV head, whatever budget it was trained for)";
+}
+
 Setup load_setup(const input::ScenarioSpec& spec, const TestbedOptions& o) {
   Setup s;
   const std::string dir = !o.model_dir.empty() ? o.model_dir : spec.cost_source.live.model;
@@ -80,6 +113,7 @@ Setup load_setup(const input::ScenarioSpec& spec, const TestbedOptions& o) {
     s.model = std::make_unique<backend::Model>(backend::random_weights(spec.model, o.seed));
     s.weights_source = "seeded random weights of " + spec.model.name + "'s shape (no model folder)";
   }
+  if (!o.mapper.empty()) load_mapper_setup(s, o, dir);
   if (!o.corpus.empty()) {
     s.corpus = backend::calibrate::read_tokens(o.corpus);
     backend::calibrate::check_vocabulary(s.corpus, s.model->spec().vocab, o.corpus, dir);
@@ -118,16 +152,22 @@ struct Source {
   KvPayload payload;
   backend::KvCache cache;
   std::int32_t next_token = 0;
+  std::vector<std::int32_t> following;  ///< the corpus's text after the context (none: random)
 };
+
+/// ProxyKV's keep policy: the scenario's ρ, the default sinks and recent window.
+backend::KeepPolicy keep_of(const input::ScenarioSpec& spec) {
+  backend::KeepPolicy keep;
+  keep.retention = spec.proxy_kv->retention;
+  return keep;
+}
 
 /// The payload a KV-shipping strategy sends from the source's prefill.
 KvPayload ship(const PlannedMove& mv, const input::ScenarioSpec& spec,
                const cost_model::ModelSpec& m, const backend::KvCache& cache,
                const backend::ForwardResult& r) {
   if (mv.strategy == Strategy::kProxyKv) {
-    backend::KeepPolicy keep;
-    keep.retention = spec.proxy_kv->retention;
-    const auto kept = backend::top_k_per_head(backend::h2o_scores(r.stats, m), keep);
+    const auto kept = backend::top_k_per_head(backend::h2o_scores(r.stats, m), keep_of(spec));
     return kept_tokens_payload(cache, kept, m.kv_heads, m.head_dim, wire_dtype(m));
   }
   std::vector<int> layers;
@@ -144,8 +184,10 @@ KvPayload ship(const PlannedMove& mv, const input::ScenarioSpec& spec,
   return layers_payload(cache, layers, wire_dtype(m));
 }
 
-/// The context of a move: `tokens` ids from the corpus at a seeded offset, or seeded ids.
-std::vector<std::int32_t> context_ids(const Setup& s, std::int64_t tokens, std::uint64_t seed) {
+/// The context of a move: `tokens` ids from the corpus at a seeded offset (and the
+/// `following` ones after it into `after`), or seeded ids.
+std::vector<std::int32_t> context_ids(const Setup& s, std::int64_t tokens, std::uint64_t seed,
+                                      std::int64_t following, std::vector<std::int32_t>& after) {
   std::mt19937_64 rng(seed);
   std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens));
   if (s.corpus.empty()) {
@@ -153,37 +195,49 @@ std::vector<std::int32_t> context_ids(const Setup& s, std::int64_t tokens, std::
     for (auto& t : ids) t = static_cast<std::int32_t>(rng() % vocab);
     return ids;
   }
-  if (static_cast<std::int64_t>(s.corpus.size()) < tokens) {
+  const auto window = static_cast<std::size_t>(tokens + following);
+  if (s.corpus.size() < window) {
     throw InputError("--corpus: " + std::to_string(s.corpus.size()) + " tokens, fewer than a " +
-                     std::to_string(tokens) + "-token context (lower --max-tokens)");
+                     std::to_string(tokens) + "-token context and the " +
+                     std::to_string(following) + " after it (lower --max-tokens)");
   }
-  const auto offset = rng() % (s.corpus.size() - ids.size() + 1);
-  std::copy_n(s.corpus.begin() + static_cast<std::ptrdiff_t>(offset), ids.size(), ids.begin());
+  const auto offset = static_cast<std::ptrdiff_t>(rng() % (s.corpus.size() - window + 1));
+  std::copy_n(s.corpus.begin() + offset, ids.size(), ids.begin());
+  after.assign(s.corpus.begin() + offset + static_cast<std::ptrdiff_t>(tokens),
+               s.corpus.begin() + offset + static_cast<std::ptrdiff_t>(window));
   return ids;
 }
 
 /// The source's KV for a move: a prefill of its context, and the payload to send.
 Source make_source(const PlannedMove& mv, const Setup& s, const input::ScenarioSpec& spec,
-                   std::uint64_t seed, bool continuation) {
+                   std::uint64_t seed, int continuation) {
   const backend::Model& model = *s.model;
   const cost_model::ModelSpec& m = model.spec();
-  const std::vector<std::int32_t> ids = context_ids(s, mv.tokens, seed);
   Source src;
+  const std::vector<std::int32_t> ids =
+      context_ids(s, mv.tokens, seed, continuation, src.following);
   if (mv.strategy == Strategy::kTokenReplay) {
     src.payload = token_ids_payload(ids);
-    if (!continuation) return src;
+    if (continuation == 0) return src;
   }
   src.cache = model.new_cache();
   backend::ForwardOptions fo;
-  fo.logits = continuation ? backend::LogitsMode::kLast : backend::LogitsMode::kNone;
-  fo.stats.mass = mv.strategy == Strategy::kProxyKv;  // H2O's scores
+  fo.logits = continuation > 0 ? backend::LogitsMode::kLast : backend::LogitsMode::kNone;
+  fo.stats.mass = mv.strategy == Strategy::kProxyKv && !s.mapper;  // H2O's scores
   const backend::ForwardResult r = model.forward(ids, src.cache, fo);
-  if (continuation) {  // the source's greedy next token: the first the request decodes
+  if (continuation > 0) {  // the source's greedy next token: the first the request decodes
     Eigen::Index best = 0;
     r.logits.row(0).maxCoeff(&best);
     src.next_token = static_cast<std::int32_t>(best);
   }
   if (mv.strategy == Strategy::kTokenReplay) return src;
+  if (mv.strategy == Strategy::kProxyKv && s.mapper) {
+    const backend::Matrix scores =
+        backend::proxykv_scores(*s.proxy, *s.mapper, ids, s.repeat_prompt);
+    src.payload = kept_tokens_payload(src.cache, backend::top_k_per_head(scores, keep_of(spec)),
+                                      m.kv_heads, m.head_dim, wire_dtype(m));
+    return src;
+  }
   src.payload = ship(mv, spec, m, src.cache, r);
   return src;
 }
@@ -318,12 +372,13 @@ void record_outcome(MoveRow& row, std::size_t i, const TransferResult& res,
   row.total_s = row.transfer_s + row.decode_s + row.compute_s;
   if (d.bytes != sent) throw std::logic_error("testbed: delivered bytes differ");
   if (continuation > 0 && row.state == "completed") {
-    const ContinuationQuality q =
-        compare_continuations(model, src.cache, r.cache, src.next_token, continuation, seed);
+    const ContinuationQuality q = compare_continuations(model, src.cache, r.cache, src.next_token,
+                                                        continuation, seed, src.following);
     row.continuation_steps = q.steps;
     row.greedy_agreement = q.greedy_agreement;
     row.sampled_agreement = q.sampled_agreement;
     row.real_delta_nll = q.delta_nll;
+    row.text_delta_nll = q.text_delta_nll;
   }
   inbox.delivered.erase(i);
   inbox.rebuilt.erase(i);
@@ -360,10 +415,11 @@ void summarise_quality(nlohmann::json& s, const std::vector<MoveRow>& rows, cons
     return util::percentile(v, 0.5);
   };
   for (const auto& [strategy, moved] : by) {
-    std::vector<double> charged, real, greedy, sampled;
+    std::vector<double> charged, real, text, greedy, sampled;
     for (const MoveRow* r : moved) {
       charged.push_back(r->charged_delta_nll);
       real.push_back(r->real_delta_nll);
+      if (!std::isnan(r->text_delta_nll)) text.push_back(r->text_delta_nll);
       greedy.push_back(r->greedy_agreement);
       sampled.push_back(r->sampled_agreement);
     }
@@ -375,15 +431,18 @@ void summarise_quality(nlohmann::json& s, const std::vector<MoveRow>& rows, cons
                               {"real_delta_nll_max", real.back()},
                               {"greedy_agreement_median", median(greedy)},
                               {"sampled_agreement_median", median(sampled)}};
+    if (!text.empty()) s["quality"][strategy]["text_delta_nll_median"] = median(text);
   }
   s["quality_note"] =
       "each move's request decodes " + std::to_string(o.continuation) +
       " tokens on the receiver and on the source from the same next token; real ΔNLL = the "
       "receiver's mean NLL of the source's greedy text minus the source's (nats/token), on " +
-      (setup.corpus.empty() ? std::string("seeded random contexts (not text: --corpus reads a "
-                                          "token file)")
-                            : "contexts from " + o.corpus) +
-      "; ProxyKV's kept tokens are H2O's (the proxy and mapper are not run here)";
+      (setup.corpus.empty()
+           ? std::string("seeded random contexts (not text: --corpus reads a token file)")
+           : "contexts from " + o.corpus +
+                 "; text ΔNLL = the same on the corpus's own text after the context (what "
+                 "kvshift quality measures and the simulator charges)") +
+      "; ProxyKV's kept tokens: " + setup.proxykv_scores;
 }
 
 /// The run's summary: what ran, the loopback ceiling, and each strategy's errors against the
@@ -400,6 +459,7 @@ void summarise(TestbedRun& run, const input::ScenarioSpec& spec,
   s["max_tokens"] = o.max_tokens;
   s["faults"] = describe(o.faults);
   s["weights"] = setup.weights_source;
+  s["proxykv_scores"] = setup.proxykv_scores;
   if (!setup.predictors_source.empty()) s["predictors"] = setup.predictors_source;
   s["compute_source"] = nlohmann::json::array();
   for (const auto& src : costs.sources()) s["compute_source"].push_back(src.op + ": " + src.source);
@@ -463,7 +523,7 @@ TestbedRun run_testbed(const input::ScenarioSpec& spec, const cost_model::Comput
     clipped += mv.clipped;
     MoveRow row = planned_row(i, mv, links);
     const std::uint64_t seed = o.seed * 1000003 + i;
-    const Source source = make_source(mv, setup, spec, seed, o.continuation > 0);
+    const Source source = make_source(mv, setup, spec, seed, o.continuation);
     const KvPayload& payload = source.payload;
     if (payload.bytes.size() > kMaxPayload) {
       throw InputError("--max-tokens: a move of " + std::to_string(mv.tokens) +

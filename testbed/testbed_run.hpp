@@ -7,8 +7,9 @@
 // simulator and `kvshift cost` use). The source's KV comes from a real prefill
 // of seeded random token ids, or of a corpus's text, on the model's weights (a
 // model folder) or on seeded random weights of its shape (said in the summary).
-// ProxyKV's kept tokens are chosen by H2O scores of that prefill (the proxy and
-// mapper score off the move's critical path and are not run here). After each
+// ProxyKV's kept tokens are chosen by a trained mapper on its proxy's prefill
+// (--mapper), else by H2O scores of the target's prefill; either way off the
+// move's critical path, so not timed. After each
 // move the request decodes on the receiver and on the source, and what the move
 // did to its text is measured (continuation.hpp). Leaves out: the simulator's
 // queueing (each move runs alone on an idle cluster), predictor shipping
@@ -36,6 +37,9 @@ struct TestbedOptions {
   std::uint64_t seed = 1;
   std::string model_dir;   ///< weights; empty: the scenario's live model, else random weights
   std::string predictors;  ///< predictors.safetensors; empty: the live section's, else random
+  /// A trained ProxyKV mapper (mapper.safetensors, with its mapper.json): ProxyKV's kept tokens
+  /// are then its scores from its proxy's prefill; empty: H2O's scores of the target's prefill.
+  std::string mapper;
   std::int64_t max_tokens = 2048;  ///< contexts drawn longer are clipped (a CPU prefill per move)
   /// Tokens the request decodes after each move, on the receiver and on the source, to measure
   /// what the move did to its text (continuation.hpp); 0: not measured.
@@ -62,6 +66,7 @@ struct MoveRow {
   double charged_delta_nll = 0;
   int continuation_steps = 0;
   double greedy_agreement = 0, sampled_agreement = 0, real_delta_nll = 0;
+  double text_delta_nll = 0;  ///< on the corpus's text after the context (NaN without --corpus)
 };
 
 struct TestbedRun {

@@ -48,7 +48,7 @@ std::string testbed_csv(const std::vector<MoveRow>& rows) {
          "predicted_transfer_s,predicted_compute_s,predicted_total_s,"
          "error_transfer,error_compute,error_total,frames,bytes_resent,faults,connections,"
          "charged_delta_nll,continuation_tokens,greedy_agreement,sampled_agreement,"
-         "real_delta_nll,note\n";
+         "real_delta_nll,text_delta_nll,note\n";
   for (const MoveRow& r : rows) {
     const bool done = r.state == "completed";
     auto measured = [&](double v) { return done ? num(v) : std::string(); };
@@ -66,7 +66,9 @@ std::string testbed_csv(const std::vector<MoveRow>& rows) {
         << ',' << r.frames << ',' << r.bytes_resent << ',' << r.faults << ',' << r.connections
         << ',' << num(r.charged_delta_nll) << ',' << r.continuation_steps << ','
         << quality(r.greedy_agreement) << ',' << quality(r.sampled_agreement) << ','
-        << quality(r.real_delta_nll) << ',' << util::csv_escape(r.note) << '\n';
+        << quality(r.real_delta_nll) << ','
+        << (std::isnan(r.text_delta_nll) ? std::string() : quality(r.text_delta_nll)) << ','
+        << util::csv_escape(r.note) << '\n';
   }
   return out.str();
 }

@@ -26,7 +26,7 @@ namespace {
 namespace fs = std::filesystem;
 
 struct TestbedCliOptions {
-  std::string scenario, out, faults, seed = "1", model_dir, predictors, corpus;
+  std::string scenario, out, faults, seed = "1", model_dir, predictors, corpus, mapper;
   std::int64_t moves = 0, max_tokens = 2048;
   int continuation = 32;
   bool force = false, probe = false;
@@ -70,8 +70,9 @@ int run_scenario(const TestbedCliOptions& o) {
   t.max_tokens = o.max_tokens;
   t.continuation = o.continuation;
   t.corpus = o.corpus;
+  t.mapper = o.mapper;
   const input::ScenarioSpec spec = input::load_scenario_file(o.scenario);
-  const std::vector<fs::path> inputs{o.scenario, o.model_dir, o.predictors, o.corpus};
+  const std::vector<fs::path> inputs{o.scenario, o.model_dir, o.predictors, o.corpus, o.mapper};
   reports::staging_folder(o.out, o.force, inputs);  // refuse an existing --out before the work
   const auto costs = make_compute_costs(spec);
   const testbed::TestbedRun run = testbed::run_testbed(
@@ -167,6 +168,10 @@ Action setup(CLI::App& sub) {
                  "(greedy and seeded samples): their agreement and the move's real ΔNLL on that "
                  "text, beside the ΔNLL the simulator charges; 0: not measured")
       ->capture_default_str();
+  sub.add_option("--mapper", o->mapper,
+                 "A trained ProxyKV mapper (mapper.safetensors beside its mapper.json): ProxyKV's "
+                 "kept tokens are its scores on its proxy's prefill (default: H2O's scores of the "
+                 "target's prefill)");
   sub.add_option("--corpus", o->corpus,
                  "Token file (little-endian int32 ids, e.g. data/corpus/kjv.tokens) the contexts "
                  "are drawn from (default: seeded random ids)");

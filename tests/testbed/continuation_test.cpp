@@ -1,10 +1,12 @@
 // What a move did to the text (testbed/continuation.hpp) on the tiny fixture: the same KV
-// continues the same way (agreement 1, ΔNLL 0), damaged KV costs NLL on the source's text,
-// and one seed gives one answer.
+// continues the same way (agreement 1, ΔNLL 0, on its own text and on given text), damaged
+// KV costs NLL on the source's text and changes it on given text, and one seed gives one
+// answer.
 #include "testbed/continuation.hpp"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,9 @@ TEST(Continuation, TheSameKvContinuesTheSameWay) {
   EXPECT_EQ(q.greedy_first_difference, 16);
   EXPECT_EQ(q.sampled_agreement, 1.0);
   EXPECT_EQ(q.delta_nll, 0.0);
+  EXPECT_TRUE(std::isnan(q.text_delta_nll));  // no text after the context given
+  const std::vector<std::int32_t> after = {7, 19, 23, 4, 88};
+  EXPECT_EQ(compare_continuations(f.model, f.cache, f.cache, 54, 4, 7, after).text_delta_nll, 0.0);
 }
 
 TEST(Continuation, DamagedKvCostsNllOnTheSourcesTextAndOneSeedGivesOneAnswer) {
@@ -46,6 +51,8 @@ TEST(Continuation, DamagedKvCostsNllOnTheSourcesTextAndOneSeedGivesOneAnswer) {
   EXPECT_GE(a.greedy_agreement, 0.0);
   EXPECT_LT(a.greedy_first_difference, 16);
   EXPECT_EQ(a.delta_nll, b.delta_nll);
+  const std::vector<std::int32_t> after = {7, 19, 23, 4, 88};
+  EXPECT_NE(compare_continuations(f.model, f.cache, damaged, 54, 4, 7, after).text_delta_nll, 0.0);
   EXPECT_EQ(a.sampled_agreement, b.sampled_agreement);
   EXPECT_THROW(compare_continuations(f.model, f.cache, damaged, 54, 0, 7), std::invalid_argument);
 }
