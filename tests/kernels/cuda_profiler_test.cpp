@@ -4,7 +4,9 @@
 // real weights and predictors handed over in ProfileRequest::inputs) and
 // returns sane rows, proxy_score with a trained mapper's weights included.
 // GpuModel's decode step is checked against a prefill of
-// one more token: the same logits for every request of the batch.
+// one more token: the same logits for every request of the batch; its prefill
+// against the CPU model's, within bf16 (in a full build; the GPU-only build of
+// bench/gpu_check.sh has no CPU model).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -18,6 +20,9 @@
 
 #ifdef KVSHIFT_TEST_HAVE_CUDA
 #include "backend/cuda/gpu_model.hpp"
+#ifdef KVSHIFT_TEST_HAVE_BACKEND
+#include "backend/model.hpp"
+#endif
 #include "backend/reconstruct.hpp"
 #include "backend/weights.hpp"
 #include "gpu_support.hpp"
@@ -273,6 +278,36 @@ TEST(GpuModel, DecodeStepContinuesAPrefill) {
     EXPECT_LE(err, 2e-2) << "request " << b << ": relative error " << err << "\n" << report;
   }
 }
+
+#ifdef KVSHIFT_TEST_HAVE_BACKEND
+TEST(GpuModel, PrefillMatchesTheCpuModelWithinBf16) {
+  // Both run the one decoder program (backend/decoder_program.hpp): on the CUDA kernels with
+  // fused bf16 weights here, on the CPU twins in fp32 there.
+  KVSHIFT_REQUIRE_GPU();
+  const cost_model::ModelSpec spec = tiny_spec();
+  const auto weights = tiny_weights(spec);
+  constexpr std::int64_t kTokens = 29;
+  kernels::cuda::Stream stream;
+  const kernels::cuda::Context ctx(stream.get());
+  gpu::GpuModel model(*weights, {kTokens, 0}, ctx);
+  std::vector<std::int32_t> prompt(kTokens);
+  for (std::size_t i = 0; i < prompt.size(); ++i)
+    prompt[i] = static_cast<std::int32_t>(i * 11 % 333);
+  model.set_token_ids(prompt);
+  model.prefill(kTokens, false);
+  const std::vector<float> got = model.copy_logits(1);
+
+  const Model cpu(*weights);
+  KvCache cache = cpu.new_cache();
+  ForwardOptions last;
+  last.logits = LogitsMode::kLast;
+  const Matrix want = cpu.forward(prompt, cache, last).logits;
+  const std::vector<float> expected(want.data(), want.data() + want.size());
+  std::string report;
+  const double err = kernels::testing::relative_error(got, expected, &report);
+  EXPECT_LE(err, 3e-2) << "relative error " << err << "\n" << report;
+}
+#endif  // KVSHIFT_TEST_HAVE_BACKEND
 
 #endif
 
