@@ -46,12 +46,15 @@ CostRecord evaluate(const CostQuery& q) {
     if (q.prefill_compute) {
       const Seconds pre = q.prefill_compute->prefill(*q.model, q.tokens);
       const LatencyReport& l = *r.latency;
-      r.pd = PdReport{.prefill_on_prefill_gpu = pre,
-                      .full_kv = pre + l.full_kv,
-                      .risk_kv = pre + l.risk_kv,
-                      .proxy_kv = pre + l.proxy_kv,
-                      .hybrid = pre + l.hybrid,
-                      .decode_side_prefill = l.prefill};
+      PdReport& pd = r.pd.emplace();
+      pd.prefill_on_prefill_gpu = pre;
+      pd.decode_side_prefill = l.prefill;
+      for (const Strategy s : kConcreteStrategies) {
+        if (s == Strategy::kTokenReplay || s == Strategy::kPrefixRecompute || !l.move.has(s)) {
+          continue;
+        }
+        pd.ttft.set(s, pre + l.move.at(s));
+      }
     }
   }
   return r;

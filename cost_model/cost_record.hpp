@@ -33,7 +33,10 @@ struct CostQuery {
 /// (the move figures above), or a decode-side prefill (token replay: no handoff).
 struct PdReport {
   Seconds prefill_on_prefill_gpu;
-  Seconds full_kv, risk_kv, proxy_kv, hybrid;  ///< TTFT by handoff strategy
+  /// TTFT by handoff strategy: every strategy priced that ships the prompt's KV from the
+  /// prefill GPU (not token replay: that is the decode-side prefill; not prefix_recompute: a
+  /// handoff holds the whole prompt).
+  StrategySeconds ttft;
   Seconds decode_side_prefill;
 };
 

@@ -33,27 +33,37 @@ LatencyReport latency(const ModelSpec& m, const OmissionPlan& t, std::int64_t to
   r.prefill = compute.prefill(m, tokens);
   r.reconstruct =
       t.empty() ? Seconds{0} : compute.reconstruct(m, t, tokens, 1, options.predictor_dtype);
-  r.full_kv = time(Strategy::kFullKv, resident, network);
-  r.token_replay = time(Strategy::kTokenReplay, resident, network);
+  for (const Strategy s : kConcreteStrategies) {
+    switch (s) {
+      case Strategy::kRiskKv:  // nothing omitted: RISK-KV is a full transfer
+        r.move.set(
+            s, t.empty() ? time(Strategy::kFullKv, resident, network) : time(s, resident, network));
+        break;
+      case Strategy::kHybrid:
+        if (options.hybrid) {
+          const MovePlan hybrid =
+              balance_hybrid(plan_move(s, methods, resident), methods, network, 0, compute);
+          r.move.set(s, seconds_of(estimate_move(hybrid, methods, network, 0, compute).total_ns()));
+          r.hybrid_front_tokens = hybrid.front_tokens;
+        }
+        break;
+      case Strategy::kPrefixRecompute:
+        if (options.held_tokens) {
+          MoveState stale = resident;
+          stale.available = *options.held_tokens;
+          r.move.set(s, time(s, stale, network));
+        }
+        break;
+      default:
+        r.move.set(s, time(s, resident, network));
+    }
+  }
   if (!t.empty()) {
-    r.risk_kv = time(Strategy::kRiskKv, resident, network);
     r.risk_kv_with_predictor = time(Strategy::kRiskKv, shipped, network);
     r.local_risk_kv = time(Strategy::kRiskKv, resident, local);
-  } else {  // nothing omitted: RISK-KV is a full transfer
-    r.risk_kv = r.risk_kv_with_predictor = r.full_kv;
+  } else {
+    r.risk_kv_with_predictor = r.move.at(Strategy::kFullKv);
     r.local_risk_kv = time(Strategy::kFullKv, resident, local);
-  }
-  r.proxy_kv = time(Strategy::kProxyKv, resident, network);
-  if (options.hybrid) {
-    const MovePlan hybrid = balance_hybrid(plan_move(Strategy::kHybrid, methods, resident), methods,
-                                           network, 0, compute);
-    r.hybrid = seconds_of(estimate_move(hybrid, methods, network, 0, compute).total_ns());
-    r.hybrid_front_tokens = hybrid.front_tokens;
-  }
-  if (options.held_tokens) {
-    MoveState stale = resident;
-    stale.available = *options.held_tokens;
-    r.prefix_recompute = time(Strategy::kPrefixRecompute, stale, network);
   }
   r.local_replay = r.prefill;
 

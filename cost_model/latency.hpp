@@ -8,6 +8,7 @@
 
 #include "cost_model/compute_costs.hpp"
 #include "cost_model/storage.hpp"
+#include "cost_model/strategy.hpp"
 #include "cost_model/transfer_engine.hpp"
 #include "cost_model/units.hpp"
 
@@ -36,19 +37,29 @@ struct LatencyOptions {
   bool hybrid = true;  ///< price the hybrid split (a bisection: a dozen estimates)
 };
 
+/// A figure per strategy, for those priced; a fixed array (sweeps evaluate millions).
+class StrategySeconds {
+ public:
+  void set(Strategy s, Seconds t) { v_[static_cast<std::size_t>(s)] = t; }
+  bool has(Strategy s) const { return v_[static_cast<std::size_t>(s)].has_value(); }
+  /// std::bad_optional_access for a strategy not priced.
+  Seconds at(Strategy s) const { return v_[static_cast<std::size_t>(s)].value(); }
+
+ private:
+  std::array<std::optional<Seconds>, std::size(kStrategyTraits)> v_{};
+};
+
 struct LatencyReport {
   Seconds prefill;      ///< on the receiver, T tokens
   Seconds reconstruct;  ///< on the receiver, the topology's groups
-  Seconds full_kv;
-  Seconds token_replay;
-  Seconds risk_kv;                 ///< predictors already resident
-  Seconds risk_kv_with_predictor;  ///< predictors shipped too
-  Seconds proxy_kv;                ///< pruned KV, scoring off the critical path
-  Seconds hybrid;                  ///< the back of the KV shipped while the front is recomputed
-  std::int64_t hybrid_front_tokens = 0;     ///< its split: the first tokens recomputed
-  std::optional<Seconds> prefix_recompute;  ///< the held prefix shipped, the tail recomputed
-  Seconds local_replay;                     ///< local recovery: prefill(T)
-  Seconds local_risk_kv;  ///< local recovery: load kept KV from host + reconstruct
+  /// One move of the request by each concrete strategy: RISK-KV with its predictors already
+  /// resident, ProxyKV with scoring off the critical path, hybrid (when LatencyOptions::hybrid)
+  /// at its best split, prefix_recompute (when held_tokens) shipping the held prefix.
+  StrategySeconds move;
+  Seconds risk_kv_with_predictor;        ///< RISK-KV with its predictors shipped too
+  std::int64_t hybrid_front_tokens = 0;  ///< hybrid's split: the first tokens recomputed
+  Seconds local_replay;                  ///< local recovery: prefill(T)
+  Seconds local_risk_kv;                 ///< local recovery: load kept KV from host + reconstruct
   /// B where RISK-KV (resident predictors) and full transfer tie; RISK-KV wins below it.
   /// Both crossovers are for an ideal link: engine costs favour the strategy with fewer
   /// descriptors further (the figures above include them).

@@ -72,16 +72,9 @@ json cost_json(const cost_model::CostQuery& q, const cost_model::CostRecord& r) 
         {"latency_s", q.path->latency.value},
         {"prefill_s", l.prefill.value},
         {"reconstruct_s", l.reconstruct.value},
-        {"full_kv_s", l.full_kv.value},
-        {"token_replay_s", l.token_replay.value},
-        {"risk_kv_s", l.risk_kv.value},
         {"risk_kv_with_predictor_s", l.risk_kv_with_predictor.value},
-        {"proxy_kv_s", l.proxy_kv.value},
         {"proxy_retention", q.retention},
-        {"hybrid_s", l.hybrid.value},
         {"hybrid_front_tokens", l.hybrid_front_tokens},
-        {"prefix_recompute_s",
-         l.prefix_recompute ? json(l.prefix_recompute->value) : json(nullptr)},
         {"held_tokens", q.held_tokens ? json(*q.held_tokens) : json(nullptr)},
         {"local_replay_s", l.local_replay.value},
         {"local_risk_kv_s", l.local_risk_kv.value},
@@ -91,18 +84,102 @@ json cost_json(const cost_model::CostQuery& q, const cost_model::CostRecord& r) 
         {"engine_per_block_s", q.engine.per_block.value},
         {"block_tokens", q.engine.block_tokens},
     };
+    // "<strategy>_s" for every concrete strategy: null where it was not priced.
+    for (const cost_model::Strategy st : cost_model::kConcreteStrategies) {
+      out["latency"][std::string(cost_model::strategy_name(st)) + "_s"] =
+          l.move.has(st) ? json(l.move.at(st).value) : json(nullptr);
+    }
   }
   if (r.pd) {
     out["pd"] = {{"prefill_gpu", q.prefill_gpu},
                  {"prefill_s", r.pd->prefill_on_prefill_gpu.value},
-                 {"ttft_full_kv_s", r.pd->full_kv.value},
-                 {"ttft_risk_kv_s", r.pd->risk_kv.value},
-                 {"ttft_proxy_kv_s", r.pd->proxy_kv.value},
-                 {"ttft_hybrid_s", r.pd->hybrid.value},
                  {"ttft_decode_side_prefill_s", r.pd->decode_side_prefill.value}};
+    for (const cost_model::Strategy st : cost_model::kConcreteStrategies) {
+      if (!r.pd->ttft.has(st)) continue;
+      out["pd"]["ttft_" + std::string(cost_model::strategy_name(st)) + "_s"] =
+          r.pd->ttft.at(st).value;
+    }
   }
   return out;
 }
+
+namespace {
+
+/// The order of the latency table's strategy rows: every concrete strategy once.
+constexpr cost_model::Strategy kLatencyRows[] = {
+    cost_model::Strategy::kFullKv, cost_model::Strategy::kTokenReplay,
+    cost_model::Strategy::kRiskKv, cost_model::Strategy::kProxyKv,
+    cost_model::Strategy::kHybrid, cost_model::Strategy::kPrefixRecompute};
+static_assert(
+    [] {
+      for (const cost_model::Strategy s : cost_model::kConcreteStrategies) {
+        int n = 0;
+        for (const cost_model::Strategy r : kLatencyRows) n += r == s ? 1 : 0;
+        if (n != 1) return false;
+      }
+      return std::size(kLatencyRows) == std::size(cost_model::kConcreteStrategies);
+    }(),
+    "kLatencyRows lists every concrete strategy once");
+
+/// A strategy's line in the latency table: its time and what it did.
+void latency_row(std::ostringstream& o, const cost_model::CostQuery& q,
+                 const cost_model::LatencyReport& l, cost_model::Strategy st) {
+  using cost_model::Strategy;
+  const Seconds t = l.move.at(st);
+  switch (st) {
+    case Strategy::kFullKv:
+      o << row("full KV transfer", format_ms(t));
+      return;
+    case Strategy::kTokenReplay:
+      o << row("token replay", format_ms(t) + "  (prefill " + format_ms(l.prefill) + ")");
+      return;
+    case Strategy::kRiskKv:
+      o << row("RISK-KV, predictors resident",
+               format_ms(t) + "  (reconstruct " + format_ms(l.reconstruct) + ")");
+      return;
+    case Strategy::kProxyKv: {
+      char rho[64];
+      std::snprintf(rho, sizeof rho, "ProxyKV pruned (rho = %.2f)", q.retention);
+      o << row(rho, format_ms(t));
+      return;
+    }
+    case Strategy::kHybrid: {
+      const std::int64_t front = l.hybrid_front_tokens;
+      const std::string split =
+          front == 0 ? "all the KV shipped: full KV transfer"
+          : front >= q.tokens
+              ? "all " + std::to_string(front) + " tokens recomputed from their ids: token replay"
+              : "the ids of the first " + std::to_string(front) +
+                    " tokens sent first and recomputed, the KV of the rest shipped";
+      o << row("hybrid (back shipped, front redone)", format_ms(t) + "  (" + split + ")");
+      return;
+    }
+    case Strategy::kPrefixRecompute:
+      o << row("prefix recompute, stale replica",
+               format_ms(t) + "  (" + std::to_string(*q.held_tokens) +
+                   " tokens' KV shipped, the ids of the other " +
+                   std::to_string(q.tokens - *q.held_tokens) + " with it and recomputed)");
+      return;
+    case Strategy::kAdaptive:
+      return;  // not a move of its own
+  }
+}
+
+/// How the P/D table names a handoff strategy.
+std::string handoff_name(cost_model::Strategy st) {
+  switch (st) {
+    case cost_model::Strategy::kFullKv:
+      return "full KV";
+    case cost_model::Strategy::kRiskKv:
+      return "RISK-KV";
+    case cost_model::Strategy::kProxyKv:
+      return "ProxyKV";
+    default:
+      return cost_model::strategy_name(st);
+  }
+}
+
+}  // namespace
 
 std::string cost_table(const cost_model::CostQuery& q, const cost_model::CostRecord& r) {
   const auto& s = r.storage;
@@ -128,30 +205,12 @@ std::string cost_table(const cost_model::CostQuery& q, const cost_model::CostRec
     const auto& l = *r.latency;
     o << "Latency over " << format_bandwidth(q.path->bandwidth) << ", "
       << format_ms(q.path->latency) << " one way, on " << q.gpu->name << "\n";
-    o << row("full KV transfer", format_ms(l.full_kv));
-    o << row("token replay",
-             format_ms(l.token_replay) + "  (prefill " + format_ms(l.prefill) + ")");
-    o << row("RISK-KV, predictors resident",
-             format_ms(l.risk_kv) + "  (reconstruct " + format_ms(l.reconstruct) + ")");
-    o << row("RISK-KV, predictors shipped", format_ms(l.risk_kv_with_predictor));
-    char rho[64];
-    std::snprintf(rho, sizeof rho, "ProxyKV pruned (rho = %.2f)", q.retention);
-    o << row(rho, format_ms(l.proxy_kv));
-    const std::int64_t front = l.hybrid_front_tokens;
-    const std::string split =
-        front == 0 ? "all the KV shipped: full KV transfer"
-        : front >= q.tokens
-            ? "all " + std::to_string(front) + " tokens recomputed from their ids: token replay"
-            : "the ids of the first " + std::to_string(front) +
-                  " tokens sent first and recomputed, the KV of the rest shipped";
-    o << row("hybrid (back shipped, front redone)", format_ms(l.hybrid) + "  (" + split + ")");
-    if (l.prefix_recompute) {
-      o << row("prefix recompute, stale replica",
-               format_ms(*l.prefix_recompute) + "  (" + std::to_string(*q.held_tokens) +
-                   " tokens' KV shipped, the ids of the other " +
-                   std::to_string(q.tokens - *q.held_tokens) + " with it and recomputed)");
+    for (const cost_model::Strategy st : kLatencyRows) {
+      if (l.move.has(st)) latency_row(o, q, l, st);
+      if (st == cost_model::Strategy::kRiskKv) {
+        o << row("RISK-KV, predictors shipped", format_ms(l.risk_kv_with_predictor));
+      }
     }
-
     o << row("local recovery: replay", format_ms(l.local_replay));
     o << row("local recovery: RISK-KV", format_ms(l.local_risk_kv));
     const char* ideal = q.engine.ideal() ? "" : " (ideal link)";
@@ -169,10 +228,11 @@ std::string cost_table(const cost_model::CostQuery& q, const cost_model::CostRec
   if (r.pd) {
     o << "P/D handoff: TTFT = prefill on " << q.prefill_gpu << " ("
       << format_ms(r.pd->prefill_on_prefill_gpu) << ") + the move above\n";
-    o << row("TTFT, full KV handoff", format_ms(r.pd->full_kv));
-    o << row("TTFT, RISK-KV handoff", format_ms(r.pd->risk_kv));
-    o << row("TTFT, ProxyKV handoff", format_ms(r.pd->proxy_kv));
-    o << row("TTFT, hybrid handoff", format_ms(r.pd->hybrid));
+    for (const cost_model::Strategy st : cost_model::kConcreteStrategies) {
+      if (r.pd->ttft.has(st)) {
+        o << row(("TTFT, " + handoff_name(st) + " handoff").c_str(), format_ms(r.pd->ttft.at(st)));
+      }
+    }
     o << row("TTFT, decode-side prefill", format_ms(r.pd->decode_side_prefill) + "  (no handoff)");
   }
   return o.str();

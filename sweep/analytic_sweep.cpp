@@ -2,6 +2,7 @@
 #include "sweep/analytic_sweep.hpp"
 
 #include <algorithm>
+#include <array>
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <cmath>
@@ -123,8 +124,10 @@ Row evaluate_row(const AnalyticSetup& s, const AnalyticGrid& grid, int k, std::i
                       (r.crossover_replay ? g9(r.crossover_replay->value) : "") + "\n";
     }
     // In kCrossoverStrategies' order.
-    const double t[] = {r.full_kv.value, r.token_replay.value, r.risk_kv.value};
-    static_assert(std::size(t) == std::size(cost_model::kCrossoverStrategies));
+    std::array<double, std::size(cost_model::kCrossoverStrategies)> t{};
+    for (std::size_t i = 0; i < t.size(); ++i) {
+      t[i] = r.move.at(cost_model::kCrossoverStrategies[i]).value;
+    }
     int best = 0;
     for (int i = 1; i < static_cast<int>(std::size(t)); ++i) best = t[i] < t[best] ? i : best;
     if (best != current) {
@@ -135,7 +138,8 @@ Row evaluate_row(const AnalyticSetup& s, const AnalyticGrid& grid, int k, std::i
     previous = b;
     if (with_points) {
       row.points += g9(b) + "," + prefix + g9(t[0]) + "," + g9(t[1]) + "," + g9(t[2]) + "," +
-                    g9(r.proxy_kv.value) + "," + ranked_name(best) + "\n";
+                    g9(r.move.at(cost_model::Strategy::kProxyKv).value) + "," + ranked_name(best) +
+                    "\n";
     }
   }
   close_band();

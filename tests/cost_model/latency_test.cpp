@@ -31,13 +31,15 @@ TEST(Latency, ClosedFormsFollowDesign) {
   const CostRecord r = f.at(100e6);
   const auto& l = *r.latency;
   auto ns = [](double s) { return round_to_ns(s); };
-  EXPECT_EQ(ns(l.full_kv.value), ns(0.01) + ns(8.0 * 14 * 1048576 / 100e6));
-  EXPECT_EQ(ns(l.token_replay.value), ns(0.01) + ns(8.0 * 4 * 512 / 100e6) + ns(l.prefill.value));
-  EXPECT_EQ(ns(l.risk_kv.value),
+  EXPECT_EQ(ns(l.move.at(Strategy::kFullKv).value), ns(0.01) + ns(8.0 * 14 * 1048576 / 100e6));
+  EXPECT_EQ(ns(l.move.at(Strategy::kTokenReplay).value),
+            ns(0.01) + ns(8.0 * 4 * 512 / 100e6) + ns(l.prefill.value));
+  EXPECT_EQ(ns(l.move.at(Strategy::kRiskKv).value),
             ns(0.01) + ns(8.0 * 10 * 1048576 / 100e6) + ns(l.reconstruct.value));
-  EXPECT_NEAR(l.risk_kv_with_predictor.value - l.risk_kv.value,
+  EXPECT_NEAR(l.risk_kv_with_predictor.value - l.move.at(Strategy::kRiskKv).value,
               8.0 * r.storage.predictor_bytes_total.count / 100e6, 2e-9);
-  EXPECT_NEAR(l.proxy_kv.value, 0.01 + 0.3 * 8.0 * 14 * 1048576 / 100e6, 1e-7);  // whole bytes
+  EXPECT_NEAR(l.move.at(Strategy::kProxyKv).value, 0.01 + 0.3 * 8.0 * 14 * 1048576 / 100e6,
+              1e-7);  // whole bytes
 }
 
 TEST(Latency, TheTransferEngineAddsSetupAndDescriptorsToEachKvLegAndPdAddsThePrefill) {
@@ -57,15 +59,19 @@ TEST(Latency, TheTransferEngineAddsSetupAndDescriptorsToEachKvLegAndPdAddsThePre
   const std::int64_t blocks = (5000 + 15) / 16;
   const int kept = f.model.layers - f.topology.omitted_layers();
   auto ns = [](Seconds s) { return round_to_ns(s.value); };
-  EXPECT_EQ(ns(real.latency->full_kv) - ns(ideal.latency->full_kv),
-            3'000'000 + blocks * f.model.layers * 2 * 4000);
-  EXPECT_EQ(ns(real.latency->risk_kv) - ns(ideal.latency->risk_kv),
-            3'000'000 + blocks * kept * 2 * 4000);
-  EXPECT_EQ(ns(real.latency->token_replay), ns(ideal.latency->token_replay))
+  EXPECT_EQ(
+      ns(real.latency->move.at(Strategy::kFullKv)) - ns(ideal.latency->move.at(Strategy::kFullKv)),
+      3'000'000 + blocks * f.model.layers * 2 * 4000);
+  EXPECT_EQ(
+      ns(real.latency->move.at(Strategy::kRiskKv)) - ns(ideal.latency->move.at(Strategy::kRiskKv)),
+      3'000'000 + blocks * kept * 2 * 4000);
+  EXPECT_EQ(ns(real.latency->move.at(Strategy::kTokenReplay)),
+            ns(ideal.latency->move.at(Strategy::kTokenReplay)))
       << "ids are not KV blocks";
   ASSERT_TRUE(real.pd);
-  EXPECT_DOUBLE_EQ(real.pd->full_kv.value,
-                   h200.prefill(f.model, 5000).value + real.latency->full_kv.value);
+  EXPECT_DOUBLE_EQ(
+      real.pd->ttft.at(Strategy::kFullKv).value,
+      h200.prefill(f.model, 5000).value + real.latency->move.at(Strategy::kFullKv).value);
   EXPECT_DOUBLE_EQ(real.pd->decode_side_prefill.value, real.latency->prefill.value);
   EXPECT_FALSE(ideal.pd) << "no prefill GPU, no P/D figures";
 }
@@ -76,14 +82,16 @@ TEST(Latency, CrossoverBandwidthsMakeBothSidesEqual) {
   const LatencyReport& l = *base.latency;
   ASSERT_TRUE(l.crossover_full && l.crossover_replay);
   const auto full = *f.at(l.crossover_full->value).latency;
-  EXPECT_NEAR(full.risk_kv.value, full.full_kv.value, 1e-12 * full.full_kv.value + 1e-15);
+  EXPECT_NEAR(full.move.at(Strategy::kRiskKv).value, full.move.at(Strategy::kFullKv).value,
+              1e-12 * full.move.at(Strategy::kFullKv).value + 1e-15);
   const auto replay = *f.at(l.crossover_replay->value).latency;
-  EXPECT_NEAR(replay.risk_kv.value, replay.token_replay.value, 1e-12);
+  EXPECT_NEAR(replay.move.at(Strategy::kRiskKv).value, replay.move.at(Strategy::kTokenReplay).value,
+              1e-12);
   // Below the full-transfer crossover RISK-KV wins; above it, full transfer does.
-  EXPECT_LT(f.at(0.5 * l.crossover_full->value).latency->risk_kv,
-            f.at(0.5 * l.crossover_full->value).latency->full_kv);
-  EXPECT_GT(f.at(2 * l.crossover_full->value).latency->risk_kv,
-            f.at(2 * l.crossover_full->value).latency->full_kv);
+  EXPECT_LT(f.at(0.5 * l.crossover_full->value).latency->move.at(Strategy::kRiskKv),
+            f.at(0.5 * l.crossover_full->value).latency->move.at(Strategy::kFullKv));
+  EXPECT_GT(f.at(2 * l.crossover_full->value).latency->move.at(Strategy::kRiskKv),
+            f.at(2 * l.crossover_full->value).latency->move.at(Strategy::kFullKv));
 }
 
 TEST(Latency, MonotonicInBandwidth) {
@@ -91,12 +99,12 @@ TEST(Latency, MonotonicInBandwidth) {
   double prev_full = 1e300, prev_risk = 1e300, prev_replay = 1e300;
   for (double bps = 1e6; bps <= 1e12; bps *= 3.7) {
     const auto l = *f.at(bps).latency;
-    EXPECT_LT(l.full_kv.value, prev_full);
-    EXPECT_LT(l.risk_kv.value, prev_risk);
-    EXPECT_LT(l.token_replay.value, prev_replay);
-    prev_full = l.full_kv.value;
-    prev_risk = l.risk_kv.value;
-    prev_replay = l.token_replay.value;
+    EXPECT_LT(l.move.at(Strategy::kFullKv).value, prev_full);
+    EXPECT_LT(l.move.at(Strategy::kRiskKv).value, prev_risk);
+    EXPECT_LT(l.move.at(Strategy::kTokenReplay).value, prev_replay);
+    prev_full = l.move.at(Strategy::kFullKv).value;
+    prev_risk = l.move.at(Strategy::kRiskKv).value;
+    prev_replay = l.move.at(Strategy::kTokenReplay).value;
   }
 }
 

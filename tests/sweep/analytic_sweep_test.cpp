@@ -77,16 +77,20 @@ TEST(AnalyticSweep, EveryPointEqualsTheCostModelsClosedForms) {
     q.retention = s.retention;
     q.path = cost_model::Path{BitsPerSecond{std::stod(row[0])}, s.latency};
     const auto rec = cost_model::evaluate(q);
-    EXPECT_NEAR(std::stod(row[3]), rec.latency->full_kv.value, 1e-8 * rec.latency->full_kv.value);
-    EXPECT_NEAR(std::stod(row[4]), rec.latency->token_replay.value,
-                1e-8 * rec.latency->token_replay.value);
-    EXPECT_NEAR(std::stod(row[5]), rec.latency->risk_kv.value, 1e-8 * rec.latency->risk_kv.value);
-    const double best = std::min(
-        {rec.latency->full_kv.value, rec.latency->token_replay.value, rec.latency->risk_kv.value});
+    EXPECT_NEAR(std::stod(row[3]), rec.latency->move.at(cost_model::Strategy::kFullKv).value,
+                1e-8 * rec.latency->move.at(cost_model::Strategy::kFullKv).value);
+    EXPECT_NEAR(std::stod(row[4]), rec.latency->move.at(cost_model::Strategy::kTokenReplay).value,
+                1e-8 * rec.latency->move.at(cost_model::Strategy::kTokenReplay).value);
+    EXPECT_NEAR(std::stod(row[5]), rec.latency->move.at(cost_model::Strategy::kRiskKv).value,
+                1e-8 * rec.latency->move.at(cost_model::Strategy::kRiskKv).value);
+    const double best = std::min({rec.latency->move.at(cost_model::Strategy::kFullKv).value,
+                                  rec.latency->move.at(cost_model::Strategy::kTokenReplay).value,
+                                  rec.latency->move.at(cost_model::Strategy::kRiskKv).value});
     const std::string& w = row[7];
-    const double wt = w == "full_kv"        ? rec.latency->full_kv.value
-                      : w == "token_replay" ? rec.latency->token_replay.value
-                                            : rec.latency->risk_kv.value;
+    const double wt = w == "full_kv" ? rec.latency->move.at(cost_model::Strategy::kFullKv).value
+                      : w == "token_replay"
+                          ? rec.latency->move.at(cost_model::Strategy::kTokenReplay).value
+                          : rec.latency->move.at(cost_model::Strategy::kRiskKv).value;
     EXPECT_EQ(wt, best) << w;
   }
 }

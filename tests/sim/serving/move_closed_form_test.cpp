@@ -131,11 +131,13 @@ TEST(MoveClosedForm, EveryStrategyMatchesTheHandWrittenClosedFormToTheNanosecond
       const cost_model::LatencyReport lr = cost_model::latency(
           spec.model, topo, t, st, {BitsPerSecond{c.bps}, Seconds{c.latency_ns * 1e-9}}, spec.gpu,
           compute, {0.3, cost_model::DType::kF32, {}, std::nullopt, true});
-      EXPECT_EQ(round_to_ns(lr.full_kv.value), expected["full_kv"]) << label;
-      EXPECT_EQ(round_to_ns(lr.token_replay.value), expected["token_replay"]) << label;
-      EXPECT_EQ(round_to_ns(lr.risk_kv.value), expected["risk_kv"]) << label;
-      EXPECT_EQ(round_to_ns(lr.proxy_kv.value), expected["proxy_kv"]) << label;
-      EXPECT_EQ(round_to_ns(lr.hybrid.value), expected["hybrid"]) << label;
+      for (const cost_model::Strategy st :
+           {cost_model::Strategy::kFullKv, cost_model::Strategy::kTokenReplay,
+            cost_model::Strategy::kRiskKv, cost_model::Strategy::kProxyKv,
+            cost_model::Strategy::kHybrid}) {
+        const std::string name = cost_model::strategy_name(st);
+        EXPECT_EQ(round_to_ns(lr.move.at(st).value), expected[name]) << label << " " << name;
+      }
     }
   }
 }
