@@ -442,7 +442,10 @@ void summarise_quality(nlohmann::json& s, const std::vector<MoveRow>& rows, cons
            : "contexts from " + o.corpus +
                  "; text ΔNLL = the same on the corpus's own text after the context (what "
                  "kvshift quality measures and the simulator charges)") +
-      "; ProxyKV's kept tokens: " + setup.proxykv_scores;
+      "; ProxyKV's kept tokens: " + setup.proxykv_scores +
+      "; charged ΔNLL = the scenario's (ProxyKV's: the mapper and budget its quality file "
+      "measured), whatever chose the tokens here; sampled agreement: after one differing token "
+      "the two texts run apart, so it falls fast";
 }
 
 /// The run's summary: what ran, the loopback ceiling, and each strategy's errors against the
