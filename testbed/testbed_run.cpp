@@ -162,13 +162,18 @@ backend::KeepPolicy keep_of(const input::ScenarioSpec& spec) {
   return keep;
 }
 
-/// The payload a KV-shipping strategy sends from the source's prefill.
-KvPayload ship(const PlannedMove& mv, const input::ScenarioSpec& spec,
-               const cost_model::ModelSpec& m, const backend::KvCache& cache,
+/// The payload a KV-shipping strategy sends from the source's prefill `r` of `ids`.
+KvPayload ship(const PlannedMove& mv, const input::ScenarioSpec& spec, const Setup& s,
+               std::span<const std::int32_t> ids, const backend::KvCache& cache,
                const backend::ForwardResult& r) {
+  const cost_model::ModelSpec& m = s.model->spec();
   if (mv.strategy == Strategy::kProxyKv) {
-    const auto kept = backend::top_k_per_head(backend::h2o_scores(r.stats, m), keep_of(spec));
-    return kept_tokens_payload(cache, kept, m.kv_heads, m.head_dim, wire_dtype(m));
+    // The trained mapper's scores on its proxy's prefill, else H2O's of the target's.
+    const backend::Matrix scores =
+        s.mapper ? backend::proxykv_scores(*s.proxy, *s.mapper, ids, s.repeat_prompt)
+                 : backend::h2o_scores(r.stats, m);
+    return kept_tokens_payload(cache, backend::top_k_per_head(scores, keep_of(spec)), m.kv_heads,
+                               m.head_dim, wire_dtype(m));
   }
   std::vector<int> layers;
   for (int l = 0; l < m.layers; ++l) {
@@ -212,7 +217,6 @@ std::vector<std::int32_t> context_ids(const Setup& s, std::int64_t tokens, std::
 Source make_source(const PlannedMove& mv, const Setup& s, const input::ScenarioSpec& spec,
                    std::uint64_t seed, int continuation) {
   const backend::Model& model = *s.model;
-  const cost_model::ModelSpec& m = model.spec();
   Source src;
   const std::vector<std::int32_t> ids =
       context_ids(s, mv.tokens, seed, continuation, src.following);
@@ -230,15 +234,7 @@ Source make_source(const PlannedMove& mv, const Setup& s, const input::ScenarioS
     r.logits.row(0).maxCoeff(&best);
     src.next_token = static_cast<std::int32_t>(best);
   }
-  if (mv.strategy == Strategy::kTokenReplay) return src;
-  if (mv.strategy == Strategy::kProxyKv && s.mapper) {
-    const backend::Matrix scores =
-        backend::proxykv_scores(*s.proxy, *s.mapper, ids, s.repeat_prompt);
-    src.payload = kept_tokens_payload(src.cache, backend::top_k_per_head(scores, keep_of(spec)),
-                                      m.kv_heads, m.head_dim, wire_dtype(m));
-    return src;
-  }
-  src.payload = ship(mv, spec, m, src.cache, r);
+  if (mv.strategy != Strategy::kTokenReplay) src.payload = ship(mv, spec, s, ids, src.cache, r);
   return src;
 }
 
