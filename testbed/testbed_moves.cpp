@@ -5,6 +5,7 @@
 
 #include "cost_model/input_error.hpp"
 #include "sim/workload.hpp"
+#include "testbed/move_setup.hpp"
 
 namespace kvshift::testbed {
 namespace {
@@ -32,14 +33,6 @@ class ScenarioPrompts {
   const input::ScenarioSpec& spec_;
   sim::Workload arrivals_;
 };
-
-std::vector<std::string> gpu_nodes(const input::ScenarioSpec& spec) {
-  std::vector<std::string> names;
-  for (const auto& n : spec.cluster.nodes) {
-    if (n.kind == sim::NodeKind::kGpu) names.push_back(n.name);
-  }
-  return names;
-}
 
 /// The other GPU node reached with the least latency (ties: the first listed).
 std::string nearest(const std::string& src, const std::vector<std::string>& gpus,
@@ -84,7 +77,7 @@ std::vector<Strategy> testbed_strategies(const input::ScenarioSpec& spec) {
 std::vector<PlannedMove> choose_moves(const input::ScenarioSpec& spec, const ClusterLinks& links,
                                       std::int64_t synthetic, std::int64_t max_tokens,
                                       std::uint64_t seed) {
-  const std::vector<std::string> gpus = gpu_nodes(spec);
+  const std::vector<std::string> gpus = gpu_names(spec);
   const std::vector<Strategy> strategies = testbed_strategies(spec);
   sim::Rng rng(seed);  // which nodes the synthetic moves join
   ScenarioPrompts prompts(spec);

@@ -7,22 +7,14 @@
 #include <future>
 #include <map>
 #include <mutex>
-#include <random>
 
-#include "backend/calibrate/corpus.hpp"
-#include "backend/calibrate/predictor_file.hpp"
-#include "backend/kvzip_prompt.hpp"
-#include "backend/proxy_dataset.hpp"
-#include "backend/proxy_mapper.hpp"
-#include "backend/proxy_scoring.hpp"
-#include "backend/pruning.hpp"
-#include "backend/weights.hpp"
 #include "cost_model/input_error.hpp"
 #include "cost_model/units.hpp"
 #include "testbed/agent.hpp"
 #include "testbed/cluster_links.hpp"
 #include "testbed/continuation.hpp"
 #include "testbed/kv_payload.hpp"
+#include "testbed/move_setup.hpp"
 #include "testbed/probe.hpp"
 #include "testbed/receiver_work.hpp"
 #include "testbed/testbed_moves.hpp"
@@ -33,30 +25,12 @@ namespace {
 
 using cost_model::Strategy;
 
-/// Weights above this (fp32) are refused: the CPU backend would take minutes per prefill.
-constexpr double kMaxWeightBytes = 4.0 * (1ull << 30);
+ModelInputs model_inputs(const TestbedOptions& o) {
+  return {o.model_dir, o.predictors, o.mapper, o.corpus, o.seed};
+}
+
 /// Payloads above this are refused (a move's payload is held in memory twice).
 constexpr std::uint64_t kMaxPayload = 1ull << 30;
-
-struct Setup {
-  std::unique_ptr<backend::Model> model;
-  std::vector<backend::GroupPredictor> predictors;
-  std::string weights_source, predictors_source;
-  std::vector<std::int32_t> corpus;  ///< --corpus's ids (empty: seeded random contexts)
-  /// --mapper: the trained mapper, the proxy it reads and (repeat features) KVZip's prompt.
-  std::unique_ptr<backend::HybridAxialMapper> mapper;
-  std::unique_ptr<backend::Model> proxy;
-  std::vector<std::int32_t> repeat_prompt;
-  std::string proxykv_scores = "H2O's scores of the target's prefill (no --mapper)";
-};
-
-std::vector<std::string> gpu_names(const input::ScenarioSpec& spec) {
-  std::vector<std::string> names;
-  for (const auto& n : spec.cluster.nodes) {
-    if (n.kind == sim::NodeKind::kGpu) names.push_back(n.name);
-  }
-  return names;
-}
 
 void check_size(const input::ScenarioSpec& spec) {
   const auto gpus = gpu_names(spec).size();
@@ -72,80 +46,6 @@ void check_size(const input::ScenarioSpec& spec) {
   }
 }
 
-/// --mapper's mapper and the proxy it was trained with (a folder, or the target's first layers).
-void load_mapper_setup(Setup& s, const TestbedOptions& o, const std::string& model_dir) {
-  const nlohmann::json manifest = backend::read_mapper_manifest(o.mapper);
-  const std::string trained_for = backend::mapper_target(manifest);
-  if (!trained_for.empty() && trained_for != s.model->spec().name) {
-    throw InputError("--mapper: " + o.mapper + " was trained for " + trained_for + ", not for " +
-                     s.model->spec().name);
-  }
-  const backend::MapperProxy p = backend::mapper_proxy(manifest, o.mapper);
-  backend::ModelWeights pw = p.folder.empty()
-                                 ? backend::truncate_layers(s.model->weights(), p.truncated_layers)
-                                 : backend::load_hf_model(p.folder);
-  if (!p.folder.empty()) backend::check_proxy_pair(pw.spec, s.model->spec(), "--mapper's proxy");
-  const std::string proxy_name = pw.spec.name;
-  s.proxy = std::make_unique<backend::Model>(std::move(pw));
-  s.mapper = std::make_unique<backend::HybridAxialMapper>(backend::load_mapper(o.mapper));
-  if (s.mapper->config().features == backend::MapperFeatures::kLogRepeatMax) {
-    s.repeat_prompt = backend::kvzip_repeat_prompt(model_dir);
-  }
-  s.proxykv_scores = "the mapper " + o.mapper + " on its proxy " + proxy_name +
-                     " (top-K per KV head, whatever budget it was trained for)";
-}
-
-Setup load_setup(const input::ScenarioSpec& spec, const TestbedOptions& o) {
-  Setup s;
-  const std::string dir = !o.model_dir.empty() ? o.model_dir : spec.cost_source.live.model;
-  if (!dir.empty()) {
-    s.model = std::make_unique<backend::Model>(backend::load_hf_model(dir));
-    if (s.model->spec().layers != spec.model.layers ||
-        s.model->spec().kv_width() != spec.model.kv_width()) {
-      throw InputError("--model-dir: " + dir + " is not the scenario's model " + spec.model.name);
-    }
-    s.weights_source = dir;
-  } else {
-    if (4.0 * static_cast<double>(spec.model.parameter_count()) > kMaxWeightBytes) {
-      throw InputError(spec.source + ": /model: " + spec.model.name +
-                       " is too big for seeded random weights on the CPU backend (over 4 GiB)");
-    }
-    s.model = std::make_unique<backend::Model>(backend::random_weights(spec.model, o.seed));
-    s.weights_source = "seeded random weights of " + spec.model.name + "'s shape (no model folder)";
-  }
-  if (!o.mapper.empty()) load_mapper_setup(s, o, dir);
-  if (!o.corpus.empty()) {
-    s.corpus = backend::calibrate::read_tokens(o.corpus);
-    backend::calibrate::check_vocabulary(s.corpus, s.model->spec().vocab, o.corpus, dir);
-  }
-  if (!spec.risk_kv || spec.risk_kv->omission.empty()) return s;
-  const cost_model::OmissionPlan& topo = spec.risk_kv->omission;
-  const std::string file = !o.predictors.empty() ? o.predictors : spec.cost_source.live.predictors;
-  if (file.empty()) {
-    for (const auto& g : topo.groups()) {
-      s.predictors.push_back(backend::random_predictor(s.model->spec(), g, o.seed + 7));
-    }
-    s.predictors_source = "seeded random predictors (no --predictors)";
-    return s;
-  }
-  const auto stored = backend::calibrate::read_predictors(file, s.model->spec());
-  for (const auto& g : topo.groups()) {
-    auto it = std::find_if(stored.begin(), stored.end(),
-                           [&](const auto& p) { return p.group == g.group; });
-    if (it == stored.end()) {
-      throw InputError("--predictors: " + file + " has no predictor for G" +
-                       std::to_string(g.group) + " of the topology " + topo.describe());
-    }
-    s.predictors.push_back(it->predictor);
-  }
-  s.predictors_source = file;
-  return s;
-}
-
-WireDType wire_dtype(const cost_model::ModelSpec& m) {
-  return m.kv_dtype == cost_model::DType::kF32 ? WireDType::kF32 : WireDType::kF16;
-}
-
 /// The request at its source: its KV, the payload a move ships, and (when the continuation is
 /// measured) the token it decodes next.
 struct Source {
@@ -155,66 +55,8 @@ struct Source {
   std::vector<std::int32_t> following;  ///< the corpus's text after the context (none: random)
 };
 
-/// ProxyKV's keep policy: the scenario's ρ, the default sinks and recent window.
-backend::KeepPolicy keep_of(const input::ScenarioSpec& spec) {
-  backend::KeepPolicy keep;
-  keep.retention = spec.proxy_kv->retention;
-  return keep;
-}
-
-/// The payload a KV-shipping strategy sends from the source's prefill `r` of `ids`.
-KvPayload ship(const PlannedMove& mv, const input::ScenarioSpec& spec, const Setup& s,
-               std::span<const std::int32_t> ids, const backend::KvCache& cache,
-               const backend::ForwardResult& r) {
-  const cost_model::ModelSpec& m = s.model->spec();
-  if (mv.strategy == Strategy::kProxyKv) {
-    // The trained mapper's scores on its proxy's prefill, else H2O's of the target's.
-    const backend::Matrix scores =
-        s.mapper ? backend::proxykv_scores(*s.proxy, *s.mapper, ids, s.repeat_prompt)
-                 : backend::h2o_scores(r.stats, m);
-    return kept_tokens_payload(cache, backend::top_k_per_head(scores, keep_of(spec)), m.kv_heads,
-                               m.head_dim, wire_dtype(m));
-  }
-  std::vector<int> layers;
-  for (int l = 0; l < m.layers; ++l) {
-    bool omitted = false;
-    if (mv.strategy == Strategy::kRiskKv) {
-      for (const auto& g : spec.risk_kv->omission.groups()) {
-        omitted |=
-            std::find(g.target_layers.begin(), g.target_layers.end(), l) != g.target_layers.end();
-      }
-    }
-    if (!omitted) layers.push_back(l);
-  }
-  return layers_payload(cache, layers, wire_dtype(m));
-}
-
-/// The context of a move: `tokens` ids from the corpus at a seeded offset (and the
-/// `following` ones after it into `after`), or seeded ids.
-std::vector<std::int32_t> context_ids(const Setup& s, std::int64_t tokens, std::uint64_t seed,
-                                      std::int64_t following, std::vector<std::int32_t>& after) {
-  std::mt19937_64 rng(seed);
-  std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens));
-  if (s.corpus.empty()) {
-    const auto vocab = static_cast<std::uint64_t>(s.model->spec().vocab);
-    for (auto& t : ids) t = static_cast<std::int32_t>(rng() % vocab);
-    return ids;
-  }
-  const auto window = static_cast<std::size_t>(tokens + following);
-  if (s.corpus.size() < window) {
-    throw InputError("--corpus: " + std::to_string(s.corpus.size()) + " tokens, fewer than a " +
-                     std::to_string(tokens) + "-token context and the " +
-                     std::to_string(following) + " after it (lower --max-tokens)");
-  }
-  const auto offset = static_cast<std::ptrdiff_t>(rng() % (s.corpus.size() - window + 1));
-  std::copy_n(s.corpus.begin() + offset, ids.size(), ids.begin());
-  after.assign(s.corpus.begin() + offset + static_cast<std::ptrdiff_t>(tokens),
-               s.corpus.begin() + offset + static_cast<std::ptrdiff_t>(window));
-  return ids;
-}
-
 /// The source's KV for a move: a prefill of its context, and the payload to send.
-Source make_source(const PlannedMove& mv, const Setup& s, const input::ScenarioSpec& spec,
+Source make_source(const PlannedMove& mv, const MoveSetup& s, const input::ScenarioSpec& spec,
                    std::uint64_t seed, int continuation) {
   const backend::Model& model = *s.model;
   Source src;
@@ -234,7 +76,8 @@ Source make_source(const PlannedMove& mv, const Setup& s, const input::ScenarioS
     r.logits.row(0).maxCoeff(&best);
     src.next_token = static_cast<std::int32_t>(best);
   }
-  if (mv.strategy != Strategy::kTokenReplay) src.payload = ship(mv, spec, s, ids, src.cache, r);
+  if (mv.strategy != Strategy::kTokenReplay)
+    src.payload = ship(mv.strategy, spec, s, ids, src.cache, &r);
   return src;
 }
 
@@ -260,26 +103,6 @@ void predict(MoveRow& row, const PlannedMove& mv, const ShapedPath& path,
 
 /// Shaped rates above this share of the loopback ceiling are not reliable (fidelity.md).
 constexpr double kCeilingShare = 0.6;
-
-SendOptions send_options(const ShapedPath& path, const FaultSpec& faults,
-                         std::size_t bytes_to_send) {
-  SendOptions o;
-  // A frame of about 250 us at the bottleneck: fine-grained sharing, few timer wake-ups.
-  const double bytes = path.bottleneck().value / 8.0 * 250e-6;
-  o.frame_payload = static_cast<std::uint32_t>(std::clamp(bytes, 8192.0, 1048576.0));
-  o.window = std::max<std::uint64_t>(
-      16u << 20,
-      static_cast<std::uint64_t>(path.bottleneck().value / 8.0 *
-                                 std::chrono::duration<double>(path.latency).count() * 2));
-  // A move gives up in bounded time: 30 s plus 20x its unfaulted transfer (the faults allowed
-  // lose at most 3 frames in 4), at most 10 minutes; the row then says failed and why.
-  const double ideal_s = std::chrono::duration<double>(path.latency).count() +
-                         8.0 * static_cast<double>(bytes_to_send) / path.bottleneck().value;
-  o.deadline = std::chrono::milliseconds(
-      static_cast<std::int64_t>(1000 * std::min(600.0, 30.0 + 20.0 * ideal_s)));
-  o.faults = faults;
-  return o;
-}
 
 /// What the receiving agents hand back, by move: guarded by `mu`; `cv` signals each rebuild.
 struct MoveInbox {
@@ -400,7 +223,7 @@ TransferResult send_and_wait(Agent& from, const TransferRequest& req, const std:
 /// Per strategy, what its moves did to the requests' text (continuation.hpp) beside the ΔNLL
 /// the simulator charges: medians over the moves that completed.
 void summarise_quality(nlohmann::json& s, const std::vector<MoveRow>& rows, const TestbedOptions& o,
-                       const Setup& setup) {
+                       const MoveSetup& setup) {
   if (o.continuation <= 0) return;
   std::map<std::string, std::vector<const MoveRow*>> by;
   for (const MoveRow& r : rows) {
@@ -447,8 +270,8 @@ void summarise_quality(nlohmann::json& s, const std::vector<MoveRow>& rows, cons
 /// The run's summary: what ran, the loopback ceiling, and each strategy's errors against the
 /// simulator's prediction (moves over the ceiling left out).
 void summarise(TestbedRun& run, const input::ScenarioSpec& spec,
-               const cost_model::ComputeCosts& costs, const TestbedOptions& o, const Setup& setup,
-               std::size_t agents, int clipped, double ceiling_bps) {
+               const cost_model::ComputeCosts& costs, const TestbedOptions& o,
+               const MoveSetup& setup, std::size_t agents, int clipped, double ceiling_bps) {
   nlohmann::json& s = run.summary;
   s["scenario"] = spec.name;
   s["agents"] = agents;
@@ -508,7 +331,7 @@ TestbedRun run_testbed(const input::ScenarioSpec& spec, const cost_model::Comput
   }
   const ClusterLinks links(spec.cluster);
   const std::vector<PlannedMove> moves = choose_moves(spec, links, o.moves, o.max_tokens, o.seed);
-  const Setup setup = load_setup(spec, o);
+  const MoveSetup setup = load_setup(spec, model_inputs(o));
   // Loopback cannot be shaped near what it carries: a move over a faster path runs at the
   // loopback's speed, so it is flagged and kept out of the error figures.
   const double ceiling_bps = loopback_ceiling(Bytes{64 << 20}, 2);

@@ -1,0 +1,344 @@
+// The node's serving loop, its moves out and in, and its quality measurements.
+#include "testbed/replay_node.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "testbed/agent.hpp"
+#include "testbed/cluster_links.hpp"
+#include "testbed/continuation.hpp"
+#include "testbed/receiver_work.hpp"
+#include "testbed/replay_channel.hpp"
+
+namespace kvshift::testbed {
+namespace {
+
+using cost_model::Strategy;
+using Json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::int32_t greedy(const backend::Matrix& logits, Eigen::Index row) {
+  Eigen::Index best = 0;
+  logits.row(row).maxCoeff(&best);
+  return static_cast<std::int32_t>(best);
+}
+
+/// A request this node holds: its KV covers `context`; `next` is its last token, fed at
+/// the next decode step.
+struct Held {
+  std::uint64_t id = 0;
+  std::int64_t epoch = 0;
+  std::vector<std::int32_t> context;
+  backend::KvCache cache;
+  std::int32_t next = 0;
+  std::int64_t remaining = 0;  ///< tokens still to produce
+};
+
+/// Admitted or resumed, waiting for its prefill.
+struct Waiting {
+  Json command;
+  Clock::time_point since;
+};
+
+/// A moved-in cache kept for `quality`.
+struct MovedIn {
+  std::vector<std::int32_t> context;
+  std::int32_t next = 0;
+  backend::KvCache cache;
+};
+
+class Node {
+ public:
+  Node(const NodeConfig& c, int fd)
+      : config_(c),
+        model_(*c.setup->model),
+        channel_(fd),
+        links_(c.spec->cluster),
+        agent_(c.name, [this](Delivery&& d) { push_delivery(std::move(d)); }) {}
+
+  int run() {
+    if (!channel_.send({{"ev", "ready"}, {"port", agent_.port()}})) return 1;
+    std::thread reader([this] { read_commands(); });
+    while (step()) {
+    }
+    agent_.stop();
+    reader.join();
+    return 0;
+  }
+
+ private:
+  void read_commands() {
+    while (auto m = channel_.receive()) {
+      const bool stop = m->value("op", "") == "stop";
+      push_command(std::move(*m));
+      if (stop) return;
+    }
+    push_command({{"op", "stop"}});  // the coordinator is gone
+  }
+  void push_command(Json m) {
+    const std::lock_guard lock(mutex_);
+    commands_.push_back(std::move(m));
+    wake_.notify_one();
+  }
+  void push_delivery(Delivery&& d) {
+    const std::lock_guard lock(mutex_);
+    deliveries_.push_back({std::move(d), Clock::now()});
+    wake_.notify_one();
+  }
+
+  /// One iteration; false once stopped.
+  bool step() {
+    std::deque<Json> commands;
+    std::deque<std::pair<Delivery, Clock::time_point>> deliveries;
+    {
+      std::unique_lock lock(mutex_);
+      if (commands_.empty() && deliveries_.empty() && waiting_.empty() && running_.empty()) {
+        wake_.wait(lock, [&] { return !commands_.empty() || !deliveries_.empty(); });
+      }
+      commands.swap(commands_);
+      deliveries.swap(deliveries_);
+    }
+    for (Json& c : commands) {
+      if (!handle(c)) return false;
+    }
+    for (auto& [d, arrived] : deliveries) land(std::move(d), arrived);
+    if (!waiting_.empty() && running_.size() < max_batch()) {
+      prefill(waiting_.front());
+      waiting_.pop_front();
+    } else if (!running_.empty()) {
+      decode();
+    }
+    return true;
+  }
+
+  std::size_t max_batch() const {
+    return static_cast<std::size_t>(std::max(1, config_.spec->serving.max_batch));
+  }
+
+  bool handle(Json& c) {
+    const std::string op = c.at("op");
+    if (op == "stop") return false;
+    if (op == "halt") {  // the run is over: serve nothing more (moved-in caches stay)
+      waiting_.clear();
+      running_.clear();
+      return true;
+    }
+    if (op == "admit" || op == "resume") {
+      waiting_.push_back({std::move(c), Clock::now()});
+    } else if (op == "move") {
+      move_out(c);
+    } else if (op == "drop") {
+      const auto id = c.at("id").get<std::uint64_t>();
+      std::erase_if(running_, [&](const Held& h) { return h.id == id; });
+      std::erase_if(waiting_, [&](const Waiting& w) { return w.command.at("id") == id; });
+    } else if (op == "quality") {
+      measure_quality(c);
+    }
+    return true;
+  }
+
+  void prefill(const Waiting& w) {
+    const Json& c = w.command;
+    const bool resume = c.at("op") == "resume";
+    Held h;
+    h.id = c.at("id");
+    h.epoch = c.at("epoch");
+    h.cache = model_.new_cache();
+    backend::ForwardOptions o;
+    o.logits = resume ? backend::LogitsMode::kNone : backend::LogitsMode::kLast;
+    const auto t0 = Clock::now();
+    if (resume) {
+      h.context = c.at("context").get<std::vector<std::int32_t>>();
+      model_.forward(h.context, h.cache, o);
+      h.next = c.at("next");
+      h.remaining = c.at("remaining");
+      if (config_.keep_moved_caches) moved_in_[{h.id, h.epoch}] = {h.context, h.next, h.cache};
+      channel_.send({{"ev", "landed"},
+                     {"id", h.id},
+                     {"epoch", h.epoch},
+                     {"strategy", "token_replay"},
+                     {"work", "prefill"},
+                     {"queue_s", std::chrono::duration<double>(t0 - w.since).count()},
+                     {"decode_s", 0.0},
+                     {"compute_s", since(t0)},
+                     {"kv_bytes", 0},
+                     {"token_bytes", 4 * h.context.size()}});
+    } else {
+      h.context = c.at("prompt").get<std::vector<std::int32_t>>();
+      const backend::ForwardResult r = model_.forward(h.context, h.cache, o);
+      h.next = greedy(r.logits, 0);
+      h.remaining = c.at("output").get<std::int64_t>() - 1;
+      Json done = Json::array();
+      if (h.remaining <= 0) done.push_back({h.id, h.epoch});
+      channel_.send({{"ev", "tokens"}, {"items", {{h.id, h.epoch, h.next}}}, {"done", done}});
+    }
+    if (h.remaining > 0) running_.push_back(std::move(h));
+  }
+
+  void decode() {
+    std::vector<std::int32_t> tokens;
+    std::vector<backend::KvCache*> caches;
+    for (Held& h : running_) {
+      tokens.push_back(h.next);
+      caches.push_back(&h.cache);
+    }
+    const backend::Matrix logits = model_.decode_step(tokens, caches);
+    Json items = Json::array(), done = Json::array();
+    for (std::size_t b = 0; b < running_.size(); ++b) {
+      Held& h = running_[b];
+      h.context.push_back(h.next);
+      h.next = greedy(logits, static_cast<Eigen::Index>(b));
+      --h.remaining;
+      items.push_back({h.id, h.epoch, h.next});
+      if (h.remaining <= 0) done.push_back({h.id, h.epoch});
+    }
+    std::erase_if(running_, [](const Held& h) { return h.remaining <= 0; });
+    channel_.send({{"ev", "tokens"}, {"items", items}, {"done", done}});
+  }
+
+  void move_out(const Json& c) {
+    const auto id = c.at("id").get<std::uint64_t>();
+    const auto epoch = c.at("epoch").get<std::int64_t>();
+    const auto it =
+        std::find_if(running_.begin(), running_.end(), [&](const Held& h) { return h.id == id; });
+    if (it == running_.end()) {
+      const bool waiting = std::erase_if(waiting_, [&](const Waiting& w) {
+                             return w.command.at("id") == id && w.command.at("op") == "admit";
+                           }) > 0;
+      channel_.send({{"ev", waiting ? "requeue" : "gone"}, {"id", id}, {"epoch", epoch}});
+      return;
+    }
+    Held h = std::move(*it);
+    running_.erase(it);
+    const Strategy strategy = *cost_model::strategy_named(c.at("strategy").get<std::string>());
+    const auto t0 = Clock::now();
+    KvPayload p = strategy == Strategy::kTokenReplay
+                      ? token_ids_payload(h.context)
+                      : ship(strategy, *config_.spec, *config_.setup, h.context, h.cache, nullptr);
+    const std::uint64_t kv_bytes = p.bytes.size();
+    const std::string meta = Json{{"id", id},
+                                  {"epoch", epoch},
+                                  {"strategy", c.at("strategy")},
+                                  {"context", h.context},
+                                  {"next", h.next},
+                                  {"remaining", h.remaining},
+                                  {"kv_bytes", strategy == Strategy::kTokenReplay ? 0 : kv_bytes}}
+                                 .dump();
+    p.segments.push_back(
+        {p.bytes.size(), meta.size(), kMetaLayer, kMetaLayer, 0, 0, WireDType::kBytes});
+    p.bytes.insert(p.bytes.end(), meta.begin(), meta.end());
+    const double prepare_s = since(t0);
+    const std::string to = c.at("to");
+    TransferRequest req;
+    req.id = id;
+    req.path = links_.path(config_.name, to);
+    req.options = send_options(req.path, {}, p.bytes.size());
+    req.port = c.at("port");
+    req.segments = std::move(p.segments);
+    req.payload = std::make_shared<const std::vector<std::uint8_t>>(std::move(p.bytes));
+    agent_.send(std::move(req), [this, id, epoch, prepare_s](const TransferResult& r) {
+      channel_.send({{"ev", "sent"},
+                     {"id", id},
+                     {"epoch", epoch},
+                     {"ok", r.state == TransferState::kCompleted},
+                     {"reason", r.reason},
+                     {"prepare_s", prepare_s},
+                     {"transfer_s", r.seconds()},
+                     {"bytes", r.bytes}});
+    });
+  }
+
+  void land(Delivery&& d, Clock::time_point arrived) {
+    if (d.segments.empty() || d.segments.back().layer_begin != kMetaLayer) return;  // not a move
+    const Segment meta_segment = d.segments.back();
+    d.segments.pop_back();
+    const auto* at = reinterpret_cast<const char*>(d.bytes.data() + meta_segment.offset);
+    const Json meta = Json::parse(at, at + meta_segment.length);
+    d.bytes.resize(meta_segment.offset);
+    const Strategy strategy = *cost_model::strategy_named(meta.at("strategy").get<std::string>());
+    Held h;
+    h.id = meta.at("id");
+    h.epoch = meta.at("epoch");
+    h.context = meta.at("context").get<std::vector<std::int32_t>>();
+    h.next = meta.at("next");
+    h.remaining = meta.at("remaining");
+    const double queue_s = since(arrived);
+    RebuildContext ctx{&model_, config_.setup->predictors,
+                       static_cast<std::int64_t>(h.context.size())};
+    Rebuilt r = rebuild(strategy, d, ctx);
+    h.cache = std::move(r.cache);
+    channel_.send({{"ev", "landed"},
+                   {"id", h.id},
+                   {"epoch", h.epoch},
+                   {"strategy", meta.at("strategy")},
+                   {"work", r.work},
+                   {"queue_s", queue_s},
+                   {"decode_s", r.decode_s},
+                   {"compute_s", r.compute_s},
+                   {"kv_bytes", meta.at("kv_bytes")},
+                   {"token_bytes", strategy == Strategy::kTokenReplay ? d.bytes.size() : 0}});
+    if (config_.keep_moved_caches) moved_in_[{h.id, h.epoch}] = {h.context, h.next, h.cache};
+    running_.push_back(std::move(h));
+  }
+
+  void measure_quality(const Json& c) {
+    const auto id = c.at("id").get<std::uint64_t>();
+    const auto epoch = c.at("epoch").get<std::int64_t>();
+    const auto it = moved_in_.find({id, epoch});
+    if (it == moved_in_.end()) {
+      channel_.send({{"ev", "gone"}, {"id", id}, {"epoch", epoch}});
+      return;
+    }
+    const MovedIn& m = it->second;
+    // The source's KV, had the request stayed: a prefill of the same context.
+    backend::KvCache source = model_.new_cache();
+    backend::ForwardOptions o;
+    o.logits = backend::LogitsMode::kNone;
+    model_.forward(m.context, source, o);
+    const auto following = c.at("following").get<std::vector<std::int32_t>>();
+    const ContinuationQuality q = compare_continuations(
+        model_, source, m.cache, m.next, c.at("steps").get<int>(), c.at("seed"), following);
+    channel_.send({{"ev", "quality"},
+                   {"id", id},
+                   {"epoch", epoch},
+                   {"steps", q.steps},
+                   {"greedy_agreement", q.greedy_agreement},
+                   {"sampled_agreement", q.sampled_agreement},
+                   {"delta_nll", q.delta_nll},
+                   {"text_delta_nll",
+                    std::isnan(q.text_delta_nll) ? Json(nullptr) : Json(q.text_delta_nll)}});
+    moved_in_.erase(it);
+  }
+
+  const NodeConfig& config_;
+  const backend::Model& model_;
+  Channel channel_;
+  ClusterLinks links_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Json> commands_;
+  std::deque<std::pair<Delivery, Clock::time_point>> deliveries_;
+  std::deque<Waiting> waiting_;
+  std::vector<Held> running_;
+  std::map<std::pair<std::uint64_t, std::int64_t>, MovedIn> moved_in_;
+  Agent agent_;  // last: its threads stop (in its destructor) before the rest goes
+};
+
+}  // namespace
+
+int serve_node(const NodeConfig& config, int control_fd) {
+  Node node(config, control_fd);
+  return node.run();
+}
+
+}  // namespace kvshift::testbed
