@@ -69,6 +69,8 @@ std::optional<DecodeState> GpuWorker::remove_decoding(std::uint64_t request) {
 
 std::vector<std::uint64_t> GpuWorker::fail() {
   std::vector<std::uint64_t> lost;
+  up_ = false;  // first: the owner hears of the epoch's last steps from a failed GPU
+  if (in_epoch_) credit_steps_done();
   if (!running_jobs_.empty()) {  // the part of the job that will never run is not busy time
     const SimTime now = sim_.now();
     *busy_counter(running_jobs_.front().kind) -= busy_ns(now, job_end_ - now);
@@ -91,6 +93,20 @@ std::vector<std::uint64_t> GpuWorker::fail() {
   std::sort(lost.begin(), lost.end());
   lost.erase(std::unique(lost.begin(), lost.end()), lost.end());
   return lost;
+}
+
+void GpuWorker::credit_steps_done() {
+  // Capped below the epoch's length: the epoch ends with the first request that finishes, so
+  // no request finishes in the steps credited here.
+  const std::int64_t k = std::min((sim_.now() - epoch_start_).ns / step_.ns, epoch_steps_ - 1);
+  if (k <= 0) return;
+  gpu_time_.decode += busy_ns(epoch_start_, SimTime{step_.ns * k});
+  record("decode", epoch_start_, SimTime{step_.ns * k});
+  for (DecodeState& s : batch_) {
+    s.context += k;
+    s.remaining -= k;
+  }
+  listener_.on_decoded(index_, {batch_.data(), batch_.size()}, k);
 }
 
 void GpuWorker::repair() { up_ = true; }

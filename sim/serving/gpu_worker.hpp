@@ -114,6 +114,8 @@ class GpuWorker {
   /// Takes a request out of the batch (a migration); its state counts the steps done so far.
   std::optional<DecodeState> remove_decoding(std::uint64_t request);
   /// The GPU fails: all work is dropped. Returns the requests it held (decoding or queued).
+  /// The decode steps that ended before the failure count (their tokens reached the client);
+  /// the step in flight is lost.
   std::vector<std::uint64_t> fail();
   /// The GPU is back, empty.
   void repair();
@@ -137,6 +139,8 @@ class GpuWorker {
   void interrupt_epoch();
   /// The batch made `k` steps: its states advance, the listener hears, the finished leave.
   void advance_batch(std::int64_t k);
+  /// At a failure: the steps of the epoch in flight that have ended advance the batch.
+  void credit_steps_done();
   void fill_batch();
   SimTime job_duration(const GpuJob& job, std::int64_t* batch_requests) const;
   void record(const char* name, SimTime start, SimTime length);

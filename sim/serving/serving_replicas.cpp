@@ -10,11 +10,12 @@ using namespace serving_detail;
 
 void ServingModel::on_decoded(int gpu, std::span<const DecodeState> batch, std::int64_t steps) {
   due_flushes_.clear();
+  const bool up = gpus_[gpu].worker->up();  // a failing GPU's last steps stream nothing
   for (const DecodeState& s : batch) {
     Request& r = requests_.at(s.request);
     r.context = s.context;
     r.remaining = s.remaining;
-    if (r.replica < 0 || s.remaining <= 0) continue;
+    if (r.replica < 0 || s.remaining <= 0 || !up) continue;
     r.unstreamed += steps;
     if (r.unstreamed >= spec_.protection.stream_every_tokens) {
       due_flushes_.push_back({r.replica, {r.rec.id, r.unstreamed, r.epoch}});

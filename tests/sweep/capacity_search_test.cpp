@@ -148,7 +148,15 @@ TEST(CapacitySearch, ProbesCarryTheRunsFallbackCounters) {
   ASSERT_NE(slow, nullptr);
   EXPECT_GT(slow->moves.fallbacks, 0);
   EXPECT_EQ(slow->moves.executed.count("full_kv"), 0u);  // none ran as full_kv
-  EXPECT_EQ(probe_at(r, 1e11)->moves.fallbacks, 0);
+  // At 100 Gbps the replicas keep up: a recovery falls back only because its replica lags by
+  // the tokens decoded since its last flush, to prefix_recompute (ships it, recomputes those).
+  const Probe* fast = probe_at(r, 1e11);
+  for (const auto& [strategy, n] : fast->moves.executed) {
+    EXPECT_TRUE(strategy == "full_kv" || strategy == "prefix_recompute") << strategy;
+  }
+  const auto recomputed = fast->moves.executed.find("prefix_recompute");
+  EXPECT_EQ(fast->moves.fallbacks,
+            recomputed == fast->moves.executed.end() ? 0 : recomputed->second);
 
   SweepPlan point = make_plan(
       search_base(), {"/cluster/star/bandwidth=1Gbps", "/policies/strategies=[\"full_kv\"]"});

@@ -71,8 +71,9 @@ TEST(GpuFailure, ALocalReplicaRecoversOverTheHostLinkAndARemoteOneOverTheNetwork
     const std::int64_t held = m.available_tokens, tail = m.tail_tokens;
     EXPECT_EQ(held + tail, m.context_tokens);
     EXPECT_LT(tail, 64) << "the replica lags by less than one stream interval";
-    const double bits = 8.0 * static_cast<double>(m.kv_bytes);
     EXPECT_EQ(m.kv_bytes, cost_model::kv_bytes(spec.model, held).count);
+    EXPECT_EQ(m.token_bytes, 4 * tail) << "the tail is recomputed from its ids";
+    const double bits = 8.0 * static_cast<double>(m.kv_bytes + m.token_bytes);
     const std::int64_t wire = local ? from_seconds(bits / spec.gpu.host_link.value).ns
                                     : 1'000'000 + from_seconds(bits / 10e9).ns;
     const std::int64_t tail_ns =

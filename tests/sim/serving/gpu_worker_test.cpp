@@ -97,6 +97,25 @@ TEST(GpuWorker, FailureDropsEverythingItHeld) {
   EXPECT_TRUE(f.rec.finished.empty());
 }
 
+// The steps that ended before a failure produced their tokens (the client has them): the
+// owner hears of them before the GPU's work is dropped; the step in flight is lost. Without
+// this, a failure mid-epoch lost up to an epoch (64 steps) of every request's progress.
+TEST(GpuWorker, AFailureMidEpochKeepsTheStepsThatEnded) {
+  for (const std::int64_t at : {0LL, 999'999LL, 7'400'000LL, 39'500'000LL}) {
+    Fixture f;
+    f.gpu.add_decoding({1, 100, 40});
+    f.gpu.add_decoding({2, 300, 60});
+    std::vector<std::uint64_t> lost;
+    f.sim.schedule_at(SimTime{at}, [&] { lost = f.gpu.fail(); });
+    f.sim.run();
+    const std::int64_t steps = at / 1'000'000;  // 1 ms per step; none of the batch finished
+    EXPECT_EQ(f.rec.tokens, 2 * steps) << at;
+    EXPECT_EQ(f.time.decode, steps * 1'000'000) << at << ": busy only for the steps that ended";
+    EXPECT_EQ(lost, (std::vector<std::uint64_t>{1, 2})) << at;
+    EXPECT_TRUE(f.rec.finished.empty()) << at;
+  }
+}
+
 TEST(GpuWorker, BusyTimeStopsAtTheHorizonAndAtAFailure) {
   Fixture f;
   f.gpu.set_horizon(SimTime{1'500'000});           // the run ends 1.5 ms in

@@ -160,7 +160,7 @@ TEST(StorageTier, AMigrationFetchesItsPrefixFromTheStoreWhileTheRestTravels) {
 TEST(StorageTier, BooksBalanceBesideReplicasUnderPressureAndFailures) {
   // The host-tier pressure scenario with a storage node of 3 GiB as the last tier, holding
   // half the runs' replicas too, failing at 6 s and back at 8 s.
-  std::int64_t hits = 0, evicted = 0, lost = 0, move_loads = 0;
+  std::int64_t hits = 0, evicted = 0, lost = 0;
   for (std::uint64_t seed = 1; seed <= 4; ++seed) {
     nlohmann::json j = nlohmann::json::parse(testing::pressure_scenario(seed, true));
     j["cluster"]["nodes"] = {{{"name", "store"}, {"kind", "storage"}, {"capacity", "3GiB"}}};
@@ -183,13 +183,13 @@ TEST(StorageTier, BooksBalanceBesideReplicasUnderPressureAndFailures) {
       EXPECT_LE(t.hit_tokens, run.prefix_cache.hit_tokens) << where;
       EXPECT_EQ(t.read_bytes, (t.hit_tokens + t.move_tokens) / 128 * block) << where;
       hits += t.hits;
-      move_loads += t.move_loads;
       evicted += t.evicted_blocks;
       lost += t.lost_blocks;
     }
   }
   EXPECT_GT(hits, 0) << "no prefill fetched from the storage tier";
-  EXPECT_GT(move_loads, 0) << "no move fetched its prefix from the storage tier";
+  // A move's fetch from the storage tier is rare here (a recovery mostly ships its replica,
+  // a few tokens behind); AMigrationFetchesItsPrefixFromTheStoreWhileTheRestTravels pins one.
   EXPECT_GT(evicted, 0) << "no run filled it";
   EXPECT_GT(lost, 0) << "no run lost it with its node";
 }
