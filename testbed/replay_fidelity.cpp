@@ -61,11 +61,15 @@ void add_moves(Figures& f, const std::vector<sim::MoveRecord>& moves) {
   }
 }
 
+/// ΔNLL is read over the moves the run's own strategy executed (its recoveries that fell
+/// back to token replay would dilute it with zeros).
 Figures simulated_figures(const sim::RunResult& run) {
   Figures f = request_figures(run.requests);
   add_moves(f, run.moves);
   for (const sim::MoveRecord& m : run.moves) {
-    if (m.outcome == sim::MoveOutcome::kDone) f.delta_nll.values.push_back(m.delta_nll);
+    if (m.outcome == sim::MoveOutcome::kDone && m.strategy == run.strategy) {
+      f.delta_nll.values.push_back(m.delta_nll);
+    }
   }
   return f;
 }
@@ -74,7 +78,10 @@ Figures replayed_figures(const ReplayRun& run) {
   Figures f = request_figures(run.requests);
   add_moves(f, run.moves);
   for (std::size_t i = 0; i < run.moves.size(); ++i) {
-    if (run.quality[i].steps == 0) continue;
+    if (run.quality[i].steps == 0 ||
+        run.moves[i].strategy != cost_model::strategy_name(run.strategy)) {
+      continue;
+    }
     f.delta_nll.values.push_back(run.quality[i].delta_nll);
     f.agreement.values.push_back(run.quality[i].greedy_agreement);
   }

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -172,7 +173,7 @@ class Node {
                      {"decode_s", 0.0},
                      {"compute_s", since(t0)},
                      {"kv_bytes", 0},
-                     {"token_bytes", 4 * h.context.size()}});
+                     {"token_bytes", 0}});  // its ids came over the control channel
     } else {
       h.context = c.at("prompt").get<std::vector<std::int32_t>>();
       const backend::ForwardResult r = model_.forward(h.context, h.cache, o);

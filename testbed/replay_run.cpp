@@ -117,8 +117,9 @@ struct Node {
 /// One move's bookkeeping beside its record.
 struct OpenMove {
   int dst = -1;
-  std::int64_t epoch = 0;  ///< the request's epoch while it moves
-  bool counted = true;     ///< false: it turned out not to be a move (requeued before prefill)
+  std::int64_t epoch = 0;          ///< the request's epoch while it moves
+  std::int64_t stalled_since = 0;  ///< when the request stopped making progress
+  bool counted = true;  ///< false: it turned out not to be a move (requeued before prefill)
 };
 
 class Replay {
@@ -257,29 +258,38 @@ class Replay {
 
   // ------------------------------------------------------------------ routing
 
-  /// Requests node `n` holds or is receiving.
-  int load(int n) const {
-    int held = 0;
+  /// What node `n` holds or is receiving: requests, and the KV tokens they will hold at
+  /// their end (what the simulator's admission books, and its router compares).
+  struct Load {
+    int requests = 0;
+    std::int64_t booked_tokens = 0;
+  };
+  Load load(int n) const {
+    Load l;
     for (const Request& r : requests_) {
-      if (r.phase == Phase::kMoving && r.move >= 0) {
-        held += open_[static_cast<std::size_t>(r.move)].dst == n;
-      } else if (r.phase == Phase::kQueued || r.phase == Phase::kDecoding) {
-        held += r.node == n;
-      }
+      const bool here =
+          r.phase == Phase::kMoving && r.move >= 0
+              ? open_[static_cast<std::size_t>(r.move)].dst == n
+              : (r.phase == Phase::kQueued || r.phase == Phase::kDecoding) && r.node == n;
+      if (!here) continue;
+      ++l.requests;
+      l.booked_tokens += r.arrival.prompt_tokens + r.arrival.output_tokens;
     }
-    return held;
+    return l;
   }
 
-  /// The up, undrained node with the fewest requests (ties: the first), other than
-  /// `except`, with room for one more in its batch when `batch_room`; -1 if none.
+  /// The up, undrained node with the least KV booked (ties: the first), other than
+  /// `except`, with room for one more in its batch when `batch_room`; -1 if none. (The
+  /// simulator's least-loaded router: every node has the same KV capacity here.)
   int least_loaded(int except, bool batch_room) const {
-    int best = -1, best_load = 0;
+    int best = -1;
+    std::int64_t best_booked = 0;
     for (int n = 0; n < static_cast<int>(nodes_.size()); ++n) {
       const Node& node = nodes_[n];
       if (!node.up || node.draining || n == except) continue;
-      const int l = load(n);
-      if (batch_room && l >= spec_.serving.max_batch) continue;
-      if (best < 0 || l < best_load) best = n, best_load = l;
+      const Load l = load(n);
+      if (batch_room && l.requests >= spec_.serving.max_batch) continue;
+      if (best < 0 || l.booked_tokens < best_booked) best = n, best_booked = l.booked_tokens;
     }
     return best;
   }
@@ -356,7 +366,7 @@ class Replay {
         r.arrival.prompt_tokens + std::max<std::int64_t>(0, std::ssize(r.generated) - 1);
     r.move = static_cast<int>(run_.moves.size());
     run_.moves.push_back(m);
-    open_.push_back({dst, r.epoch});
+    open_.push_back({dst, r.epoch, m.start_ns});
     r.phase = Phase::kMoving;
     nodes_[src].process->channel().send({{"op", "move"},
                                          {"id", r.arrival.id},
@@ -394,8 +404,9 @@ class Replay {
   }
 
   /// Rebuilds a lost request from its tokens on the least loaded node (its KV died with
-  /// its node: no replica is kept). The move starts when it was lost (`lost_ns`), as the
-  /// simulator's recoveries do: the detection delay is part of it.
+  /// its node: no replica is kept). As in the simulator, the move starts once the loss is
+  /// detected, and its stall counts from the loss (`lost_ns`). The move starts when it was lost
+  /// (`lost_ns`), as the simulator's recoveries do: the detection delay is part of it.
   void recover(std::size_t i, int failed, std::int64_t epoch, std::int64_t lost_ns) {
     Request& r = requests_[i];
     if (r.epoch != epoch || r.phase == Phase::kDone) return;
@@ -413,12 +424,12 @@ class Replay {
     m.requested = cost_model::strategy_name(strategy_);
     m.strategy = cost_model::strategy_name(Strategy::kTokenReplay);
     if (m.strategy != m.requested) m.fallback = "the KV died with its node (no replica kept)";
-    m.start_ns = lost_ns;
+    m.start_ns = now_ns();
     m.context_tokens = r.arrival.prompt_tokens + std::ssize(r.generated) - 1;
     m.available_tokens = 0;
     r.move = static_cast<int>(run_.moves.size());
     run_.moves.push_back(m);
-    open_.push_back({dst, r.epoch});
+    open_.push_back({dst, r.epoch, lost_ns});
     r.node = dst;
     std::vector<std::int32_t> context = r.prompt;
     context.insert(context.end(), r.generated.begin(), r.generated.end() - 1);
@@ -529,7 +540,7 @@ class Replay {
     rec.outcome = outcome;
     rec.note = note;
     rec.end_ns = now_ns();
-    rec.stall_ns = rec.end_ns - rec.start_ns;
+    rec.stall_ns = rec.end_ns - open_[static_cast<std::size_t>(r.move)].stalled_since;
     r.move = -1;
   }
 

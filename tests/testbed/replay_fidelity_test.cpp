@@ -41,6 +41,7 @@ sim::RunResult simulated(const std::string& strategy, std::int64_t scale) {
     run.requests.push_back(
         request(i, t, t + scale * (100 + 7 * i) * 1000, t + scale * (900 + 11 * i) * 1000, 33));
     run.moves.push_back(move(i, t, t + scale * (50 + 3 * i) * 1000, 1000 + 10 * i));
+    run.moves.back().strategy = strategy;
   }
   return run;
 }
