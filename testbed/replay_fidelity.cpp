@@ -33,16 +33,25 @@ struct Sample {
   }
 };
 
-/// Every figure a side gives, by name.
+/// Done moves' latency and bytes, and each move's latency by (request, trigger) for pairing.
+struct Moves {
+  Sample latency, bytes;
+  std::map<std::pair<std::uint64_t, int>, double> by_request;
+};
+
+/// Every figure a side gives. Moves are grouped by the strategy that executed them: a run's
+/// own strategy, and what its moves fell back to (a failure's token replay here).
 struct Figures {
-  Sample ttft, tpot, e2e, move, bytes, delta_nll, agreement;
+  Sample ttft, tpot, e2e, delta_nll, agreement;
+  std::map<std::string, Moves> moves;
 };
 
 Figures request_figures(const std::vector<sim::RequestRecord>& requests) {
   Figures f;
   for (const sim::RequestRecord& r : requests) {
-    if (r.first_token_ns >= 0)
+    if (r.first_token_ns >= 0) {
       f.ttft.values.push_back(1e-9 * double(r.first_token_ns - r.arrival_ns));
+    }
     if (r.outcome != sim::RequestOutcome::kCompleted) continue;
     f.e2e.values.push_back(1e-9 * double(r.finish_ns - r.arrival_ns));
     if (r.output_tokens > 1) {
@@ -56,8 +65,11 @@ Figures request_figures(const std::vector<sim::RequestRecord>& requests) {
 void add_moves(Figures& f, const std::vector<sim::MoveRecord>& moves) {
   for (const sim::MoveRecord& m : moves) {
     if (m.outcome != sim::MoveOutcome::kDone) continue;
-    f.move.values.push_back(1e-9 * double(m.end_ns - m.start_ns));
-    f.bytes.values.push_back(double(m.kv_bytes + m.token_bytes));
+    Moves& g = f.moves[m.strategy];
+    const double latency = 1e-9 * double(m.end_ns - m.start_ns);
+    g.latency.values.push_back(latency);
+    g.bytes.values.push_back(double(m.kv_bytes + m.token_bytes));
+    g.by_request[{m.request, static_cast<int>(m.trigger)}] = latency;
   }
 }
 
@@ -126,9 +138,39 @@ std::vector<FidelityRow> fidelity_rows(const std::vector<sim::RunResult>& simula
     add("tpot_p99", "s", s.tpot, r.tpot, 0.99, 0);
     add("e2e_p50", "s", s.e2e, r.e2e, 0.5, 0);
     add("e2e_p99", "s", s.e2e, r.e2e, 0.99, 0);
-    add("move_p50", "s", s.move, r.move, 0.5, 0.10);
-    add("move_p99", "s", s.move, r.move, 0.99, 0.20);
-    add("bytes_per_move", "B", s.bytes, r.bytes, -1, 0);
+    // The run's own moves first (its metric names carry no suffix), then its fallbacks'.
+    std::vector<std::string> executed{strategy};
+    for (const Figures* side : {&s, &r}) {
+      for (const auto& [name, moves] : side->moves) {
+        if (std::find(executed.begin(), executed.end(), name) == executed.end()) {
+          executed.push_back(name);
+        }
+      }
+    }
+    for (const std::string& e : executed) {
+      const std::string suffix = e == strategy ? "" : "[" + e + "]";
+      const Moves none;
+      const Moves& a = s.moves.count(e) ? s.moves.at(e) : none;
+      const Moves& b = r.moves.count(e) ? r.moves.at(e) : none;
+      add("move_p50" + suffix, "s", a.latency, b.latency, 0.5, 0.10);
+      add("move_p99" + suffix, "s", a.latency, b.latency, 0.99, 0.20);
+      add("bytes_per_move" + suffix, "B", a.bytes, b.bytes, -1, 0);
+      // The same request's same move on both sides, where both made it.
+      Sample paired_sim, paired_replay, errors;
+      for (const auto& [key, latency] : b.by_request) {
+        const auto it = a.by_request.find(key);
+        if (it == a.by_request.end()) continue;
+        paired_sim.values.push_back(it->second);
+        paired_replay.values.push_back(latency);
+        errors.values.push_back(std::abs(relative(latency, it->second)));
+      }
+      add("paired_move_p50" + suffix, "s", paired_sim, paired_replay, 0.5, 0,
+          errors.values.empty()
+              ? std::string("no request made this move on both sides")
+              : "the moves both sides made of the same request: median |error| per move " +
+                    format_number("%.1f %%", 100 * errors.at(0.5)) + ", largest " +
+                    format_number("%.1f %%", 100 * errors.at(1.0)));
+    }
     add("delta_nll", "nats/token", s.delta_nll, r.delta_nll, -1, 0,
         "simulator: the ΔNLL it charges; replay: measured, the receiver's NLL of the source's "
         "greedy continuation minus the source's");

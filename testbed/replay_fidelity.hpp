@@ -1,9 +1,11 @@
 // The simulator's prediction set beside a replay of the same scenario: per
-// strategy and metric (TTFT, TPOT, end-to-end latency at p50 and p99, move
-// latency, bytes per move, ΔNLL), both figures, the error and whether it meets
-// the target (TTFT and move latency: 10 % at p50, 20 % at p99); and whether
-// the two rank the strategies the same. Both sides are read from the same
-// records (sim::RequestRecord, sim::MoveRecord) by the same code.
+// strategy and metric (TTFT, TPOT, end-to-end latency at p50 and p99; move
+// latency and bytes per move by the strategy that executed the move: the run's
+// own ("move_p50") and its fallbacks' ("move_p50[token_replay]"), and over the
+// moves both sides made of the same request; ΔNLL), both figures, the error and
+// whether it meets the target (TTFT and move latency: 10 % at p50, 20 % at
+// p99); and whether the two rank the strategies the same. Both sides are read
+// from the same records (sim::RequestRecord, sim::MoveRecord) by the same code.
 #pragma once
 
 #include <cstddef>

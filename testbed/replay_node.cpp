@@ -9,6 +9,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "testbed/agent.hpp"
@@ -51,6 +52,13 @@ struct Waiting {
   Clock::time_point since;
 };
 
+/// A move delivered, waiting for the serving loop to rebuild it.
+struct Arrival {
+  Json meta;
+  Delivery delivery;
+  Clock::time_point at;
+};
+
 /// A moved-in cache kept for `quality`.
 struct MovedIn {
   std::vector<std::int32_t> context;
@@ -91,29 +99,56 @@ class Node {
     commands_.push_back(std::move(m));
     wake_.notify_one();
   }
+  /// On the Agent's socket thread. KV that needs no GPU work to be used (full KV, ProxyKV's
+  /// kept tokens) is unpacked on the Agent's compute thread, beside the serving loop, as a
+  /// copy into HBM runs beside a GPU's kernels; the rest (RISK-KV's reconstruction, replay's
+  /// prefill) is work for the serving loop, queued behind its current iteration.
   void push_delivery(Delivery&& d) {
+    const auto arrived = Clock::now();
+    std::optional<Json> meta = take_meta(d);
+    if (!meta) return;  // not a move
+    const Strategy strategy = *cost_model::strategy_named(meta->at("strategy").get<std::string>());
+    if (strategy == Strategy::kFullKv || strategy == Strategy::kProxyKv) {
+      auto delivery = std::make_shared<Delivery>(std::move(d));
+      agent_.compute([this, delivery, meta = std::move(*meta), arrived] {
+        Held h = rebuild_arrival(meta, *delivery, arrived);
+        const std::lock_guard lock(mutex_);
+        landed_.push_back(std::move(h));
+        wake_.notify_one();
+      });
+      return;
+    }
     const std::lock_guard lock(mutex_);
-    deliveries_.push_back({std::move(d), Clock::now()});
+    deliveries_.push_back({std::move(*meta), std::move(d), arrived});
     wake_.notify_one();
   }
 
   /// One iteration; false once stopped.
   bool step() {
     std::deque<Json> commands;
-    std::deque<std::pair<Delivery, Clock::time_point>> deliveries;
+    std::deque<Arrival> deliveries;
+    std::deque<Held> landed;
     {
       std::unique_lock lock(mutex_);
-      if (commands_.empty() && deliveries_.empty() && waiting_.empty() && running_.empty()) {
-        wake_.wait(lock, [&] { return !commands_.empty() || !deliveries_.empty(); });
-      }
+      const auto has_input = [&] {
+        return !commands_.empty() || !deliveries_.empty() || !landed_.empty();
+      };
+      if (resumes_.empty() && waiting_.empty() && running_.empty()) wake_.wait(lock, has_input);
       commands.swap(commands_);
       deliveries.swap(deliveries_);
+      landed.swap(landed_);
     }
     for (Json& c : commands) {
       if (!handle(c)) return false;
     }
-    for (auto& [d, arrived] : deliveries) land(std::move(d), arrived);
-    if (!waiting_.empty() && running_.size() < max_batch()) {
+    for (Arrival& a : deliveries) landed.push_back(rebuild_arrival(a.meta, a.delivery, a.at));
+    for (Held& h : landed) join(std::move(h));
+    // A recovery's prefill is a job: it runs ahead of new requests and of decoding, batch
+    // room or not (the request then waits for a place in the batch).
+    if (!resumes_.empty()) {
+      prefill(resumes_.front());
+      resumes_.pop_front();
+    } else if (!waiting_.empty() && running_.size() < max_batch()) {
       prefill(waiting_.front());
       waiting_.pop_front();
     } else if (!running_.empty()) {
@@ -131,17 +166,20 @@ class Node {
     if (op == "stop") return false;
     if (op == "halt") {  // the run is over: serve nothing more (moved-in caches stay)
       waiting_.clear();
+      resumes_.clear();
       running_.clear();
       return true;
     }
     if (op == "admit" || op == "resume") {
-      waiting_.push_back({std::move(c), Clock::now()});
+      (op == "admit" ? waiting_ : resumes_).push_back({std::move(c), Clock::now()});
     } else if (op == "move") {
       move_out(c);
     } else if (op == "drop") {
       const auto id = c.at("id").get<std::uint64_t>();
       std::erase_if(running_, [&](const Held& h) { return h.id == id; });
-      std::erase_if(waiting_, [&](const Waiting& w) { return w.command.at("id") == id; });
+      for (auto* queue : {&waiting_, &resumes_}) {
+        std::erase_if(*queue, [&](const Waiting& w) { return w.command.at("id") == id; });
+      }
     } else if (op == "quality") {
       measure_quality(c);
     }
@@ -186,16 +224,19 @@ class Node {
     if (h.remaining > 0) running_.push_back(std::move(h));
   }
 
+  /// One step of the batch: the first max_batch running requests (moved-in ones beyond it
+  /// wait for a place).
   void decode() {
+    const std::size_t batch = std::min(running_.size(), max_batch());
     std::vector<std::int32_t> tokens;
     std::vector<backend::KvCache*> caches;
-    for (Held& h : running_) {
-      tokens.push_back(h.next);
-      caches.push_back(&h.cache);
+    for (std::size_t b = 0; b < batch; ++b) {
+      tokens.push_back(running_[b].next);
+      caches.push_back(&running_[b].cache);
     }
     const backend::Matrix logits = model_.decode_step(tokens, caches);
     Json items = Json::array(), done = Json::array();
-    for (std::size_t b = 0; b < running_.size(); ++b) {
+    for (std::size_t b = 0; b < batch; ++b) {
       Held& h = running_[b];
       h.context.push_back(h.next);
       h.next = greedy(logits, static_cast<Eigen::Index>(b));
@@ -259,13 +300,20 @@ class Node {
     });
   }
 
-  void land(Delivery&& d, Clock::time_point arrived) {
-    if (d.segments.empty() || d.segments.back().layer_begin != kMetaLayer) return;  // not a move
-    const Segment meta_segment = d.segments.back();
+  /// A move's metadata, taken off the end of its delivery; empty if it is not a move.
+  static std::optional<Json> take_meta(Delivery& d) {
+    if (d.segments.empty() || d.segments.back().layer_begin != kMetaLayer) return std::nullopt;
+    const Segment meta = d.segments.back();
     d.segments.pop_back();
-    const auto* at = reinterpret_cast<const char*>(d.bytes.data() + meta_segment.offset);
-    const Json meta = Json::parse(at, at + meta_segment.length);
-    d.bytes.resize(meta_segment.offset);
+    const auto* at = reinterpret_cast<const char*>(d.bytes.data() + meta.offset);
+    Json parsed = Json::parse(at, at + meta.length);
+    d.bytes.resize(meta.offset);
+    return parsed;
+  }
+
+  /// The moved-in request with its KV rebuilt; says it landed. Reads only the model, so it
+  /// may run beside the serving loop.
+  Held rebuild_arrival(const Json& meta, const Delivery& d, Clock::time_point arrived) {
     const Strategy strategy = *cost_model::strategy_named(meta.at("strategy").get<std::string>());
     Held h;
     h.id = meta.at("id");
@@ -288,6 +336,11 @@ class Node {
                    {"compute_s", r.compute_s},
                    {"kv_bytes", meta.at("kv_bytes")},
                    {"token_bytes", strategy == Strategy::kTokenReplay ? d.bytes.size() : 0}});
+    return h;
+  }
+
+  /// A rebuilt request joins the batch at the next step.
+  void join(Held&& h) {
     if (config_.keep_moved_caches) moved_in_[{h.id, h.epoch}] = {h.context, h.next, h.cache};
     running_.push_back(std::move(h));
   }
@@ -328,8 +381,10 @@ class Node {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<Json> commands_;
-  std::deque<std::pair<Delivery, Clock::time_point>> deliveries_;
-  std::deque<Waiting> waiting_;
+  std::deque<Arrival> deliveries_;  ///< moves whose rebuild is the serving loop's work
+  std::deque<Held> landed_;         ///< moves rebuilt beside it
+  std::deque<Waiting> waiting_;     ///< admitted, waiting for their prefill
+  std::deque<Waiting> resumes_;     ///< recovered, waiting for their prefill (ahead of the above)
   std::vector<Held> running_;
   std::map<std::pair<std::uint64_t, std::int64_t>, MovedIn> moved_in_;
   Agent agent_;  // last: its threads stop (in its destructor) before the rest goes

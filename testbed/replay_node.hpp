@@ -3,7 +3,10 @@
 // moved in, then prefill one waiting request while the batch has room, else one
 // batched decode step of every running request), and moves requests' KV to
 // other nodes over loopback TCP through its Agent (shaped as the scenario's
-// path, framed and CRC-checked as in `kvshift testbed`).
+// path, framed and CRC-checked as in `kvshift testbed`). A move that needs no
+// GPU work to be used (full KV, ProxyKV's kept tokens) is unpacked beside the
+// loop, on the Agent's compute thread; RISK-KV's reconstruction and replay's
+// prefill are the loop's work, queued behind its current iteration.
 //
 // The coordinator talks to it over its Channel (replay_channel.hpp), one JSON
 // object per line. Commands ("op"):

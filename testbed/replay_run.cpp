@@ -477,11 +477,14 @@ class Replay {
       end_move(*r, sim::MoveOutcome::kDone, "");
       r->phase = Phase::kDecoding;
     } else if (ev == "sent") {
-      Request* r = current(m);
-      if (r == nullptr || r->move < 0) return;
-      sim::MoveRecord& rec = run_.moves[static_cast<std::size_t>(r->move)];
+      // The receiver may have said "landed" first: the move is found by request and epoch.
+      const int i = move_of(m.at("id"), m.at("epoch"));
+      if (i < 0) return;
+      sim::MoveRecord& rec = run_.moves[static_cast<std::size_t>(i)];
       rec.transfer_ns = static_cast<std::int64_t>(m.at("transfer_s").get<double>() * 1e9);
       rec.queue_ns += static_cast<std::int64_t>(m.at("prepare_s").get<double>() * 1e9);
+      Request* r = current(m);
+      if (r == nullptr || r->move != i) return;  // ended (landed, or lost with a node)
       if (!m.at("ok").get<bool>()) {
         end_move(*r, sim::MoveOutcome::kFailed, m.at("reason"));
         lose(*r, n);
@@ -506,6 +509,17 @@ class Replay {
     } else if (ev == "quality") {
       quality_replies_.push_back(m);
     }
+  }
+
+  /// The last move of request `id` made at `epoch`; -1 if none.
+  int move_of(std::uint64_t id, std::int64_t epoch) const {
+    for (int i = static_cast<int>(run_.moves.size()) - 1; i >= 0; --i) {
+      if (run_.moves[static_cast<std::size_t>(i)].request == id &&
+          open_[static_cast<std::size_t>(i)].epoch == epoch) {
+        return i;
+      }
+    }
+    return -1;
   }
 
   /// A move failed on the wire: the source let the request go, so it is rebuilt from its

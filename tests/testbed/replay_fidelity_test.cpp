@@ -61,13 +61,16 @@ TEST(ReplayFidelity, TheSameRecordsOnBothSidesGiveNoError) {
   const std::vector<ReplayRun> reps{replayed(Strategy::kFullKv, sims[0]),
                                     replayed(Strategy::kRiskKv, sims[1])};
   const auto rows = fidelity_rows(sims, reps);
-  ASSERT_EQ(rows.size(), 22u);
+  ASSERT_EQ(rows.size(), 24u);  // 12 per strategy: its moves all ran as itself
   for (const FidelityRow& r : rows) {
     if (r.metric == "greedy_agreement") {
       EXPECT_TRUE(std::isnan(r.simulated));
       continue;
     }
     EXPECT_EQ(r.error, 0.0) << r.strategy << " " << r.metric;
+    if (r.metric == "paired_move_p50") {
+      EXPECT_NE(r.note.find("median |error| per move 0.0 %"), std::string::npos) << r.note;
+    }
     EXPECT_EQ(r.simulated_n, r.replayed_n);
   }
   for (const char* metric : {"move_p50", "e2e_p99"}) {
@@ -79,7 +82,8 @@ TEST(ReplayFidelity, TheSameRecordsOnBothSidesGiveNoError) {
 
 TEST(ReplayFidelity, AReplayTwiceAsSlowIsOffByAHundredPercentOnEveryLatency) {
   const std::vector<sim::RunResult> sims{simulated("full_kv", 1)};
-  const std::vector<ReplayRun> reps{replayed(cost_model::Strategy::kFullKv, simulated("", 2))};
+  const std::vector<ReplayRun> reps{
+      replayed(cost_model::Strategy::kFullKv, simulated("full_kv", 2))};
   for (const FidelityRow& r : fidelity_rows(sims, reps)) {
     if (r.unit != "s") continue;
     EXPECT_NEAR(r.error, 1.0, 1e-9) << r.metric;
