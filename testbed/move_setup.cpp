@@ -112,25 +112,25 @@ WireDType wire_dtype(const cost_model::ModelSpec& m) {
   return m.kv_dtype == cost_model::DType::kF32 ? WireDType::kF32 : WireDType::kF16;
 }
 
+backend::Matrix proxykv_scores_of(const MoveSetup& s, std::span<const std::int32_t> ids,
+                                  const backend::ForwardResult* prefill) {
+  if (s.mapper) return backend::proxykv_scores(*s.proxy, *s.mapper, ids, s.repeat_prompt);
+  const cost_model::ModelSpec& m = s.model->spec();
+  if (prefill != nullptr) return backend::h2o_scores(prefill->stats, m);
+  backend::KvCache scratch = s.model->new_cache();
+  backend::ForwardOptions o;
+  o.logits = backend::LogitsMode::kNone;
+  o.stats.mass = true;
+  return backend::h2o_scores(s.model->forward(ids, scratch, o).stats, m);
+}
+
 KvPayload ship(Strategy strategy, const input::ScenarioSpec& spec, const MoveSetup& s,
                std::span<const std::int32_t> ids, const backend::KvCache& cache,
-               const backend::ForwardResult* prefill) {
+               const backend::Matrix* scores) {
   const cost_model::ModelSpec& m = s.model->spec();
   if (strategy == Strategy::kProxyKv) {
-    // The trained mapper's scores on its proxy's prefill, else H2O's of the target's.
-    backend::Matrix scores;
-    if (s.mapper) {
-      scores = backend::proxykv_scores(*s.proxy, *s.mapper, ids, s.repeat_prompt);
-    } else if (prefill != nullptr) {
-      scores = backend::h2o_scores(prefill->stats, m);
-    } else {
-      backend::KvCache scratch = s.model->new_cache();
-      backend::ForwardOptions o;
-      o.logits = backend::LogitsMode::kNone;
-      o.stats.mass = true;
-      scores = backend::h2o_scores(s.model->forward(ids, scratch, o).stats, m);
-    }
-    return kept_tokens_payload(cache, backend::top_k_per_head(scores, keep_of(spec)), m.kv_heads,
+    const backend::Matrix scored = scores ? *scores : proxykv_scores_of(s, ids, nullptr);
+    return kept_tokens_payload(cache, backend::top_k_per_head(scored, keep_of(spec)), m.kv_heads,
                                m.head_dim, wire_dtype(m));
   }
   std::vector<int> layers;

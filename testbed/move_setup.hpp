@@ -54,13 +54,18 @@ std::vector<std::string> gpu_names(const input::ScenarioSpec& spec);
 /// The KV's dtype on the wire: fp32 for an fp32 model, else fp16.
 WireDType wire_dtype(const cost_model::ModelSpec& m);
 
+/// ProxyKV's scores [layers·kv_heads, ids.size()] of a context: the trained mapper's on its
+/// proxy, else H2O's from `prefill`'s attention mass (stats.mass), or from a scoring prefill
+/// of `ids` when `prefill` is null.
+backend::Matrix proxykv_scores_of(const MoveSetup& s, std::span<const std::int32_t> ids,
+                                  const backend::ForwardResult* prefill);
+
 /// The payload a KV-shipping strategy sends of `cache`, the KV of `ids`: every layer (full
-/// KV), the kept layers (RISK-KV), or the kept tokens (ProxyKV: the mapper's scores on its
-/// proxy, else H2O's scores from `prefill`'s attention mass, or from a scoring prefill of
-/// `ids` when `prefill` is null).
+/// KV), the kept layers (RISK-KV), or the tokens `scores` rank highest per KV head (ProxyKV;
+/// null: proxykv_scores_of(ids), scored now).
 KvPayload ship(cost_model::Strategy strategy, const input::ScenarioSpec& spec, const MoveSetup& s,
                std::span<const std::int32_t> ids, const backend::KvCache& cache,
-               const backend::ForwardResult* prefill);
+               const backend::Matrix* scores);
 
 /// `tokens` ids from the corpus at an offset `seed` picks, with the `following` ones after
 /// them in `after`; without a corpus, seeded random ids (and `after` empty).

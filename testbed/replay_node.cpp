@@ -44,6 +44,8 @@ struct Held {
   backend::KvCache cache;
   std::int32_t next = 0;
   std::int64_t remaining = 0;  ///< tokens still to produce
+  /// ProxyKV's scores of its prompt, computed after its prefill (empty: none).
+  backend::Matrix scores;
 };
 
 /// Admitted or resumed, waiting for its prefill.
@@ -214,12 +216,17 @@ class Node {
                      {"token_bytes", 0}});  // its ids came over the control channel
     } else {
       h.context = c.at("prompt").get<std::vector<std::int32_t>>();
+      o.stats.mass = config_.score_prompts && !config_.setup->mapper;  // H2O's scores
       const backend::ForwardResult r = model_.forward(h.context, h.cache, o);
       h.next = greedy(r.logits, 0);
       h.remaining = c.at("output").get<std::int64_t>() - 1;
       Json done = Json::array();
       if (h.remaining <= 0) done.push_back({h.id, h.epoch});
       channel_.send({{"ev", "tokens"}, {"items", {{h.id, h.epoch, h.next}}}, {"done", done}});
+      // The scoring job, on this GPU after the prefill (the simulator's target_stream).
+      if (config_.score_prompts && h.remaining > 0) {
+        h.scores = proxykv_scores_of(*config_.setup, h.context, &r);
+      }
     }
     if (h.remaining > 0) running_.push_back(std::move(h));
   }
@@ -264,9 +271,15 @@ class Node {
     running_.erase(it);
     const Strategy strategy = *cost_model::strategy_named(c.at("strategy").get<std::string>());
     const auto t0 = Clock::now();
-    KvPayload p = strategy == Strategy::kTokenReplay
-                      ? token_ids_payload(h.context)
-                      : ship(strategy, *config_.spec, *config_.setup, h.context, h.cache, nullptr);
+    KvPayload p;
+    if (strategy == Strategy::kTokenReplay) {
+      p = token_ids_payload(h.context);
+    } else if (strategy == Strategy::kProxyKv && h.scores.cols() > 0) {
+      const backend::Matrix scores = scores_for_context(h);
+      p = ship(strategy, *config_.spec, *config_.setup, h.context, h.cache, &scores);
+    } else {  // ProxyKV without scores (a request that moved in) scores it now
+      p = ship(strategy, *config_.spec, *config_.setup, h.context, h.cache, nullptr);
+    }
     const std::uint64_t kv_bytes = p.bytes.size();
     const std::string meta = Json{{"id", id},
                                   {"epoch", epoch},
@@ -298,6 +311,17 @@ class Node {
                      {"transfer_s", r.seconds()},
                      {"bytes", r.bytes}});
     });
+  }
+
+  /// Its prompt's scores, and for the tokens decoded since (no proxy pass saw them) a score
+  /// above every prompt token's: the newest tokens are kept first.
+  static backend::Matrix scores_for_context(const Held& h) {
+    const auto prompt = h.scores.cols();
+    backend::Matrix s(h.scores.rows(), static_cast<Eigen::Index>(h.context.size()));
+    s.leftCols(prompt) = h.scores;
+    const float above = h.scores.maxCoeff() + 1.0F;
+    s.rightCols(s.cols() - prompt).setConstant(above);
+    return s;
   }
 
   /// A move's metadata, taken off the end of its delivery; empty if it is not a move.

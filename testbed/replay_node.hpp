@@ -49,6 +49,9 @@ struct NodeConfig {
   const MoveSetup* setup = nullptr;
   /// Keep a copy of each moved-in cache for `quality` (the copy is taken off the clock).
   bool keep_moved_caches = true;
+  /// Score each prompt for ProxyKV after its prefill, as the simulator's scoring job does
+  /// (the run's strategy is ProxyKV), so a move ships at once.
+  bool score_prompts = false;
 };
 
 /// Serves until told to stop or its channel closes (`control_fd` is the node's end);

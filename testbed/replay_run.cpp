@@ -177,7 +177,8 @@ class Replay {
     for (const Node& other : nodes_) {
       if (other.process) close_in_child.push_back(other.process->channel().fd());
     }
-    NodeConfig config{nodes_[n].name, &spec_, &setup_, o_.continuation > 0};
+    NodeConfig config{nodes_[n].name, &spec_, &setup_, o_.continuation > 0,
+                      strategy_ == Strategy::kProxyKv};
     Node& node = nodes_[n];
     node.process = std::make_unique<NodeProcess>(config, close_in_child);
     const std::optional<Json> ready = node.process->channel().receive();

@@ -76,8 +76,12 @@ Source make_source(const PlannedMove& mv, const MoveSetup& s, const input::Scena
     r.logits.row(0).maxCoeff(&best);
     src.next_token = static_cast<std::int32_t>(best);
   }
-  if (mv.strategy != Strategy::kTokenReplay)
-    src.payload = ship(mv.strategy, spec, s, ids, src.cache, &r);
+  if (mv.strategy == Strategy::kProxyKv) {  // scored off the move's critical path
+    const backend::Matrix scores = proxykv_scores_of(s, ids, &r);
+    src.payload = ship(mv.strategy, spec, s, ids, src.cache, &scores);
+  } else if (mv.strategy != Strategy::kTokenReplay) {
+    src.payload = ship(mv.strategy, spec, s, ids, src.cache, nullptr);
+  }
   return src;
 }
 
