@@ -98,6 +98,7 @@ class Node {
   }
   void push_command(Json m) {
     const std::lock_guard lock(mutex_);
+    m["arrived_ns"] = Clock::now().time_since_epoch().count();  // when it was read
     commands_.push_back(std::move(m));
     wake_.notify_one();
   }
@@ -293,6 +294,9 @@ class Node {
         {p.bytes.size(), meta.size(), kMetaLayer, kMetaLayer, 0, 0, WireDType::kBytes});
     p.bytes.insert(p.bytes.end(), meta.begin(), meta.end());
     const double prepare_s = since(t0);
+    // Before its packing began, the move waited for the iteration in flight (a step boundary).
+    const Clock::time_point arrived{Clock::duration{c.at("arrived_ns").get<Clock::rep>()}};
+    const double wait_s = std::chrono::duration<double>(t0 - arrived).count();
     const std::string to = c.at("to");
     TransferRequest req;
     req.id = id;
@@ -301,12 +305,13 @@ class Node {
     req.port = c.at("port");
     req.segments = std::move(p.segments);
     req.payload = std::make_shared<const std::vector<std::uint8_t>>(std::move(p.bytes));
-    agent_.send(std::move(req), [this, id, epoch, prepare_s](const TransferResult& r) {
+    agent_.send(std::move(req), [this, id, epoch, wait_s, prepare_s](const TransferResult& r) {
       channel_.send({{"ev", "sent"},
                      {"id", id},
                      {"epoch", epoch},
                      {"ok", r.state == TransferState::kCompleted},
                      {"reason", r.reason},
+                     {"wait_s", wait_s},
                      {"prepare_s", prepare_s},
                      {"transfer_s", r.seconds()},
                      {"bytes", r.bytes}});

@@ -23,7 +23,8 @@
 //   tokens  {items: [[id, epoch, token]...], done: [[id, epoch]...]}  one iteration's tokens
 //   landed  {id, epoch, strategy, work, queue_s, decode_s, compute_s, kv_bytes, token_bytes}
 //           a moved-in (or resumed) request decodes again
-//   sent    {id, epoch, ok, reason, prepare_s, transfer_s, bytes}   a move left (or failed)
+//   sent    {id, epoch, ok, reason, wait_s, prepare_s, transfer_s, bytes}   a move left (or
+//           failed): it waited wait_s for the iteration in flight, packed for prepare_s
 //   requeue {id, epoch}   a move asked of a request still waiting for its prefill
 //   gone    {id, epoch}   a move or quality asked of a request this node no longer holds
 //   quality {id, epoch, steps, greedy_agreement, sampled_agreement, delta_nll, text_delta_nll}

@@ -483,7 +483,8 @@ class Replay {
       if (i < 0) return;
       sim::MoveRecord& rec = run_.moves[static_cast<std::size_t>(i)];
       rec.transfer_ns = static_cast<std::int64_t>(m.at("transfer_s").get<double>() * 1e9);
-      rec.queue_ns += static_cast<std::int64_t>(m.at("prepare_s").get<double>() * 1e9);
+      rec.queue_ns += static_cast<std::int64_t>(
+          (m.at("wait_s").get<double>() + m.at("prepare_s").get<double>()) * 1e9);
       Request* r = current(m);
       if (r == nullptr || r->move != i) return;  // ended (landed, or lost with a node)
       if (!m.at("ok").get<bool>()) {
