@@ -25,10 +25,6 @@ namespace {
 
 using cost_model::Strategy;
 
-ModelInputs model_inputs(const TestbedOptions& o) {
-  return {o.model_dir, o.predictors, o.mapper, o.corpus, o.seed};
-}
-
 /// Payloads above this are refused (a move's payload is held in memory twice).
 constexpr std::uint64_t kMaxPayload = 1ull << 30;
 
@@ -262,7 +258,7 @@ void summarise_quality(nlohmann::json& s, const std::vector<MoveRow>& rows, cons
       "receiver's mean NLL of the source's greedy text minus the source's (nats/token), on " +
       (setup.corpus.empty()
            ? std::string("seeded random contexts (not text: --corpus reads a token file)")
-           : "contexts from " + o.corpus +
+           : "contexts from " + o.inputs.corpus +
                  "; text ΔNLL = the same on the corpus's own text after the context (what "
                  "kvshift quality measures and the simulator charges)") +
       "; ProxyKV's kept tokens: " + setup.proxykv_scores +
@@ -334,8 +330,9 @@ TestbedRun run_testbed(const input::ScenarioSpec& spec, const cost_model::Comput
     throw InputError("--continue: must be in [0, 4096] tokens");
   }
   const ClusterLinks links(spec.cluster);
-  const std::vector<PlannedMove> moves = choose_moves(spec, links, o.moves, o.max_tokens, o.seed);
-  const MoveSetup setup = load_setup(spec, model_inputs(o));
+  const std::vector<PlannedMove> moves =
+      choose_moves(spec, links, o.moves, o.max_tokens, o.inputs.seed);
+  const MoveSetup setup = load_setup(spec, o.inputs);
   // Loopback cannot be shaped near what it carries: a move over a faster path runs at the
   // loopback's speed, so it is flagged and kept out of the error figures.
   const double ceiling_bps = loopback_ceiling(Bytes{64 << 20}, 2);
@@ -348,7 +345,7 @@ TestbedRun run_testbed(const input::ScenarioSpec& spec, const cost_model::Comput
     const PlannedMove& mv = moves[i];
     clipped += mv.clipped;
     MoveRow row = planned_row(i, mv, links);
-    const std::uint64_t seed = o.seed * 1000003 + i;
+    const std::uint64_t seed = o.inputs.seed * 1000003 + i;
     const Source source = make_source(mv, setup, spec, seed, o.continuation);
     const KvPayload& payload = source.payload;
     if (payload.bytes.size() > kMaxPayload) {

@@ -25,6 +25,7 @@
 #include "cost_model/compute_costs.hpp"
 #include "input/scenario_spec.hpp"
 #include "testbed/faults.hpp"
+#include "testbed/move_setup.hpp"
 
 namespace kvshift::testbed {
 
@@ -34,19 +35,14 @@ inline constexpr int kMaxAgents = 16;
 struct TestbedOptions {
   std::int64_t moves = 0;  ///< synthetic moves; 0: the scenario's own (drains, node failures)
   FaultSpec faults;
-  std::uint64_t seed = 1;
-  std::string model_dir;   ///< weights; empty: the scenario's live model, else random weights
-  std::string predictors;  ///< predictors.safetensors; empty: the live section's, else random
-  /// A trained ProxyKV mapper (mapper.safetensors, with its mapper.json): ProxyKV's kept tokens
-  /// are then its scores from its proxy's prefill; empty: H2O's scores of the target's prefill.
-  std::string mapper;
+  /// Weights, predictors, mapper and corpus (without a corpus the contexts are seeded random
+  /// ids, and the measured ΔNLL speaks of random text: the summary says so); its seed also
+  /// draws the synthetic moves' nodes.
+  ModelInputs inputs;
   std::int64_t max_tokens = 2048;  ///< contexts drawn longer are clipped (a CPU prefill per move)
   /// Tokens the request decodes after each move, on the receiver and on the source, to measure
   /// what the move did to its text (continuation.hpp); 0: not measured.
   int continuation = 32;
-  /// A token file (little-endian int32 ids) the contexts are drawn from; empty: seeded random
-  /// ids (the measured ΔNLL then speaks of random text, and the summary says so).
-  std::string corpus;
 };
 
 /// One move as measured and as predicted. Times in seconds.

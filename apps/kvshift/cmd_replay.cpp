@@ -13,6 +13,7 @@
 
 #include "apps/kvshift/command.hpp"
 #include "apps/kvshift/support_costs.hpp"
+#include "apps/kvshift/support_model_inputs.hpp"
 #include "cost_model/input_error.hpp"
 #include "input/scenario_loader.hpp"
 #include "reports/atomic_file.hpp"
@@ -27,7 +28,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct ReplayCliOptions {
-  std::string scenario, out, seed = "1", model_dir, predictors, corpus, mapper, strategies;
+  std::string scenario, out, seed = "1", strategies;
+  testbed::ModelInputs inputs;
   int continuation = 16;
   bool force = false;
 };
@@ -74,8 +76,8 @@ nlohmann::json summary(const input::ScenarioSpec& spec, const testbed::MoveSetup
   s["weights"] = setup.weights_source;
   if (!setup.predictors_source.empty()) s["predictors"] = setup.predictors_source;
   s["proxykv_scores"] = setup.proxykv_scores;
-  s["prompts"] =
-      setup.corpus.empty() ? "seeded random token ids (no --corpus)" : "text from " + o.corpus;
+  s["prompts"] = setup.corpus.empty() ? "seeded random token ids (no --corpus)"
+                                      : "text from " + o.inputs.corpus;
   s["compute_source"] = nlohmann::json::array();
   for (const auto& src : costs.sources()) s["compute_source"].push_back(src.op + ": " + src.source);
   s["continuation_tokens"] = o.continuation;
@@ -105,14 +107,16 @@ int run_replay_command(const ReplayCliOptions& o) {
     throw InputError("--continue: must be in [0, 4096] tokens");
   }
   testbed::ReplayOptions ro;
-  ro.inputs = {o.model_dir, o.predictors, o.mapper, o.corpus, parse_seed(o.seed, "--seed")};
+  ro.inputs = o.inputs;
+  ro.inputs.seed = parse_seed(o.seed, "--seed");
   ro.continuation = o.continuation;
   ro.strategies = parse_strategies(o.strategies);
   input::ScenarioSpec spec = input::load_scenario_file(o.scenario);
   testbed::check_replayable(spec);
   spec.policies.strategies = testbed::replay_strategies(spec, ro.strategies);
   ro.strategies = spec.policies.strategies;
-  const std::vector<fs::path> inputs{o.scenario, o.model_dir, o.predictors, o.corpus, o.mapper};
+  const std::vector<fs::path> inputs{o.scenario, o.inputs.model_dir, o.inputs.predictors,
+                                     o.inputs.corpus, o.inputs.mapper};
   reports::staging_folder(o.out, o.force, inputs);  // refuse an existing --out before the work
   const auto costs = make_compute_costs(spec);
   const testbed::MoveSetup setup = testbed::load_setup(spec, ro.inputs);
@@ -178,16 +182,7 @@ Action setup(CLI::App& sub) {
   sub.add_option("--strategies", o->strategies,
                  "Comma-separated strategies to replay, one run each (default: the scenario's "
                  "concrete ones)");
-  sub.add_option("--model-dir", o->model_dir,
-                 "Hugging Face folder with the scenario model's weights (default: the scenario's "
-                 "live.model, else seeded random weights of its shape)");
-  sub.add_option("--predictors", o->predictors,
-                 "predictors.safetensors from kvshift calibrate (default: the live section's, "
-                 "else seeded random predictors)");
-  sub.add_option("--mapper", o->mapper,
-                 "A trained ProxyKV mapper (default: H2O's scores of the target's prefill)");
-  sub.add_option("--corpus", o->corpus,
-                 "Token file the prompts are drawn from (default: seeded random ids)");
+  add_model_input_options(sub, o->inputs, "prompts");
   sub.add_option("--continue", o->continuation,
                  "Tokens each moved request decodes afterwards to measure the move's real quality "
                  "cost; 0: not measured")

@@ -13,6 +13,7 @@
 
 #include "apps/kvshift/command.hpp"
 #include "apps/kvshift/support_costs.hpp"
+#include "apps/kvshift/support_model_inputs.hpp"
 #include "cost_model/input_error.hpp"
 #include "input/scenario_loader.hpp"
 #include "reports/atomic_file.hpp"
@@ -26,7 +27,8 @@ namespace {
 namespace fs = std::filesystem;
 
 struct TestbedCliOptions {
-  std::string scenario, out, faults, seed = "1", model_dir, predictors, corpus, mapper;
+  std::string scenario, out, faults, seed = "1";
+  testbed::ModelInputs inputs;
   std::int64_t moves = 0, max_tokens = 2048;
   int continuation = 32;
   bool force = false, probe = false;
@@ -64,15 +66,13 @@ int run_scenario(const TestbedCliOptions& o) {
   testbed::TestbedOptions t;
   t.moves = o.moves;
   t.faults = testbed::parse_faults(o.faults);
-  t.seed = parse_seed(o.seed, "--seed");
-  t.model_dir = o.model_dir;
-  t.predictors = o.predictors;
+  t.inputs = o.inputs;
+  t.inputs.seed = parse_seed(o.seed, "--seed");
   t.max_tokens = o.max_tokens;
   t.continuation = o.continuation;
-  t.corpus = o.corpus;
-  t.mapper = o.mapper;
   const input::ScenarioSpec spec = input::load_scenario_file(o.scenario);
-  const std::vector<fs::path> inputs{o.scenario, o.model_dir, o.predictors, o.corpus, o.mapper};
+  const std::vector<fs::path> inputs{o.scenario, o.inputs.model_dir, o.inputs.predictors,
+                                     o.inputs.corpus, o.inputs.mapper};
   reports::staging_folder(o.out, o.force, inputs);  // refuse an existing --out before the work
   const auto costs = make_compute_costs(spec);
   const testbed::TestbedRun run = testbed::run_testbed(
@@ -155,12 +155,7 @@ Action setup(CLI::App& sub) {
                  "Seed of the synthetic moves' nodes, token ids and random weights (each move's "
                  "context is the prompt of the scenario's next simulated request)")
       ->capture_default_str();
-  sub.add_option("--model-dir", o->model_dir,
-                 "Hugging Face folder with the scenario model's weights (default: the scenario's "
-                 "live.model, else seeded random weights of its shape)");
-  sub.add_option("--predictors", o->predictors,
-                 "predictors.safetensors from kvshift calibrate (default: the live section's, "
-                 "else seeded random predictors)");
+  add_model_input_options(sub, o->inputs, "contexts");
   sub.add_option("--max-tokens", o->max_tokens, "Clip drawn contexts to this many tokens")
       ->capture_default_str();
   sub.add_option("--continue", o->continuation,
@@ -168,13 +163,6 @@ Action setup(CLI::App& sub) {
                  "(greedy and seeded samples): their agreement and the move's real ΔNLL on that "
                  "text, beside the ΔNLL the simulator charges; 0: not measured")
       ->capture_default_str();
-  sub.add_option("--mapper", o->mapper,
-                 "A trained ProxyKV mapper (mapper.safetensors beside its mapper.json): ProxyKV's "
-                 "kept tokens are its scores on its proxy's prefill (default: H2O's scores of the "
-                 "target's prefill)");
-  sub.add_option("--corpus", o->corpus,
-                 "Token file (little-endian int32 ids, e.g. data/corpus/kjv.tokens) the contexts "
-                 "are drawn from (default: seeded random ids)");
   sub.add_flag("--probe", o->probe, "Measure one shaped link instead of a scenario");
   sub.add_option("--bytes", o->bytes, "--probe: transfer sizes")->capture_default_str();
   sub.add_option("--bandwidth", o->bandwidth, "--probe: shaped rates")->capture_default_str();

@@ -21,13 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path scratch(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("kvshift-replay-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path scratch(const std::string& name) { return scratch_dir("replay", name); }
 
 /// A small Llama shape (7 M parameters): a decode step takes a few milliseconds, so
 /// requests of 600-1,200 tokens are decoding when the events come.

@@ -16,13 +16,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path scratch(const std::string& name) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("kvshift-testbed-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path scratch(const std::string& name) { return scratch_dir("testbed", name); }
 
 /// A scenario of `nodes` GPU nodes joined to a switch, `strategies` and a drain of gpu0.
 std::string scenario(const std::string& model, const std::string& strategies, int nodes,
@@ -96,8 +90,12 @@ TEST(TestbedCli, ReplaysTheDrainWithEveryStrategyOnTheTinyFixture) {
       EXPECT_EQ(std::stod(row[column(h, "sampled_agreement")]), 1.0);
       EXPECT_EQ(real, 0.0);
     }
-    if (strategy == "full_kv") EXPECT_LT(std::abs(real), 1e-2);
-    if (strategy == "proxy_kv") EXPECT_EQ(row[column(h, "charged_delta_nll")], "0.01");
+    if (strategy == "full_kv") {
+      EXPECT_LT(std::abs(real), 1e-2);
+    }
+    if (strategy == "proxy_kv") {
+      EXPECT_EQ(row[column(h, "charged_delta_nll")], "0.01");
+    }
   }
   const auto summary = nlohmann::json::parse(std::ifstream(dir / "out" / "summary.json"));
   EXPECT_EQ(summary["quality"]["token_replay"]["real_delta_nll_median"], 0.0);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -17,6 +18,16 @@ struct CommandResult {
   std::string out;
   std::string err;
 };
+
+/// A fresh, empty folder for one test: <tmp>/kvshift-<suite>-<name>-<pid>.
+inline std::filesystem::path scratch_dir(const std::string& suite, const std::string& name) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() /
+      ("kvshift-" + suite + "-" + name + "-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
 
 /// Path of the built kvshift executable.
 inline std::string kvshift_exe() { return std::string(KVSHIFT_BINARY_DIR) + "/apps/kvshift"; }
