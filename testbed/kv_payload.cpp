@@ -80,12 +80,13 @@ void put_head_rows(std::vector<std::uint8_t>& out, const backend::Matrix& m,
   }
 }
 
-Segment segment(std::size_t begin, std::size_t end, int layer, std::int64_t tokens, WireDType d) {
+Segment segment(std::size_t begin, std::size_t end, int layer, std::int64_t tokens, WireDType d,
+                std::int64_t first_token = 0) {
   return {begin,
           end - begin,
           static_cast<std::uint16_t>(layer),
           static_cast<std::uint16_t>(layer + 1),
-          0,
+          static_cast<std::uint32_t>(first_token),
           static_cast<std::uint32_t>(tokens),
           d};
 }
@@ -93,16 +94,21 @@ Segment segment(std::size_t begin, std::size_t end, int layer, std::int64_t toke
 }  // namespace
 
 KvPayload layers_payload(const backend::KvCache& cache, const std::vector<int>& layers,
-                         WireDType dtype) {
+                         WireDType dtype, std::int64_t first_token) {
   check_dtype(dtype);
+  if (first_token < 0 || first_token > cache.tokens()) {
+    throw std::invalid_argument("layers_payload: first token outside the cache");
+  }
   KvPayload p;
   for (int l : layers) {
     const std::size_t begin = p.bytes.size();
     const auto& k = cache.k.at(static_cast<std::size_t>(l));
     const auto& v = cache.v.at(static_cast<std::size_t>(l));
-    put_floats(p.bytes, k.data(), static_cast<std::size_t>(k.size()), dtype);
-    put_floats(p.bytes, v.data(), static_cast<std::size_t>(v.size()), dtype);
-    p.segments.push_back(segment(begin, p.bytes.size(), l, cache.tokens(), dtype));
+    // Rows are tokens (row-major): the rows from first_token on are one contiguous run.
+    const auto skip = static_cast<std::size_t>(first_token * k.cols());
+    put_floats(p.bytes, k.data() + skip, static_cast<std::size_t>(k.size()) - skip, dtype);
+    put_floats(p.bytes, v.data() + skip, static_cast<std::size_t>(v.size()) - skip, dtype);
+    p.segments.push_back(segment(begin, p.bytes.size(), l, cache.tokens(), dtype, first_token));
   }
   return p;
 }

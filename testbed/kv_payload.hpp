@@ -25,9 +25,10 @@ struct KvPayload {
   std::vector<Segment> segments;
 };
 
-/// `layers` of `cache` (every layer for a full-KV move), K then V per layer, in `dtype`.
+/// `layers` of `cache` (every layer for a full-KV move), K then V per layer, in `dtype`;
+/// the tokens from `first_token` on (a hybrid move ships the back of the KV).
 KvPayload layers_payload(const backend::KvCache& cache, const std::vector<int>& layers,
-                         WireDType dtype);
+                         WireDType dtype, std::int64_t first_token = 0);
 /// The tokens `kept[l·kv_heads + h]` of every layer and KV head (equal counts, ascending).
 KvPayload kept_tokens_payload(const backend::KvCache& cache,
                               const std::vector<std::vector<std::int64_t>>& kept, int kv_heads,
@@ -36,7 +37,8 @@ KvPayload kept_tokens_payload(const backend::KvCache& cache,
 KvPayload token_ids_payload(std::span<const std::int32_t> tokens);
 
 /// Receiver: a cache of `layers` layers with the received layers filled and the rest empty
-/// (0 rows). std::invalid_argument on a layout that does not fit.
+/// (0 rows); a segment from token t on fills rows for its tokens t.. only. std::invalid_argument
+/// on a layout that does not fit.
 backend::KvCache decode_layers(std::span<const std::uint8_t> bytes,
                                std::span<const Segment> segments, int layers, int width);
 /// Receiver: the compact cache of the kept tokens (as backend::compact makes it), `tokens`

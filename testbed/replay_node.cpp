@@ -9,12 +9,15 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <thread>
+#include <tuple>
 
 #include "testbed/agent.hpp"
 #include "testbed/cluster_links.hpp"
 #include "testbed/continuation.hpp"
+#include "testbed/kv_payload.hpp"
 #include "testbed/receiver_work.hpp"
 #include "testbed/replay_channel.hpp"
 
@@ -60,6 +63,18 @@ struct Arrival {
   Delivery delivery;
   Clock::time_point at;
 };
+
+/// A hybrid move's two parts as they arrive.
+struct HybridParts {
+  backend::KvCache front, back;  ///< the front prefilled here; the rest's rows as received
+  std::int64_t front_tokens = 0;
+  bool has_front = false;
+  Json meta;  ///< the KV part's (null until it arrives)
+  double queue_s = 0, decode_s = 0, compute_s = 0;
+};
+
+/// Hybrid's front ids travel as a transfer of their own, beside the request's KV transfer.
+inline constexpr std::uint64_t kFrontTransfer = 1ULL << 62;
 
 /// A moved-in cache kept for `quality`.
 struct MovedIn {
@@ -144,7 +159,13 @@ class Node {
     for (Json& c : commands) {
       if (!handle(c)) return false;
     }
-    for (Arrival& a : deliveries) landed.push_back(rebuild_arrival(a.meta, a.delivery, a.at));
+    for (Arrival& a : deliveries) {
+      if (a.meta.at("strategy") != "hybrid") {
+        landed.push_back(rebuild_arrival(a.meta, a.delivery, a.at));
+      } else if (std::optional<Held> h = hybrid_part(a)) {
+        landed.push_back(std::move(*h));
+      }
+    }
     for (Held& h : landed) join(std::move(h));
     // A recovery's prefill is a job: it runs ahead of new requests and of decoding, batch
     // room or not (the request then waits for a place in the batch).
@@ -272,6 +293,37 @@ class Node {
     running_.erase(it);
     const Strategy strategy = *cost_model::strategy_named(c.at("strategy").get<std::string>());
     const auto t0 = Clock::now();
+    // Before its packing began, the move waited for the iteration in flight (a step boundary).
+    const Clock::time_point arrived{Clock::duration{c.at("arrived_ns").get<Clock::rep>()}};
+    const Timing timing{std::chrono::duration<double>(t0 - arrived).count(), 0};
+    Json meta{{"id", id},
+              {"epoch", epoch},
+              {"strategy", c.at("strategy")},
+              {"context", h.context},
+              {"next", h.next},
+              {"remaining", h.remaining}};
+    if (strategy == Strategy::kHybrid) {
+      // The front's ids travel first and alone: the receiver prefills them while the KV of
+      // the rest is on its way.
+      const std::int64_t front =
+          std::clamp<std::int64_t>(c.at("front").get<std::int64_t>(), 0, std::ssize(h.context));
+      const cost_model::ModelSpec& m = model_.spec();
+      std::vector<int> layers(static_cast<std::size_t>(m.layers));
+      std::iota(layers.begin(), layers.end(), 0);
+      KvPayload ids =
+          token_ids_payload(std::span(h.context).first(static_cast<std::size_t>(front)));
+      KvPayload kv = layers_payload(h.cache, layers, wire_dtype(m), front);
+      meta["front"] = front;
+      meta["kv_bytes"] = kv.bytes.size();
+      Timing t = timing;
+      t.prepare_s = since(t0);
+      send_part(c, std::move(ids),
+                {{"id", id}, {"epoch", epoch}, {"strategy", "hybrid"}, {"part", "front"}},
+                id | kFrontTransfer, t, false);
+      meta["part"] = "kv";
+      send_part(c, std::move(kv), std::move(meta), id, t, true);
+      return;
+    }
     KvPayload p;
     if (strategy == Strategy::kTokenReplay) {
       p = token_ids_payload(h.context);
@@ -281,38 +333,44 @@ class Node {
     } else {  // ProxyKV without scores (a request that moved in) scores it now
       p = ship(strategy, *config_.spec, *config_.setup, h.context, h.cache, nullptr);
     }
-    const std::uint64_t kv_bytes = p.bytes.size();
-    const std::string meta = Json{{"id", id},
-                                  {"epoch", epoch},
-                                  {"strategy", c.at("strategy")},
-                                  {"context", h.context},
-                                  {"next", h.next},
-                                  {"remaining", h.remaining},
-                                  {"kv_bytes", strategy == Strategy::kTokenReplay ? 0 : kv_bytes}}
-                                 .dump();
+    meta["kv_bytes"] = strategy == Strategy::kTokenReplay ? 0 : p.bytes.size();
+    Timing t = timing;
+    t.prepare_s = since(t0);
+    send_part(c, std::move(p), std::move(meta), id, t, true);
+  }
+
+  /// How long a move waited for the step in flight, and packed.
+  struct Timing {
+    double wait_s = 0, prepare_s = 0;
+  };
+
+  /// Sends one transfer of move `c`: `p` and its metadata as the last segment. Its end is
+  /// reported ("sent") when `report`, or when it fails.
+  void send_part(const Json& c, KvPayload p, Json meta, std::uint64_t transfer, Timing t,
+                 bool report) {
+    const std::string text = meta.dump();
     p.segments.push_back(
-        {p.bytes.size(), meta.size(), kMetaLayer, kMetaLayer, 0, 0, WireDType::kBytes});
-    p.bytes.insert(p.bytes.end(), meta.begin(), meta.end());
-    const double prepare_s = since(t0);
-    // Before its packing began, the move waited for the iteration in flight (a step boundary).
-    const Clock::time_point arrived{Clock::duration{c.at("arrived_ns").get<Clock::rep>()}};
-    const double wait_s = std::chrono::duration<double>(t0 - arrived).count();
-    const std::string to = c.at("to");
+        {p.bytes.size(), text.size(), kMetaLayer, kMetaLayer, 0, 0, WireDType::kBytes});
+    p.bytes.insert(p.bytes.end(), text.begin(), text.end());
     TransferRequest req;
-    req.id = id;
-    req.path = links_.path(config_.name, to);
+    req.id = transfer;
+    req.path = links_.path(config_.name, c.at("to").get<std::string>());
     req.options = send_options(req.path, {}, p.bytes.size());
     req.port = c.at("port");
     req.segments = std::move(p.segments);
     req.payload = std::make_shared<const std::vector<std::uint8_t>>(std::move(p.bytes));
-    agent_.send(std::move(req), [this, id, epoch, wait_s, prepare_s](const TransferResult& r) {
+    const auto id = c.at("id").get<std::uint64_t>();
+    const auto epoch = c.at("epoch").get<std::int64_t>();
+    agent_.send(std::move(req), [this, id, epoch, t, report](const TransferResult& r) {
+      const bool ok = r.state == TransferState::kCompleted;
+      if (ok && !report) return;
       channel_.send({{"ev", "sent"},
                      {"id", id},
                      {"epoch", epoch},
-                     {"ok", r.state == TransferState::kCompleted},
+                     {"ok", ok},
                      {"reason", r.reason},
-                     {"wait_s", wait_s},
-                     {"prepare_s", prepare_s},
+                     {"wait_s", t.wait_s},
+                     {"prepare_s", t.prepare_s},
                      {"transfer_s", r.seconds()},
                      {"bytes", r.bytes}});
     });
@@ -368,6 +426,63 @@ class Node {
     return h;
   }
 
+  /// A hybrid move's part: the front's ids (prefilled now, in this loop) or the KV of the
+  /// rest (unpacked). With both in, the request, its cache the front's rows over the rest's.
+  std::optional<Held> hybrid_part(const Arrival& a) {
+    const std::pair<std::uint64_t, std::int64_t> key{a.meta.at("id"), a.meta.at("epoch")};
+    HybridParts& parts = hybrid_[key];
+    const cost_model::ModelSpec& m = model_.spec();
+    const auto t0 = Clock::now();
+    if (a.meta.at("part") == "front") {
+      parts.queue_s = std::chrono::duration<double>(t0 - a.at).count();
+      const std::vector<std::int32_t> ids = decode_token_ids(a.delivery.bytes);
+      parts.front = model_.new_cache();
+      if (!ids.empty()) {
+        backend::ForwardOptions o;
+        o.logits = backend::LogitsMode::kNone;
+        model_.forward(ids, parts.front, o);
+      }
+      parts.front_tokens = static_cast<std::int64_t>(ids.size());
+      parts.compute_s = since(t0);
+      parts.has_front = true;
+    } else {
+      parts.back = decode_layers(a.delivery.bytes, a.delivery.segments, m.layers,
+                                 static_cast<int>(m.kv_heads * m.head_dim));
+      parts.decode_s = since(t0);
+      parts.meta = a.meta;
+    }
+    if (!parts.has_front || parts.meta.is_null()) return std::nullopt;
+    const Json meta = std::move(parts.meta);
+    Held h;
+    h.id = meta.at("id");
+    h.epoch = meta.at("epoch");
+    h.context = meta.at("context").get<std::vector<std::int32_t>>();
+    h.next = meta.at("next");
+    h.remaining = meta.at("remaining");
+    h.cache = model_.new_cache();
+    for (std::size_t l = 0; l < h.cache.k.size(); ++l) {
+      for (auto [to, front, back] :
+           {std::tuple{&h.cache.k[l], &parts.front.k[l], &parts.back.k[l]},
+            std::tuple{&h.cache.v[l], &parts.front.v[l], &parts.back.v[l]}}) {
+        to->resize(front->rows() + back->rows(), front->cols());
+        to->topRows(front->rows()) = *front;
+        to->bottomRows(back->rows()) = *back;
+      }
+    }
+    channel_.send({{"ev", "landed"},
+                   {"id", h.id},
+                   {"epoch", h.epoch},
+                   {"strategy", "hybrid"},
+                   {"work", "prefill front"},
+                   {"queue_s", parts.queue_s},
+                   {"decode_s", parts.decode_s},
+                   {"compute_s", parts.compute_s},
+                   {"kv_bytes", meta.at("kv_bytes")},
+                   {"token_bytes", 4 * parts.front_tokens}});
+    hybrid_.erase(key);
+    return h;
+  }
+
   /// A rebuilt request joins the batch at the next step.
   void join(Held&& h) {
     if (config_.keep_moved_caches) moved_in_[{h.id, h.epoch}] = {h.context, h.next, h.cache};
@@ -412,8 +527,9 @@ class Node {
   std::deque<Json> commands_;
   std::deque<Arrival> deliveries_;  ///< moves whose rebuild is the serving loop's work
   std::deque<Held> landed_;         ///< moves rebuilt beside it
-  std::deque<Waiting> waiting_;     ///< admitted, waiting for their prefill
-  std::deque<Waiting> resumes_;     ///< recovered, waiting for their prefill (ahead of the above)
+  std::map<std::pair<std::uint64_t, std::int64_t>, HybridParts> hybrid_;
+  std::deque<Waiting> waiting_;  ///< admitted, waiting for their prefill
+  std::deque<Waiting> resumes_;  ///< recovered, waiting for their prefill (ahead of the above)
   std::vector<Held> running_;
   std::map<std::pair<std::uint64_t, std::int64_t>, MovedIn> moved_in_;
   Agent agent_;  // last: its threads stop (in its destructor) before the rest goes

@@ -19,6 +19,7 @@
 #include "cost_model/input_error.hpp"
 #include "cost_model/units.hpp"
 #include "sim/workload.hpp"
+#include "testbed/cluster_links.hpp"
 #include "testbed/replay_channel.hpp"
 #include "testbed/replay_node.hpp"
 #include "testbed/testbed_moves.hpp"
@@ -124,9 +125,16 @@ struct OpenMove {
 
 class Replay {
  public:
-  Replay(const input::ScenarioSpec& spec, const MoveSetup& setup, const ReplayOptions& o,
-         Strategy strategy, const std::function<void(const std::string&)>& progress)
-      : spec_(spec), setup_(setup), o_(o), strategy_(strategy), progress_(progress) {
+  Replay(const input::ScenarioSpec& spec, const MoveSetup& setup,
+         const cost_model::ComputeCosts& costs, const ReplayOptions& o, Strategy strategy,
+         const std::function<void(const std::string&)>& progress)
+      : spec_(spec),
+        setup_(setup),
+        costs_(costs),
+        o_(o),
+        strategy_(strategy),
+        progress_(progress),
+        links_(spec.cluster) {
     run_.strategy = strategy;
     run_.duration_ns = static_cast<std::int64_t>(spec.duration.value * 1e9);
   }
@@ -365,16 +373,33 @@ class Replay {
     m.start_ns = m.end_ns = now_ns();
     m.context_tokens = m.available_tokens =
         r.arrival.prompt_tokens + std::max<std::int64_t>(0, std::ssize(r.generated) - 1);
+    Json command{{"op", "move"},           {"id", r.arrival.id},       {"epoch", r.epoch},
+                 {"to", nodes_[dst].name}, {"port", nodes_[dst].port}, {"strategy", m.strategy}};
+    if (strategy_ == Strategy::kHybrid) {
+      m.front_tokens = hybrid_front(m.context_tokens, src, dst);
+      command["front"] = m.front_tokens;
+    }
     r.move = static_cast<int>(run_.moves.size());
     run_.moves.push_back(m);
     open_.push_back({dst, r.epoch, m.start_ns});
     r.phase = Phase::kMoving;
-    nodes_[src].process->channel().send({{"op", "move"},
-                                         {"id", r.arrival.id},
-                                         {"epoch", r.epoch},
-                                         {"to", nodes_[dst].name},
-                                         {"port", nodes_[dst].port},
-                                         {"strategy", m.strategy}});
+    nodes_[src].process->channel().send(command);
+  }
+
+  /// Hybrid's split, as the simulator plans it: the tokens whose KV the receiver recomputes
+  /// while the rest's KV travels (cost_model::balance_hybrid on this path, an idle receiver).
+  std::int64_t hybrid_front(std::int64_t context, int src, int dst) const {
+    const cost_model::MoveMethods mm = sim::move_methods(spec_);
+    cost_model::MoveState st;
+    st.context = st.available = context;
+    const ShapedPath path = links_.path(nodes_[src].name, nodes_[dst].name);
+    cost_model::MoveRoute route;
+    route.data = cost_model::MoveRoute::Leg::kNetwork;
+    route.data_path = {path.bottleneck(),
+                       Seconds{std::chrono::duration<double>(path.latency).count()}};
+    return cost_model::balance_hybrid(cost_model::plan_move(Strategy::kHybrid, mm, st), mm, route,
+                                      0, costs_)
+        .front_tokens;
   }
 
   /// Node `n` is gone: what it held is recovered elsewhere after `detection_delay`.
@@ -664,9 +689,11 @@ class Replay {
 
   const input::ScenarioSpec& spec_;
   const MoveSetup& setup_;
+  const cost_model::ComputeCosts& costs_;
   const ReplayOptions& o_;
   const Strategy strategy_;
   const std::function<void(const std::string&)>& progress_;
+  const ClusterLinks links_;  ///< the paths' rates and latencies (hybrid's split)
   ReplayRun run_;
   Clock::time_point t0_;
   std::vector<Request> requests_;
@@ -736,7 +763,7 @@ std::vector<Strategy> replay_strategies(const input::ScenarioSpec& spec,
       }
       continue;  // the scenario's adaptive: its picks are the concrete runs
     }
-    if (!cost_model::traits(s).on_testbed) {
+    if (!cost_model::traits(s).on_testbed && s != Strategy::kHybrid) {
       throw InputError(std::string(asked.empty() ? "policies.strategies" : "--strategies") +
                        ": replay does not run \"" + cost_model::strategy_name(s) + "\"");
     }
@@ -753,6 +780,7 @@ std::vector<Strategy> replay_strategies(const input::ScenarioSpec& spec,
 }
 
 std::vector<ReplayRun> run_replay(const input::ScenarioSpec& spec, const MoveSetup& setup,
+                                  const cost_model::ComputeCosts& costs,
                                   const ReplayOptions& options,
                                   const std::function<void(const std::string&)>& progress) {
   check_replayable(spec);
@@ -762,7 +790,7 @@ std::vector<ReplayRun> run_replay(const input::ScenarioSpec& spec, const MoveSet
       progress(std::string(cost_model::strategy_name(s)) + ": serving " + spec.name + " for " +
                format_number("%g", spec.duration.value) + " s");
     }
-    runs.push_back(Replay(spec, setup, options, s, progress).run());
+    runs.push_back(Replay(spec, setup, costs, options, s, progress).run());
   }
   return runs;
 }

@@ -4,7 +4,8 @@
 // client and the router: it sends each request when the scenario's trace says it
 // arrives (the simulator's own workload stream: same seed, same requests), to
 // the least loaded node with room in its batch, drains nodes by moving their
-// decoding requests with the run's strategy, fails nodes by killing their
+// decoding requests with the run's strategy (hybrid split where the cost model's
+// balance_hybrid puts it), fails nodes by killing their
 // process (SIGKILL) and recovers what they held from its tokens after the
 // detection delay, and restarts a node at its repair. It keeps the same records
 // as the simulator (sim::RequestRecord, sim::MoveRecord), timed on its steady
@@ -16,8 +17,9 @@
 // ports the kernel picks; control over socketpairs), every node is killed and
 // reaped before run_replay returns or throws, and a node whose coordinator dies
 // gets SIGKILL from the kernel (PR_SET_PDEATHSIG).
-// Leaves out: replica protection, prefill/decode pools, prefix caching,
-// preemption, link events (InputError names the field), and the CUDA backend.
+// Leaves out: prefix recompute, replica protection, prefill/decode pools,
+// prefix caching, preemption, link events (InputError names the field), and the
+// CUDA backend.
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "cost_model/compute_costs.hpp"
 #include "cost_model/move_plan.hpp"
 #include "input/scenario_spec.hpp"
 #include "sim/serving/results.hpp"
@@ -69,8 +72,9 @@ void check_replayable(const input::ScenarioSpec& spec);
 std::vector<cost_model::Strategy> replay_strategies(const input::ScenarioSpec& spec,
                                                     const std::vector<cost_model::Strategy>& asked);
 
-/// Serves the scenario once per strategy.
+/// Serves the scenario once per strategy; `costs` (the scenario's) plans hybrid's split.
 std::vector<ReplayRun> run_replay(const input::ScenarioSpec& spec, const MoveSetup& setup,
+                                  const cost_model::ComputeCosts& costs,
                                   const ReplayOptions& options,
                                   const std::function<void(const std::string&)>& progress = {});
 

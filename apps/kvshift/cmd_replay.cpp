@@ -124,7 +124,8 @@ int run_replay_command(const ReplayCliOptions& o) {
     std::fprintf(stderr, "replay: %s\n", line.c_str());
   };
   // Served first: the node processes are forked from this one while it runs no thread.
-  const std::vector<testbed::ReplayRun> runs = testbed::run_replay(spec, setup, ro, progress);
+  const std::vector<testbed::ReplayRun> runs =
+      testbed::run_replay(spec, setup, *costs, ro, progress);
   progress(
       "simulating the same scenario with " +
       std::string(costs->sources().empty() ? "its cost source" : costs->sources().front().source));

@@ -48,7 +48,7 @@ std::string scenario(const fs::path& config, int nodes, const std::string& extra
     "events": [{"type": "drain", "at": "1.5s", "node": "gpu0"},
                {"type": "node_failure", "at": "2.5s", "node": "gpu1",
                 "detection_delay": "100ms", "repair_after": "500ms"}],
-    "policies": {"strategies": ["full_kv", "token_replay", "risk_kv", "proxy_kv"]},
+    "policies": {"strategies": ["full_kv", "token_replay", "risk_kv", "proxy_kv", "hybrid"]},
     "risk_kv": {"topology": "G2", "delta_nll": 0.01},
     "proxy_kv": {"proxy_model": ")"
     << (config.parent_path() / "proxy.json").string()
@@ -98,7 +98,8 @@ TEST(ReplayCli, ServesTheScenarioWithEveryStrategyAndEveryMoveEndsOnce) {
 
   const Table requests = read_table(out / "requests.csv");
   const Table moves = read_table(out / "recoveries.csv");
-  const std::set<std::string> strategies{"full_kv", "token_replay", "risk_kv", "proxy_kv"};
+  const std::set<std::string> strategies{"full_kv", "token_replay", "risk_kv", "proxy_kv",
+                                         "hybrid"};
   std::map<std::string, std::set<std::string>> ids;
   for (const auto& q : requests) {
     ASSERT_TRUE(strategies.count(q.at("strategy"))) << q.at("strategy");
@@ -110,7 +111,7 @@ TEST(ReplayCli, ServesTheScenarioWithEveryStrategyAndEveryMoveEndsOnce) {
       EXPECT_GE(std::stod(q.at("finish_s")), std::stod(q.at("first_token_s")));
     }
   }
-  ASSERT_EQ(ids.size(), 4u);
+  ASSERT_EQ(ids.size(), 5u);
   // The same trace for every strategy: the simulator's workload stream.
   for (const auto& [s, set] : ids) EXPECT_EQ(set, ids.begin()->second) << s;
 
@@ -128,7 +129,9 @@ TEST(ReplayCli, ServesTheScenarioWithEveryStrategyAndEveryMoveEndsOnce) {
       ++drains[run];
       EXPECT_EQ(m.at("from"), "gpu0");
       EXPECT_EQ(m.at("strategy"), run);
-      if (run != "token_replay") {
+      if (run == "hybrid") {  // the front's ids and the rest's KV, split by the cost model
+        EXPECT_GT(std::stoll(m.at("kv_bytes")) + std::stoll(m.at("token_bytes")), 0);
+      } else if (run != "token_replay") {
         EXPECT_GT(std::stoll(m.at("kv_bytes")), 0) << run;
       }
     }
@@ -155,7 +158,7 @@ TEST(ReplayCli, ServesTheScenarioWithEveryStrategyAndEveryMoveEndsOnce) {
       EXPECT_EQ(std::stod(q.at("real_delta_nll")), 0.0);
       EXPECT_EQ(std::stod(q.at("greedy_agreement")), 1.0);
     }
-    if (q.at("executed") == "full_kv") {
+    if (q.at("executed") == "full_kv" || q.at("executed") == "hybrid") {
       EXPECT_LT(std::abs(std::stod(q.at("real_delta_nll"))), 1e-2);  // fp16 on the wire
     }
   }
@@ -163,7 +166,7 @@ TEST(ReplayCli, ServesTheScenarioWithEveryStrategyAndEveryMoveEndsOnce) {
   const Table fidelity = read_table(out / "fidelity.csv");
   std::map<std::string, std::set<std::string>> metrics;
   for (const auto& row : fidelity) metrics[row.at("strategy")].insert(row.at("metric"));
-  ASSERT_EQ(metrics.size(), 4u);
+  ASSERT_EQ(metrics.size(), 5u);
   for (const auto& [s, names] : metrics) {
     for (const char* m : {"ttft_p50", "ttft_p99", "e2e_p99", "move_p50", "delta_nll"}) {
       EXPECT_TRUE(names.count(m)) << s << " has no " << m;
@@ -198,7 +201,7 @@ TEST(ReplayCli, BadInputNamesTheFieldAndExitsTwo) {
   expect_input_error("replay " + (dir / "big.json").string() + out, "/cluster");
   expect_input_error("replay " + (dir / "replicas.json").string() + out, "/protection/mode");
   expect_input_error("replay " + s + " --strategies adaptive" + out, "--strategies");
-  expect_input_error("replay " + s + " --strategies hybrid" + out, "--strategies");
+  expect_input_error("replay " + s + " --strategies prefix_recompute" + out, "--strategies");
   expect_input_error("replay " + s + " --strategies warp" + out, "--strategies");
   expect_input_error("replay " + s + " --continue -1" + out, "--continue");
   fs::create_directories(dir / "exists" / "x");
