@@ -291,14 +291,19 @@ class Node {
     }
     Held h = std::move(*it);
     running_.erase(it);
-    const Strategy strategy = *cost_model::strategy_named(c.at("strategy").get<std::string>());
+    Strategy strategy = *cost_model::strategy_named(c.at("strategy").get<std::string>());
+    // A hybrid split that recomputes nothing is a full-KV move: the same bytes, unpacked
+    // beside the serving loop rather than joined with a front in it.
+    if (strategy == Strategy::kHybrid && c.at("front").get<std::int64_t>() == 0) {
+      strategy = Strategy::kFullKv;
+    }
     const auto t0 = Clock::now();
     // Before its packing began, the move waited for the iteration in flight (a step boundary).
     const Clock::time_point arrived{Clock::duration{c.at("arrived_ns").get<Clock::rep>()}};
     const Timing timing{std::chrono::duration<double>(t0 - arrived).count(), 0};
     Json meta{{"id", id},
               {"epoch", epoch},
-              {"strategy", c.at("strategy")},
+              {"strategy", cost_model::strategy_name(strategy)},
               {"context", h.context},
               {"next", h.next},
               {"remaining", h.remaining}};

@@ -120,6 +120,7 @@ struct OpenMove {
   int dst = -1;
   std::int64_t epoch = 0;          ///< the request's epoch while it moves
   std::int64_t stalled_since = 0;  ///< when the request stopped making progress
+  bool on_wire = false;            ///< its bytes are still being sent
   bool counted = true;  ///< false: it turned out not to be a move (requeued before prefill)
 };
 
@@ -377,28 +378,50 @@ class Replay {
                  {"to", nodes_[dst].name}, {"port", nodes_[dst].port}, {"strategy", m.strategy}};
     if (strategy_ == Strategy::kHybrid) {
       m.front_tokens = hybrid_front(m.context_tokens, src, dst);
+      m.available_tokens = m.context_tokens - m.front_tokens;  // the KV shipped, as the sim's
       command["front"] = m.front_tokens;
     }
     r.move = static_cast<int>(run_.moves.size());
     run_.moves.push_back(m);
-    open_.push_back({dst, r.epoch, m.start_ns});
+    open_.push_back({dst, r.epoch, m.start_ns, true});
     r.phase = Phase::kMoving;
     nodes_[src].process->channel().send(command);
   }
 
-  /// Hybrid's split, as the simulator plans it: the tokens whose KV the receiver recomputes
-  /// while the rest's KV travels (cost_model::balance_hybrid on this path, an idle receiver).
+  /// Hybrid's split, as the simulator plans it (cost_model::balance_hybrid): the tokens
+  /// whose KV the receiver recomputes while the rest's KV travels, with what the simulator
+  /// reads off its model of the cluster estimated from here: the bandwidth a new flow gets
+  /// beside the moves on the wire (on a star, the source's uplink and the receiver's downlink
+  /// are shared fairly) and the receiver's backlog (half the table's decode step of the
+  /// batch it decodes: the expected rest of its step in flight; the simulator knows it).
   std::int64_t hybrid_front(std::int64_t context, int src, int dst) const {
     const cost_model::MoveMethods mm = sim::move_methods(spec_);
     cost_model::MoveState st;
     st.context = st.available = context;
     const ShapedPath path = links_.path(nodes_[src].name, nodes_[dst].name);
+    int from_src = 0, into_dst = 0;
+    for (std::size_t i = 0; i < open_.size(); ++i) {
+      if (!open_[i].on_wire) continue;
+      from_src += run_.moves[i].from == nodes_[src].name;
+      into_dst += open_[i].dst == dst;
+    }
     cost_model::MoveRoute route;
     route.data = cost_model::MoveRoute::Leg::kNetwork;
-    route.data_path = {path.bottleneck(),
-                       Seconds{std::chrono::duration<double>(path.latency).count()}};
+    route.data_path = {
+        BitsPerSecond{path.bottleneck().value / (std::max(from_src, into_dst) + 1.0)},
+        Seconds{std::chrono::duration<double>(path.latency).count()}};
+    std::int64_t batch = 0, held = 0;
+    for (const Request& r : requests_) {
+      if (r.node != dst || r.phase != Phase::kDecoding) continue;
+      ++batch;
+      held += r.arrival.prompt_tokens + std::ssize(r.generated);
+    }
+    const std::int64_t backlog_ns =
+        batch == 0
+            ? 0
+            : static_cast<std::int64_t>(0.5e9 * costs_.decode_step(*mm.model, batch, held).value);
     return cost_model::balance_hybrid(cost_model::plan_move(Strategy::kHybrid, mm, st), mm, route,
-                                      0, costs_)
+                                      backlog_ns, costs_)
         .front_tokens;
   }
 
@@ -455,7 +478,7 @@ class Replay {
     m.available_tokens = 0;
     r.move = static_cast<int>(run_.moves.size());
     run_.moves.push_back(m);
-    open_.push_back({dst, r.epoch, lost_ns});
+    open_.push_back({dst, r.epoch, lost_ns, false});
     r.node = dst;
     std::vector<std::int32_t> context = r.prompt;
     context.insert(context.end(), r.generated.begin(), r.generated.end() - 1);
@@ -507,9 +530,15 @@ class Replay {
       const int i = move_of(m.at("id"), m.at("epoch"));
       if (i < 0) return;
       sim::MoveRecord& rec = run_.moves[static_cast<std::size_t>(i)];
+      open_[static_cast<std::size_t>(i)].on_wire = false;
       rec.transfer_ns = static_cast<std::int64_t>(m.at("transfer_s").get<double>() * 1e9);
-      rec.queue_ns += static_cast<std::int64_t>(
-          (m.at("wait_s").get<double>() + m.at("prepare_s").get<double>()) * 1e9);
+      const double wait_s = m.at("wait_s"), prepare_s = m.at("prepare_s");
+      rec.queue_ns += static_cast<std::int64_t>((wait_s + prepare_s) * 1e9);
+      if (rec.note.empty()) {  // the part of queue_s the simulator does not charge, split
+        rec.note = "source: " + format_ms(Seconds{wait_s}, 1) +
+                   " waiting for the step in flight, " + format_ms(Seconds{prepare_s}, 1) +
+                   " packing";
+      }
       Request* r = current(m);
       if (r == nullptr || r->move != i) return;  // ended (landed, or lost with a node)
       if (!m.at("ok").get<bool>()) {
@@ -579,8 +608,9 @@ class Replay {
   void end_move(Request& r, sim::MoveOutcome outcome, const std::string& note) {
     sim::MoveRecord& rec = run_.moves[static_cast<std::size_t>(r.move)];
     rec.outcome = outcome;
-    rec.note = note;
+    if (!note.empty()) rec.note = rec.note.empty() ? note : note + "; " + rec.note;
     rec.end_ns = now_ns();
+    open_[static_cast<std::size_t>(r.move)].on_wire = false;
     rec.stall_ns = rec.end_ns - open_[static_cast<std::size_t>(r.move)].stalled_since;
     r.move = -1;
   }
@@ -676,7 +706,7 @@ class Replay {
       sim::MoveRecord m = run_.moves[i];
       cost_model::MoveState st;
       st.context = m.context_tokens;
-      st.available = m.available_tokens;
+      st.available = m.available_tokens + m.front_tokens;  // what the source held
       st.predictor_at_dst = true;  // every node holds the predictors (loaded before the fork)
       const auto strategy = *cost_model::strategy_named(m.strategy);
       m.delta_nll = cost_model::plan_move(strategy, mm, st).delta_nll;

@@ -131,9 +131,15 @@ TEST(ReplayCli, ServesTheScenarioWithEveryStrategyAndEveryMoveEndsOnce) {
       EXPECT_EQ(m.at("strategy"), run);
       if (run == "hybrid") {  // the front's ids and the rest's KV, split by the cost model
         EXPECT_GT(std::stoll(m.at("kv_bytes")) + std::stoll(m.at("token_bytes")), 0);
+        EXPECT_EQ(std::stoll(m.at("shipped_tokens")) + std::stoll(m.at("front_tokens")),
+                  std::stoll(m.at("context_tokens")));
+        EXPECT_EQ(std::stoll(m.at("token_bytes")), 4 * std::stoll(m.at("front_tokens")));
       } else if (run != "token_replay") {
         EXPECT_GT(std::stoll(m.at("kv_bytes")), 0) << run;
       }
+      // What the simulator leaves out, measured at the source: the wait and the packing.
+      EXPECT_NE(m.at("note").find("waiting for the step in flight"), std::string::npos)
+          << m.at("note");
     }
     if (m.at("trigger") == "failure") {
       ++recoveries[run];
