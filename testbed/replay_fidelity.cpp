@@ -33,9 +33,10 @@ struct Sample {
   }
 };
 
-/// Done moves' latency and bytes, and each move's latency by (request, trigger) for pairing.
+/// Done moves' latency, its parts and bytes, and each move's latency by (request, trigger)
+/// for pairing. source_wait: the replay's measured wait for the source's step in flight.
 struct Moves {
-  Sample latency, bytes;
+  Sample latency, bytes, transfer, queue, compute, source_wait;
   std::map<std::pair<std::uint64_t, int>, double> by_request;
 };
 
@@ -62,15 +63,44 @@ Figures request_figures(const std::vector<sim::RequestRecord>& requests) {
   return f;
 }
 
-void add_moves(Figures& f, const std::vector<sim::MoveRecord>& moves) {
-  for (const sim::MoveRecord& m : moves) {
+/// `source_wait_ns`: one per move, or empty (the simulator has none to give).
+void add_moves(Figures& f, const std::vector<sim::MoveRecord>& moves,
+               const std::vector<std::int64_t>& source_wait_ns = {}) {
+  for (std::size_t i = 0; i < moves.size(); ++i) {
+    const sim::MoveRecord& m = moves[i];
     if (m.outcome != sim::MoveOutcome::kDone) continue;
     Moves& g = f.moves[m.strategy];
     const double latency = 1e-9 * double(m.end_ns - m.start_ns);
     g.latency.values.push_back(latency);
     g.bytes.values.push_back(double(m.kv_bytes + m.token_bytes));
+    g.transfer.values.push_back(1e-9 * double(m.transfer_ns));
+    g.queue.values.push_back(1e-9 * double(m.queue_ns));
+    g.compute.values.push_back(1e-9 * double(m.compute_ns));
+    if (i < source_wait_ns.size() && source_wait_ns[i] >= 0) {
+      g.source_wait.values.push_back(1e-9 * double(source_wait_ns[i]));
+    }
     g.by_request[{m.request, static_cast<int>(m.trigger)}] = latency;
   }
+}
+
+/// Where a group of moves' time went on each side: the medians of its parts, so a move
+/// row's error comes with its cause.
+std::string move_parts(const Moves& simulated, const Moves& replayed) {
+  if (simulated.latency.values.empty() || replayed.latency.values.empty()) return {};
+  auto ms = [](double s) { return format_number("%.1f", 1e3 * s); };
+  auto part = [&](const char* name, const Sample& s, const Sample& r) {
+    return std::string(name) + " " + ms(r.at(0.5)) + " / " + ms(s.at(0.5)) + " ms";
+  };
+  std::string out =
+      "medians, replay / simulator: " + part("transfer", simulated.transfer, replayed.transfer) +
+      ", " + part("queue", simulated.queue, replayed.queue);
+  if (!replayed.source_wait.values.empty()) {
+    out +=
+        " (of it the source's wait for its step in flight, which the simulator does not "
+        "charge: " +
+        ms(replayed.source_wait.at(0.5)) + " ms)";
+  }
+  return out + ", " + part("compute", simulated.compute, replayed.compute);
 }
 
 /// ΔNLL is read over the moves the run's own strategy executed (its recoveries that fell
@@ -88,7 +118,7 @@ Figures simulated_figures(const sim::RunResult& run) {
 
 Figures replayed_figures(const ReplayRun& run) {
   Figures f = request_figures(run.requests);
-  add_moves(f, run.moves);
+  add_moves(f, run.moves, run.source_wait_ns);
   for (std::size_t i = 0; i < run.moves.size(); ++i) {
     if (run.quality[i].steps == 0 ||
         run.moves[i].strategy != cost_model::strategy_name(run.strategy)) {
@@ -126,8 +156,9 @@ std::vector<FidelityRow> fidelity_rows(const std::vector<sim::RunResult>& simula
       row.replayed_n = b.values.size();
       row.error = relative(row.replayed, row.simulated);
       row.target = target;
-      if (note.empty() && (std::min(row.simulated_n, row.replayed_n) < kFewSamples)) {
-        note = "fewer than " + std::to_string(kFewSamples) + " samples on a side";
+      if (std::min(row.simulated_n, row.replayed_n) < kFewSamples) {
+        note += (note.empty() ? "" : "; ") + std::string("fewer than ") +
+                std::to_string(kFewSamples) + " samples on a side";
       }
       row.note = note;
       rows.push_back(row);
@@ -152,7 +183,7 @@ std::vector<FidelityRow> fidelity_rows(const std::vector<sim::RunResult>& simula
       const Moves none;
       const Moves& a = s.moves.count(e) ? s.moves.at(e) : none;
       const Moves& b = r.moves.count(e) ? r.moves.at(e) : none;
-      add("move_p50" + suffix, "s", a.latency, b.latency, 0.5, 0.10);
+      add("move_p50" + suffix, "s", a.latency, b.latency, 0.5, 0.10, move_parts(a, b));
       add("move_p99" + suffix, "s", a.latency, b.latency, 0.99, 0.20);
       add("bytes_per_move" + suffix, "B", a.bytes, b.bytes, -1, 0);
       // The same request's same move on both sides, where both made it.
@@ -212,8 +243,9 @@ std::string fidelity_csv(const std::vector<FidelityRow>& rows) {
 
 std::string fidelity_markdown(const std::vector<FidelityRow>& rows) {
   std::ostringstream out;
-  out << "| strategy | metric | simulator | replay | n (sim / replay) | error | target |\n"
-      << "|---|---|---|---|---|---|---|\n";
+  out << "| strategy | metric | simulator | replay | n (sim / replay) | error | target | why "
+         "/ note |\n"
+      << "|---|---|---|---|---|---|---|---|\n";
   for (const FidelityRow& r : rows) {
     const bool bytes = r.unit == "B";
     const char* fmt = bytes ? "%.0f" : "%.4g";
@@ -226,7 +258,7 @@ std::string fidelity_markdown(const std::vector<FidelityRow>& rows) {
         << cell(r.simulated, fmt) << " | " << cell(r.replayed, fmt) << " | " << r.simulated_n
         << " / " << r.replayed_n << " | "
         << (std::isnan(r.error) ? std::string("–") : format_number("%+.1f %%", 100 * r.error))
-        << " | " << verdict << " |\n";
+        << " | " << verdict << " | " << (r.note.empty() ? "–" : r.note) << " |\n";
   }
   return out.str();
 }

@@ -118,9 +118,10 @@ struct Node {
 /// One move's bookkeeping beside its record.
 struct OpenMove {
   int dst = -1;
-  std::int64_t epoch = 0;          ///< the request's epoch while it moves
-  std::int64_t stalled_since = 0;  ///< when the request stopped making progress
-  bool on_wire = false;            ///< its bytes are still being sent
+  std::int64_t epoch = 0;            ///< the request's epoch while it moves
+  std::int64_t stalled_since = 0;    ///< when the request stopped making progress
+  bool on_wire = false;              ///< its bytes are still being sent
+  std::int64_t source_wait_ns = -1;  ///< the source's wait for its step in flight
   bool counted = true;  ///< false: it turned out not to be a move (requeued before prefill)
 };
 
@@ -534,6 +535,7 @@ class Replay {
       rec.transfer_ns = static_cast<std::int64_t>(m.at("transfer_s").get<double>() * 1e9);
       const double wait_s = m.at("wait_s"), prepare_s = m.at("prepare_s");
       rec.queue_ns += static_cast<std::int64_t>((wait_s + prepare_s) * 1e9);
+      open_[static_cast<std::size_t>(i)].source_wait_ns = static_cast<std::int64_t>(wait_s * 1e9);
       if (rec.note.empty()) {  // the part of queue_s the simulator does not charge, split
         rec.note = "source: " + format_ms(Seconds{wait_s}, 1) +
                    " waiting for the step in flight, " + format_ms(Seconds{prepare_s}, 1) +
@@ -700,6 +702,7 @@ class Replay {
     for (sim::RequestRecord& rec : run_.requests) rec.moves = requests_moves_[rec.id];
     std::vector<sim::MoveRecord> kept;
     std::vector<MoveQuality> quality;
+    std::vector<std::int64_t> source_wait;
     const cost_model::MoveMethods mm = sim::move_methods(spec_);
     for (std::size_t i = 0; i < run_.moves.size(); ++i) {
       if (!open_[i].counted) continue;
@@ -712,9 +715,11 @@ class Replay {
       m.delta_nll = cost_model::plan_move(strategy, mm, st).delta_nll;
       kept.push_back(m);
       quality.push_back(run_.quality[i]);
+      source_wait.push_back(open_[i].source_wait_ns);
     }
     run_.moves = std::move(kept);
     run_.quality = std::move(quality);
+    run_.source_wait_ns = std::move(source_wait);
   }
 
   const input::ScenarioSpec& spec_;

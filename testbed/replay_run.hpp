@@ -61,6 +61,9 @@ struct ReplayRun {
   /// delta_nll: what the simulator charges this move (its plan's).
   std::vector<sim::MoveRecord> moves;
   std::vector<MoveQuality> quality;  ///< one per move
+  /// One per move: how long its source waited for the decode step in flight before packing
+  /// (a cost the simulator does not charge); -1: none (a recovery has no live source).
+  std::vector<std::int64_t> source_wait_ns;
   double wall_s = 0;
   std::vector<std::string> notes;
 };

@@ -93,5 +93,26 @@ TEST(ReplayFidelity, AReplayTwiceAsSlowIsOffByAHundredPercentOnEveryLatency) {
   }
 }
 
+TEST(ReplayFidelity, AMoveRowSaysWhereEachSidesTimeWent) {
+  sim::RunResult sim = simulated("full_kv", 1);
+  ReplayRun rep = replayed(cost_model::Strategy::kFullKv, sim);
+  for (sim::MoveRecord& m : sim.moves) m.transfer_ns = 40'000'000;
+  for (sim::MoveRecord& m : rep.moves) {
+    m.transfer_ns = 47'500'000;
+    m.queue_ns = 36'000'000;
+    m.compute_ns = 3'000'000;
+  }
+  rep.source_wait_ns.assign(rep.moves.size(), 34'000'000);
+  for (const FidelityRow& r : fidelity_rows({sim}, {rep})) {
+    if (r.metric != "move_p50") continue;
+    EXPECT_NE(r.note.find("transfer 47.5 / 40.0 ms, queue 36.0 / 0.0 ms (of it the source's "
+                          "wait for its step in flight, which the simulator does not charge: "
+                          "34.0 ms), compute 3.0 / 0.0 ms"),
+              std::string::npos)
+        << r.note;
+    EXPECT_NE(fidelity_markdown({r}).find("34.0 ms"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace kvshift::testbed
