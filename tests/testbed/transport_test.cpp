@@ -170,6 +170,10 @@ TEST(Transport, TenThousandTransfersUnderFaultsLoseNothing) {
     disconnects += r.disconnects;
     if (r.state == TransferState::kFailed) {
       EXPECT_FALSE(r.reason.empty()) << i;
+      // What a failure looked like (it should not happen; seen once under a loaded ctest -j2).
+      ADD_FAILURE() << "transfer " << i << " failed: " << r.reason << " (connections "
+                    << r.connections << ", timeouts " << r.timeouts << ", nacks " << r.nacks
+                    << ", drops " << r.drops << ", disconnects " << r.disconnects << ")";
       continue;
     }
     ++completed;
