@@ -531,11 +531,12 @@ class Replay {
       const int i = move_of(m.at("id"), m.at("epoch"));
       if (i < 0) return;
       sim::MoveRecord& rec = run_.moves[static_cast<std::size_t>(i)];
-      open_[static_cast<std::size_t>(i)].on_wire = false;
+      OpenMove& open = open_[static_cast<std::size_t>(i)];
+      open.on_wire = false;
       rec.transfer_ns = static_cast<std::int64_t>(m.at("transfer_s").get<double>() * 1e9);
       const double wait_s = m.at("wait_s"), prepare_s = m.at("prepare_s");
       rec.queue_ns += static_cast<std::int64_t>((wait_s + prepare_s) * 1e9);
-      open_[static_cast<std::size_t>(i)].source_wait_ns = static_cast<std::int64_t>(wait_s * 1e9);
+      open.source_wait_ns = static_cast<std::int64_t>(wait_s * 1e9);
       if (rec.note.empty()) {  // the part of queue_s the simulator does not charge, split
         rec.note = "source: " + format_ms(Seconds{wait_s}, 1) +
                    " waiting for the step in flight, " + format_ms(Seconds{prepare_s}, 1) +
@@ -612,8 +613,9 @@ class Replay {
     rec.outcome = outcome;
     if (!note.empty()) rec.note = rec.note.empty() ? note : note + "; " + rec.note;
     rec.end_ns = now_ns();
-    open_[static_cast<std::size_t>(r.move)].on_wire = false;
-    rec.stall_ns = rec.end_ns - open_[static_cast<std::size_t>(r.move)].stalled_since;
+    OpenMove& open = open_[static_cast<std::size_t>(r.move)];
+    open.on_wire = false;
+    rec.stall_ns = rec.end_ns - open.stalled_since;
     r.move = -1;
   }
 
