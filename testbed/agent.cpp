@@ -28,8 +28,10 @@ Agent::~Agent() { stop(); }
 
 void Agent::accept() {
   acceptor_.async_accept([this](boost::system::error_code ec, asio::ip::tcp::socket socket) {
-    if (ec) return;  // stopped
-    std::make_shared<RecvSession>(std::move(socket), inbox_)->start();
+    if (ec == asio::error::operation_aborted) return;  // stopped
+    // Any other error (a connection reset while it queued, a descriptor limit reached) is
+    // that one connection's loss, whose sender reconnects: the agent keeps accepting.
+    if (!ec) std::make_shared<RecvSession>(std::move(socket), inbox_)->start();
     accept();
   });
 }
