@@ -87,7 +87,9 @@ MovePlan ship_plan(Strategy s, const MoveMethods& methods, const MoveState& st,
           kv_descriptors(methods.engine, available, layers - methods.omission->omitted_layers());
       p.predictor = st.predictor_at_dst ? Bytes{} : predictor_bytes(methods);
       p.reconstruct_tokens = available;
-      p.delta_nll = methods.risk_delta_nll;
+      p.delta_nll = methods.risk_delta_nll_by_context.empty()
+                        ? methods.risk_delta_nll
+                        : delta_nll_at_context(methods.risk_delta_nll_by_context, st.context);
       break;
     case Strategy::kProxyKv: {
       const double kept = *methods.retention * static_cast<double>(available);

@@ -41,8 +41,9 @@ struct MoveMethods {
   double risk_delta_nll = 0;        ///< quality cost of a RISK-KV rebuild (nats/token)
   double proxy_delta_nll = 0;       ///< quality cost of a ProxyKV pruning (nats/token)
   TransferEngine engine;            ///< per-transfer and per-descriptor costs of KV legs
-  /// Set: ProxyKV's ΔNLL by the request's context (measured at several histories), which
-  /// replaces proxy_delta_nll.
+  /// Set: RISK-KV's and ProxyKV's ΔNLL by the request's context (measured at several
+  /// histories), which replace risk_delta_nll and proxy_delta_nll.
+  std::vector<ContextQuality> risk_delta_nll_by_context;
   std::vector<ContextQuality> proxy_delta_nll_by_context;
 };
 

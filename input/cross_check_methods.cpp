@@ -13,10 +13,15 @@
 namespace kvshift::input::detail {
 namespace {
 
-// The quality cost of a lossy method, or nullopt for lossless ones.
+// The least a lossy method costs, or nullopt for lossless ones. Charged by context, it is the
+// lowest measured context's figure: a move is then checked against the budget at its own.
 std::optional<double> quality_cost(const sim::DeploymentSpec& m, bool risk) {
-  if (risk && m.risk_kv) return m.risk_kv->delta_nll;
-  if (!risk && m.proxy_kv) return m.proxy_kv->delta_nll;
+  const auto least = [](double flat, const std::vector<cost_model::ContextQuality>& by_context) {
+    for (const auto& c : by_context) flat = std::min(flat, c.delta_nll);
+    return flat;
+  };
+  if (risk && m.risk_kv) return least(m.risk_kv->delta_nll, m.risk_kv->delta_nll_by_context);
+  if (!risk && m.proxy_kv) return least(m.proxy_kv->delta_nll, m.proxy_kv->delta_nll_by_context);
   return std::nullopt;
 }
 

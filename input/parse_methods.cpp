@@ -46,6 +46,7 @@ struct FileQuality {
   std::string key;                       ///< the quality key delta_nll came from
   std::optional<std::int64_t> requests;  ///< test requests behind it, where the file says
   std::string origin;                    ///< "PATH (fnv1a64:...)" of a topology.json
+  std::string digest;                    ///< "fnv1a64:..." of that topology.json ("" inline)
 };
 
 /// "fnv1a64:<16 hex>" of a file's bytes (as `kvshift profile` records its inputs).
@@ -151,8 +152,8 @@ void read_topology(const Reader& r, const cost_model::ModelSpec& m, sim::RiskKvS
     }
     s.omission = topology_from_json(doc, r, "topology", m, s.topology_source + ": ");
     file_quality = quality_from(doc);
-    file_quality.origin =
-        s.topology_source + " (" + file_digest(input_file(ctx, text, false)) + ")";
+    file_quality.digest = file_digest(input_file(ctx, text, false));
+    file_quality.origin = s.topology_source + " (" + file_quality.digest + ")";
     return;
   }
   s.topology_source = text;
@@ -167,8 +168,8 @@ void read_topology(const Reader& r, const cost_model::ModelSpec& m, sim::RiskKvS
   }
 }
 
-/// One quality.json's ProxyKV ΔNLL at the scenario's ρ.
-struct MeasuredProxy {
+/// One quality.json's ΔNLL of a method (ProxyKV at the scenario's ρ, or a RISK-KV topology).
+struct MeasuredQuality {
   std::optional<std::int64_t> history;  ///< the history it ran at, when it says
   double delta_nll = 0;
   std::string source;  ///< file (digest): label (mapper) how (requests, budget)
@@ -232,7 +233,7 @@ ProxyRows proxy_rows(const Json& doc, const std::optional<std::string>& label) {
   return out;
 }
 
-std::optional<MeasuredProxy> read_proxy_quality_file(
+std::optional<MeasuredQuality> read_proxy_quality_file(
     const Reader& r, const std::string& name, const std::optional<std::string>& label,
     double retention, const std::function<void(std::string)>& problem, LoadContext& ctx) {
   const std::string path = resolve_path(ctx, name);
@@ -269,7 +270,7 @@ std::optional<MeasuredProxy> read_proxy_quality_file(
     return std::nullopt;
   }
   // Charged as measured, like a topology's test-set mean (a small negative mean is noise).
-  MeasuredProxy m;
+  MeasuredQuality m;
   m.delta_nll = q->delta_nll;
   m.source = path + " (" + file_digest(input_file(ctx, name, false)) +
              "): " + (label ? *label : std::string("proxykv")) +
@@ -289,36 +290,40 @@ std::optional<MeasuredProxy> read_proxy_quality_file(
   return m;
 }
 
-/// proxy_kv.quality: the ΔNLL `kvshift quality` measured for ProxyKV at the scenario's ρ: one
-/// quality.json, or several run at different histories, which charge each move at its own
-/// context (between the measured histories; the nearest outside them).
-void read_measured_proxy_quality(const Reader& r, sim::ProxyKvSpec& s, LoadContext& ctx) {
-  if (!r.has("quality")) return;
-  const auto label = r.string("quality_label", false);
+/// What a "quality" entry measured: one quality.json, or several run at different histories,
+/// which charge each move at its own context (between the measured histories; the nearest
+/// outside them).
+struct QualityByContext {
+  MeasuredQuality first;                               ///< the file's, or the shortest history's
+  std::vector<cost_model::ContextQuality> by_context;  ///< empty for one file
+  std::string source;
+};
+
+/// Reads one quality.json of the entry; problems about the file go to `problem`.
+using ReadQualityFile = std::function<std::optional<MeasuredQuality>(
+    const std::string& name, const std::function<void(std::string)>& problem)>;
+
+/// r's "quality" (which must be there), each file read by `read`.
+std::optional<QualityByContext> read_quality_entry(const Reader& r, const ReadQualityFile& read) {
   const Json& v = r.node()["quality"];
   if (v.is_string()) {
-    const auto m = read_proxy_quality_file(
-        r, v.get<std::string>(), label, s.retention,
-        [&](std::string msg) { r.problem("quality", std::move(msg)); }, ctx);
-    if (!m) return;
-    s.delta_nll = m->delta_nll;
-    s.delta_nll_source = m->source;
+    auto m = read(v.get<std::string>(), [&](std::string msg) { r.problem("quality", msg); });
+    if (!m) return std::nullopt;
+    QualityByContext q{*m, {}, m->source};
     if (m->history) {
-      s.delta_nll_source +=
+      q.source +=
           " at " + std::to_string(*m->history) + " history tokens, whatever a move's context";
     }
-    s.over_eps_share = m->over_eps_share;
-    s.eps = m->eps;
-    return;
+    return q;
   }
   if (!v.is_array() || v.size() < 2) {
     r.problem("quality",
               "expected a quality.json, or a list of two or more run at different histories "
               "(got " +
                   v.dump() + ")");
-    return;
+    return std::nullopt;
   }
-  std::vector<std::pair<std::int64_t, MeasuredProxy>> measured;
+  std::vector<std::pair<std::int64_t, MeasuredQuality>> measured;
   bool ok = true;
   r.each("quality", [&](const Reader& e) {
     if (!e.node().is_string()) {
@@ -326,9 +331,8 @@ void read_measured_proxy_quality(const Reader& r, sim::ProxyKvSpec& s, LoadConte
       ok = false;
       return;
     }
-    const auto m = read_proxy_quality_file(
-        r, e.node().get<std::string>(), label, s.retention,
-        [&](std::string msg) { e.problem(std::move(msg)); }, ctx);
+    const auto m =
+        read(e.node().get<std::string>(), [&](std::string msg) { e.problem(std::move(msg)); });
     if (!m) {
       ok = false;
     } else if (!m->history) {
@@ -344,24 +348,95 @@ void read_measured_proxy_quality(const Reader& r, sim::ProxyKvSpec& s, LoadConte
       measured.emplace_back(*m->history, *m);
     }
   });
-  if (!ok) return;
+  if (!ok) return std::nullopt;
   std::sort(measured.begin(), measured.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
+  QualityByContext q{measured.front().second, {}, {}};
   std::string histories;
   for (const auto& [h, m] : measured) {
-    s.delta_nll_by_context.push_back({h, m.delta_nll});
+    q.by_context.push_back({h, m.delta_nll});
     histories += (histories.empty() ? "" : ", ") + std::to_string(h);
   }
-  const MeasuredProxy& first = measured.front().second;
-  s.delta_nll = first.delta_nll;
-  s.delta_nll_source = first.source + " and " + std::to_string(measured.size() - 1) +
-                       " more file(s): measured at " + histories +
-                       " history tokens; each move is charged at its own context (linear "
-                       "between them, the nearest outside; the figure given here is at " +
-                       std::to_string(measured.front().first) + ")";
+  q.source = q.first.source + " and " + std::to_string(measured.size() - 1) +
+             " more file(s): measured at " + histories +
+             " history tokens; each move is charged at its own context (linear "
+             "between them, the nearest outside; the figure given here is at " +
+             std::to_string(measured.front().first) + ")";
+  return q;
+}
+
+/// proxy_kv.quality: the ΔNLL `kvshift quality` measured for ProxyKV at the scenario's ρ.
+void read_measured_proxy_quality(const Reader& r, sim::ProxyKvSpec& s, LoadContext& ctx) {
+  if (!r.has("quality")) return;
+  const auto label = r.string("quality_label", false);
+  const auto q = read_quality_entry(r, [&](const std::string& name, const auto& problem) {
+    return read_proxy_quality_file(r, name, label, s.retention, problem, ctx);
+  });
+  if (!q) return;
+  s.delta_nll = q->first.delta_nll;
+  s.delta_nll_source = q->source;
+  s.delta_nll_by_context = q->by_context;
   // The share over ε is the shortest history's: the files' shares are not merged.
-  s.over_eps_share = first.over_eps_share;
-  s.eps = first.eps;
+  s.over_eps_share = q->first.over_eps_share;
+  s.eps = q->first.eps;
+}
+
+/// One quality.json's risk-kv row for the scenario's topology (the topology.json whose digest
+/// is `digest`); a row of another topology, or one that does not say which, is refused.
+std::optional<MeasuredQuality> read_risk_quality_file(
+    const std::string& name, const FileQuality& topology,
+    const std::function<void(std::string)>& problem, LoadContext& ctx) {
+  const std::string path = resolve_path(ctx, name);
+  const std::optional<Json> read = read_quality_doc(ctx, name, path, problem);
+  if (!read) return std::nullopt;
+  const Json& doc = *read;
+  std::string others;
+  for (const Json& row : doc["rows"]) {
+    if (!row.is_object() || row.value("method", "") != "risk-kv") continue;
+    const Json& t = row.contains("topology") ? row["topology"] : Json();
+    if (!t.is_object() || !t.contains("digest") || !t["digest"].is_string()) {
+      problem(path +
+              ": its risk-kv row does not say which topology it measured (a file of an "
+              "older kvshift quality: measure it again)");
+      return std::nullopt;
+    }
+    const std::string digest = t["digest"].get<std::string>();
+    if (digest != topology.digest) {
+      others += (others.empty() ? "" : ", ") + row.value("policy", std::string("risk-kv")) + " (" +
+                digest + ")";
+      continue;
+    }
+    if (!row.contains("delta_nll_mean") || !row["delta_nll_mean"].is_number()) {
+      problem(path + ": its risk-kv row has no delta_nll_mean");
+      return std::nullopt;
+    }
+    MeasuredQuality m;
+    m.delta_nll = row["delta_nll_mean"].get<double>();
+    if (!(m.delta_nll >= kMinFileDeltaNll && m.delta_nll <= 100)) {
+      problem(path + ": its risk-kv delta_nll_mean must be in [-0.1, 100] nats/token (got " +
+              format_g(m.delta_nll) + ")");
+      return std::nullopt;
+    }
+    m.source = path + " (" + file_digest(input_file(ctx, name, false)) + "): risk-kv (mean over " +
+               std::to_string(doc.value("requests", 0)) + " requests of " +
+               std::to_string(doc.value("eval", 0)) + " eval tokens)";
+    if (doc.contains("history") && doc["history"].is_number_integer()) {
+      m.history = doc["history"].get<std::int64_t>();
+    }
+    const Json& over = row.contains("over_eps") ? row["over_eps"] : Json();
+    if (over.is_object() && over.contains("share") && over["share"].is_number() &&
+        over.contains("eps") && over["eps"].is_number()) {
+      m.over_eps_share = over["share"].get<double>();
+      m.eps = over["eps"].get<double>();
+    }
+    return m;
+  }
+  problem(path + (others.empty()
+                      ? ": holds no risk-kv rows (measure --policy "
+                        "risk-kv:TOPOLOGY.json)"
+                      : ": measured RISK-KV on another topology than risk_kv.topology (" +
+                            topology.origin + "): " + others));
+  return std::nullopt;
 }
 
 // Where RISK-KV's ΔNLL comes from: the scenario's own delta_nll (`hand_written`), which
@@ -425,7 +500,27 @@ std::optional<sim::RiskKvSpec> parse_risk_kv(const Reader& top, const cost_model
   }
   s.violation_share = file_quality.violation_share;
   auto nll = number_in(*r, "delta_nll", 0, 100, false, false);
-  if (nll) {
+  if (r->has("quality") && r->has("delta_nll")) {
+    r->problem("quality",
+               "give either measured quality.json files or a hand-written delta_nll, not both");
+  } else if (r->has("quality")) {
+    if (!model_ok || !r->diagnostics().empty()) return s;  // the topology's problem is told
+    if (file_quality.digest.empty()) {
+      r->problem("quality",
+                 "charges the topology a quality.json measured: risk_kv.topology must "
+                 "be that topology.json (got \"" +
+                     s.topology_source + "\")");
+      return s;
+    }
+    const auto q = read_quality_entry(*r, [&](const std::string& name, const auto& problem) {
+      return read_risk_quality_file(name, file_quality, problem, ctx);
+    });
+    if (q) {
+      s.delta_nll = q->first.delta_nll;
+      s.delta_nll_source = q->source;
+      s.delta_nll_by_context = q->by_context;
+    }
+  } else if (nll) {
     s.delta_nll = *nll;
     s.delta_nll_source = delta_nll_source(file_quality, true);
   } else if (file_quality.delta_nll) {

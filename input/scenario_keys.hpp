@@ -66,7 +66,7 @@ inline const List kTransferEngine = {"setup", "per_block", "max_inflight_per_des
                                      "stall_timeout"};
 inline const List kPolicies = {"strategies", "router", "quality_budget", "rebalance"};
 inline const List kRebalance = {"threshold", "check_interval"};
-inline const List kRiskKv = {"topology", "delta_nll", "predictor_dtype"};
+inline const List kRiskKv = {"topology", "delta_nll", "quality", "predictor_dtype"};
 /// Mirrors input::parse_topology (spec_files.cpp), for an inline topology object.
 inline const List kTopology = {"model",           "group_width", "anchor_width",
                                "omitted_groups",  "groups",      "quality",

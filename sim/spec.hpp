@@ -247,6 +247,9 @@ struct RiskKvSpec {
   /// Share of the calibration's held-out test requests whose own ΔNLL exceeded its ε
   /// (topology.json "quality.violation_share"); unknown for hand-written topologies.
   std::optional<double> violation_share;
+  /// With quality files at several histories: ΔNLL by a move's context (delta_nll is then
+  /// the one at the shortest history), sorted by context.
+  std::vector<cost_model::ContextQuality> delta_nll_by_context;
 };
 
 /// Where the proxy model runs: on the target's GPU (second stream) or on its own GPU.
@@ -361,6 +364,7 @@ inline cost_model::MoveMethods move_methods(const SimulationSpec& spec,
     m.omission = &risk->omission;
     m.predictor_dtype = risk->predictor_dtype;
     m.risk_delta_nll = risk->delta_nll;
+    m.risk_delta_nll_by_context = risk->delta_nll_by_context;
   }
   if (proxy) {
     m.retention = proxy->retention;

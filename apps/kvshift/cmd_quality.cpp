@@ -16,6 +16,7 @@
 #include "apps/kvshift/command.hpp"
 #include "apps/kvshift/support_interrupt.hpp"
 #include "apps/kvshift/support_progress.hpp"
+#include "backend/calibrate/profile_inputs.hpp"
 #include "backend/calibrate/quality.hpp"
 #include "backend/calibrate/quality_report.hpp"
 #include "backend/kvzip_prompt.hpp"
@@ -239,6 +240,19 @@ LoadedPolicies load_policies(const QualityCliOptions& o, const std::vector<cal::
   return loaded;
 }
 
+/// Each risk-kv row names the topology it measured (its file's digest and omitted groups).
+void name_risk_kv_topologies(const std::vector<cal::KvPolicy>& policies,
+                             const cost_model::ModelSpec& spec, cal::QualityResult& r) {
+  for (cal::QualityRow& row : r.rows) {
+    for (const cal::KvPolicy& p : policies) {
+      if (p.kind != cal::PolicyKind::kRiskKv || p.text != row.policy) continue;
+      row.topology_digest = cal::digest_path(p.file);
+      const cost_model::OmissionPlan topology = input::resolve_topology(p.file, spec);
+      for (const auto& g : topology.groups()) row.omitted_groups.push_back(g.group);
+    }
+  }
+}
+
 void print_quality(const cal::QualityResult& r, const cost_model::ModelSpec& spec,
                    const cal::QualityOptions& q) {
   std::printf(
@@ -285,6 +299,7 @@ int run_quality_cli(const QualityCliOptions& o) {
   cal::QualityResult r =
       cal::run_quality(target, tokens, policies, loaded.inputs, q, progress_printer("quality"));
   r.notes.insert(r.notes.end(), loaded.mapper_notes.begin(), loaded.mapper_notes.end());
+  name_risk_kv_topologies(policies, spec, r);
   const cal::QualityRunInfo info{
       o.model, o.corpus, corpus_tokens, loaded.proxy_name,
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};

@@ -83,6 +83,10 @@ struct QualityRow {
   double kvzip_share_low = 0.0, kvzip_share_high = 0.0;
   /// Kept positions per request, per layer·KV head (options.keep_positions only).
   std::vector<std::vector<std::vector<std::int64_t>>> kept;
+  /// risk-kv: the digest ("fnv1a64:…") of the topology.json measured and the groups it omits,
+  /// so a scenario that charges this row can check it charges the same topology.
+  std::string topology_digest;
+  std::vector<int> omitted_groups;
 };
 
 struct QualityResult {

@@ -92,6 +92,10 @@ json quality_json(const QualityResult& r, const cost_model::ModelSpec& spec,
                     {"kvzip_top10_kept", optional_number(row.kvzip_top_kept)},
                     {"kvzip_share_recovered", share},
                     {"per_request", row.per_request}});
+    if (!row.topology_digest.empty()) {
+      rows.back()["topology"] = {{"digest", row.topology_digest},
+                                 {"omitted_groups", row.omitted_groups}};
+    }
   }
   json timings = r.timings_s;
   json doc = {

@@ -86,6 +86,10 @@ TEST_F(CalibrateCli, WritesTheFiveOutputsAndTheCostModelReadsTheTopology) {
   const json& risk = measured["rows"][1];
   EXPECT_EQ(risk["method"], "risk-kv");
   EXPECT_TRUE(risk["retention"].is_null());
+  // It names the topology it measured, so a scenario charging it can check it is its own.
+  EXPECT_EQ(risk["topology"]["omitted_groups"], json({2, 3}));
+  EXPECT_TRUE(risk["topology"]["digest"].get<std::string>().starts_with("fnv1a64:"));
+  ASSERT_EQ(risk["topology"]["digest"].get<std::string>().size(), 24u);
   ASSERT_EQ(risk["per_request"].size(), 8u);
   bool changed = false;  // rebuilt layers are not the exact ones
   for (const json& d : risk["per_request"]) changed |= d.get<double>() != 0.0;
