@@ -38,6 +38,7 @@ struct CalibrateOptions {
   std::uint64_t seed = 1;
   int resamples = cal::kMinResamples;
   int threads = 0;
+  int group_width = 2, anchor_width = 2;
   bool force = false;
 };
 
@@ -55,13 +56,26 @@ cal::CalibrationOptions procedure_options(const CalibrateOptions& o,
   c.resamples = o.resamples;
   c.threads = o.threads > 0 ? o.threads
                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Widths the model leaves no interior group for are told by the procedure, naming --groups.
+  for (const auto& [flag, width] :
+       {std::pair{"--group-width", o.group_width}, std::pair{"--anchor-width", o.anchor_width}}) {
+    if (width < 1 || width > spec.layers) {
+      throw InputError(std::string(flag) + ": expected 1 to " + std::to_string(spec.layers) +
+                       " layers for the " + std::to_string(spec.layers) + "-layer model (got " +
+                       std::to_string(width) + ")");
+    }
+  }
+  c.group_width = o.group_width;
+  c.anchor_width = o.anchor_width;
   if (!o.groups.empty()) {
     const cost_model::OmissionPlan candidates = [&] {
       try {
-        return cost_model::OmissionPlan::parse(o.groups, spec);
+        return cost_model::OmissionPlan::parse(o.groups, spec, {o.group_width, o.anchor_width});
       } catch (const InputError& e) {  // the parser names --topology; here the flag is --groups
         std::string why = e.what();
-        if (why.starts_with("--topology: ")) why.erase(0, 12);
+        for (std::string_view prefix : {"--topology: ", "topology: "}) {
+          if (why.starts_with(prefix)) why.erase(0, prefix.size());
+        }
         throw InputError("--groups: " + why);
       }
     }();
@@ -168,6 +182,11 @@ Action setup(CLI::App& sub) {
   sub.add_option("--predictor-dtype", o->predictor_dtype, "Predictor weights: fp32 or fp16");
   sub.add_option("--groups", o->groups,
                  "Candidate groups, e.g. G2-G14 (default: every interior group)");
+  sub.add_option("--group-width", o->group_width,
+                 "Layers per group, the unit omitted together (default 2)");
+  sub.add_option("--anchor-width", o->anchor_width,
+                 "Exact kept layers a group's predictor reads on each side (default 2); a "
+                 "candidate group without that many on a side is refused, name --groups then");
   sub.add_option("--seed", o->seed, "Seed for the request split and the bootstrap");
   sub.add_option("--resamples", o->resamples, "Bootstrap resamples (>= 2000)");
   sub.add_option("--threads", o->threads, "Worker threads (default: all cores)");

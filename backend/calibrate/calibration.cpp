@@ -295,11 +295,17 @@ std::vector<std::size_t> ids(std::size_t from, std::size_t count) {
 
 }  // namespace
 
-std::vector<int> interior_groups(int layers, int group_width) {
+std::vector<int> interior_groups(int layers, int group_width, int anchor_width) {
   const int count = (layers + group_width - 1) / group_width;
   std::vector<int> g;
-  for (int i = 2; i < count; ++i) g.push_back(i);
+  for (int i = 1; i <= count; ++i) {
+    if (anchor_room(layers, group_width, i) >= anchor_width) g.push_back(i);
+  }
   return g;
+}
+
+int anchor_room(int layers, int group_width, int group) {
+  return std::min((group - 1) * group_width, layers - std::min(layers, group * group_width));
 }
 
 namespace {
@@ -416,13 +422,24 @@ CalibrationResult run_calibration(const Model& model, std::span<const std::int32
   const auto& spec = model.spec();
   CalibrationResult res;
   res.options = options;
-  std::vector<int> candidates = options.candidates.empty()
-                                    ? interior_groups(spec.layers, options.group_width)
-                                    : options.candidates;
+  std::vector<int> candidates =
+      options.candidates.empty()
+          ? interior_groups(spec.layers, options.group_width, options.anchor_width)
+          : options.candidates;
   std::sort(candidates.begin(), candidates.end());
   if (candidates.empty()) {
     throw InputError("--groups: the model has no interior " + std::to_string(options.group_width) +
-                     "-layer group to omit (" + std::to_string(spec.layers) + " layers)");
+                     "-layer group to omit (" + std::to_string(spec.layers) + " layers, " +
+                     std::to_string(options.anchor_width) + " anchor layers on each side)");
+  }
+  for (const int g : candidates) {
+    const int room = anchor_room(spec.layers, options.group_width, g);
+    if (room < options.anchor_width) {
+      throw InputError("--groups: G" + std::to_string(g) + " has " + std::to_string(room) +
+                       " layer(s) on a side, fewer than the " +
+                       std::to_string(options.anchor_width) +
+                       " exact anchor layers its predictor reads (--anchor-width)");
+    }
   }
   const RequestSets sets =
       make_request_sets(static_cast<std::int64_t>(corpus.size()), options.history + options.eval,

@@ -95,8 +95,14 @@ struct CalibrationResult {
 /// Progress: stage label, units done, units expected in all.
 using ProgressFn = std::function<void(const std::string&, std::int64_t, std::int64_t)>;
 
-/// Every interior group of a `layers`-layer model (all but the first and the last).
-std::vector<int> interior_groups(int layers, int group_width);
+/// Every group of a `layers`-layer model with at least `anchor_width` layers on each side: it
+/// keeps its exact anchors whatever else among these groups is omitted (they all leave the
+/// layers beside the first and the last of them). With anchors no wider than the groups,
+/// all but the first and the last group.
+std::vector<int> interior_groups(int layers, int group_width, int anchor_width);
+
+/// The fewer of the layers before and after `group` (1-based).
+int anchor_room(int layers, int group_width, int group);
 
 /// Runs the whole procedure. Throws InputError for bad options or data (corpus too short,
 /// vocabulary mismatch, singular/NaN fit).

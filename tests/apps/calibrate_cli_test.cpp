@@ -96,6 +96,25 @@ TEST_F(CalibrateCli, WritesTheFiveOutputsAndTheCostModelReadsTheTopology) {
   EXPECT_TRUE(changed);
 }
 
+// Groups of one layer with one anchor layer on each side: every layer but the first and the
+// last is a candidate, and the topology.json says its widths so that readers rebuild the same
+// groups and anchors.
+TEST_F(CalibrateCli, GroupAndAnchorWidthsReachTheTopology) {
+  const auto r = run_kvshift(base() +
+                             " --history 24 --eval 12 --requests fit:3,order:2,select:3,test:2 "
+                             "--eps 1e9 --group-width 1 --anchor-width 1 --out " +
+                             (dir_ / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json topo = json::parse(slurp((dir_ / "out" / "topology.json").string()));
+  EXPECT_EQ(topo["group_width"], 1);
+  EXPECT_EQ(topo["anchor_width"], 1);
+  EXPECT_EQ(topo["omitted_groups"], json({2, 3, 4, 5, 6, 7}));
+  const auto cost = run_kvshift("cost --model " + (dir_ / "model").string() + " --topology " +
+                                (dir_ / "out" / "topology.json").string() + " --json");
+  ASSERT_EQ(cost.exit_code, 0) << cost.err;
+  EXPECT_NE(cost.out.find("G2,G3,G4,G5,G6,G7"), std::string::npos) << cost.out;
+}
+
 TEST_F(CalibrateCli, ShortCorpusExitsTwoAndWritesNothing) {
   const auto r = run_kvshift(base() + " --out " + (dir_ / "out").string());  // 144 × 1024 > 3000
   EXPECT_EQ(r.exit_code, 2);
@@ -149,6 +168,14 @@ TEST_F(CalibrateCli, BadOptionsExitTwoNamingTheOption) {
       {" --predictor-dtype int8", "--predictor-dtype"},
       {" --groups G1", "G1"},
       {" --groups G99", "--groups: G99 is out of range"},
+      {" --group-width 0", "--group-width: expected 1 to 8 layers for the 8-layer model (got 0)"},
+      {" --group-width 9", "--group-width: expected 1 to 8 layers"},
+      {" --anchor-width 0", "--anchor-width: expected 1 to 8 layers for the 8-layer model (got 0)"},
+      {" --anchor-width 3 --groups G2",
+       "--groups: G2 has 2 kept layer(s) on its left but its predictor needs 3 exact anchor"},
+      {" --anchor-width 3",
+       "--groups: the model has no interior 2-layer group to omit (8 layers, "
+       "3 anchor layers on each side)"},
       {" --history 24 --eval 12 --requests fit:3,order:2,select:3,test:2 --resamples 10",
        "--resamples"},
   };

@@ -140,6 +140,42 @@ TEST(CalibrationEndToEnd, BadInputsAreInputErrors) {
   o = options(0.002);
   o.resamples = 100;
   EXPECT_THROW(run_calibration(model, corpus(2000), o), InputError);
+  // A candidate without as many layers on a side as its predictor reads anchors.
+  o = options(0.002);
+  o.anchor_width = 3;
+  o.candidates = {2};
+  try {
+    run_calibration(model, corpus(2000), o);
+    ADD_FAILURE() << "G2 has 2 layers on its left";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--groups: G2 has 2 layer(s) on a side, fewer than the 3 "
+                                         "exact anchor layers its predictor reads"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(CalibrationEndToEnd, InteriorGroupsLeaveEveryCandidateItsAnchors) {
+  EXPECT_EQ(interior_groups(30, 2, 2),
+            (std::vector<int>{2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}));
+  EXPECT_EQ(interior_groups(30, 2, 3), (std::vector<int>{3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}));
+  EXPECT_EQ(interior_groups(8, 1, 1), (std::vector<int>{2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(interior_groups(7, 3, 1), (std::vector<int>{2}));  // G3 is the one layer 6
+  EXPECT_TRUE(interior_groups(7, 3, 2).empty());
+  EXPECT_TRUE(interior_groups(8, 2, 3).empty());
+  // Property: every subset of the candidates leaves each omitted group its anchors.
+  for (int layers : {8, 12, 30}) {
+    for (int gw = 1; gw <= 3; ++gw) {
+      for (int aw = 1; aw <= 3; ++aw) {
+        const std::vector<int> c = interior_groups(layers, gw, aw);
+        if (c.empty()) continue;
+        EXPECT_NO_THROW(cost_model::OmissionPlan::from_groups(layers, c, {gw, aw}))
+            << layers << " " << gw << " " << aw;
+        EXPECT_NO_THROW(cost_model::OmissionPlan::from_groups(layers, {c.front()}, {gw, aw}));
+        EXPECT_NO_THROW(cost_model::OmissionPlan::from_groups(layers, {c.back()}, {gw, aw}));
+      }
+    }
+  }
 }
 
 }  // namespace
