@@ -417,9 +417,16 @@ std::optional<MeasuredQuality> read_risk_quality_file(
               format_g(m.delta_nll) + ")");
       return std::nullopt;
     }
+    // The CI goes with the mean: a rebuild's ΔNLL is often within noise of 0, either side.
+    const Json& ci = row.contains("delta_nll_ci95") ? row["delta_nll_ci95"] : Json();
+    const bool has_ci = ci.is_array() && ci.size() == 2 && ci[0].is_number() && ci[1].is_number();
     m.source = path + " (" + file_digest(input_file(ctx, name, false)) + "): risk-kv (mean over " +
                std::to_string(doc.value("requests", 0)) + " requests of " +
-               std::to_string(doc.value("eval", 0)) + " eval tokens)";
+               std::to_string(doc.value("eval", 0)) + " eval tokens" +
+               (has_ci ? ", 95 % CI [" + format_g(ci[0].get<double>()) + ", " +
+                             format_g(ci[1].get<double>()) + "]"
+                       : std::string()) +
+               ")";
     if (doc.contains("history") && doc["history"].is_number_integer()) {
       m.history = doc["history"].get<std::int64_t>();
     }

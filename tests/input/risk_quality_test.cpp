@@ -58,6 +58,7 @@ fs::path write_quality(const std::string& name, std::int64_t history, double del
                {"policy", "risk-kv:t.json"},
                {"retention", nullptr},
                {"delta_nll_mean", delta},
+               {"delta_nll_ci95", {delta - 0.001, delta + 0.001}},
                {"over_eps", {{"eps", 0.002}, {"share", 0.25}}}};
   if (!digest.empty()) risk["topology"] = {{"digest", digest}, {"omitted_groups", {3}}};
   const fs::path p = temp(name);
@@ -100,7 +101,8 @@ TEST(RiskQuality, OneFileChargesItsMeanWhateverTheContext) {
   EXPECT_TRUE(spec.risk_kv->delta_nll_by_context.empty());
   const std::string& source = spec.risk_kv->delta_nll_source;
   EXPECT_NE(source.find(f.h2048.string() + " (" + digest_of(f.h2048) +
-                        "): risk-kv (mean over 64 requests of 256 eval tokens) at 2048 history "
+                        "): risk-kv (mean over 64 requests of 256 eval tokens, 95 % CI [0.007, "
+                        "0.009]) at 2048 history "
                         "tokens, whatever a move's context"),
             std::string::npos)
       << source;
