@@ -49,21 +49,6 @@ struct FileQuality {
   std::string digest;                    ///< "fnv1a64:..." of that topology.json ("" inline)
 };
 
-/// "fnv1a64:<16 hex>" of a file's bytes (as `kvshift profile` records its inputs).
-std::string file_digest(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::uint64_t h = 0xCBF29CE484222325ULL;
-  char buf[1 << 16];
-  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
-    for (std::streamsize i = 0; i < in.gcount(); ++i) {
-      h = (h ^ static_cast<unsigned char>(buf[i])) * 0x100000001B3ULL;
-    }
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
-  return text;
-}
-
 std::optional<double> number_of(const Json& q, std::initializer_list<const char*> keys) {
   for (const char* k : keys) {
     if (q.contains(k) && q[k].is_number()) return q[k].get<double>();

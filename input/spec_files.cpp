@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "cost_model/input_error.hpp"
 
@@ -269,6 +272,20 @@ OmissionPlan resolve_topology(std::string_view text, const ModelSpec& model) {
   }
   diag.throw_if_any(path);
   return t;
+}
+
+std::string file_digest(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::uint64_t h = 0xCBF29CE484222325ULL;
+  char buf[1 << 16];
+  while (in.read(buf, sizeof buf) || in.gcount() > 0) {
+    for (std::streamsize i = 0; i < in.gcount(); ++i) {
+      h = (h ^ static_cast<unsigned char>(buf[i])) * 0x100000001B3ULL;
+    }
+  }
+  char text[32];
+  std::snprintf(text, sizeof text, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
+  return text;
 }
 
 }  // namespace kvshift::input

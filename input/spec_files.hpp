@@ -38,4 +38,9 @@ cost_model::OmissionPlan parse_topology(const Reader& r, const cost_model::Model
 cost_model::OmissionPlan resolve_topology(std::string_view text,
                                           const cost_model::ModelSpec& model);
 
+/// "fnv1a64:<16 hex>" of a file's bytes (FNV-1a, byte by byte): how a scenario names the
+/// topology.json and quality.json files its ΔNLLs come from, and how `kvshift quality` names
+/// the topology a risk-kv row measured. A file it cannot read digests as empty.
+std::string file_digest(const std::string& path);
+
 }  // namespace kvshift::input

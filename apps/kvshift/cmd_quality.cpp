@@ -16,7 +16,6 @@
 #include "apps/kvshift/command.hpp"
 #include "apps/kvshift/support_interrupt.hpp"
 #include "apps/kvshift/support_progress.hpp"
-#include "backend/calibrate/profile_inputs.hpp"
 #include "backend/calibrate/quality.hpp"
 #include "backend/calibrate/quality_report.hpp"
 #include "backend/kvzip_prompt.hpp"
@@ -246,7 +245,7 @@ void name_risk_kv_topologies(const std::vector<cal::KvPolicy>& policies,
   for (cal::QualityRow& row : r.rows) {
     for (const cal::KvPolicy& p : policies) {
       if (p.kind != cal::PolicyKind::kRiskKv || p.text != row.policy) continue;
-      row.topology_digest = cal::digest_path(p.file);
+      row.topology_digest = input::file_digest(p.file);
       const cost_model::OmissionPlan topology = input::resolve_topology(p.file, spec);
       for (const auto& g : topology.groups()) row.omitted_groups.push_back(g.group);
     }
