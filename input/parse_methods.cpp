@@ -15,7 +15,9 @@
 // hand-written RISK-KV delta_nll that overrides a calibrated topology says so). ProxyKV's
 // "quality" may list quality.json files run at different histories: a move is then charged
 // at its own context (linear between the measured histories, the nearest outside them). A
-// topology.json has one test set at one history: RISK-KV's ΔNLL is one mean.
+// topology.json has one test set at one history; RISK-KV's "quality" may name quality.json
+// files whose risk-kv row measured that same topology.json (by digest), one or several at
+// different histories as ProxyKV's.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -366,8 +368,8 @@ void read_measured_proxy_quality(const Reader& r, sim::ProxyKvSpec& s, LoadConte
   s.eps = q->first.eps;
 }
 
-/// One quality.json's risk-kv row for the scenario's topology (the topology.json whose digest
-/// is `digest`); a row of another topology, or one that does not say which, is refused.
+/// One quality.json's risk-kv row for the scenario's topology.json (`topology`, by its
+/// digest); a row of another topology, or one that does not say which, is refused.
 std::optional<MeasuredQuality> read_risk_quality_file(
     const std::string& name, const FileQuality& topology,
     const std::function<void(std::string)>& problem, LoadContext& ctx) {
