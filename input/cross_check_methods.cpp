@@ -35,8 +35,12 @@ void need_method(const ScenarioSpec& s, const sim::DeploymentSpec& m, bool risk,
   }
   const auto cost = quality_cost(m, risk);
   if (s.policies.quality_budget && cost && *cost > *s.policies.quality_budget) {
+    const bool by_context =
+        risk ? !m.risk_kv->delta_nll_by_context.empty() : !m.proxy_kv->delta_nll_by_context.empty();
     d.add(ptr, what + " costs ΔNLL " + format_g(*cost) + " (" + section +
-                   ".delta_nll), over the quality_budget " + format_g(*s.policies.quality_budget));
+                   (by_context ? ".quality, its least at any measured context"
+                               : std::string(".delta_nll")) +
+                   "), over the quality_budget " + format_g(*s.policies.quality_budget));
   }
 }
 

@@ -204,7 +204,10 @@ TEST(RiskQuality, TheBudgetRefusesOnlyWhenNoContextFits) {
   j["policies"]["quality_budget"] = 0.001;
   const V p = problems(j);
   ASSERT_EQ(p.size(), 1u);
-  EXPECT_NE(p[0].find("over the quality_budget 0.001"), std::string::npos) << p[0];
+  EXPECT_NE(p[0].find("costs ΔNLL 0.002 (risk_kv.quality, its least at any measured context), "
+                      "over the quality_budget 0.001"),
+            std::string::npos)
+      << p[0];
 }
 
 }  // namespace
