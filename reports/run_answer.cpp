@@ -24,7 +24,9 @@ struct Entry {
   const StrategyMetrics& m() const { return n->metrics; }
   std::int64_t failed() const { return m().requests.failed; }
   std::int64_t unfinished() const { return m().moves.unfinished; }
-  double delta_nll() const { return m().quality.delta_nll_mean_per_move; }
+  // A measured mean below 0 is the measurement's noise: it ranks as no loss, never above a
+  // lossless strategy.
+  double delta_nll() const { return std::max(0.0, m().quality.delta_nll_mean_per_move); }
   bool timed() const { return latency->count > 0; }
   bool bound() const { return latency->includes_lower_bounds; }
   double p99() const { return latency->p99_s; }

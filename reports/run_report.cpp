@@ -317,6 +317,11 @@ std::string strategy_rows(const std::vector<NamedMetrics>& strategies) {
                       " request(s) found no node up with room for a replica in host memory (or "
                       "storage capacity) and ran unprotected until one had room");
     }
+    if (s.quality.delta_nll_mean_per_move < 0) {
+      flags.push_back(name +
+                      ": dNLL per move is below 0 as measured: no better than 0 beyond the "
+                      "measurement's noise (its CI is on the dNLL per move line); it ranks as 0");
+    }
     if (s.ttft.without_first_token) {
       flags.push_back(
           name + ": " + std::to_string(*s.ttft.without_first_token) +

@@ -4,6 +4,8 @@
 // times its moves, or unknown (null), never 0.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <string>
 
@@ -123,6 +125,39 @@ TEST(DeltaNllSource, ProxyKvChargesTheNamedMapperOfAFileThatMeasuredSeveral) {
                   "/proxy_kv/quality_label: \"proxykv-9\" is not a ProxyKV "
                   "label of "))
       << load.problems.front();
+}
+
+// smollm2-measured-cpu charges RISK-KV from the committed quality files of its topology, at
+// each move's context; their means are within noise of 0 and partly below it, which the
+// console says next to the table and the ranking reads as no loss.
+TEST(DeltaNllSource, RiskKvIsChargedByContextFromTheCommittedFiles) {
+  const input::ScenarioSpec spec =
+      input::load_scenario_file(kScenarios + "/smollm2-measured-cpu.json");
+  ASSERT_TRUE(spec.risk_kv);
+  ASSERT_EQ(spec.risk_kv->delta_nll_by_context.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(spec.risk_kv->delta_nll_by_context[i].context, std::int64_t{256} << i);
+    EXPECT_LT(std::abs(spec.risk_kv->delta_nll_by_context[i].delta_nll), 0.001) << i;
+  }
+  EXPECT_TRUE(has(spec.risk_kv->delta_nll_source, "quality-kjv-h256.json (fnv1a64:"))
+      << spec.risk_kv->delta_nll_source;
+  EXPECT_TRUE(has(spec.risk_kv->delta_nll_source,
+                  "measured at 256, 512, 1024, 2048 history tokens; each move is charged at its "
+                  "own context"))
+      << spec.risk_kv->delta_nll_source;
+  const json summary = summary_of(spec);
+  const double charged =
+      summary["strategies"]["risk_kv"]["quality"]["delta_nll_mean_per_move"].get<double>();
+  // Every move's context lies somewhere on the measured curve: the mean is within its range.
+  double lo = 1, hi = -1;
+  for (const auto& c : spec.risk_kv->delta_nll_by_context) {
+    lo = std::min(lo, c.delta_nll);
+    hi = std::max(hi, c.delta_nll);
+  }
+  EXPECT_GE(charged, lo - 1e-12);
+  EXPECT_LE(charged, hi + 1e-12);
+  const std::string table = run_table(summary);
+  EXPECT_EQ(charged < 0, has(table, "risk_kv: dNLL per move is below 0 as measured")) << table;
 }
 
 }  // namespace

@@ -163,6 +163,18 @@ TEST(RunAnswer, ATieOnLatencyIsBrokenByQualityAndTheCostIsSourced) {
       << a.text;
 }
 
+// A measured ΔNLL below 0 (a rebuild within noise of the exact KV) is no gain: with equal
+// latency, the lossy strategy ties with the lossless one instead of winning on quality.
+TEST(RunAnswer, AMeasuredDeltaBelowZeroRanksAsNoLoss) {
+  const std::vector<NamedMetrics> all = {strategy("risk_kv", 0, 10, 0, 0.1000, -0.0003),
+                                         strategy("full_kv", 0, 10, 0, 0.1000)};
+  const RunAnswer a = run_answer(all);
+  EXPECT_EQ(a.ahead, (std::vector<std::string>{"risk_kv", "full_kv"})) << a.text;
+  EXPECT_TRUE(contains(a.text, "tie on the p99 of all moves")) << a.text;
+  EXPECT_FALSE(contains(a.text, "loses less quality")) << a.text;
+  EXPECT_FALSE(contains(a.text, "-0.0003")) << a.text;
+}
+
 TEST(RunAnswer, DisaggregatedRunsRankByTtftAndMarkItsLowerBounds) {
   std::vector<NamedMetrics> all = {strategy("full_kv", 0, 10, 0, 1.0),
                                    strategy("token_replay", 0, 10, 0, 1.0)};
