@@ -97,8 +97,8 @@ using ProgressFn = std::function<void(const std::string&, std::int64_t, std::int
 
 /// Every group of a `layers`-layer model with at least `anchor_width` layers on each side: it
 /// keeps its exact anchors whatever else among these groups is omitted (they all leave the
-/// layers beside the first and the last of them). With anchors no wider than the groups,
-/// all but the first and the last group.
+/// layers beside the first and the last of them). With anchors no wider than the groups and
+/// the layers a whole number of groups: all but the first and the last group.
 std::vector<int> interior_groups(int layers, int group_width, int anchor_width);
 
 /// The fewer of the layers before and after `group` (1-based).
