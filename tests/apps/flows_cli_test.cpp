@@ -4,8 +4,13 @@
 #include <filesystem>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
+
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "tests/testing/run_command.hpp"
 
@@ -18,6 +23,27 @@ std::string write_temp(const std::string& text) {
   if (fd >= 0) ::close(fd);
   std::ofstream(tmpl) << text;
   return tmpl;
+}
+
+// A flow-level run loads no GPU library: a CUDA build opens cuBLAS on first use, not at
+// start-up (its cuBLASLt alone was ~210 MB resident before main()). RUSAGE_CHILDREN's max RSS
+// covers every child this test process has waited for, so the run gets a process of its own.
+TEST(FlowsCli, AFlowsRunStaysSmallWithoutTheGpuLibraries) {
+  const std::string args =
+      std::string("flows ") + KVSHIFT_SOURCE_DIR + "/examples/flows/two_hops.json > /dev/null";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const auto r = run_kvshift(args);
+    rusage use{};
+    ::getrusage(RUSAGE_CHILDREN, &use);
+    std::_Exit(r.exit_code == 0 && use.ru_maxrss < 64 * 1024 ? 0 : 1 + (r.exit_code != 0));
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 2) << "kvshift flows failed";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "kvshift flows used 64 MB or more at its peak";
 }
 
 TEST(FlowsCli, PrintsOneLinePerTransferInInputOrder) {
