@@ -4,7 +4,8 @@
 # /usr/bin/time gives each process's wall time, CPU time (user + sys) and peak
 # resident memory (max RSS), median of --repeat runs. Commands:
 #   kvshift-flows FILE   kvshift's flows command without the backends (apps/kvshift_flows)
-#   kvshift flows FILE   the full CLI (a CUDA build maps ~210 MB of cuBLASLt at start-up)
+#   kvshift flows FILE   the full CLI (cuBLAS is opened on first use, so a CUDA build's start-up
+#                        maps none of it)
 #   simgrid_flows FILE   SimGrid's plain max-min on the same routes (bench/simgrid_flows.cpp)
 # Workload classes (bench/network_flows_file.cpp): leaf-spine (local contention in drain
 # waves), fat-tree (every flow across the core, Poisson arrivals, Pareto sizes), incast
