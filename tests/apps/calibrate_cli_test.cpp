@@ -4,13 +4,12 @@
 // options — exits 2 with a message naming the problem and writes nothing.
 #include <gtest/gtest.h>
 
-#include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "tests/testing/file_digest.hpp"
 #include "tests/testing/model_folder.hpp"
 #include "tests/testing/run_command.hpp"
 
@@ -40,17 +39,6 @@ class CalibrateCli : public ::testing::Test {
   }
   fs::path dir_;
 };
-
-/// FNV-1a 64 of a file's bytes, as "fnv1a64:<16 hex>" (the digest scenarios check files by).
-std::string fnv1a64_of(const fs::path& path) {
-  std::uint64_t h = 0xCBF29CE484222325ULL;
-  for (const char c : slurp(path.string())) {
-    h = (h ^ static_cast<unsigned char>(c)) * 0x100000001B3ULL;
-  }
-  char text[32];
-  std::snprintf(text, sizeof text, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
-  return text;
-}
 
 TEST_F(CalibrateCli, WritesTheFiveOutputsAndTheCostModelReadsTheTopology) {
   const auto r = run_kvshift(base() +
@@ -101,7 +89,7 @@ TEST_F(CalibrateCli, WritesTheFiveOutputsAndTheCostModelReadsTheTopology) {
   EXPECT_TRUE(risk["retention"].is_null());
   // It names the topology it measured, so a scenario charging it can check it is its own.
   EXPECT_EQ(risk["topology"]["omitted_groups"], json({2, 3}));
-  EXPECT_EQ(risk["topology"]["digest"], fnv1a64_of(dir_ / "out" / "topology.json"));
+  EXPECT_EQ(risk["topology"]["digest"], fnv1a64_of_file((dir_ / "out" / "topology.json").string()));
   ASSERT_EQ(risk["per_request"].size(), 8u);
   bool changed = false;  // rebuilt layers are not the exact ones
   for (const json& d : risk["per_request"]) changed |= d.get<double>() != 0.0;

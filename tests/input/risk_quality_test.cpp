@@ -5,15 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <unistd.h>
 
 #include "cost_model/move_plan.hpp"
 #include "tests/input/scenario_test_util.hpp"
+#include "tests/testing/file_digest.hpp"
 
 namespace kvshift::input {
 namespace {
@@ -27,18 +26,6 @@ namespace fs = std::filesystem;
 fs::path temp(const std::string& name) {
   return fs::temp_directory_path() /
          ("kvshift-risk-" + std::to_string(::getpid()) + "-" + name + ".json");
-}
-
-/// FNV-1a 64 of a file's bytes, as "fnv1a64:<16 hex>" (computed here, not by kvshift).
-std::string digest_of(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream bytes;
-  bytes << in.rdbuf();
-  std::uint64_t h = 0xCBF29CE484222325ULL;
-  for (const char c : bytes.str()) h = (h ^ static_cast<unsigned char>(c)) * 0x100000001B3ULL;
-  char text[32];
-  std::snprintf(text, sizeof text, "fnv1a64:%016llx", static_cast<unsigned long long>(h));
-  return text;
 }
 
 /// A calibrated topology.json of qwen2.5-0.5b omitting `group`, with its own test-set mean.
@@ -84,7 +71,7 @@ json with_risk(const json& risk) {
 
 struct Files {
   fs::path topology = write_topology("topology", 3);
-  std::string digest = digest_of(topology);
+  std::string digest = kvshift::testing::fnv1a64_of_file(topology.string());
   fs::path h512 = write_quality("h512", 512, 0.002, digest);
   fs::path h2048 = write_quality("h2048", 2048, 0.008, digest);
   ~Files() {
@@ -100,11 +87,12 @@ TEST(RiskQuality, OneFileChargesItsMeanWhateverTheContext) {
   EXPECT_DOUBLE_EQ(spec.risk_kv->delta_nll, 0.008) << "the file's, not the topology's 0.001";
   EXPECT_TRUE(spec.risk_kv->delta_nll_by_context.empty());
   const std::string& source = spec.risk_kv->delta_nll_source;
-  EXPECT_NE(source.find(f.h2048.string() + " (" + digest_of(f.h2048) +
-                        "): risk-kv (mean over 64 requests of 256 eval tokens, 95 % CI [0.007, "
-                        "0.009]) at 2048 history "
-                        "tokens, whatever a move's context"),
-            std::string::npos)
+  EXPECT_NE(
+      source.find(f.h2048.string() + " (" + kvshift::testing::fnv1a64_of_file(f.h2048.string()) +
+                  "): risk-kv (mean over 64 requests of 256 eval tokens, 95 % CI [0.007, "
+                  "0.009]) at 2048 history "
+                  "tokens, whatever a move's context"),
+      std::string::npos)
       << source;
 }
 
@@ -142,11 +130,11 @@ TEST(RiskQuality, AFileOfAnotherTopologyIsRefusedNamingBoth) {
   const fs::path other = write_topology("other", 5);
   const V p = problems(with_risk({{"topology", other.string()}, {"quality", f.h512.string()}}));
   ASSERT_EQ(p.size(), 1u);
-  EXPECT_NE(
-      p[0].find("/risk_kv/quality: " + f.h512.string() +
-                ": measured RISK-KV on another topology than risk_kv.topology (" + other.string() +
-                " (" + digest_of(other) + ")): risk-kv:t.json (" + f.digest + ")"),
-      std::string::npos)
+  EXPECT_NE(p[0].find("/risk_kv/quality: " + f.h512.string() +
+                      ": measured RISK-KV on another topology than risk_kv.topology (" +
+                      other.string() + " (" + kvshift::testing::fnv1a64_of_file(other.string()) +
+                      ")): risk-kv:t.json (" + f.digest + ")"),
+            std::string::npos)
       << p[0];
   fs::remove(other);
 }
