@@ -21,8 +21,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <fstream>
 #include <functional>
 #include <optional>
 #include <set>
