@@ -11,6 +11,10 @@
 //   query buffer, K and V into the cache);  attention (and the attention masses
 //   asked for);  x += attn·Woᵀ;  h = RMSNorm(x);  gate|up = h·[Wgate|Wup]ᵀ;
 //   act = SiLU(gate)·up;  x += act·Wdownᵀ.
+// Gemma 3 (the optional weights below present): the epilogue also RMSNorms each
+// query and key head before RoPE, the output projections go to h and reach x
+// through a norm (x += RMSNorm(attn·Woᵀ), x += RMSNorm(act·Wdownᵀ)), and the
+// gate is GELU (tanh) instead of SiLU.
 // The head: h = RMSNorm(x rows);  logits = h·Wheadᵀ.
 #pragma once
 
@@ -35,7 +39,9 @@ struct DecoderLayerWeights {
   kernels::TensorView wo;  // [hidden, q_heads·head_dim]
   /// gate|up = h·[Wgate|Wup]ᵀ: one fused GEMM, or one each.
   std::vector<ProjectionPart> gate_up;
-  kernels::TensorView w_down;  // [hidden, intermediate]
+  kernels::TensorView w_down;                         // [hidden, intermediate]
+  kernels::TensorView post_attn_norm, post_mlp_norm;  // [hidden] f32, Gemma 3 only
+  kernels::SwigluDesc::Act act = kernels::SwigluDesc::Act::kSilu;
 };
 
 /// What one layer of one pass reads and writes beyond its weights.
@@ -69,11 +75,18 @@ void run_decoder_layer(const Ops& ops, const DecoderLayerWeights& w, const Decod
   for (const kernels::EpilogueDesc& e : p.scatter) ops.run(e);
   for (const kernels::AttentionDesc& a : p.attention) ops.run(a);
   for (const kernels::AttentionMassDesc& m : p.masses) ops.run(m);
-  gemm(p.attn, w.wo, p.x, 1);
+  // x += out·Wᵀ, or through the sublayer's norm after it (h is free at both points).
+  const auto residual = [&](const kernels::TensorView& out, const kernels::TensorView& weight,
+                            const kernels::TensorView& post_norm) {
+    if (post_norm.empty()) return gemm(out, weight, p.x, 1);
+    gemm(out, weight, p.h, 0);
+    ops.run(kernels::RmsNormDesc{p.h, post_norm, p.x, p.eps, true});
+  };
+  residual(p.attn, w.wo, w.post_attn_norm);
   ops.run(kernels::RmsNormDesc{p.x, w.mlp_norm, p.h, p.eps});
   for (const ProjectionPart& part : w.gate_up) gemm(p.h, part.weight, part.out, 0);
-  ops.run(kernels::SwigluDesc{p.gate, p.up, p.act});
-  gemm(p.act, w.w_down, p.x, 1);
+  ops.run(kernels::SwigluDesc{p.gate, p.up, p.act, w.act});
+  residual(p.act, w.w_down, w.post_mlp_norm);
 }
 
 /// The head: logits [rows, vocab] of the residual rows `x` [rows, hidden] through the final

@@ -90,6 +90,12 @@ AttentionOps attention_ops(const TensorView& q, const TensorView& k, const Tenso
   if (key_mask && (key_mask->rows() != keys || key_mask->cols() != m.kv_heads)) {
     throw std::invalid_argument("causal_attention: the key mask must be [keys, kv_heads]");
   }
+  const std::int64_t window = m.is_sliding(layer) ? m.sliding_window : 0;
+  if (window > 0 && key_mask) {
+    throw InputError("model " + m.name +
+                     ": a cache pruned per head (key mask) in a sliding-window layer is not "
+                     "supported");
+  }
   if (stats) {
     bool any = false;
     for (const Matrix* stat : {&stats->mass, &stats->window_mass, &stats->max}) {
@@ -114,10 +120,12 @@ AttentionOps attention_ops(const TensorView& q, const TensorView& k, const Tenso
       .v = v,
       .out = out,
       .lse = stats ? matrix_view(lse) : TensorView{},
+      .scale = static_cast<float>(m.query_scale),
       .key_mask = key_mask ? kernels::make_view(const_cast<std::int32_t*>(key_mask->data()),
                                                 kernels::DType::kI32, kernels::Device::kHost,
                                                 {key_mask->rows(), key_mask->cols()})
-                           : TensorView{}};
+                           : TensorView{},
+      .window = window};
   if (!stats) return ops;
   using kernels::Reduce;
   const std::int64_t window_begin = std::max<std::int64_t>(0, q.shape[0] - stats->window);
@@ -129,8 +137,10 @@ AttentionOps attention_ops(const TensorView& q, const TensorView& k, const Tenso
                           .k = k,
                           .lse = matrix_view(lse),
                           .out = layer_rows(*stat, layer, m.q_heads),
+                          .scale = static_cast<float>(m.query_scale),
                           .query_begin = begin,
-                          .reduce = reduce});
+                          .reduce = reduce,
+                          .window = window});
   }
   return ops;
 }
@@ -197,7 +207,20 @@ DecoderLayerWeights Model::layer_weights(int l, PassBuffers& b) const {
           .wo = matrix_view(w.wo),
           .gate_up = {{matrix_view(w.w_gate), matrix_view(b.gate)},
                       {matrix_view(w.w_up), matrix_view(b.up)}},
-          .w_down = matrix_view(w.w_down)};
+          .w_down = matrix_view(w.w_down),
+          .post_attn_norm = m.gemma ? vector_view(w.post_attn_norm) : TensorView{},
+          .post_mlp_norm = m.gemma ? vector_view(w.post_mlp_norm) : TensorView{},
+          .act = m.gemma ? kernels::SwigluDesc::Act::kGeluTanh : kernels::SwigluDesc::Act::kSilu};
+}
+
+/// Gemma's sliding windows count positions, which the rows of a cache that pruning compacted no
+/// longer are.
+void Model::check_window(const KvCache& cache, int l) const {
+  if (spec().is_sliding(l) && cache.evicted > 0) {
+    throw InputError("model " + spec().name + ": layer " + std::to_string(l) +
+                     " attends over a sliding window, which a pruned (compacted) cache does not "
+                     "support");
+  }
 }
 
 /// `rows0` is the rows the cache holds before this pass: the causal mask counts rows, RoPE
@@ -208,6 +231,7 @@ void Model::layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t rows0,
   const Eigen::Index n = x.rows();
   const std::int64_t qd = std::int64_t{m.q_heads} * m.head_dim;
   // The cache grows by the pass's rows first: the epilogue writes their K and V in place.
+  check_window(cache, l);
   const TensorView k_new = grow_rows(cache.k[l], n), v_new = grow_rows(cache.v[l], n);
   append_kept(cache, l, n);
   DecoderLayerPass p;
@@ -230,8 +254,16 @@ void Model::layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t rows0,
   run_decoder_layer(kernels::cpu::Ops{}, layer_weights(l, b), p, [&] {
     if (o.capture_attn_inputs) r.attn_inputs[l] = b.h;
     if (o.capture_pre_rope_keys) {
-      r.pre_rope_keys[l] = b.z.middleCols(qd, std::int64_t{m.kv_heads} * m.head_dim);
-      if (const LayerWeights& w = w_.layers[l]; w.bk.size()) r.pre_rope_keys[l].rowwise() += w.bk;
+      Matrix& keys = r.pre_rope_keys[l];
+      keys = b.z.middleCols(qd, std::int64_t{m.kv_heads} * m.head_dim);
+      const LayerWeights& w = w_.layers[l];
+      if (w.bk.size()) keys.rowwise() += w.bk;
+      if (w.k_norm.size()) {  // Gemma: the keys RoPE rotates are normed per head
+        const TensorView heads =
+            kernels::make_view(keys.data(), kernels::DType::kF32, kernels::Device::kHost,
+                               {keys.size() / m.head_dim, m.head_dim});
+        kernels::cpu::rms_norm({heads, vector_view(w.k_norm), heads, p.eps});
+      }
     }
   });
 }
@@ -247,7 +279,13 @@ kernels::EpilogueDesc Model::epilogue(int l, const TensorView& z, std::array<Ten
     e.bias = vector_view(bias);
   }
   e.segments = {{0, true, qkv[0]}, {qd, true, qkv[1]}, {qd + kvd, false, qkv[2]}};
-  e.theta = m.rope_theta;
+  if (const LayerWeights& w = w_.layers[static_cast<std::size_t>(l)]; w.q_norm.size()) {
+    for (auto [segment, norm] : {std::pair{0, &w.q_norm}, {1, &w.k_norm}}) {
+      e.segments[segment].head_norm = vector_view(*norm);
+      e.segments[segment].norm_eps = static_cast<float>(m.rms_eps);
+    }
+  }
+  e.theta = m.rope_theta_of(l);
   e.position_offset = position;
   return e;
 }
@@ -271,6 +309,7 @@ Matrix Model::embed_tokens(std::span<const std::int32_t> tokens) const {
     }
     x.row(static_cast<Eigen::Index>(i)) = w_.embed.row(tokens[i]);
   }
+  if (m.gemma) x *= std::sqrt(static_cast<float>(m.hidden));  // Gemma scales its embeddings
   return x;
 }
 
@@ -298,6 +337,7 @@ Matrix Model::decode_step(std::span<const std::int32_t> tokens,
     DecoderLayerPass p;
     for (Eigen::Index b = 0; b < batch; ++b) {
       KvCache& cache = *caches[static_cast<std::size_t>(b)];
+      check_window(cache, l);
       const TensorView k_new = grow_rows(cache.k[l], 1), v_new = grow_rows(cache.v[l], 1);
       append_kept(cache, l, 1);
       p.scatter.push_back(epilogue(l, row(buffers.z, b),
@@ -308,7 +348,7 @@ Matrix Model::decode_step(std::span<const std::int32_t> tokens,
       p.attention.push_back(attention_ops(heads_of(row(buffers.q, b), m.q_heads),
                                           head_view(cache.k[l], m.kv_heads),
                                           head_view(cache.v[l], m.kv_heads),
-                                          heads_of(row(buffers.attn, b), m.q_heads), m, nullptr, 0,
+                                          heads_of(row(buffers.attn, b), m.q_heads), m, nullptr, l,
                                           mask_of(cache, l), unused)
                                 .attention);
     }
@@ -359,6 +399,12 @@ ForwardResult Model::forward(std::span<const std::int32_t> tokens, KvCache& cach
   const auto& m = spec();
   const std::int64_t pos0 = cached_tokens(cache, 0, m.layers, "forward");
   const auto n = static_cast<Eigen::Index>(tokens.size());
+  std::vector<std::int32_t> opened;  // the sequence as the model opens it (spec.bos_token)
+  if (m.bos_token >= 0 && pos0 + cache.evicted == 0 && n > 0 && tokens[0] != m.bos_token) {
+    opened.assign(tokens.begin(), tokens.end());
+    opened[0] = m.bos_token;
+    tokens = opened;
+  }
   Matrix x = embed_tokens(tokens);
   ForwardResult r;
   if (o.capture_attn_inputs) r.attn_inputs.resize(m.layers);
@@ -397,7 +443,11 @@ std::vector<double> next_token_nll(const Matrix& logits, std::span<const std::in
 }
 
 void rope(Matrix& x, int heads, const cost_model::ModelSpec& spec, std::int64_t first_position,
-          bool inverse) {
+          bool inverse, int layer) {
+  if (layer < 0 && spec.sliding_window > 0) {
+    throw std::invalid_argument("rope: model " + spec.name +
+                                " has a RoPE base per layer; name the layer");
+  }
   if (x.cols() != std::int64_t{heads} * spec.head_dim) {
     throw std::invalid_argument("rope: x has " + std::to_string(x.cols()) + " columns, expected " +
                                 std::to_string(heads) + " heads of " +
@@ -407,7 +457,7 @@ void rope(Matrix& x, int heads, const cost_model::ModelSpec& spec, std::int64_t 
   const kernels::TensorView v = head_view(x, heads);
   kernels::cpu::rope({.x = v,
                       .out = v,
-                      .theta = spec.rope_theta,
+                      .theta = layer < 0 ? spec.rope_theta : spec.rope_theta_of(layer),
                       .position_offset = first_position,
                       .inverse = inverse});
 }
@@ -427,7 +477,7 @@ void causal_attention(const Matrix& q, const Matrix& k, const Matrix& v,
 
 Matrix pre_rope_keys(const KvCache& cache, int layer, const cost_model::ModelSpec& spec) {
   Matrix k = cache.k.at(layer);
-  rope(k, spec.kv_heads, spec, 0, true);
+  rope(k, spec.kv_heads, spec, 0, true, layer);
   return k;
 }
 

@@ -1,6 +1,8 @@
 // The CPU reference forward pass of a Llama-family decoder, in fp32 with Eigen:
 // embedding, RMSNorm, Q/K/V with GQA (+ Qwen2 biases), half-split RoPE, causal
-// attention, o_proj, SwiGLU MLP, residuals, final norm, logits. Each layer and
+// attention, o_proj, SwiGLU MLP, residuals, final norm, logits; and Gemma 3's
+// variant (decoder_program.hpp: QK norm, norms after each sublayer, GeGLU,
+// scaled embeddings, sliding-window layers with their own RoPE base). Each layer and
 // the head are the decoder program (decoder_program.hpp, the one GpuModel runs
 // on the CUDA kernels) on the CPU twins (kernels/cpu.hpp): Eigen GEMMs on views
 // of the weights, the other ops on views of the same matrices.
@@ -94,9 +96,13 @@ class Model {
   const ModelWeights& weights() const { return w_; }
   /// An empty cache shaped for this model.
   KvCache new_cache() const;
+  /// The residual stream's first rows: each token's embedding (Gemma: scaled by √hidden).
+  /// Token ids are checked against the vocabulary (InputError).
+  Matrix embed_tokens(std::span<const std::int32_t> tokens) const;
 
   /// Runs `tokens` after the cache's contents and appends their K/V to `cache`.
-  /// Token ids are checked against the vocabulary (InputError).
+  /// Token ids are checked against the vocabulary (InputError). From position 0, a model
+  /// whose sequences open with BOS (spec.bos_token, Gemma 3) reads BOS as the first token.
   ForwardResult forward(std::span<const std::int32_t> tokens, KvCache& cache,
                         const ForwardOptions& options = {}) const;
 
@@ -125,6 +131,8 @@ class Model {
   DecoderLayerWeights layer_weights(int l, PassBuffers& b) const;
   void layer_forward(int l, Matrix& x, KvCache& cache, std::int64_t rows0, const ForwardOptions& o,
                      ForwardResult& r, PassBuffers& b) const;
+  /// Refuses a pruned cache in a sliding-window layer (InputError).
+  void check_window(const KvCache& cache, int l) const;
   /// Layer l's bias + RoPE + scatter of z's q|k|v columns into `qkv` ([requests, tokens,
   /// heads, head_dim] each), the first token at `position`.
   kernels::EpilogueDesc epilogue(int l, const kernels::TensorView& z,
@@ -132,7 +140,6 @@ class Model {
                                  std::int64_t position) const;
   /// Logits [rows, vocab] of residual rows x through the final norm and the head.
   Matrix logits_of(const Matrix& x) const;
-  Matrix embed_tokens(std::span<const std::int32_t> tokens) const;
 
   ModelWeights w_;
   std::vector<Vector> qkv_bias_;  ///< per layer [q|k|v] (empty without attention biases)
@@ -154,10 +161,11 @@ void causal_attention(const Matrix& q, const Matrix& k, const Matrix& v,
                       AttentionStats* stats = nullptr, int layer = 0,
                       const KeyMask* key_mask = nullptr);
 
-/// Rotates x [tokens, heads·head_dim] in place by the model's RoPE (kernels::cpu::rope), row r
-/// at position first_position + r; `inverse` undoes it.
+/// Rotates x [tokens, heads·head_dim] in place by layer `layer`'s RoPE (kernels::cpu::rope), row
+/// r at position first_position + r; `inverse` undoes it. layer −1: the model's one base, for
+/// models whose layers share it (std::invalid_argument otherwise).
 void rope(Matrix& x, int heads, const cost_model::ModelSpec& spec, std::int64_t first_position,
-          bool inverse = false);
+          bool inverse = false, int layer = -1);
 
 /// Layer `layer`'s keys with RoPE undone: [tokens, kv_heads·head_dim] (a cache holding every
 /// token from position 0: not a pruned one).

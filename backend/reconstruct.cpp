@@ -17,6 +17,20 @@ std::int64_t layer_tokens(const KvCache& c, int layer) {
   return c.k[layer].rows();
 }
 
+/// RMSNorm of each head_dim-wide head of every row of k (kernels::cpu::rms_norm) with `weight`.
+void norm_heads(Matrix& k, const Eigen::Ref<const RowVector>& weight, int head_dim, float eps) {
+  if (k.size() == 0) return;
+  const RowVector w = weight;
+  const kernels::TensorView heads = kernels::make_view(
+      k.data(), kernels::DType::kF32, kernels::Device::kHost, {k.size() / head_dim, head_dim});
+  kernels::cpu::rms_norm(
+      {.x = heads,
+       .weight = kernels::make_view(const_cast<float*>(w.data()), kernels::DType::kF32,
+                                    kernels::Device::kHost, {w.size()}),
+       .out = heads,
+       .eps = eps});
+}
+
 }  // namespace
 
 GroupPredictor random_predictor(const cost_model::ModelSpec& spec,
@@ -33,6 +47,9 @@ GroupPredictor random_predictor(const cost_model::ModelSpec& spec,
   for (Eigen::Index i = 0; i < p.weight.size(); ++i) p.weight.data()[i] = dist(rng);
   p.bias.resize(out);
   for (Eigen::Index i = 0; i < out; ++i) p.bias[i] = 0.1f * dist(rng);
+  if (spec.gemma) {
+    p.key_norm = Matrix::Ones(static_cast<Eigen::Index>(plan.target_layers.size()), spec.head_dim);
+  }
   return p;
 }
 
@@ -61,8 +78,15 @@ void reconstruct_group(const GroupPredictor& p, std::span<KvCache* const> caches
   const std::int64_t w = spec.kv_width(), half = w / 2;
   if (p.weight.rows() != static_cast<Eigen::Index>(w * p.anchor_layers.size()) ||
       p.weight.cols() != static_cast<Eigen::Index>(w * p.target_layers.size()) ||
-      p.bias.size() != p.weight.cols()) {
+      p.bias.size() != p.weight.cols() ||
+      (p.key_norm.size() &&
+       (p.key_norm.rows() != static_cast<Eigen::Index>(p.target_layers.size()) ||
+        p.key_norm.cols() != spec.head_dim))) {
     throw std::invalid_argument("reconstruct: predictor shape does not match its layers");
+  }
+  if (spec.gemma && !p.key_norm.size()) {
+    throw std::invalid_argument("reconstruct: model " + spec.name +
+                                " norms its keys; the predictor carries no key norms");
   }
   std::int64_t rows = 0;
   const int first = p.anchor_layers.empty() ? -1 : p.anchor_layers.front();
@@ -90,7 +114,10 @@ void reconstruct_group(const GroupPredictor& p, std::span<KvCache* const> caches
       }
       const auto col = static_cast<Eigen::Index>(t * w);
       c->k[l] = z.block(r, col, T, half);
-      rope(c->k[l], spec.kv_heads, spec, 0);
+      if (p.key_norm.size())
+        norm_heads(c->k[l], p.key_norm.row(static_cast<Eigen::Index>(t)), spec.head_dim,
+                   p.norm_eps);
+      rope(c->k[l], spec.kv_heads, spec, 0, false, l);
       c->v[l] = z.block(r, col + half, T, half);
     }
     r += T;

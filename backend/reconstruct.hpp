@@ -3,8 +3,8 @@
 // anchor layer's cached keys, undo RoPE, concatenate [K_pre, V] of every
 // anchor into X [T, |A_g|·w], compute Z = X·B_g + 1·d_gᵀ (one GEMM with a bias
 // epilogue), split Z into each target layer's [K_pre, V], apply RoPE to K_pre
-// and write both into the cache. N requests sharing g's predictor are stacked
-// into one GEMM of ΣT rows. The RoPE and the GEMM are the kernels' CPU ops
+// (Gemma: after its per-head key norm) and write both into the cache. N requests sharing g's
+// predictor are stacked into one GEMM of ΣT rows. The RoPE and the GEMM are the kernels' CPU ops
 // (kernels/cpu.hpp); only the gather from and scatter into the per-layer cache
 // are here. Leaves out: fitting the predictor (calibration).
 #pragma once
@@ -27,6 +27,10 @@ struct GroupPredictor {
   std::vector<int> target_layers;  ///< 0-based, ascending
   Matrix weight;                   ///< B: [|A|·w, |T|·w]
   RowVector bias;                  ///< d: [|T|·w]
+  /// Gemma only, else empty: [|T|, head_dim], each target layer's key norm (1 + w). Its keys are
+  /// RMSNorm(h·W_kᵀ) per head: the fold covers the projection, this norm is applied after it.
+  Matrix key_norm;
+  float norm_eps = 1e-6f;
 };
 
 /// Seeded random predictor for `plan` (for timing and tests).

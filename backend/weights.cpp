@@ -100,7 +100,22 @@ LayerWeights load_layer(const TensorSource& src, const ModelSpec& m, int l) {
     w.bk = src.vector(p + "self_attn.k_proj.bias", kv).transpose();
     w.bv = src.vector(p + "self_attn.v_proj.bias", kv).transpose();
   }
-  w.mlp_norm = src.vector(p + "post_attention_layernorm.weight", h);
+  if (m.gemma) {
+    // Gemma's norms are x·(1 + w): stored here as 1 + w, so the forward multiplies as for Llama.
+    const auto norm = [&](const std::string& name, std::int64_t n) {
+      Vector v = src.vector(p + name, n);
+      v.array() += 1.0f;
+      return v;
+    };
+    w.attn_norm.array() += 1.0f;
+    w.q_norm = norm("self_attn.q_norm.weight", m.head_dim);
+    w.k_norm = norm("self_attn.k_norm.weight", m.head_dim);
+    w.post_attn_norm = norm("post_attention_layernorm.weight", h);
+    w.mlp_norm = norm("pre_feedforward_layernorm.weight", h);
+    w.post_mlp_norm = norm("post_feedforward_layernorm.weight", h);
+  } else {
+    w.mlp_norm = src.vector(p + "post_attention_layernorm.weight", h);
+  }
   w.w_gate = src.matrix(p + "mlp.gate_proj.weight", f, h);
   w.w_up = src.matrix(p + "mlp.up_proj.weight", f, h);
   w.w_down = src.matrix(p + "mlp.down_proj.weight", h, f);
@@ -134,6 +149,7 @@ ModelWeights load_hf_model(const std::string& folder) {
   w.embed = src.matrix("model.embed_tokens.weight", m.vocab, m.hidden);
   for (int l = 0; l < m.layers; ++l) w.layers.push_back(load_layer(src, m, l));
   w.final_norm = src.vector("model.norm.weight", m.hidden);
+  if (m.gemma) w.final_norm.array() += 1.0f;
   if (!m.tied_embeddings) {
     if (!src.has("lm_head.weight")) {
       throw InputError(folder + ": tensor \"lm_head.weight\" is missing (expected shape [" +
@@ -184,6 +200,12 @@ ModelWeights random_weights(const ModelSpec& spec, std::uint64_t seed) {
       l.bv = random_matrix(rng, 1, kv) * 0.1f;
     }
     l.mlp_norm = random_norm(rng, h);
+    if (spec.gemma) {
+      l.q_norm = random_norm(rng, spec.head_dim);
+      l.k_norm = random_norm(rng, spec.head_dim);
+      l.post_attn_norm = random_norm(rng, h);
+      l.post_mlp_norm = random_norm(rng, h);
+    }
     l.w_gate = random_matrix(rng, f, h);
     l.w_up = random_matrix(rng, f, h);
     l.w_down = random_matrix(rng, h, f);

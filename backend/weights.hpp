@@ -1,6 +1,7 @@
-// Weights of a Llama-family decoder (Llama, Qwen2, TinyLlama, SmolLM2) in fp32,
-// loaded from a Hugging Face folder (config.json + model.safetensors or a
-// sharded model.safetensors.index.json; tied embeddings; Qwen2 q/k/v biases)
+// Weights of a Llama-family decoder (Llama, Qwen2, TinyLlama, SmolLM2, Gemma 3)
+// in fp32, loaded from a Hugging Face folder (config.json + model.safetensors or a
+// sharded model.safetensors.index.json; tied embeddings; Qwen2 q/k/v biases;
+// Gemma 3's extra norms, each stored as 1 + w so every norm multiplies by its weight)
 // or drawn from a seed for any ModelSpec. Every tensor's shape is checked
 // against the config; a mismatch names the tensor and the expected shape.
 #pragma once
@@ -26,6 +27,9 @@ struct LayerWeights {
   Matrix w_gate;         ///< [intermediate, hidden]
   Matrix w_up;           ///< [intermediate, hidden]
   Matrix w_down;         ///< [hidden, intermediate]
+  // Gemma 3 only (empty otherwise):
+  Vector q_norm, k_norm;                 ///< [head_dim], per-head RMSNorm before RoPE
+  Vector post_attn_norm, post_mlp_norm;  ///< [hidden], on the attention / MLP output
 };
 
 struct ModelWeights {

@@ -80,7 +80,8 @@ std::int64_t ModelSpec::layer_parameter_count() const {
                      kv = std::int64_t{kv_heads} * head_dim;
   const std::int64_t attn = d * q + 2 * d * kv + q * d + (attention_bias ? q + 2 * kv : 0);
   const std::int64_t mlp = 3 * d * intermediate;
-  return layers * (attn + mlp + 2 * d);
+  const std::int64_t norms = gemma ? 4 * d + 2 * std::int64_t{head_dim} : 2 * d;
+  return layers * (attn + mlp + norms);
 }
 
 std::int64_t ModelSpec::parameter_count() const {
@@ -113,6 +114,17 @@ void validate(const ModelSpec& s) {
   }
   if (!(s.rope_theta > 0)) throw InputError("model " + s.name + ": rope_theta must be > 0");
   if (!(s.rms_eps > 0)) throw InputError("model " + s.name + ": rms_norm_eps must be > 0");
+  if (s.sliding_window < 0) throw InputError("model " + s.name + ": sliding_window must be >= 0");
+  if (s.sliding_window > 0 && s.sliding_layers.size() != static_cast<std::size_t>(s.layers)) {
+    throw InputError("model " + s.name + ": layer_types must name each of the " +
+                     std::to_string(s.layers) + " layers (got " +
+                     std::to_string(s.sliding_layers.size()) + ")");
+  }
+  if (!(s.rope_local_theta > 0)) {
+    throw InputError("model " + s.name + ": rope_local_base_freq must be > 0");
+  }
+  if (s.query_scale < 0)
+    throw InputError("model " + s.name + ": query_pre_attn_scalar must be > 0");
 }
 
 std::span<const ModelSpec> known_models() { return registry(); }

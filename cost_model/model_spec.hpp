@@ -1,13 +1,15 @@
 // ModelSpec: the shape of a Llama-family decoder (Llama, Qwen2, TinyLlama,
-// SmolLM2) as far as KV accounting, predictors and roofline costs need it, and
-// the registry of the models kvshift knows by name. Loading a Hugging Face
-// config.json lives in scenarios/ (it needs a JSON parser; this folder is pure).
+// SmolLM2; Gemma 3's variant, `gemma`) as far as KV accounting, predictors and
+// roofline costs need it, and the registry of the models kvshift knows by name.
+// Loading a Hugging Face config.json lives in scenarios/ (it needs a JSON
+// parser; this folder is pure).
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace kvshift::cost_model {
 
@@ -36,6 +38,27 @@ struct ModelSpec {
   bool tied_embeddings = false;
   DType kv_dtype = DType::kF16;
   DType weight_dtype = DType::kBF16;
+
+  /// Gemma 3's decoder (model_type gemma3_text): embeddings scaled by √hidden, RMSNorm weights
+  /// applied as 1 + w, per-head RMSNorm of queries and keys before RoPE, norms after attention
+  /// and after the MLP as well as before, GELU (tanh) gating, scores scaled by
+  /// query_pre_attn_scalar^-½, and sliding-window layers.
+  bool gemma = false;
+  double query_scale = 0;  ///< scores scaled by this (0: 1/√head_dim)
+  int sliding_window = 0;  ///< keys a sliding layer's query sees, itself included (0: none)
+  std::vector<bool> sliding_layers;   ///< per layer, when sliding_window > 0
+  double rope_local_theta = 10000.0;  ///< RoPE base of the sliding layers
+  /// >= 0: every sequence opens with this token (Gemma 3, whose attention leans on it): a
+  /// forward from position 0 reads it in place of the first token. −1: no such need.
+  int bos_token = -1;
+
+  /// Whether layer l attends over a sliding window only.
+  bool is_sliding(int l) const {
+    return sliding_window > 0 && l >= 0 && static_cast<std::size_t>(l) < sliding_layers.size() &&
+           sliding_layers[static_cast<std::size_t>(l)];
+  }
+  /// RoPE base of layer l.
+  double rope_theta_of(int l) const { return is_sliding(l) ? rope_local_theta : rope_theta; }
 
   /// K+V width of one layer for one token, in elements: w = 2·h_kv·d_h.
   constexpr std::int64_t kv_width() const { return 2LL * kv_heads * head_dim; }

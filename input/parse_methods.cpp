@@ -535,7 +535,7 @@ std::optional<sim::ProxyKvSpec> parse_proxy_kv(const Reader& top, LoadContext& c
     try {
       const bool path = name->find('/') != std::string::npos || name->ends_with(".json");
       s.proxy_model =
-          path ? resolve_model(input_file(ctx, *name, true)) : cost_model::find_model(*name);
+          path ? resolve_costed_model(input_file(ctx, *name, true)) : cost_model::find_model(*name);
     } catch (const InputError& e) {
       std::string msg = e.what();
       if (msg.starts_with("--model: ")) msg = msg.substr(9);

@@ -41,7 +41,7 @@ cost_model::ModelSpec parse_model(const Reader& top, LoadContext& ctx) {
   if (top.has("model") && top.node()["model"].is_string()) {
     const std::string s = top.node()["model"].get<std::string>();
     try {
-      return looks_like_path(s) ? resolve_model(input_file(ctx, s, true))
+      return looks_like_path(s) ? resolve_costed_model(input_file(ctx, s, true))
                                 : cost_model::find_model(s);
     } catch (const InputError& e) {
       top.problem("model", looks_like_path(s) ? std::string(e.what()) : bare(e));

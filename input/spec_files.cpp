@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -31,6 +32,46 @@ int positive_int(const Reader& r, std::string_view key, std::optional<std::int64
   return static_cast<int>(*v);
 }
 
+/// Gemma 3's fields beyond a Llama config (Gemma3TextConfig): each is required, because a
+/// default guessed here would silently change the model.
+void read_gemma3(const Reader& r, ModelSpec& m) {
+  if (auto act = r.string("hidden_activation"); act && *act != "gelu_pytorch_tanh") {
+    r.problem("hidden_activation", "Gemma 3 uses \"gelu_pytorch_tanh\" (got \"" + *act + "\")");
+  }
+  for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping", "rope_scaling"}) {
+    if (r.has(key) && !r.node()[key].is_null()) r.problem(key, "must be null (not modelled)");
+  }
+  if (auto scalar = r.number("query_pre_attn_scalar")) {
+    if (*scalar > 0) {
+      m.query_scale = 1.0 / std::sqrt(*scalar);
+    } else {
+      r.problem("query_pre_attn_scalar", "must be > 0");
+    }
+  }
+  if (auto theta = r.number("rope_local_base_freq")) m.rope_local_theta = *theta;
+  m.sliding_window = positive_int(r, "sliding_window", r.integer("sliding_window"));
+  if (auto bos = r.integer("bos_token_id")) {
+    if (*bos >= 0 && *bos < m.vocab) {
+      m.bos_token = static_cast<int>(*bos);
+    } else {
+      r.problem("bos_token_id", "must be a token id in [0, vocab_size)");
+    }
+  }
+  if (!r.has("layer_types") || !r.node()["layer_types"].is_array()) {
+    r.problem("layer_types", "must list \"sliding_attention\" or \"full_attention\" per layer");
+    return;
+  }
+  for (const Json& t : r.node()["layer_types"]) {
+    if (t == "sliding_attention" || t == "full_attention") {
+      m.sliding_layers.push_back(t == "sliding_attention");
+    } else {
+      r.problem("layer_types", "entries must be \"sliding_attention\" or \"full_attention\" (got " +
+                                   t.dump() + ")");
+      return;
+    }
+  }
+}
+
 }  // namespace
 
 ModelSpec parse_hf_config(const Json& config, const std::string& name, std::string_view source) {
@@ -39,12 +80,13 @@ ModelSpec parse_hf_config(const Json& config, const std::string& name, std::stri
   ModelSpec m;
   m.name = name;
   if (auto arch = r.string("model_type", false)) {
-    static constexpr std::string_view kSupported[] = {"llama", "qwen2", "mistral"};
+    static constexpr std::string_view kSupported[] = {"llama", "qwen2", "mistral", "gemma3_text"};
     if (std::find(std::begin(kSupported), std::end(kSupported), *arch) == std::end(kSupported)) {
-      r.problem("model_type",
-                "unsupported architecture \"" + *arch + "\" (supported: llama, qwen2, mistral)");
+      r.problem("model_type", "unsupported architecture \"" + *arch +
+                                  "\" (supported: llama, qwen2, mistral, gemma3_text)");
     }
     m.attention_bias = *arch == "qwen2";
+    m.gemma = *arch == "gemma3_text";
   }
   m.layers = positive_int(r, "num_hidden_layers", r.integer("num_hidden_layers"));
   m.hidden = positive_int(r, "hidden_size", r.integer("hidden_size"));
@@ -62,8 +104,9 @@ ModelSpec parse_hf_config(const Json& config, const std::string& name, std::stri
   }
   m.rope_theta = r.number("rope_theta", false).value_or(10000.0);
   m.rms_eps = r.number("rms_norm_eps", false).value_or(1e-6);
-  m.tied_embeddings = r.boolean("tie_word_embeddings", false).value_or(false);
+  m.tied_embeddings = r.boolean("tie_word_embeddings", false).value_or(m.gemma);
   if (auto bias = r.boolean("attention_bias", false)) m.attention_bias = *bias;
+  if (m.gemma) read_gemma3(r, m);
   if (auto dtype = r.string("torch_dtype", false)) {
     try {
       m.weight_dtype = cost_model::parse_dtype(*dtype, "torch_dtype");
@@ -88,6 +131,18 @@ ModelSpec resolve_model(std::string_view name_or_path) {
   std::string name = p.parent_path().filename().string();
   if (name.empty()) name = p.stem().string();
   return parse_hf_config(config, name, p.string());
+}
+
+ModelSpec resolve_costed_model(std::string_view name_or_path) {
+  ModelSpec m = resolve_model(name_or_path);
+  if (m.sliding_window > 0) {
+    throw InputError(
+        std::string(name_or_path) + ": " + m.name +
+        " has sliding-window layers, whose KV the cost model would count over the whole "
+        "context (every move's bytes too large); scenarios, cost, sweep and profile take models "
+        "without them. kvshift calibrate and quality run it.");
+  }
+  return m;
 }
 
 std::optional<std::int64_t> model_context_tokens(std::string_view name_or_path) {

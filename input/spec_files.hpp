@@ -21,6 +21,10 @@ cost_model::ModelSpec parse_hf_config(const Json& config, const std::string& nam
                                       std::string_view source);
 /// A built-in model name, a config.json path, or a folder holding config.json.
 cost_model::ModelSpec resolve_model(std::string_view name_or_path);
+/// resolve_model for what the cost model prices (scenarios, `cost`, `sweep`, `profile`): also
+/// refuses (InputError) a model with sliding-window layers (Gemma 3), whose KV the cost model
+/// would count over the whole context in every layer.
+cost_model::ModelSpec resolve_costed_model(std::string_view name_or_path);
 
 /// The longest context (prompt + generated tokens) the model was trained for: config.json's
 /// max_position_embeddings, or the published value of a built-in model; nullopt when unknown.

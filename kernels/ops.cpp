@@ -116,6 +116,11 @@ void validate(const EpilogueDesc& d) {
                    std::to_string(s.column + cols) + ") exceed z width " + std::to_string(width));
     }
     if (s.rope) check_rope_dims(op, s.dst.shape[3]);
+    if (!s.head_norm.empty()) {
+      check_view(op, "segment.head_norm", s.head_norm, 1, {DType::kF32});
+      check_dim(op, "segment.head_norm", 0, s.head_norm.shape[0], s.dst.shape[3]);
+      if (!(s.norm_eps > 0)) fail(op, "segment.norm_eps must be > 0");
+    }
   }
   if (!(d.theta > 1)) fail(op, "theta must be > 1");
 }
@@ -167,6 +172,7 @@ void validate(const AttentionDesc& d) {
     check_dim(op, "key_mask", 1, d.key_mask.shape[1], d.k.shape[1]);
   }
   if (d.scale < 0) fail(op, "scale must be >= 0");
+  if (d.window < 0) fail(op, "window must be >= 0");
 }
 
 void validate(const AttentionMassDesc& d) {
@@ -182,6 +188,7 @@ void validate(const AttentionMassDesc& d) {
     fail(op, "query_begin must lie in [0, q_tokens] (got " + std::to_string(d.query_begin) + ")");
   }
   if (d.scale < 0) fail(op, "scale must be >= 0");
+  if (d.window < 0) fail(op, "window must be >= 0");
 }
 
 namespace {

@@ -21,6 +21,8 @@ struct RmsNormDesc {
   TensorView weight;  // [dim]
   TensorView out;     // [rows, dim]
   float eps = 1e-6f;
+  /// out += norm(x)·weight: Gemma's norm after a sublayer, then the residual.
+  bool accumulate = false;
 };
 
 /// Rotary embedding (inverse = rotate by the negative angle). out may alias x.
@@ -37,6 +39,9 @@ struct EpilogueSegment {
   std::int64_t column = 0;
   bool rope = false;  ///< apply RoPE (keys, queries) or copy (values)
   TensorView dst;     // [requests, tokens, heads, head_dim]
+  /// [head_dim] f32, optional: RMSNorm of each head before RoPE (Gemma's QK norm), eps norm_eps
+  TensorView head_norm;
+  float norm_eps = 1e-6f;
 };
 
 /// Fused bias + RoPE + scatter: z rows are (request, token) pairs, request-major.
@@ -49,11 +54,13 @@ struct EpilogueDesc {
   static constexpr int kMaxSegments = 8;
 };
 
-/// out = silu(gate) * up.
+/// out = act(gate) * up, act SiLU (SwiGLU) or GELU with the tanh approximation (Gemma's GeGLU).
 struct SwigluDesc {
+  enum class Act : std::uint8_t { kSilu, kGeluTanh };
   TensorView gate;  // [rows, inter]
   TensorView up;    // [rows, inter]
   TensorView out;   // [rows, inter]
+  Act act = Act::kSilu;
 };
 
 /// Causal grouped-query attention with an online softmax (no T x T buffer). With key_mask,
@@ -68,6 +75,8 @@ struct AttentionDesc {
   TensorView lse;       // [q_tokens, q_heads] f32, optional: log-sum-exp of the scaled scores
   float scale = 0;      ///< 0 means 1/sqrt(head_dim)
   TensorView key_mask;  // [kv_tokens, kv_heads] i32, optional: 0 drops the key for that head
+  /// > 0: a sliding window, each query sees only the last `window` keys up to itself.
+  std::int64_t window = 0;
 };
 
 /// How a reduction combines its terms.
@@ -83,6 +92,7 @@ struct AttentionMassDesc {
   float scale = 0;
   std::int64_t query_begin = 0;  ///< SnapKV-style window: only queries from here on vote
   Reduce reduce = Reduce::kSum;
+  std::int64_t window = 0;  ///< the attention's sliding window (AttentionDesc::window)
 };
 
 /// GQA group reduction of per-query-head scores to KV heads: out[r, t] = reduce over

@@ -1,6 +1,7 @@
 """Dequantisers for the GGML block formats found in llama.cpp GGUF files, in plain numpy.
 
-Covers F32, F16, Q4_0, Q4_1, Q8_0 and Q6_K (the types a "Q4_1" llama GGUF can contain). Each function
+Covers F32, F16, Q4_0, Q4_1, Q5_0, Q8_0, Q4_K and Q6_K (the types of a "Q4_1" llama GGUF and of a
+"Q4_K_M" Gemma 3 GGUF). Each function
 takes the raw bytes of whole rows, shaped [rows, bytes_per_row] as gguf.GGUFReader exposes them, and
 returns float32 [rows, elements_per_row]. GGML's first dimension (ne0) is the contiguous one, so for a
 weight stored as [ne0 = in, ne1 = out] the result is [out, in]: already the Hugging Face Linear layout.
@@ -18,7 +19,9 @@ GGML_TYPES = {
     1: ("F16", 1, 2),
     2: ("Q4_0", 32, 18),
     3: ("Q4_1", 32, 20),
+    6: ("Q5_0", 32, 22),
     8: ("Q8_0", 32, 34),
+    12: ("Q4_K", 256, 144),
     14: ("Q6_K", 256, 210),
 }
 
@@ -55,6 +58,37 @@ def dequant_q4_1(raw: np.ndarray) -> np.ndarray:
     qs = b[..., 4:20]
     q = np.concatenate([qs & 0x0F, qs >> 4], axis=-1).astype(np.float32)
     return (q * d + m).reshape(b.shape[0], -1)
+
+
+def dequant_q5_0(raw: np.ndarray) -> np.ndarray:
+    """Q5_0: fp16 d, 32 high bits (uint32), 16 bytes of nibbles; x = d * (q - 16); weight j takes
+    byte j's low nibble and bit j, weight j+16 the high nibble and bit j+16."""
+    b = _blocks(raw, 22)
+    d = _f16(b[..., 0:2])[..., None]
+    qh = np.ascontiguousarray(b[..., 2:6]).view("<u4")[..., 0:1].astype(np.uint32)  # [rows, nb, 1]
+    qs = b[..., 6:22].astype(np.uint32)
+    bits = (qh >> np.arange(32, dtype=np.uint32)) & 1  # [rows, nb, 32]
+    q = np.concatenate([qs & 0x0F, qs >> 4], axis=-1) | (bits << 4)
+    return (d * (q.astype(np.float32) - 16.0)).reshape(b.shape[0], -1)
+
+
+def dequant_q4_k(raw: np.ndarray) -> np.ndarray:
+    """Q4_K: super-block of 256 = fp16 d, fp16 dmin, 12 bytes of 6-bit scales and mins (8 each), 128 bytes
+    of nibbles; sub-block s of 32 weights is x = d * sc[s] * q - dmin * m[s]. Each 32-byte run of nibbles
+    holds sub-blocks 2i (low nibbles) and 2i+1 (high nibbles)."""
+    b = _blocks(raw, 144)
+    rows, nb = b.shape[0], b.shape[1]
+    d = _f16(b[..., 0:2])[..., None, None]
+    dmin = _f16(b[..., 2:4])[..., None, None]
+    s = b[..., 4:16].astype(np.uint8)
+    # get_scale_min_k4: sub-blocks 0-3 in the low 6 bits of bytes 0-3 (scales) and 4-7 (mins);
+    # 4-7 from the nibbles of bytes 8-11 with their top 2 bits from the top bits of bytes 0-7.
+    sc = np.concatenate([s[..., 0:4] & 63, (s[..., 8:12] & 0x0F) | ((s[..., 0:4] >> 6) << 4)], axis=-1)
+    mn = np.concatenate([s[..., 4:8] & 63, (s[..., 8:12] >> 4) | ((s[..., 4:8] >> 6) << 4)], axis=-1)
+    qs = b[..., 16:144].reshape(rows, nb, 4, 32)
+    q = np.stack([qs & 0x0F, qs >> 4], axis=3).reshape(rows, nb, 8, 32).astype(np.float32)
+    y = d * sc.astype(np.float32)[..., None] * q - dmin * mn.astype(np.float32)[..., None]
+    return y.reshape(rows, -1)
 
 
 def dequant_q8_0(raw: np.ndarray) -> np.ndarray:
@@ -100,7 +134,8 @@ def dequantize(raw: np.ndarray, ggml_type: int, n_per_row: int) -> np.ndarray:
     elif name == "F16":
         out = np.asarray(raw).view("<f2").astype(np.float32).reshape(-1, n_per_row)
     else:
-        fn = {"Q4_0": dequant_q4_0, "Q4_1": dequant_q4_1, "Q8_0": dequant_q8_0, "Q6_K": dequant_q6_k}[name]
+        fn = {"Q4_0": dequant_q4_0, "Q4_1": dequant_q4_1, "Q5_0": dequant_q5_0, "Q8_0": dequant_q8_0,
+              "Q4_K": dequant_q4_k, "Q6_K": dequant_q6_k}[name]
         out = fn(raw)
     if out.shape[1] != n_per_row:
         raise ValueError(f"{name}: decoded {out.shape[1]} values per row, expected {n_per_row}")

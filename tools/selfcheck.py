@@ -1,18 +1,21 @@
 #!/usr/bin/env python3
 """Self-check of the model/corpus helpers (no pytest needed); exits non-zero on the first failure.
 
---quick (what `make model` runs every time): config.json against SmolLM2-135M's published config,
+--quick (what `make model` runs every time): config.json against the published config (SmolLM2-135M,
+or Gemma 3 270M for `make model-gemma3`, whose windows start with its BOS as the C++ forward's do),
 the safetensors tensor count/dtypes/parameter count from the header alone, and the mean NLL of 2
 windows of 256 corpus tokens (must be a sane < 4 nats/token; with --cache the figure is reused while
 the model, corpus and this code are unchanged, which keeps a warm `make model` under a few seconds;
 that file also holds the tokens and per-token NLLs, a reference for the C++ forward pass).
 Full (default, adds): the numpy dequantisers against hand-built blocks and against the gguf package's
-own quant code (real Q4_1/Q8_0 tensors, random Q4_0/Q6_K blocks); the Q/K permutation on a hand case
-and its round trip; the converted Q/K equal to the un-permuted GGUF rows; the HF path (half-split RoPE)
-equal to the llama.cpp path (GGUF row order + adjacent-pair RoPE) on real text; the wrong pairing
-clearly worse; tokenizer round trip on corpus text and the control tokens kept whole.
+own quant code (real tensors of the GGUF, random Q4_0/Q4_1/Q5_0/Q8_0/Q4_K/Q6_K blocks); the Q/K
+permutation on a hand case and its round trip; the converted Q/K equal to the un-permuted GGUF rows;
+the HF path (half-split RoPE) equal to the llama.cpp path (GGUF row order + adjacent-pair RoPE) on real
+text; the wrong pairing clearly worse (these three llama only: Gemma's GGUF keeps Hugging Face's row
+order); tokenizer round trip on corpus text and the chat control tokens kept whole.
 
 Usage: selfcheck.py --model models/smollm2-135m --corpus data/corpus/kjv.tokens [--gguf FILE] [--quick]
+       selfcheck.py --model models/gemma3-270m --corpus data/corpus/gemma3-270m/kjv.tokens [--gguf FILE]
 """
 
 from __future__ import annotations
@@ -30,12 +33,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gguf_quants import dequantize, permute_for_gguf, unpermute_from_gguf  # noqa: E402
 from llama_numpy import LlamaModel  # noqa: E402
 
-# Published HuggingFaceTB/SmolLM2-135M(-Instruct) config values.
-PUBLISHED = {"num_hidden_layers": 30, "hidden_size": 576, "num_attention_heads": 9, "num_key_value_heads": 3,
-             "head_dim": 64, "intermediate_size": 1536, "vocab_size": 49152, "rope_theta": 100000.0,
-             "rms_norm_eps": 1e-5, "tie_word_embeddings": True, "architectures": ["LlamaForCausalLM"]}
-PARAMETERS = 134_515_008
-TENSORS = 272
+# Published configs of the models `make model` and `make model-gemma3` prepare, by model_type:
+# the values checked, the parameter and tensor counts of the converted model.safetensors.
+PUBLISHED = {
+    "llama": ("SmolLM2-135M", {
+        "num_hidden_layers": 30, "hidden_size": 576, "num_attention_heads": 9, "num_key_value_heads": 3,
+        "head_dim": 64, "intermediate_size": 1536, "vocab_size": 49152, "rope_theta": 100000.0,
+        "rms_norm_eps": 1e-5, "tie_word_embeddings": True, "architectures": ["LlamaForCausalLM"]},
+        134_515_008, 272),
+    "gemma3_text": ("Gemma 3 270M", {
+        "num_hidden_layers": 18, "hidden_size": 640, "num_attention_heads": 4, "num_key_value_heads": 1,
+        "head_dim": 256, "intermediate_size": 2048, "vocab_size": 262144, "rope_theta": 1000000.0,
+        "rope_local_base_freq": 10000.0, "sliding_window": 512, "query_pre_attn_scalar": 256,
+        "rms_norm_eps": 1e-6, "tie_word_embeddings": True, "bos_token_id": 2,
+        "architectures": ["Gemma3ForCausalLM"]},
+        268_098_176, 236),
+}
 
 
 def check(cond: bool, what: str) -> None:
@@ -55,12 +68,15 @@ def safetensors_header(path: Path) -> dict:
 def quick(model: Path, corpus: Path, cache: Path | None = None) -> None:
     """Config, tensor inventory from the header, NLL on 2 x 256 tokens (reused from cache if inputs unchanged)."""
     cfg = json.loads((model / "config.json").read_text())
-    bad = {k: cfg.get(k) for k, v in PUBLISHED.items() if cfg.get(k) != v}
-    check(not bad, f"config.json matches the published SmolLM2-135M config (differs: {bad or 'none'})")
+    model_type = cfg.get("model_type", "llama")
+    check(model_type in PUBLISHED, f"config.json's model_type {model_type!r} is one this check knows")
+    name, published, parameters, tensors = PUBLISHED[model_type]
+    bad = {k: cfg.get(k) for k, v in published.items() if cfg.get(k) != v}
+    check(not bad, f"config.json matches the published {name} config (differs: {bad or 'none'})")
     head = {k: v for k, v in safetensors_header(model / "model.safetensors").items() if k != "__metadata__"}
     params = sum(int(np.prod(v["shape"])) for v in head.values())
-    check(len(head) == TENSORS and params == PARAMETERS,
-          f"model.safetensors has {len(head)} tensors / {params:,} parameters (want {TENSORS} / {PARAMETERS:,})")
+    check(len(head) == tensors and params == parameters,
+          f"model.safetensors has {len(head)} tensors / {params:,} parameters (want {tensors} / {parameters:,})")
     check(all(v["dtype"] == "F32" for v in head.values()), "every tensor is F32")
     key = inputs_key([model / "config.json", model / "model.safetensors", corpus,
                       Path(__file__), Path(__file__).with_name("llama_numpy.py")])
@@ -69,6 +85,8 @@ def quick(model: Path, corpus: Path, cache: Path | None = None) -> None:
         check(nll < 4.0, f"mean NLL on 2 x 256 corpus tokens = {nll:.4f} nats/token (< 4; cached, inputs unchanged)")
         return
     ids = np.fromfile(corpus, dtype="<i4", count=512)
+    if "bos_token_id" in published:  # Gemma reads every sequence after its BOS, as the C++ forward does
+        ids[::256] = published["bos_token_id"]
     t0 = time.time()
     m = LlamaModel(model)
     per_token = [m.token_nll(ids[w * 256:(w + 1) * 256]) for w in range(2)]
@@ -103,8 +121,10 @@ def check_quants(gguf_path: Path | None) -> None:
     blk = np.concatenate([np.frombuffer(np.float16(0.25).tobytes(), np.uint8), q8.view(np.uint8)])[None, :]
     check(np.array_equal(dequantize(blk, 8, 32)[0], 0.25 * q8), "Q8_0 hand block: x = d*q")
     rng = np.random.default_rng(7)
-    scale_at = {"Q4_0": (0,), "Q4_1": (0, 2), "Q8_0": (0,), "Q6_K": (208,)}  # fp16 fields per block
-    for tid, name, bb, per in ((2, "Q4_0", 18, 32), (3, "Q4_1", 20, 32), (8, "Q8_0", 34, 32), (14, "Q6_K", 210, 256)):
+    # fp16 fields per block
+    scale_at = {"Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q8_0": (0,), "Q4_K": (0, 2), "Q6_K": (208,)}
+    for tid, name, bb, per in ((2, "Q4_0", 18, 32), (3, "Q4_1", 20, 32), (6, "Q5_0", 22, 32), (8, "Q8_0", 34, 32),
+                               (12, "Q4_K", 144, 256), (14, "Q6_K", 210, 256)):
         raw = rng.integers(0, 256, size=(5, 3 * bb), dtype=np.uint8)
         for off in range(0, 3 * bb, bb):  # finite fp16 fields (random bytes can be inf/nan)
             for at in scale_at[name]:
@@ -156,8 +176,8 @@ def check_rope_paths(model: Path, corpus: Path) -> None:
     check(bad > good + 0.5, f"skipping the un-permutation hurts: NLL {good:.3f} -> {bad:.3f} on 128 tokens")
 
 
-def check_tokenizer(model: Path, corpus: Path) -> None:
-    """Decode(corpus ids) re-encodes to the same ids; control tokens are single ids."""
+def check_tokenizer(model: Path, corpus: Path, controls: tuple[str, str, int, int]) -> None:
+    """Decode(corpus ids) re-encodes to the same ids; the chat control tokens are single ids."""
     from tokenizers import Tokenizer
     tok = Tokenizer.from_file(str(model / "tokenizer.json"))
     ids = np.fromfile(corpus, dtype="<i4", count=200_000)[100_000:].tolist()
@@ -167,10 +187,11 @@ def check_tokenizer(model: Path, corpus: Path) -> None:
     piece = text[start:end]
     again = tok.encode(piece, add_special_tokens=False).ids
     check(tok.decode(again) == piece, f"tokenizer round trip on {len(piece):,} characters of corpus text")
-    s = "<|im_start|>user\nThe 3 wise men, café & naïve.<|im_end|>"
+    start, end, start_id, end_id = controls
+    s = f"{start}user\nThe 3 wise men, café & naïve.{end}"
     enc = tok.encode(s, add_special_tokens=False)
-    check(enc.ids[0] == 1 and enc.ids[-1] == 2 and tok.decode(enc.ids, skip_special_tokens=False) == s,
-          "control tokens <|im_start|>/<|im_end|> are ids 1/2 and text round-trips")
+    check(enc.ids[0] == start_id and enc.ids[-1] == end_id and tok.decode(enc.ids, skip_special_tokens=False) == s,
+          f"control tokens {start}/{end} are ids {start_id}/{end_id} and text round-trips")
 
 
 def main() -> int:
@@ -185,9 +206,13 @@ def main() -> int:
     quick(args.model, args.corpus, args.cache)
     if not args.quick:
         check_quants(args.gguf)
-        check_permutation(args.model, args.gguf)
-        check_rope_paths(args.model, args.corpus)
-        check_tokenizer(args.model, args.corpus)
+        gemma = json.loads((args.model / "config.json").read_text()).get("model_type") == "gemma3_text"
+        if gemma:  # llama.cpp stores Gemma's Q/K rows in Hugging Face order: no permutation to undo
+            check_tokenizer(args.model, args.corpus, ("<start_of_turn>", "<end_of_turn>", 105, 106))
+        else:
+            check_permutation(args.model, args.gguf)
+            check_rope_paths(args.model, args.corpus)
+            check_tokenizer(args.model, args.corpus, ("<|im_start|>", "<|im_end|>", 1, 2))
     print("selfcheck: all checks passed")
     return 0
 

@@ -33,7 +33,7 @@ struct CostOptions {
 
 nlohmann::json evaluate_one(const CostOptions& o, const std::string& model_name,
                             std::ostream& table) {
-  const cost_model::ModelSpec model = input::resolve_model(model_name);
+  const cost_model::ModelSpec model = input::resolve_costed_model(model_name);
   const cost_model::GpuSpec gpu = input::resolve_gpu(o.gpu);
   std::string topo_text = o.topology;
   if (topo_text.empty()) {

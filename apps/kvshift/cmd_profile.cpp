@@ -131,7 +131,7 @@ void load_real_inputs(const ProfileOptions& o, backend::ProfileRequest& req,
   if (!o.proxy.empty() && paths.proxy.empty() && req.inputs.mapper) {
     // A config without weights names the proxy (as a scenario does); the weights are the
     // mapper's proxy, which must have its shape.
-    const cost_model::ModelSpec named = input::resolve_model(o.proxy);
+    const cost_model::ModelSpec named = input::resolve_costed_model(o.proxy);
     if (!req.proxy) {
       throw InputError("--proxy: " + o.proxy +
                        " holds no weights; with a real --model give "
@@ -149,7 +149,7 @@ void load_real_inputs(const ProfileOptions& o, backend::ProfileRequest& req,
 
 /// A model name or config: its shape with seeded random weights, and the proxy's shape.
 void load_shapes(const ProfileOptions& o, backend::ProfileRequest& req) {
-  if (!o.proxy.empty()) req.proxy = input::resolve_model(o.proxy);
+  if (!o.proxy.empty()) req.proxy = input::resolve_costed_model(o.proxy);
   // The shape of the target's first k layers, seeded random weights like the target's.
   if (o.proxy_layers > 0) req.proxy = backend::truncated_spec(req.model, o.proxy_layers);
   if (!o.mapper.empty()) {
@@ -169,7 +169,7 @@ void load_shapes(const ProfileOptions& o, backend::ProfileRequest& req) {
 /// every option has been checked, so an error is never preceded by it).
 backend::ProfileRequest make_request(const ProfileOptions& o, std::vector<std::string>& untimed) {
   backend::ProfileRequest req;
-  req.model = input::resolve_model(o.model);
+  req.model = input::resolve_costed_model(o.model);
   const bool real = has_weights(o.model);
   if (!real) {
     if (!o.predictors.empty()) {

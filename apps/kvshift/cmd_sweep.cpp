@@ -127,7 +127,7 @@ sweep::AnalyticSetup analytic_setup(const SweepCliOptions& o) {
     setup.model = input::resolve_model("qwen2.5-1.5b");
     setup.gpu = input::resolve_gpu("h100");
   }
-  if (!o.model.empty()) setup.model = input::resolve_model(o.model);
+  if (!o.model.empty()) setup.model = input::resolve_costed_model(o.model);
   if (!o.gpu.empty()) setup.gpu = input::resolve_gpu(o.gpu);
   setup.latency = parse_duration(o.latency, "--latency");
   return setup;

@@ -53,6 +53,14 @@ GroupPredictor fold_predictor(const RidgeFit& fit, const ModelWeights& weights,
     p.weight.middleCols(out, w) = project_kv(fit.weight.middleCols(in, hidden), lw, false);
     p.bias.segment(out, w) = project_kv(fit.bias.segment(in, hidden), lw, true).row(0);
   }
+  if (weights.spec.gemma) {  // the keys' own norm follows the folded projection
+    p.key_norm.resize(static_cast<Eigen::Index>(target_layers.size()), weights.spec.head_dim);
+    for (std::size_t t = 0; t < target_layers.size(); ++t) {
+      p.key_norm.row(static_cast<Eigen::Index>(t)) =
+          weights.layers[target_layers[t]].k_norm.transpose();
+    }
+    p.norm_eps = static_cast<float>(weights.spec.rms_eps);
+  }
   return p;
 }
 

@@ -91,6 +91,14 @@ std::vector<StoredPredictor> read_predictors(const std::string& path,
     const auto t = static_cast<std::int64_t>(p.predictor.target_layers.size());
     p.predictor.weight = file.read(name + ".weight", {a * w, t * w});
     p.predictor.bias = file.read(name + ".bias", {t * w}).row(0);
+    if (spec.gemma) {  // written with the keys' norms since the model needs them
+      if (!file.find(name + ".key_norm")) {
+        throw InputError(path + ": " + name + ".key_norm is missing (model " + spec.name +
+                         " norms its keys; recalibrate with this kvshift)");
+      }
+      p.predictor.key_norm = file.read(name + ".key_norm", {t, spec.head_dim});
+      p.predictor.norm_eps = static_cast<float>(spec.rms_eps);
+    }
     out.push_back(std::move(p));
   }
   return out;
@@ -129,6 +137,12 @@ std::string predictors_safetensors(const std::vector<FittedGroup>& groups, cost_
                        dt,
                        {b.size()},
                        value_bytes(b.data(), static_cast<std::size_t>(b.size()), half)});
+    if (const Matrix& n = g.predictor.key_norm; n.size()) {  // the model's own weights: F32
+      tensors.push_back({name + ".key_norm",
+                         "F32",
+                         {n.rows(), n.cols()},
+                         value_bytes(n.data(), static_cast<std::size_t>(n.size()), false)});
+    }
   }
   meta["groups"] = groups_text;
   return safetensors_image(tensors, meta);

@@ -1,6 +1,7 @@
 // predictors.safetensors: the folded RISK-KV predictors of a topology, one
 // weight B [|A|·w, |T|·w] and bias d [|T|·w] per omitted group ("G<g>.weight",
-// "G<g>.bias"), in F32 or F16 (round to nearest even). The header's
+// "G<g>.bias"), in F32 or F16 (round to nearest even), plus for a model that norms its
+// keys (Gemma) each target layer's key norm ("G<g>.key_norm" [|T|, head_dim], F32). The header's
 // __metadata__ names the model, the dtype and each group's anchor and target
 // layers ("G<g>.anchor_layers": "0,1,6,7"); read_predictors reads it back. Leaves out: sharding.
 #pragma once

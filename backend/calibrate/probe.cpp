@@ -77,14 +77,13 @@ RequestProbe::RequestProbe(const Model& model, std::span<const std::int32_t> his
     if (l < 0 || l >= spec.layers) throw std::invalid_argument("RequestProbe: layer out of range");
     keep[l] = true;
   }
-  const ModelWeights& w = model.weights();
-  Matrix x(static_cast<Eigen::Index>(input_.size()), spec.hidden);
-  for (Eigen::Index i = 0; i < x.rows(); ++i) {
-    if (input_[i] < 0 || input_[i] >= spec.vocab) {
+  if (history.size() == 1 && spec.bos_token >= 0) input_[0] = spec.bos_token;  // position 0
+  for (const std::int32_t id : input_) {
+    if (id < 0 || id >= spec.vocab) {
       throw std::invalid_argument("RequestProbe: token id outside the vocabulary");
     }
-    x.row(i) = w.embed.row(input_[i]);
   }
+  Matrix x = model.embed_tokens(input_);
   KvCache work = cache_;  // the eval rows are appended here, cache_ stays the history
   for (int l = 0; l < spec.layers; ++l) {
     if (keep[l]) residual_[l] = x;

@@ -26,6 +26,11 @@ TensorView columns(const TensorView& v, std::int64_t begin, std::int64_t count) 
 GpuModel::GpuModel(const cost_model::ModelSpec& spec, GpuModelSize size, const kc::Context& ctx)
     : spec_(spec), ctx_(ctx), max_tokens_(size.max_tokens), max_batch_(size.max_batch) {
   cost_model::validate(spec_);
+  if (spec_.gemma) {
+    throw InputError("model " + spec_.name +
+                     ": Gemma 3 (sliding windows, QK norm, GeGLU) runs on the CPU backend only; "
+                     "the CUDA backend runs Llama-family models");
+  }
   if (spec_.head_dim != 64 && spec_.head_dim != 128) {
     throw InputError("model " + spec_.name +
                      ": head_dim must be 64 or 128 for the CUDA backend (got " +

@@ -109,6 +109,17 @@ void drop_masked(const TensorView& mask, std::int64_t kh, std::int64_t keys, Row
   }
 }
 
+/// With a sliding window: sets the scores of the keys query row i no longer sees (those before
+/// first_visible + i + 1 − window) to −inf.
+void drop_outside_window(std::int64_t window, std::int64_t first_visible, RowMatrix& s) {
+  if (window <= 0) return;
+  for (Eigen::Index i = 0; i < s.rows(); ++i) {
+    const Eigen::Index gone =
+        std::min<Eigen::Index>(s.cols(), std::max<Eigen::Index>(0, first_visible + i + 1 - window));
+    s.row(i).head(gone).setConstant(-std::numeric_limits<float>::infinity());
+  }
+}
+
 /// Softmax of each row of s, query row i seeing the first first_visible + i + 1 keys (the
 /// rest set to 0); lse[i] = log Σ exp of row i's visible scores. A row whose visible scores
 /// are all −inf (masked) becomes 0 with lse −inf.
@@ -155,6 +166,7 @@ void attention(const AttentionDesc& d) {
       const std::int64_t rows = std::min(kQueryChunk, tq - c0), keys = offset + c0 + rows;
       chunk_scores(q, k, h, kh, c0, rows, keys, scale, s);
       drop_masked(d.key_mask, kh, keys, s);
+      drop_outside_window(d.window, offset + c0, s);
       float* lse_at = d.lse.empty() ? nullptr : lse.row(c0) + h * lse.view().stride[1];
       masked_softmax(s, offset + c0, lse_at, lse.view().stride[0]);
       out.head(h).middleRows(c0, rows).noalias() = s * v.head(kh).topRows(keys);
@@ -174,11 +186,12 @@ void attention_naive(const AttentionDesc& d) {
     const std::int64_t kh = h / group;
     for (std::int64_t i = 0; i < tq; ++i) {
       const std::int64_t visible = offset + i + 1;
+      const std::int64_t first = d.window > 0 ? std::max<std::int64_t>(0, visible - d.window) : 0;
       std::vector<double> p(visible);
       double m = -std::numeric_limits<double>::infinity();
       for (std::int64_t j = 0; j < visible; ++j) {
-        p[j] = key_kept(d.key_mask, j, kh) ? score(d.q, d.k, i, h, j, kh, scale)
-                                           : -std::numeric_limits<double>::infinity();
+        p[j] = j >= first && key_kept(d.key_mask, j, kh) ? score(d.q, d.k, i, h, j, kh, scale)
+                                                         : -std::numeric_limits<double>::infinity();
         m = std::max(m, p[j]);
       }
       double sum = 0;
@@ -214,6 +227,7 @@ void attention_mass(const AttentionMassDesc& d) {
     for (std::int64_t c0 = d.query_begin; c0 < tq; c0 += kQueryChunk) {
       const std::int64_t rows = std::min(kQueryChunk, tq - c0), keys = offset + c0 + rows;
       chunk_scores(q, k, h, kh, c0, rows, keys, scale, s);
+      drop_outside_window(d.window, offset + c0, s);
       for (Eigen::Index i = 0; i < rows; ++i) {  // weight exp(s − lse) of each visible key
         const Eigen::Index visible = offset + c0 + i + 1;
         const float row_lse = lse.row(c0 + i)[h * lse.view().stride[1]];

@@ -88,6 +88,12 @@ void rms_norm(const RmsNormDesc& d) {
     const auto x = Eigen::Map<const Eigen::ArrayXf>(read_row(d.x, r, in), dim);
     const double sum = x.cast<double>().square().sum();
     const float inv = 1.0f / std::sqrt(static_cast<float>(sum / dim) + d.eps);
+    if (d.accumulate) {
+      Eigen::Map<Eigen::ArrayXf> o(const_cast<float*>(read_row(d.out, r, out)), dim);
+      o += x * inv * w;
+      write_row(d.out, r, out);
+      continue;
+    }
     Eigen::Map<Eigen::ArrayXf>(row_target(d.out, r, out), dim) = x * inv * w;
     write_row(d.out, r, out);
   }
@@ -129,7 +135,13 @@ void swiglu(const SwigluDesc& d) {
   for (std::int64_t r = 0; r < rows; ++r) {
     const auto g = Eigen::Map<const Eigen::ArrayXf>(read_row(d.gate, r, gate), cols);
     const auto u = Eigen::Map<const Eigen::ArrayXf>(read_row(d.up, r, up), cols);
-    Eigen::Map<Eigen::ArrayXf>(row_target(d.out, r, out), cols) = g / (1.0f + (-g).exp()) * u;
+    auto o = Eigen::Map<Eigen::ArrayXf>(row_target(d.out, r, out), cols);
+    if (d.act == SwigluDesc::Act::kSilu) {
+      o = g / (1.0f + (-g).exp()) * u;
+    } else {  // GELU, tanh approximation (PyTorch's gelu(approximate="tanh"))
+      constexpr float kSqrt2OverPi = 0.7978845608028654f;
+      o = 0.5f * g * (1.0f + (kSqrt2OverPi * (g + 0.044715f * g * g * g)).tanh()) * u;
+    }
     write_row(d.out, r, out);
   }
 }
@@ -164,7 +176,19 @@ void bias_rope_scatter(const EpilogueDesc& d) {
     const std::int64_t tokens = s.dst.shape[1], heads = s.dst.shape[2];
     const int hd = static_cast<int>(s.dst.shape[3]);
     RopeAngles angles(d.theta, hd);
-    std::vector<float> head(hd);
+    std::vector<float> head(hd), norm;
+    if (!s.head_norm.empty()) {
+      norm.resize(hd);
+      for (int i = 0; i < hd; ++i) norm[i] = load_float(s.head_norm, s.head_norm.offset({i}));
+    }
+    // As rms_norm: the sum of squares in double, the scale in float.
+    const auto normalise = [&] {
+      if (norm.empty()) return;
+      double sum = 0;
+      for (int i = 0; i < hd; ++i) sum += double(head[i]) * head[i];
+      const float inv = 1.0f / std::sqrt(static_cast<float>(sum / hd) + s.norm_eps);
+      for (int i = 0; i < hd; ++i) head[i] = head[i] * inv * norm[i];
+    };
     // fp32 heads with unit stride are read and written where they lie: the CPU forward runs
     // this epilogue in every layer.
     const bool direct = d.z.dtype == DType::kF32 && d.z.stride[1] == 1 &&
@@ -180,6 +204,7 @@ void bias_rope_scatter(const EpilogueDesc& d) {
           const float* bias =
               d.bias.empty() ? nullptr : static_cast<const float*>(d.bias.data) + col0;
           for (int i = 0; i < hd; ++i) head[i] = z[i] + (bias ? bias[i] : 0.0f);
+          normalise();
           float* dst = static_cast<float*>(s.dst.data) + s.dst.offset({r, t, h, 0});
           if (s.rope) {
             angles.rotate(head.data(), dst);
@@ -193,6 +218,7 @@ void bias_rope_scatter(const EpilogueDesc& d) {
           head[i] = load_float(d.z, d.z.offset({row, col})) +
                     (d.bias.empty() ? 0.0f : load_float(d.bias, d.bias.offset({col})));
         }
+        normalise();
         if (s.rope) angles.rotate(head.data(), head.data());
         for (int i = 0; i < hd; ++i) store_float(s.dst, s.dst.offset({r, t, h, i}), head[i]);
       }

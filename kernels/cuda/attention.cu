@@ -236,6 +236,7 @@ void attention_simt(const AttentionDesc& d, CUstream_st* stream) {
 void attention(const AttentionDesc& d, CUstream_st* stream) {
   validate(d);
   require_device("attention", Device::kCuda, {&d.q, &d.k, &d.v, &d.out, &d.lse, &d.key_mask});
+  detail::cpu_only(d.window > 0, "attention", "a sliding window");
   if (d.q.shape[0] == 0) return;
   if (detail::attention_tc_applies(d)) {
     detail::attention_fa2(d, scale_of(d.scale, d.q.shape[2]), stream);
@@ -247,6 +248,7 @@ void attention(const AttentionDesc& d, CUstream_st* stream) {
 void attention_wmma(const AttentionDesc& d, CUstream_st* stream) {
   validate(d);
   require_device("attention", Device::kCuda, {&d.q, &d.k, &d.v, &d.out, &d.lse, &d.key_mask});
+  detail::cpu_only(d.window > 0, "attention_wmma", "a sliding window");
   if (d.q.shape[0] == 0) return;
   if (!detail::attention_tc_applies(d)) {
     throw std::invalid_argument(
@@ -259,6 +261,7 @@ void attention_wmma(const AttentionDesc& d, CUstream_st* stream) {
 void attention_mass(const AttentionMassDesc& d, CUstream_st* stream) {
   validate(d);
   require_device("attention_mass", Device::kCuda, {&d.q, &d.k, &d.lse, &d.out});
+  detail::cpu_only(d.window > 0, "attention_mass", "a sliding window");
   const std::int64_t tq = d.q.shape[0], tk = d.k.shape[0], hq = d.q.shape[1], hd = d.q.shape[2];
   if (tk == 0) return;
   MassParams p{detail::dev(d.q),

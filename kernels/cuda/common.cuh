@@ -9,6 +9,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "kernels/cuda/check.cuh"
 #include "kernels/ops.hpp"
@@ -36,6 +38,15 @@ inline DevView dev(const TensorView& v) {
 }
 
 inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+/// Refuses what only the CPU twin computes (Gemma 3's sliding windows, QK norm, GeGLU and norms
+/// after a sublayer): the CUDA backend runs Llama-family decoders.
+inline void cpu_only(bool used, const char* op, const char* what) {
+  if (used) {
+    throw std::invalid_argument(std::string(op) + ": " + what +
+                                " has no CUDA kernel (Gemma 3 runs on the CPU backend)");
+  }
+}
 
 /// Grid size for a grid-stride loop over n items (capped; the loop covers the rest).
 inline unsigned grid_for(std::int64_t n, int threads = kThreads) {

@@ -86,6 +86,7 @@ __global__ void fill_kernel(void* out, DType dtype, std::int64_t n, std::uint64_
 void rms_norm(const RmsNormDesc& d, CUstream_st* stream) {
   validate(d);
   require_device("rms_norm", Device::kCuda, {&d.x, &d.weight, &d.out});
+  detail::cpu_only(d.accumulate, "rms_norm", "accumulate (a norm after a sublayer)");
   if (d.x.shape[0] == 0) return;
   rms_norm_kernel<<<static_cast<unsigned>(d.x.shape[0]), detail::kThreads, 0, stream>>>(
       detail::dev(d.x), detail::dev(d.weight), detail::dev(d.out), d.eps);
@@ -105,6 +106,7 @@ void rope(const RopeDesc& d, CUstream_st* stream) {
 void swiglu(const SwigluDesc& d, CUstream_st* stream) {
   validate(d);
   require_device("swiglu", Device::kCuda, {&d.gate, &d.up, &d.out});
+  detail::cpu_only(d.act != SwigluDesc::Act::kSilu, "swiglu", "GELU gating");
   const std::int64_t n = d.gate.shape[0] * d.gate.shape[1];
   if (n == 0) return;
   swiglu_kernel<<<detail::grid_for(n), detail::kThreads, 0, stream>>>(

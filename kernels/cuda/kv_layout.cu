@@ -183,6 +183,7 @@ void bias_rope_scatter(const EpilogueDesc& d, const RopeTable& table, CUstream_s
   for (std::size_t i = 0; i < d.segments.size(); ++i) {
     const EpilogueSegment& s = d.segments[i];
     require_device("bias_rope_scatter", Device::kCuda, {&s.dst});
+    cpu_only(!s.head_norm.empty(), "bias_rope_scatter", "a per-head norm (QK norm)");
     if (s.dst.shape[3] % 2 != 0) {
       throw std::invalid_argument(
           "bias_rope_scatter: CUDA needs an even head_dim in every segment");

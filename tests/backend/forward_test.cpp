@@ -75,7 +75,8 @@ TEST_P(FixtureForward, IncrementalForwardEqualsOnePrefill) {
   EXPECT_LT(relative_error(tail.logits, ref.logits.bottomRows(ref.logits.rows() - 4)), 2e-6);
 }
 
-INSTANTIATE_TEST_SUITE_P(TinyModels, FixtureForward, ::testing::Values("tiny_llama", "tiny_qwen2"));
+INSTANTIATE_TEST_SUITE_P(TinyModels, FixtureForward,
+                         ::testing::Values("tiny_llama", "tiny_qwen2", "tiny_gemma3"));
 
 TEST(Forward, LastLogitsModeReturnsOnlyTheFinalRow) {
   const Reference ref = load_reference("tiny_llama");

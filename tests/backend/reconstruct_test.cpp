@@ -3,6 +3,7 @@
 // anchors' KV bit-for-bit up to RoPE rounding) and the replaced-layer forward.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "backend/model.hpp"
@@ -138,6 +139,62 @@ TEST(Reconstruct, BiasOnlyPredictorWritesTheBiasRotatedToEachPosition) {
     EXPECT_LT((k.row(0) - p.bias.head(half)).norm(), 1e-5f) << t;
     EXPECT_EQ(c.v[4].row(t), p.bias.segment(half, half)) << t;
   }
+}
+
+TEST(Reconstruct, OnGemmaTheRebuiltKeysAreNormedPerHeadThenRotatedWithTheTargetLayersBase) {
+  // Anchors 0-1 are sliding layers (RoPE base 10,000), targets 2-3 global (base 1e6): a copy
+  // predictor must undo the anchor's rotation, norm each head with the target's weights, and
+  // rotate with the target's base.
+  auto m = small_spec();
+  m.gemma = true;
+  m.rope_theta = 1e6;
+  m.sliding_window = 4;
+  m.sliding_layers = {true, true, false, false, true, true, false, false};
+  const auto topo = cost_model::OmissionPlan::from_groups(m.layers, {2});
+  GroupPredictor p = random_predictor(m, topo.groups()[0], 1);
+  const Eigen::Index w = m.kv_width(), half = w / 2;
+  p.weight.setZero();
+  p.bias.setZero();
+  p.weight.block(0, 0, w, w).setIdentity();
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> scale(0.5f, 1.5f);
+  for (Eigen::Index i = 0; i < p.key_norm.size(); ++i) p.key_norm.data()[i] = scale(rng);
+  p.norm_eps = 1e-6f;
+  KvCache c = random_cache(m, 11, 8);
+  const Matrix anchor_pre = pre_rope_keys(c, 0, m);
+  KvCache* one[] = {&c};
+  reconstruct_group(p, one, m);
+
+  Matrix want(anchor_pre.rows(), half);
+  for (Eigen::Index t = 0; t < want.rows(); ++t) {
+    for (int h = 0; h < m.kv_heads; ++h) {
+      double ss = 0;
+      for (int d = 0; d < m.head_dim; ++d) ss += std::pow(anchor_pre(t, h * m.head_dim + d), 2);
+      const double inv = 1.0 / std::sqrt(ss / m.head_dim + p.norm_eps);
+      for (int d = 0; d < m.head_dim; ++d) {
+        want(t, h * m.head_dim + d) =
+            static_cast<float>(anchor_pre(t, h * m.head_dim + d) * inv * p.key_norm(0, d));
+      }
+    }
+  }
+  rope(want, m.kv_heads, m, 0, false, 2);
+  EXPECT_LT(rel(c.k[2], want), 1e-5);
+  Matrix wrong_base = want;  // the same keys rotated back and forth with the sliding base
+  rope(wrong_base, m.kv_heads, m, 0, true, 2);
+  rope(wrong_base, m.kv_heads, m, 0, false, 0);
+  EXPECT_GT(rel(wrong_base, want), 1e-2);
+  EXPECT_EQ(c.v[2], c.v[0]);
+}
+
+TEST(Reconstruct, OnGemmaAPredictorWithoutKeyNormsIsRefused) {
+  auto m = small_spec();
+  m.gemma = true;
+  const auto topo = cost_model::OmissionPlan::from_groups(m.layers, {2});
+  GroupPredictor p = random_predictor(m, topo.groups()[0], 1);
+  p.key_norm.resize(0, 0);
+  KvCache c = random_cache(m, 3, 1);
+  KvCache* one[] = {&c};
+  EXPECT_THROW(reconstruct_group(p, one, m), std::invalid_argument);
 }
 
 TEST(Reconstruct, RejectsAPredictorOfTheWrongShape) {

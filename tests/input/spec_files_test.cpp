@@ -1,4 +1,8 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "cost_model/input_error.hpp"
 #include "input/spec_files.hpp"
@@ -36,6 +40,71 @@ std::string error_of(const Json& j) {
     return e.what();
   }
   return "";
+}
+
+constexpr const char* kGemmaConfig = R"({
+  "architectures": ["Gemma3ForCausalLM"], "model_type": "gemma3_text",
+  "hidden_size": 640, "intermediate_size": 2048, "num_attention_heads": 4,
+  "num_hidden_layers": 3, "num_key_value_heads": 1, "head_dim": 256,
+  "query_pre_attn_scalar": 256, "hidden_activation": "gelu_pytorch_tanh",
+  "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0,
+  "rope_scaling": null, "sliding_window": 512, "bos_token_id": 2,
+  "layer_types": ["sliding_attention", "sliding_attention", "full_attention"],
+  "attn_logit_softcapping": null, "final_logit_softcapping": null, "vocab_size": 262144})";
+
+TEST(HfConfig, ReadsGemma3sWindowsRopeBasesAndScale) {
+  const auto m = parse_hf_config(Json::parse(kGemmaConfig), "g", "config.json");
+  EXPECT_TRUE(m.gemma);
+  EXPECT_TRUE(m.tied_embeddings);  // Gemma's default
+  EXPECT_EQ(m.head_dim, 256);
+  EXPECT_EQ(m.sliding_window, 512);
+  EXPECT_TRUE(m.is_sliding(0));
+  EXPECT_FALSE(m.is_sliding(2));
+  EXPECT_DOUBLE_EQ(m.rope_theta_of(1), 1e4);
+  EXPECT_DOUBLE_EQ(m.rope_theta_of(2), 1e6);
+  EXPECT_DOUBLE_EQ(m.query_scale, 1.0 / 16);
+  EXPECT_EQ(m.bos_token, 2);
+  // Embedding + 3 layers of (attention 2·640·1024 + 2·640·256, MLP 3·640·2048, norms 4·640 +
+  // 2·256) + final norm.
+  EXPECT_EQ(m.parameter_count(),
+            262144LL * 640 +
+                3 * (2LL * 640 * 1024 + 2LL * 640 * 256 + 3LL * 640 * 2048 + 4 * 640 + 2 * 256) +
+                640);
+}
+
+TEST(HfConfig, Gemma3FieldsThatWouldChangeTheModelAreRequiredAndChecked) {
+  Json j = Json::parse(kGemmaConfig);
+  j["layer_types"] = {"sliding_attention", "full_attention"};
+  EXPECT_NE(error_of(j).find("layer_types must name each of the 3 layers"), std::string::npos)
+      << error_of(j);
+  j = Json::parse(kGemmaConfig);
+  j["layer_types"][1] = "chunked_attention";
+  EXPECT_NE(error_of(j).find("/layer_types: entries must be"), std::string::npos) << error_of(j);
+  j = Json::parse(kGemmaConfig);
+  j["final_logit_softcapping"] = 30.0;
+  EXPECT_NE(error_of(j).find("/final_logit_softcapping: must be null"), std::string::npos);
+  j = Json::parse(kGemmaConfig);
+  j.erase("sliding_window");
+  j["hidden_activation"] = "silu";
+  const std::string both = error_of(j);
+  EXPECT_NE(both.find("/sliding_window: is required"), std::string::npos) << both;
+  EXPECT_NE(both.find("/hidden_activation: Gemma 3 uses"), std::string::npos) << both;
+}
+
+TEST(HfConfig, ScenariosRefuseASlidingWindowModelThatCalibrationReads) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("kvshift-gemma-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.json") << kGemmaConfig;
+  EXPECT_TRUE(resolve_model(dir.string()).gemma);
+  try {
+    resolve_costed_model(dir.string());
+    ADD_FAILURE() << "a sliding-window model was accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("has sliding-window layers"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(HfConfig, MalformedConfigsNameTheField) {

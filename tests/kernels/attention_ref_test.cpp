@@ -1,7 +1,7 @@
 // CPU attention: a 3-token case computed by hand, the chunked attention and
 // attention mass equal to the naive softmax in double on random GQA inputs
-// (several 128-query chunks, queries after a history, bf16 in and out), and the
-// attention-mass identities.
+// (several 128-query chunks, queries after a history, bf16 in and out), a sliding
+// window (Gemma 3's local layers), and the attention-mass identities.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -84,6 +84,70 @@ TEST(AttentionRef, ChunkedAttentionEqualsNaiveSoftmax) {
   expect_chunked_equals_naive(DType::kF32, 300, 300, 3, 1, 64, 1e-5);  // chunks 128 + 128 + 44
   expect_chunked_equals_naive(DType::kF32, 150, 200, 4, 2, 16, 1e-5);  // two chunks after a history
   expect_chunked_equals_naive(DType::kBF16, 130, 140, 2, 1, 64, 1e-2, DType::kBF16);
+}
+
+TEST(AttentionRef, ASlidingWindowShowsEachQueryOnlyItsLastKeys) {
+  std::mt19937_64 rng(21);
+  const std::int64_t tq = 150, tk = 200, hq = 4, hkv = 2, hd = 16, window = 37;
+  HostTensor q(DType::kF32, {tq, hq, hd}), k(DType::kF32, {tk, hkv, hd}),
+      v(DType::kF32, {tk, hkv, hd});
+  q.randomize(rng);
+  k.randomize(rng);
+  v.randomize(rng);
+  const auto run = [&](auto op, std::int64_t w) {
+    HostTensor out(DType::kF32, {tq, hq, hd}), lse(DType::kF32, {tq, hq});
+    AttentionDesc d{q.view(), k.view(), v.view(), out.view(), lse.view(), 0};
+    d.window = w;
+    op(d);
+    return std::pair{out.values(), lse.values()};
+  };
+  const auto [chunked, chunked_lse] = run(cpu::attention, window);
+  const auto [naive, naive_lse] = run(cpu::attention_naive, window);
+  std::string report;
+  EXPECT_LT(testing::relative_error(chunked, naive, &report), 1e-5) << report;
+  EXPECT_LT(testing::relative_error(chunked_lse, naive_lse, &report), 1e-5) << report;
+  // A window as long as the keys is no window at all.
+  EXPECT_EQ(run(cpu::attention, tk).first, run(cpu::attention, 0).first);
+  EXPECT_NE(chunked, run(cpu::attention, 0).first);
+  // The last query alone over its last `window` keys, as a problem of its own.
+  HostTensor q1(DType::kF32, {1, hq, hd}), kw(DType::kF32, {window, hkv, hd}),
+      vw(DType::kF32, {window, hkv, hd}), o1(DType::kF32, {1, hq, hd});
+  for (std::int64_t e = 0; e < hq * hd; ++e) q1.set(e, q.get((tq - 1) * hq * hd + e));
+  for (std::int64_t e = 0; e < window * hkv * hd; ++e) {
+    kw.set(e, k.get((tk - window) * hkv * hd + e));
+    vw.set(e, v.get((tk - window) * hkv * hd + e));
+  }
+  cpu::attention_naive({q1.view(), kw.view(), vw.view(), o1.view(), {}, 0});
+  for (std::int64_t e = 0; e < hq * hd; ++e) {
+    EXPECT_NEAR(chunked[(tq - 1) * hq * hd + e], o1.get(e), 1e-5) << e;
+  }
+}
+
+TEST(AttentionRef, AWindowedMassIsZeroOutsideTheWindowAndSumsToOnePerQuery) {
+  std::mt19937_64 rng(22);
+  const std::int64_t tq = 140, tk = 160, hq = 2, hkv = 1, hd = 8, window = 50;
+  HostTensor q(DType::kF32, {tq, hq, hd}), k(DType::kF32, {tk, hkv, hd}),
+      v(DType::kF32, {tk, hkv, hd}), out(DType::kF32, {tq, hq, hd}), lse(DType::kF32, {tq, hq});
+  q.randomize(rng);
+  k.randomize(rng);
+  v.randomize(rng);
+  AttentionDesc a{q.view(), k.view(), v.view(), out.view(), lse.view(), 0};
+  a.window = window;
+  cpu::attention(a);
+  HostTensor mass(DType::kF32, {hq, tk});
+  AttentionMassDesc m{q.view(), k.view(), lse.view(), mass.view(), 0, tq - 1, Reduce::kSum};
+  m.window = window;
+  cpu::attention_mass(m);  // the last query only: it sees keys [tk − window, tk)
+  for (std::int64_t h = 0; h < hq; ++h) {
+    double total = 0;
+    for (std::int64_t j = 0; j < tk; ++j) {
+      if (j < tk - window) {
+        EXPECT_EQ(mass.get(h * tk + j), 0.0f) << j;
+      }
+      total += mass.get(h * tk + j);
+    }
+    EXPECT_NEAR(total, 1.0, 1e-5);
+  }
 }
 
 TEST(AttentionRef, KeyMaskDropsKeysPerHeadByHand) {

@@ -1,5 +1,6 @@
-// Hand-checkable cases for the CPU twins of RMSNorm, RoPE, SwiGLU, embedding,
-// the seeded fill and the fused bias+RoPE+scatter epilogue.
+// Hand-checkable cases for the CPU twins of RMSNorm (and its accumulating form),
+// RoPE, SwiGLU and GeGLU, embedding, the seeded fill and the fused
+// bias+RoPE+scatter epilogue (with Gemma's per-head norm).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -23,6 +24,20 @@ TEST(RmsNormRef, ScalesByInverseRmsAndWeight) {
   const float rms = std::sqrt(12.5f);
   EXPECT_NEAR(out.get(0), 3 / rms, 1e-6);
   EXPECT_NEAR(out.get(1), 8 / rms, 1e-6);
+}
+
+TEST(RmsNormRef, AccumulateAddsTheNormedRowToTheOutput) {
+  HostTensor x(DType::kF32, {1, 2}), w(DType::kF32, {2}), out(DType::kF32, {1, 2});
+  x.set(0, 3);
+  x.set(1, 4);
+  w.set(0, 1);
+  w.set(1, 2);
+  out.set(0, 1);
+  out.set(1, -1);
+  cpu::rms_norm({x.view(), w.view(), out.view(), 1e-12f, true});
+  const float rms = std::sqrt(12.5f);
+  EXPECT_NEAR(out.get(0), 1 + 3 / rms, 1e-6);
+  EXPECT_NEAR(out.get(1), -1 + 8 / rms, 1e-6);
 }
 
 TEST(RopeRef, RotatesThePairByPositionTimesFrequency) {
@@ -70,6 +85,19 @@ TEST(SwigluRef, SiluTimesUp) {
   EXPECT_FLOAT_EQ(out.get(0), 0.0f);
   EXPECT_NEAR(out.get(1), 2.0f / (1 + std::exp(-2.0f)) * 3.0f, 1e-6);
   EXPECT_NEAR(out.get(2), -1.0f / (1 + std::exp(1.0f)) * -2.0f, 1e-6);
+}
+
+TEST(SwigluRef, GeluTanhTimesUp) {
+  HostTensor g(DType::kF32, {1, 4}), u(DType::kF32, {1, 4}), out(DType::kF32, {1, 4});
+  const float gv[] = {0.0f, 1.0f, -1.0f, 2.0f};
+  for (int i = 0; i < 4; ++i) {
+    g.set(i, gv[i]);
+    u.set(i, 2.0f);
+  }
+  cpu::swiglu({g.view(), u.view(), out.view(), SwigluDesc::Act::kGeluTanh});
+  // PyTorch's gelu(x, approximate="tanh") at 0, 1, -1, 2.
+  const double want[] = {0.0, 0.8411919906, -0.1588080094, 1.9545976901};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(out.get(i), 2 * want[i], 1e-6) << gv[i];
 }
 
 TEST(EmbedRef, CopiesRowsAndPoisonsOutOfRangeIds) {
@@ -124,6 +152,25 @@ TEST(EpilogueRef, AddsBiasRotatesKeysAndCopiesValues) {
       EXPECT_NEAR(k.get(row * 4 + i + 2), b * std::cos(angle) + a * std::sin(angle), 1e-5);
     }
   }
+}
+
+TEST(EpilogueRef, AHeadNormScalesEachHeadByItsRmsAndWeightBeforeRope) {
+  // z: one token, K as 2 heads x 2 ([3, 4] and [1, 0]), normed with weight (1, 2), then rotated
+  // at position 1 (head_dim 2: one pair, angle 1).
+  HostTensor z(DType::kF32, {1, 4}), norm(DType::kF32, {2}), k(DType::kF32, {1, 1, 2, 2});
+  const float zv[] = {3, 4, 1, 0};
+  for (int i = 0; i < 4; ++i) z.set(i, zv[i]);
+  norm.set(0, 1);
+  norm.set(1, 2);
+  EpilogueDesc d{z.view(), {}, {{0, true, k.view(), norm.view(), 1e-12f}}, 10000.0, 1};
+  cpu::bias_rope_scatter(d);
+  const double c = std::cos(1.0), s = std::sin(1.0);
+  const double rms0 = std::sqrt(12.5), rms1 = std::sqrt(0.5);
+  const double a0 = 3 / rms0, b0 = 8 / rms0, a1 = 1 / rms1, b1 = 0;
+  EXPECT_NEAR(k.get(0), a0 * c - b0 * s, 1e-5);
+  EXPECT_NEAR(k.get(1), b0 * c + a0 * s, 1e-5);
+  EXPECT_NEAR(k.get(2), a1 * c - b1 * s, 1e-5);
+  EXPECT_NEAR(k.get(3), b1 * c + a1 * s, 1e-5);
 }
 
 }  // namespace

@@ -10,6 +10,9 @@ ids, the logits and the per-token NLL of the one numpy reference forward
   tiny_llama  llama, untied lm_head, no biases; fp32 embeddings/norms, fp16 linear weights
   tiny_qwen2  qwen2, tied embeddings, q/k/v biases, all bf16, sharded in two files
               with model.safetensors.index.json
+  tiny_gemma3 gemma3_text, tied embeddings, head_dim 16 != hidden/heads, QK norms and norms
+              after each sublayer, GELU gating, two sliding-window layers (window 4 < the
+              9 tokens) with their own RoPE base and one global layer; fp32
 
 Usage: python3 tools/tiny_llama/make_fixture.py [OUT_DIR]   (default tests/fixtures)
 Run with tools/.venv/bin/python (numpy). The outputs are committed; tests never run Python.
@@ -66,7 +69,8 @@ def make(out_dir, name, cfg, dtype_of, shards, seed):
     rng = np.random.default_rng(seed)
     hid, inter, vocab = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
     n_h, n_kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    d = hid // n_h
+    d = cfg.get("head_dim", hid // n_h)
+    gemma = cfg["model_type"] == "gemma3_text"
     shapes = {"model.embed_tokens.weight": (vocab, hid), "model.norm.weight": (hid,)}
     for l in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{l}."
@@ -81,6 +85,10 @@ def make(out_dir, name, cfg, dtype_of, shards, seed):
             p + "mlp.up_proj.weight": (inter, hid),
             p + "mlp.down_proj.weight": (hid, inter),
         })
+        if gemma:
+            shapes.update({p + "self_attn.q_norm.weight": (d,), p + "self_attn.k_norm.weight": (d,),
+                           p + "pre_feedforward_layernorm.weight": (hid,),
+                           p + "post_feedforward_layernorm.weight": (hid,)})
         if cfg.get("attention_bias") or cfg["model_type"] == "qwen2":
             shapes.update({p + "self_attn.q_proj.bias": (n_h * d,),
                            p + "self_attn.k_proj.bias": (n_kv * d,),
@@ -89,8 +97,8 @@ def make(out_dir, name, cfg, dtype_of, shards, seed):
         shapes["lm_head.weight"] = (vocab, hid)
     stored = []
     for tname, shape in shapes.items():
-        if tname.endswith("norm.weight"):
-            arr = 1.0 + 0.1 * rng.standard_normal(shape)
+        if tname.endswith("norm.weight"):  # Gemma's are w of x·(1 + w)
+            arr = (0.0 if gemma else 1.0) + 0.1 * rng.standard_normal(shape)
         elif tname.endswith(".bias"):
             arr = 0.1 * rng.standard_normal(shape)
         else:
@@ -115,6 +123,8 @@ def make(out_dir, name, cfg, dtype_of, shards, seed):
             json.dump({"metadata": {"total_size": sum(len(t[3]) for t in stored)},
                        "weight_map": weight_map}, f, indent=1)
     tokens = [int(t) for t in rng.integers(0, vocab, size=9)]
+    if gemma:  # a Gemma sequence opens with BOS (kvshift's forward reads it there)
+        tokens[0] = cfg["bos_token_id"]
     model = LlamaModel(path, dtype=np.float64)
     logits, nll = model.logits(tokens), model.token_nll(tokens)
     ref = {"tokens": tokens,
@@ -139,6 +149,15 @@ def main():
          lambda n: "F32" if ("norm" in n or "embed" in n or "lm_head" in n) else "F16",
          shards=1, seed=1234)
     make(out, "tiny_qwen2", qwen, lambda n: "BF16", shards=2, seed=5678)
+    gemma = dict(base, architectures=["Gemma3ForCausalLM"], model_type="gemma3_text",
+                 num_hidden_layers=3, head_dim=16, query_pre_attn_scalar=16,
+                 hidden_activation="gelu_pytorch_tanh", rms_norm_eps=1e-6, rope_theta=1000000.0,
+                 rope_local_base_freq=10000.0, rope_scaling=None, sliding_window=4,
+                 layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+                 attn_logit_softcapping=None, final_logit_softcapping=None,
+                 tie_word_embeddings=True, bos_token_id=2, torch_dtype="float32")
+    del gemma["hidden_act"]
+    make(out, "tiny_gemma3", gemma, lambda n: "F32", shards=1, seed=9012)
 
 
 if __name__ == "__main__":
