@@ -169,6 +169,22 @@ TEST(CostCli, MalformedConfigJsonIsAnInputError) {
   EXPECT_NE(r.err.find("/num_hidden_layers: is required"), std::string::npos) << r.err;
 }
 
+TEST(CostCli, EveryCommandThatPricesMovesRefusesASlidingWindowModel) {
+  // Gemma 3 keeps a sliding layer's keys for its window only; the closed forms would count
+  // them over the whole context. calibrate and quality run such a model; these refuse it.
+  const std::string gemma = std::string(KVSHIFT_SOURCE_DIR) + "/tests/fixtures/tiny_gemma3";
+  const std::string out = std::string(KVSHIFT_BINARY_DIR) + "/test-out/gemma-refused";
+  for (const std::string args :
+       {"cost --model " + gemma, "sweep --analytic --model " + gemma + " --out " + out,
+        "profile --backend cpu --model " + gemma + " --out " + out + ".json"}) {
+    const auto r = run_kvshift(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.out << r.err;
+    EXPECT_NE(r.err.find("has sliding-window layers"), std::string::npos) << args << "\n" << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(out));
+  EXPECT_FALSE(std::filesystem::exists(out + ".json"));
+}
+
 TEST(Cli, HelpListsCommandsAndExitsZero) {
   const auto r = run_kvshift("--help");
   EXPECT_EQ(r.exit_code, 0);
