@@ -2,6 +2,8 @@
 // numpy (tools/tiny_llama/make_fixture.py) from the committed fixture weights.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -77,6 +79,41 @@ TEST_P(FixtureForward, IncrementalForwardEqualsOnePrefill) {
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, FixtureForward,
                          ::testing::Values("tiny_llama", "tiny_qwen2", "tiny_gemma3"));
+
+// The real models `make model` (SmolLM2-135M) and `make model-gemma3` (Gemma 3 270M) prepare,
+// against the numpy reference's per-token NLLs on 2 × 256 corpus tokens that the preparation
+// keeps in reference_nll.json (float32 on both sides; Gemma's windows open with its BOS).
+class RealModelForward : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(RealModelForward, PerTokenNllMatchesTheNumpyReference) {
+  const std::string dir = std::string(KVSHIFT_SOURCE_DIR) + "/models/" + GetParam();
+  std::ifstream in(dir + "/reference_nll.json");
+  if (!in || !std::filesystem::exists(dir + "/model.safetensors")) {
+    GTEST_SKIP() << dir << " is not prepared (make model / make model-gemma3)";
+  }
+  const auto ref = nlohmann::json::parse(in);
+  const Model model(load_hf_model(dir));
+  for (std::size_t w = 0; w < ref["tokens"].size(); ++w) {
+    const auto tokens = ref["tokens"][w].get<std::vector<std::int32_t>>();
+    const auto want = ref["token_nll"][w].get<std::vector<double>>();
+    KvCache cache = model.new_cache();
+    const ForwardResult r = model.forward(tokens, cache);
+    const std::vector<double> got =
+        next_token_nll(r.logits.topRows(r.logits.rows() - 1), std::span(tokens).subspan(1));
+    ASSERT_EQ(got.size(), want.size());
+    double worst = 0, sum_got = 0, sum_want = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      worst = std::max(worst, std::abs(got[i] - want[i]));
+      sum_got += got[i];
+      sum_want += want[i];
+    }
+    EXPECT_LT(worst, 2e-4) << "window " << w;
+    EXPECT_NEAR(sum_got / got.size(), sum_want / want.size(), 1e-5) << "window " << w;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(PreparedModels, RealModelForward,
+                         ::testing::Values("smollm2-135m", "gemma3-270m"));
 
 TEST(Forward, LastLogitsModeReturnsOnlyTheFinalRow) {
   const Reference ref = load_reference("tiny_llama");
