@@ -85,6 +85,16 @@ def hf_name(gguf_name: str, arch: str = "llama") -> str:
     raise ValueError(f"GGUF tensor {gguf_name!r} has no Hugging Face name in this converter")
 
 
+def special_tokens(reader: GGUFReader) -> dict:
+    """The config's token ids and dtype, the same for every architecture."""
+    return {
+        "bos_token_id": int(field(reader, "tokenizer.ggml.bos_token_id")),
+        "eos_token_id": int(field(reader, "tokenizer.ggml.eos_token_id")),
+        "pad_token_id": int(field(reader, "tokenizer.ggml.padding_token_id", -1)),
+        "torch_dtype": "float32",
+    }
+
+
 def make_gemma3_config(reader: GGUFReader) -> dict:
     """config.json for Gemma3ForCausalLM (text only) from the GGUF's gemma3.* metadata."""
     layers = int(field(reader, "gemma3.block_count"))
@@ -117,10 +127,7 @@ def make_gemma3_config(reader: GGUFReader) -> dict:
         "attention_bias": False,
         "attn_logit_softcapping": None,
         "final_logit_softcapping": None,
-        "bos_token_id": int(field(reader, "tokenizer.ggml.bos_token_id")),
-        "eos_token_id": int(field(reader, "tokenizer.ggml.eos_token_id")),
-        "pad_token_id": int(field(reader, "tokenizer.ggml.padding_token_id", -1)),
-        "torch_dtype": "float32",
+        **special_tokens(reader),
     }
 
 
@@ -154,10 +161,7 @@ def make_config(reader: GGUFReader) -> dict:
         "tie_word_embeddings": "output.weight" not in names,
         "attention_bias": False,
         "mlp_bias": False,
-        "bos_token_id": int(field(reader, "tokenizer.ggml.bos_token_id")),
-        "eos_token_id": int(field(reader, "tokenizer.ggml.eos_token_id")),
-        "pad_token_id": int(field(reader, "tokenizer.ggml.padding_token_id", -1)),
-        "torch_dtype": "float32",
+        **special_tokens(reader),
     }
 
 
