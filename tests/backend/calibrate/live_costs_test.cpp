@@ -153,9 +153,13 @@ TEST(LiveCosts, AgreesWithAProfileOfTheSameShape) {
   ASSERT_EQ(table.size(), 1u);
   const LiveCosts live(make_cpu_profiler(), request_for(f, in, 7));
   const double measured = live.prefill(f.spec, 256).value;
-  // Same code, same shape, same weights: two medians of 7 on a shared machine agree within 2x.
-  EXPECT_GT(measured, table[0].median_s / 2);
-  EXPECT_LT(measured, table[0].median_s * 2);
+  EXPECT_EQ(measured, live.measured_rows().at(0).median_s);  // a bucket is its own median
+  // Same code, same shape, same weights: the fastest repeats agree within 3x. (Fastest, not
+  // median, and 3x: a test beside this one, or on a core's other hyperthread, can slow every
+  // repeat of one measurement by 2x.)
+  const double fastest = live.measured_rows().at(0).p10_s;
+  EXPECT_GT(fastest, table[0].p10_s / 3);
+  EXPECT_LT(fastest, table[0].p10_s * 3);
   const auto sources = live.sources();
   EXPECT_EQ(sources[0].op, "prefill");
   EXPECT_EQ(sources[0].measurements, 1);  // 256 is a bucket: measured once, at 256
@@ -187,17 +191,29 @@ TEST(LiveCosts, PricesProxyScoringWithTheProxysOwnWeights) {
                                    .kernel = 3,
                                    .window = 16},
                                   3));
-    ProfileRequest req = request_for(f, in, 5);
+    ProfileRequest req = request_for(f, in, 9);
     req.proxy = in.proxy->spec;
     return LiveCosts(make_cpu_profiler(), req);
   };
   const LiveCosts one = with_proxy(1), six = with_proxy(6);
   const auto p1 = truncate_layers(*target_only.target, 1).spec;
   const auto p6 = truncate_layers(*target_only.target, 6).spec;
-  const double target = one.prefill(f.spec, 512).value;
-  const double small = one.proxy_score(p1, f.spec, 512).value;
-  const double large = six.proxy_score(p6, f.spec, 512).value;
-  EXPECT_LT(small, 0.5 * target) << "a 1-layer proxy of an 8-layer target";
+  one.prefill(f.spec, 512);
+  one.proxy_score(p1, f.spec, 512);
+  six.proxy_score(p6, f.spec, 512);
+  // Compared by their fastest repeats, with room for 2x: a test running beside this one (or on
+  // a core's other hyperthread) can slow every repeat of one op and not the other's by 2x. Idle,
+  // the ratios are about 0.27 and 0.19; scoring with the target's 8 layers would give >= 1.
+  auto fastest = [](const LiveCosts& live, const std::string& op) {
+    for (const OpTiming& row : live.measured_rows())
+      if (row.op == op) return row.p10_s;
+    ADD_FAILURE() << "no " << op << " row";
+    return 0.0;
+  };
+  const double target = fastest(one, "prefill");
+  const double small = fastest(one, "proxy_score");
+  const double large = fastest(six, "proxy_score");
+  EXPECT_LT(small, 0.75 * target) << "a 1-layer proxy of an 8-layer target";
   EXPECT_LT(small, 0.6 * large) << "1 proxy layer against 6";
   EXPECT_THROW(one.proxy_score(p6, f.spec, 512), std::invalid_argument);
 }
