@@ -164,8 +164,17 @@ class CpuProfiler final : public Profiler {
                                std::mt19937_64& rng, std::vector<OpTiming>& rows) {
     for (const std::int64_t N : req.sharing) {
       std::vector<KvCache> caches;
-      for (std::int64_t i = 0; i < N; ++i)
+      for (std::int64_t i = 0; i < N; ++i) {
         caches.push_back(pattern_cache(req.model, w.anchor_layers, T, rng));
+        // Sink rows arrive exact with the anchors: the rebuilt layers hold them already.
+        for (const GroupPredictor& p : w.predictors) {
+          const auto sink = static_cast<Eigen::Index>(std::min<std::int64_t>(p.sink_rows, T));
+          for (int l : p.target_layers) {
+            caches.back().k[l] = Matrix::Zero(sink, req.model.kv_width() / 2);
+            caches.back().v[l] = Matrix::Zero(sink, req.model.kv_width() / 2);
+          }
+        }
+      }
       std::vector<KvCache*> ptrs;
       for (auto& c : caches) ptrs.push_back(&c);
       rows.push_back(time_op("reconstruct", T, N, req.warmup, req.repeats,

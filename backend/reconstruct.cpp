@@ -1,6 +1,7 @@
 // RISK-KV reconstruction op; see reconstruct.hpp.
 #include "backend/reconstruct.hpp"
 
+#include <algorithm>
 #include <random>
 #include <stdexcept>
 
@@ -84,19 +85,24 @@ void reconstruct_group(const GroupPredictor& p, std::span<KvCache* const> caches
         p.key_norm.cols() != spec.head_dim))) {
     throw std::invalid_argument("reconstruct: predictor shape does not match its layers");
   }
+  if (p.sink_rows < 0) throw std::invalid_argument("reconstruct: negative sink_rows");
   if (spec.gemma && !p.key_norm.size()) {
     throw std::invalid_argument("reconstruct: model " + spec.name +
                                 " norms its keys; the predictor carries no key norms");
   }
-  std::int64_t rows = 0;
   const int first = p.anchor_layers.empty() ? -1 : p.anchor_layers.front();
-  for (const KvCache* c : caches) rows += layer_tokens(*c, first);
+  // Per cache: its rows T and the sink rows S it was sent exact; rows [S, T) are rebuilt.
+  auto sink = [&](const KvCache& c) {
+    return std::min<std::int64_t>(p.sink_rows, layer_tokens(c, first));
+  };
+  std::int64_t rows = 0;
+  for (const KvCache* c : caches) rows += layer_tokens(*c, first) - sink(*c);
   Matrix x(rows, p.weight.rows());
   std::int64_t r = 0;
   for (const KvCache* c : caches) {
-    const std::int64_t T = layer_tokens(*c, first);
-    x.middleRows(r, T) = anchor_features(*c, p.anchor_layers, spec);
-    r += T;
+    const std::int64_t n = layer_tokens(*c, first) - sink(*c);
+    x.middleRows(r, n) = anchor_features(*c, p.anchor_layers, spec).bottomRows(n);
+    r += n;
   }
   Matrix z(rows, p.weight.cols());
   kernels::cpu::gemm({.a = matrix_view(x),
@@ -106,21 +112,32 @@ void reconstruct_group(const GroupPredictor& p, std::span<KvCache* const> caches
   z.rowwise() += p.bias;
   r = 0;
   for (KvCache* c : caches) {
-    const std::int64_t T = layer_tokens(*c, first);
+    const std::int64_t T = layer_tokens(*c, first), S = sink(*c), n = T - S;
     for (std::size_t t = 0; t < p.target_layers.size(); ++t) {
       const int l = p.target_layers[t];
       if (l < 0 || l >= static_cast<int>(c->k.size())) {
         throw std::invalid_argument("reconstruct: target layer out of range");
       }
+      if (c->k[l].rows() < S || c->v[l].rows() < S || (S > 0 && c->k[l].cols() != half)) {
+        throw std::invalid_argument("reconstruct: layer " + std::to_string(l) + " holds " +
+                                    std::to_string(c->k[l].rows()) + " rows; its first " +
+                                    std::to_string(S) + " (sink rows) are sent exact");
+      }
       const auto col = static_cast<Eigen::Index>(t * w);
-      c->k[l] = z.block(r, col, T, half);
+      Matrix k(T, half), v(T, half);
+      k.topRows(S) = c->k[l].topRows(S);
+      v.topRows(S) = c->v[l].topRows(S);
+      Matrix rebuilt = z.block(r, col, n, half);
       if (p.key_norm.size())
-        norm_heads(c->k[l], p.key_norm.row(static_cast<Eigen::Index>(t)), spec.head_dim,
+        norm_heads(rebuilt, p.key_norm.row(static_cast<Eigen::Index>(t)), spec.head_dim,
                    p.norm_eps);
-      rope(c->k[l], spec.kv_heads, spec, 0, false, l);
-      c->v[l] = z.block(r, col + half, T, half);
+      rope(rebuilt, spec.kv_heads, spec, S, false, l);
+      k.bottomRows(n) = rebuilt;
+      v.bottomRows(n) = z.block(r, col + half, n, half);
+      c->k[l] = std::move(k);
+      c->v[l] = std::move(v);
     }
-    r += T;
+    r += n;
   }
 }
 

@@ -31,6 +31,10 @@ struct GroupPredictor {
   /// RMSNorm(h·W_kᵀ) per head: the fold covers the projection, this norm is applied after it.
   Matrix key_norm;
   float norm_eps = 1e-6f;
+  /// Rows [0, sink_rows) of the target layers are sent exact with the anchors, not rebuilt (the
+  /// attention sinks: a rebuilt BOS row shifts the attention of every head that looks at it).
+  /// The predictor was fitted without them.
+  int sink_rows = 0;
 };
 
 /// Seeded random predictor for `plan` (for timing and tests).
@@ -42,8 +46,9 @@ Matrix anchor_features(const KvCache& cache, const std::vector<int>& anchor_laye
                        const cost_model::ModelSpec& spec);
 
 /// Rebuilds `p.target_layers` in every cache of `caches` (one GEMM over all their rows).
-/// Target layers are overwritten (resized to the request's token count). Throws
-/// std::invalid_argument on inconsistent shapes.
+/// Target layers are overwritten (resized to the request's token count), except their first
+/// p.sink_rows rows, which must be there already (sent exact). Throws std::invalid_argument on
+/// inconsistent shapes.
 void reconstruct_group(const GroupPredictor& p, std::span<KvCache* const> caches,
                        const cost_model::ModelSpec& spec);
 

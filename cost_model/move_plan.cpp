@@ -85,6 +85,11 @@ MovePlan ship_plan(Strategy s, const MoveMethods& methods, const MoveState& st,
       p.kv = storage(*methods.model, *methods.omission, available, {}).kv_kept;
       p.descriptors =
           kv_descriptors(methods.engine, available, layers - methods.omission->omitted_layers());
+      if (const int sink = methods.omission->sink_rows(); sink > 0 && available > 0) {
+        // The omitted layers' sink rows travel as their own blocks.
+        p.descriptors += kv_descriptors(methods.engine, std::min<std::int64_t>(sink, available),
+                                        methods.omission->omitted_layers());
+      }
       p.predictor = st.predictor_at_dst ? Bytes{} : predictor_bytes(methods);
       p.reconstruct_tokens = available;
       p.delta_nll = methods.risk_delta_nll_by_context.empty()

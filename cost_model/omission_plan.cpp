@@ -172,6 +172,15 @@ OmissionPlan OmissionPlan::parse(std::string_view text, const ModelSpec& model,
   return from_groups(model.layers, std::move(groups), options);
 }
 
+OmissionPlan OmissionPlan::with_sink_rows(int rows) const {
+  if (rows < 0) {
+    throw InputError("sink_rows: must be >= 0 rows (got " + std::to_string(rows) + ")");
+  }
+  OmissionPlan p = *this;
+  p.sink_rows_ = rows;
+  return p;
+}
+
 std::string OmissionPlan::describe() const {
   if (groups_.empty()) return "none";
   std::string out;

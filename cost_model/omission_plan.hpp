@@ -49,6 +49,11 @@ class OmissionPlan {
   bool empty() const { return groups_.empty(); }
   /// Number of layers whose KV is omitted.
   int omitted_layers() const { return omitted_layers_; }
+  /// First rows of every omitted layer that are sent exact all the same (attention sinks; the
+  /// predictors rebuild the rest). 0: every row is rebuilt.
+  int sink_rows() const { return sink_rows_; }
+  /// The same plan with `rows` sink rows; InputError when negative.
+  OmissionPlan with_sink_rows(int rows) const;
   /// "G2,G3,G4,G5" (or "none").
   std::string describe() const;
 
@@ -56,6 +61,7 @@ class OmissionPlan {
   int layers_ = 0;
   int group_width_ = 2;
   int omitted_layers_ = 0;
+  int sink_rows_ = 0;
   std::vector<GroupPlan> groups_;
 };
 

@@ -21,7 +21,9 @@ StorageReport storage(const ModelSpec& m, const OmissionPlan& t, std::int64_t to
   StorageReport r;
   const std::int64_t per_layer = tokens * m.kv_bytes_per_layer_token();
   r.kv_full = Bytes{m.layers * per_layer};
-  r.kv_saved = Bytes{t.omitted_layers() * per_layer};
+  // An omitted layer's sink rows are sent all the same.
+  const std::int64_t rebuilt = tokens - std::min<std::int64_t>(t.sink_rows(), tokens);
+  r.kv_saved = Bytes{t.omitted_layers() * rebuilt * m.kv_bytes_per_layer_token()};
   r.kv_kept = r.kv_full - r.kv_saved;
   r.omitted_fraction =
       r.kv_full.count > 0 ? static_cast<double>(r.kv_saved.count) / r.kv_full.count : 0.0;

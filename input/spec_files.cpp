@@ -272,7 +272,16 @@ std::vector<cost_model::GroupPlan> group_plans(const Reader& r) {
 
 OmissionPlan parse_topology(const Reader& r, const ModelSpec& model) {
   r.allow_only({"model", "group_width", "anchor_width", "omitted_groups", "groups", "quality",
-                "predictor_dtype", "gate", "eps"});
+                "predictor_dtype", "gate", "eps", "sink_rows"});
+  int sink_rows = 0;
+  if (auto v = r.integer("sink_rows", false)) {
+    if (*v < 0 || *v > 1'000'000'000) {
+      r.problem("sink_rows",
+                "must be a whole number of rows >= 0 (got " + std::to_string(*v) + ")");
+    } else {
+      sink_rows = static_cast<int>(*v);
+    }
+  }
   cost_model::OmissionOptions opt;
   if (auto w = r.integer("group_width", false)) opt.group_width = positive_int(r, "group_width", w);
   if (auto w = r.integer("anchor_width", false))
@@ -308,10 +317,11 @@ OmissionPlan parse_topology(const Reader& r, const ModelSpec& model) {
       }
     }
     if (!r.diagnostics().empty()) return {};
-    return OmissionPlan::from_plans(model.layers, std::move(plans), opt.group_width);
+    return OmissionPlan::from_plans(model.layers, std::move(plans), opt.group_width)
+        .with_sink_rows(sink_rows);
   }
   if (!r.diagnostics().empty()) return {};
-  return OmissionPlan::from_groups(model.layers, std::move(groups), opt);
+  return OmissionPlan::from_groups(model.layers, std::move(groups), opt).with_sink_rows(sink_rows);
 }
 
 OmissionPlan resolve_topology(std::string_view text, const ModelSpec& model) {

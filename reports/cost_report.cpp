@@ -47,6 +47,7 @@ json cost_json(const cost_model::CostQuery& q, const cost_model::CostRecord& r) 
       {"topology", q.omission->describe()},
       {"omitted_groups", group_ids},
       {"omitted_layers", omitted_layers},
+      {"sink_rows", q.omission->sink_rows()},
       {"kv_dtype", cost_model::dtype_name(q.model->kv_dtype)},
       {"kv_bytes_full", s.kv_full.count},
       {"kv_bytes_saved", s.kv_saved.count},
@@ -185,7 +186,9 @@ std::string cost_table(const cost_model::CostQuery& q, const cost_model::CostRec
   const auto& s = r.storage;
   std::ostringstream o;
   o << q.model->name << ", " << q.tokens << " tokens, topology " << q.omission->describe() << " ("
-    << q.omission->omitted_layers() << " of " << q.model->layers << " layers omitted)\n";
+    << q.omission->omitted_layers() << " of " << q.model->layers << " layers omitted";
+  if (q.omission->sink_rows() > 0) o << ", their first " << q.omission->sink_rows() << " rows sent";
+  o << ")\n";
   o << "Storage per request\n";
   o << row("full KV", format_mib(s.kv_full));
   o << row("omitted (saved) KV", format_mib(s.kv_saved) + "  (" + pct(s.omitted_fraction) + ")");

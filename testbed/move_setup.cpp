@@ -86,6 +86,11 @@ MoveSetup load_setup(const input::ScenarioSpec& spec, const ModelInputs& o) {
   }
   if (!spec.risk_kv || spec.risk_kv->omission.empty()) return s;
   const cost_model::OmissionPlan& topo = spec.risk_kv->omission;
+  if (topo.sink_rows() > 0) {  // its wire format carries whole layers only
+    throw InputError("risk_kv.topology: sink_rows " + std::to_string(topo.sink_rows()) +
+                     ": the testbed sends whole layers and cannot send an omitted layer's sink "
+                     "rows yet; use a topology calibrated without --sink-rows");
+  }
   const std::string file = !o.predictors.empty() ? o.predictors : spec.cost_source.live.predictors;
   if (file.empty()) {
     for (const auto& g : topo.groups()) {
@@ -101,6 +106,11 @@ MoveSetup load_setup(const input::ScenarioSpec& spec, const ModelInputs& o) {
     if (it == stored.end()) {
       throw InputError("--predictors: " + file + " has no predictor for G" +
                        std::to_string(g.group) + " of the topology " + topo.describe());
+    }
+    if (it->predictor.sink_rows != 0) {
+      throw InputError("--predictors: " + file + " was fitted with sink_rows " +
+                       std::to_string(it->predictor.sink_rows) +
+                       "; the testbed sends whole layers only");
     }
     s.predictors.push_back(it->predictor);
   }

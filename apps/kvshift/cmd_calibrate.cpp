@@ -38,7 +38,7 @@ struct CalibrateOptions {
   std::uint64_t seed = 1;
   int resamples = cal::kMinResamples;
   int threads = 0;
-  int group_width = 2, anchor_width = 2;
+  int group_width = 2, anchor_width = 2, sink_rows = 0;
   bool force = false;
 };
 
@@ -67,6 +67,7 @@ cal::CalibrationOptions procedure_options(const CalibrateOptions& o,
   }
   c.group_width = o.group_width;
   c.anchor_width = o.anchor_width;
+  c.sink_rows = o.sink_rows;  // checked against --history by the procedure
   if (!o.groups.empty()) {
     const cost_model::OmissionPlan candidates = [&] {
       try {
@@ -187,6 +188,9 @@ Action setup(CLI::App& sub) {
   sub.add_option("--anchor-width", o->anchor_width,
                  "Exact kept layers a group's predictor reads on each side (default 2); a "
                  "candidate group without that many on a side is refused, name --groups then");
+  sub.add_option("--sink-rows", o->sink_rows,
+                 "First history rows of every omitted layer sent exact instead of rebuilt "
+                 "(attention sinks; left out of the fit), default 0");
   sub.add_option("--seed", o->seed, "Seed for the request split and the bootstrap");
   sub.add_option("--resamples", o->resamples, "Bootstrap resamples (>= 2000)");
   sub.add_option("--threads", o->threads, "Worker threads (default: all cores)");

@@ -184,6 +184,12 @@ std::vector<cal::StoredPredictor> risk_kv_predictors(const cal::KvPolicy& p,
     throw InputError("--policy " + p.text + ": " + predictors.string() +
                      " holds other groups than the topology omits");
   }
+  if (!read.empty() && read.front().predictor.sink_rows != topology.sink_rows()) {
+    throw InputError("--policy " + p.text + ": the topology sends " +
+                     std::to_string(topology.sink_rows()) + " sink row(s) exact, " +
+                     predictors.string() + " was fitted for " +
+                     std::to_string(read.front().predictor.sink_rows));
+  }
   return read;
 }
 

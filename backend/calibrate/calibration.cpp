@@ -91,6 +91,7 @@ std::vector<const FittedGroup*> ensure_fits(Context& c, const std::vector<GroupP
   parallel_for(missing.size(), c.o.threads, [&](std::size_t i) {
     fitted[i] = fit_group(c.fit_data, c.model.weights(), missing[i]->group,
                           missing[i]->target_layers, missing[i]->anchor_layers, c.o.alphas, inner);
+    fitted[i].predictor.sink_rows = c.o.sink_rows;
     c.progress.add();
   });
   for (std::size_t i = 0; i < missing.size(); ++i) {
@@ -265,6 +266,10 @@ void check_options(const CalibrationOptions& o) {
     throw InputError("--gate stable-split: needs a confirmation set (--requests ...,confirm:N)");
   }
   if (o.threads < 1) throw InputError("--threads: must be >= 1");
+  if (o.sink_rows < 0 || o.sink_rows >= o.history) {
+    throw InputError("--sink-rows: must be in 0.." + std::to_string(o.history - 1) +
+                     " (fewer than --history; got " + std::to_string(o.sink_rows) + ")");
+  }
 }
 
 /// The rules of the frontier: the requested one, then mean, upper90, share, stable-split.
@@ -454,7 +459,8 @@ CalibrationResult run_calibration(const Model& model, std::span<const std::int32
   timed("fit data", [&] {
     std::vector<std::span<const std::int32_t>> hist;
     for (const Window& w : sets.fit) hist.push_back(history_of(c, w));
-    c.fit_data = gather_fit_data(model, hist, std::max(1, n.fit / 6), options.threads);
+    c.fit_data =
+        gather_fit_data(model, hist, std::max(1, n.fit / 6), options.threads, options.sink_rows);
   });
   select_prefixes_on(c, sets, candidates, res, timed);
   Probes test;

@@ -42,6 +42,8 @@ struct CalibrationOptions {
   std::vector<int> candidates;  ///< 1-based groups; empty: every interior group
   int group_width = 2;
   int anchor_width = 2;
+  /// First rows of every request sent exact in omitted layers (GroupPredictor::sink_rows).
+  int sink_rows = 0;
   int threads = 1;
   std::vector<double> alphas = default_alpha_grid();
 };

@@ -32,7 +32,7 @@ std::string describe(int group, const std::vector<int>& anchors) {
 
 FitData gather_fit_data(const Model& model,
                         const std::vector<std::span<const std::int32_t>>& histories, int held_out,
-                        int threads) {
+                        int threads, int sink_rows) {
   const auto& spec = model.spec();
   if (histories.empty()) throw std::invalid_argument("gather_fit_data: no requests");
   const auto per = static_cast<Eigen::Index>(histories.front().size());
@@ -43,22 +43,26 @@ FitData gather_fit_data(const Model& model,
   }
   const auto n = static_cast<Eigen::Index>(histories.size());
   if (held_out < 1 || held_out >= n) throw std::invalid_argument("gather_fit_data: bad held_out");
+  if (sink_rows < 0 || sink_rows >= per) {
+    throw std::invalid_argument("gather_fit_data: sink_rows must leave rows to fit");
+  }
+  const Eigen::Index kept = per - sink_rows;  // rows of each request in the fit
   FitData d;
-  d.features.assign(spec.layers, Matrix(n * per, spec.kv_width()));
-  d.labels.assign(spec.layers, Matrix(n * per, spec.hidden));
-  d.train_rows = (n - held_out) * per;
+  d.features.assign(spec.layers, Matrix(n * kept, spec.kv_width()));
+  d.labels.assign(spec.layers, Matrix(n * kept, spec.hidden));
+  d.train_rows = (n - held_out) * kept;
   parallel_for(histories.size(), threads, [&](std::size_t i) {
     KvCache cache = model.new_cache();
     ForwardOptions o;
     o.logits = LogitsMode::kNone;
     o.capture_attn_inputs = true;
     ForwardResult r = model.forward(histories[i], cache, o);
-    const Eigen::Index row0 = static_cast<Eigen::Index>(i) * per;
+    const Eigen::Index row0 = static_cast<Eigen::Index>(i) * kept;
     const Eigen::Index half = spec.kv_width() / 2;
     for (int l = 0; l < spec.layers; ++l) {
-      d.features[l].block(row0, 0, per, half) = pre_rope_keys(cache, l, spec);
-      d.features[l].block(row0, half, per, half) = cache.v[l];
-      d.labels[l].middleRows(row0, per) = r.attn_inputs[l];
+      d.features[l].block(row0, 0, kept, half) = pre_rope_keys(cache, l, spec).bottomRows(kept);
+      d.features[l].block(row0, half, kept, half) = cache.v[l].bottomRows(kept);
+      d.labels[l].middleRows(row0, kept) = r.attn_inputs[l].bottomRows(kept);
     }
   });
   return d;

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <stdexcept>
+#include <string>
 
 #include "backend/safetensors.hpp"
 #include "cost_model/input_error.hpp"
@@ -76,6 +78,22 @@ std::vector<StoredPredictor> read_predictors(const std::string& path,
     throw InputError(path + ": __metadata__.format is \"" + field("format") +
                      "\", expected \"kvshift-risk-kv-predictors\"");
   }
+  // Absent in files written before sink rows existed: every row rebuilt.
+  int sink_rows = 0;
+  if (const auto it = meta.find("sink_rows"); it != meta.end()) {
+    std::size_t used = 0;
+    long v = -1;
+    try {
+      v = std::stol(it->second, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != it->second.size() || v < 0 || v > (1 << 24)) {
+      throw InputError(path + ": __metadata__.sink_rows is \"" + it->second +
+                       "\", expected a whole number of rows >= 0");
+    }
+    sink_rows = static_cast<int>(v);
+  }
   std::vector<StoredPredictor> out;
   const std::vector<int> groups =
       parse_layer_list(field("groups"), std::numeric_limits<int>::max(), path + ": groups");
@@ -83,6 +101,7 @@ std::vector<StoredPredictor> read_predictors(const std::string& path,
   for (int g : groups) {
     const std::string name = "G" + std::to_string(g);
     StoredPredictor p{g, {}};
+    p.predictor.sink_rows = sink_rows;
     p.predictor.anchor_layers =
         parse_layer_list(field(name + ".anchor_layers"), spec.layers, path + ": " + name);
     p.predictor.target_layers =
@@ -145,6 +164,14 @@ std::string predictors_safetensors(const std::vector<FittedGroup>& groups, cost_
     }
   }
   meta["groups"] = groups_text;
+  if (!groups.empty() && groups.front().predictor.sink_rows > 0) {
+    for (const FittedGroup& g : groups) {
+      if (g.predictor.sink_rows != groups.front().predictor.sink_rows) {
+        throw std::logic_error("predictors_safetensors: groups differ in sink_rows");
+      }
+    }
+    meta["sink_rows"] = std::to_string(groups.front().predictor.sink_rows);
+  }
   return safetensors_image(tensors, meta);
 }
 

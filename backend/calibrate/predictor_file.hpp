@@ -3,7 +3,8 @@
 // "G<g>.bias"), in F32 or F16 (round to nearest even), plus for a model that norms its
 // keys (Gemma) each target layer's key norm ("G<g>.key_norm" [|T|, head_dim], F32). The header's
 // __metadata__ names the model, the dtype and each group's anchor and target
-// layers ("G<g>.anchor_layers": "0,1,6,7"); read_predictors reads it back. Leaves out: sharding.
+// layers ("G<g>.anchor_layers": "0,1,6,7"), and "sink_rows" when the first rows are sent exact
+// (GroupPredictor::sink_rows; absent: 0); read_predictors reads it back. Leaves out: sharding.
 #pragma once
 
 #include <string>

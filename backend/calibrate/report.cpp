@@ -110,6 +110,8 @@ json topology_json(const CalibrationResult& r, const cost_model::ModelSpec& spec
             {"predictor_dtype", cost_model::dtype_name(info.predictor_dtype)},
             {"gate", rule_name(c.rule)},
             {"eps", c.eps}};
+  // Written only when used, so a topology from before sink rows reads the same.
+  if (r.options.sink_rows > 0) t["sink_rows"] = r.options.sink_rows;
   if (!r.predictors.empty()) {
     json groups = json::array();
     for (const FittedGroup& g : r.predictors) {
@@ -229,6 +231,7 @@ json report_json(const CalibrationResult& r, const cost_model::ModelSpec& spec,
             {"resamples", o.resamples},
             {"group_width", o.group_width},
             {"anchor_width", o.anchor_width},
+            {"sink_rows", o.sink_rows},
             {"alpha_grid", o.alphas}}},
           {"selection",
            {{"cross_fitted", r.cross_fitted},
@@ -373,7 +376,13 @@ std::string report_markdown(const CalibrationResult& r, const cost_model::ModelS
      << (r.cross_fitted ? "cross-fitted: the order is estimated on the order set, the prefixes "
                           "are gated on the disjoint selection set"
                         : "in-sample: order and gates on the same selection set")
-     << ". Predictors " << cost_model::dtype_name(info.predictor_dtype) << ", "
+     << ". ";
+  if (o.sink_rows > 0) {
+    md << "The first " << o.sink_rows
+       << " row(s) of every omitted layer are sent exact (sink rows): left out of the fit, "
+          "counted in the bytes sent. ";
+  }
+  md << "Predictors " << cost_model::dtype_name(info.predictor_dtype) << ", "
      << format_number("%.3f", total_predictor_bytes(r, info.predictor_dtype) / (1024.0 * 1024.0))
      << " MiB in all. Wall time " << format_number("%.1f", info.wall_time_s) << " s with "
      << o.threads << " worker thread(s); CPU time " << format_number("%.1f", info.cpu_time_s)

@@ -63,7 +63,9 @@ kc::DeviceBuffer random_device(DType dtype, std::int64_t count, float bound, std
   return b;
 }
 
-/// Device state of one reconstruct(T, N) measurement (the predictors are the run's).
+/// Device state of one reconstruct(T, N) measurement (the predictors are the run's). Every row
+/// is rebuilt, sink rows too (GroupPredictor::sink_rows): at most sink_rows/T more work than a
+/// move does.
 struct ReconstructSetup {
   kc::DeviceBuffer cache, x, z;
   std::unique_ptr<kc::ReconstructGraph> run;

@@ -115,6 +115,51 @@ TEST_F(CalibrateCli, GroupAndAnchorWidthsReachTheTopology) {
   EXPECT_NE(cost.out.find("G2,G3,G4,G5,G6,G7"), std::string::npos) << cost.out;
 }
 
+// Sink rows: the count reaches the topology, the predictors and the bytes `kvshift cost` prices;
+// `kvshift quality` measures with them, and refuses a topology that disagrees with its predictors.
+TEST_F(CalibrateCli, SinkRowsReachTheTopologyThePredictorsAndTheBytesSent) {
+  const auto r = run_kvshift(base() +
+                             " --history 24 --eval 12 --requests fit:3,order:2,select:3,test:2 "
+                             "--eps 1e9 --sink-rows 4 --out " +
+                             (dir_ / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path topology = dir_ / "out" / "topology.json";
+  json topo = json::parse(slurp(topology.string()));
+  EXPECT_EQ(topo["sink_rows"], 4);
+  EXPECT_EQ(json::parse(slurp((dir_ / "out" / "report.json").string()))["options"]["sink_rows"], 4);
+  EXPECT_NE(slurp((dir_ / "out" / "report.md").string()).find("The first 4 row(s)"),
+            std::string::npos);
+  auto saved = [&](const fs::path& file) {
+    const auto cost = run_kvshift("cost --model " + (dir_ / "model").string() + " --topology " +
+                                  file.string() + " --tokens 64 --json");
+    EXPECT_EQ(cost.exit_code, 0) << cost.err;
+    return json::parse(cost.out)["kv_bytes_saved"].get<std::int64_t>();
+  };
+  const std::int64_t with_sinks = saved(topology);
+  const std::string quality = "quality --model " + (dir_ / "model").string() + " --corpus " +
+                              (dir_ / "corpus.tokens").string() +
+                              " --history 64 --eval 16 --windows 8 --threads 2 --policy exact "
+                              "--policy risk-kv:" +
+                              topology.string() + " --out ";
+  const auto q = run_kvshift(quality + (dir_ / "q").string());
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  // The same topology without sink rows saves 4 of 64 rows more, and no longer fits the
+  // predictors.
+  topo.erase("sink_rows");
+  std::ofstream(topology) << topo.dump(2);
+  EXPECT_EQ(saved(topology) * 60, with_sinks * 64);
+  const auto mismatch = run_kvshift(quality + (dir_ / "q2").string());
+  EXPECT_EQ(mismatch.exit_code, 2);
+  EXPECT_NE(mismatch.err.find("the topology sends 0 sink row(s) exact"), std::string::npos)
+      << mismatch.err;
+  topo["sink_rows"] = -1;
+  std::ofstream(topology) << topo.dump(2);
+  const auto negative = run_kvshift("cost --model " + (dir_ / "model").string() + " --topology " +
+                                    topology.string() + " --json");
+  EXPECT_EQ(negative.exit_code, 2);
+  EXPECT_NE(negative.err.find("sink_rows"), std::string::npos) << negative.err;
+}
+
 TEST_F(CalibrateCli, ShortCorpusExitsTwoAndWritesNothing) {
   const auto r = run_kvshift(base() + " --out " + (dir_ / "out").string());  // 144 × 1024 > 3000
   EXPECT_EQ(r.exit_code, 2);
@@ -178,6 +223,8 @@ TEST_F(CalibrateCli, BadOptionsExitTwoNamingTheOption) {
        "3 anchor layers on each side)"},
       {" --history 24 --eval 12 --requests fit:3,order:2,select:3,test:2 --resamples 10",
        "--resamples"},
+      {" --history 24 --eval 12 --sink-rows -1", "--sink-rows: must be in 0..23"},
+      {" --history 24 --eval 12 --sink-rows 24", "--sink-rows: must be in 0..23"},
   };
   for (const auto& [args, needle] : cases) {
     const auto r = run_kvshift(base() + args + out);

@@ -197,6 +197,53 @@ TEST(Reconstruct, OnGemmaAPredictorWithoutKeyNormsIsRefused) {
   EXPECT_THROW(reconstruct_group(p, one, m), std::invalid_argument);
 }
 
+TEST(Reconstruct, SinkRowsStayExactAndTheOtherRowsAreRebuiltAtTheirPositions) {
+  const auto m = small_spec();
+  const auto topo = cost_model::OmissionPlan::from_groups(m.layers, {2});
+  GroupPredictor p = random_predictor(m, topo.groups()[0], 3);
+  // Two requests of different lengths, one shorter than the sink rows: nothing of it is rebuilt.
+  for (const std::int64_t T : {std::int64_t{13}, std::int64_t{2}}) {
+    for (const int sink : {1, 3}) {
+      SCOPED_TRACE("T " + std::to_string(T) + ", sink rows " + std::to_string(sink));
+      KvCache exact = random_cache(m, T, 7), reference = exact;
+      direct_reconstruct(p, reference, m);  // every row rebuilt
+      p.sink_rows = sink;
+      KvCache c = exact;
+      KvCache* one[] = {&c};
+      reconstruct_group(p, one, m);
+      const Eigen::Index s = std::min<Eigen::Index>(sink, T);
+      for (int l : {2, 3}) {
+        ASSERT_EQ(c.k[l].rows(), T);
+        EXPECT_EQ(Matrix(c.k[l].topRows(s)), Matrix(exact.k[l].topRows(s)));
+        EXPECT_EQ(Matrix(c.v[l].topRows(s)), Matrix(exact.v[l].topRows(s)));
+        if (s < T) {
+          EXPECT_LT(rel(c.k[l].bottomRows(T - s), reference.k[l].bottomRows(T - s)), 1e-5);
+          EXPECT_LT(rel(c.v[l].bottomRows(T - s), reference.v[l].bottomRows(T - s)), 1e-5);
+        }
+      }
+      p.sink_rows = 0;
+    }
+  }
+}
+
+TEST(Reconstruct, SinkRowsThatWereNotSentAreAnError) {
+  const auto m = small_spec();
+  const auto topo = cost_model::OmissionPlan::from_groups(m.layers, {2});
+  GroupPredictor p = random_predictor(m, topo.groups()[0], 3);
+  p.sink_rows = 2;
+  KvCache c = random_cache(m, 9, 1);
+  c.k[2].resize(1, c.k[2].cols());  // one of the two sink rows arrived
+  KvCache* one[] = {&c};
+  try {
+    reconstruct_group(p, one, m);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("sink rows"), std::string::npos) << e.what();
+  }
+  p.sink_rows = -1;
+  EXPECT_THROW(reconstruct_group(p, one, m), std::invalid_argument);
+}
+
 TEST(Reconstruct, RejectsAPredictorOfTheWrongShape) {
   const auto m = small_spec();
   const auto topo = cost_model::OmissionPlan::from_groups(m.layers, {2});

@@ -38,6 +38,21 @@ TEST(MovePlan, EachStrategyShipsItsBytesAndRebuildsItsTokens) {
   EXPECT_DOUBLE_EQ(proxy.delta_nll, 0.03);
 }
 
+TEST(MovePlan, RiskKvWithSinkRowsShipsThemAsTheirOwnBlocks) {
+  Fixture f;
+  const MoveState st{1000, 800, SourceKv::kFull, true, false};
+  const MovePlan plain = plan_move(Strategy::kRiskKv, f.methods, st);
+  const OmissionPlan with_sinks = f.topology.with_sink_rows(4);
+  MoveMethods methods = f.methods;
+  methods.omission = &with_sinks;
+  const MovePlan sinks = plan_move(Strategy::kRiskKv, methods, st);
+  const int omitted = f.topology.omitted_layers();
+  EXPECT_EQ(sinks.kv.count - plain.kv.count, 4 * omitted * f.model.kv_bytes_per_layer_token());
+  EXPECT_EQ(sinks.descriptors - plain.descriptors, kv_descriptors(methods.engine, 4, omitted));
+  EXPECT_EQ(sinks.reconstruct_tokens, plain.reconstruct_tokens);
+  EXPECT_EQ(sinks.predictor, plain.predictor);
+}
+
 TEST(MovePlan, AKvStrategyWithNoKvAtTheSourceIsAReplayAndSaysSo) {
   Fixture f;
   for (Strategy s : {Strategy::kFullKv, Strategy::kRiskKv, Strategy::kProxyKv}) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cost_model/input_error.hpp"
 #include "cost_model/storage.hpp"
 
 namespace kvshift::cost_model {
@@ -86,6 +87,24 @@ TEST(Storage, SmolLm2GroupMatchesHandArithmetic) {
   const OmissionPlan t = OmissionPlan::from_groups(m.layers, {5});
   EXPECT_EQ(folded_params(m, t.groups()[0]), 1'180'416);
   EXPECT_EQ(unfolded_params(m, t.groups()[0]), 1536LL * 1152 + 1152);
+}
+
+TEST(Storage, SinkRowsOfTheOmittedLayersAreSentAllTheSame) {
+  const ModelSpec& m = find_model("smollm2-135m");
+  const OmissionPlan plain = OmissionPlan::from_groups(m.layers, {3, 5, 9});
+  const std::int64_t row = plain.omitted_layers() * m.kv_bytes_per_layer_token();
+  for (const std::int64_t tokens : {0, 1, 3, 4, 512}) {
+    for (const int sink : {0, 1, 4}) {
+      const StorageReport a = storage(m, plain, tokens, {});
+      const StorageReport b = storage(m, plain.with_sink_rows(sink), tokens, {});
+      const std::int64_t sent = std::min<std::int64_t>(sink, tokens);
+      EXPECT_EQ(b.kv_saved.count, a.kv_saved.count - sent * row) << tokens << " " << sink;
+      EXPECT_EQ(b.kv_kept.count, a.kv_kept.count + sent * row);
+      EXPECT_EQ(b.kv_full, a.kv_full);
+      EXPECT_EQ(b.predictor_bytes_total, a.predictor_bytes_total);
+    }
+  }
+  EXPECT_THROW(plain.with_sink_rows(-1), InputError);
 }
 
 }  // namespace

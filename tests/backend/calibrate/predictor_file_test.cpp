@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include <unistd.h>
@@ -63,6 +64,31 @@ TEST(PredictorFile, ReadsBackWhatItWrote) {
   EXPECT_LE((half[0].predictor.weight - w).cwiseAbs().maxCoeff(), w.cwiseAbs().maxCoeff() / 1024);
   std::filesystem::remove(f32);
   std::filesystem::remove(f16);
+}
+
+TEST(PredictorFile, CarriesTheSinkRowsAndRefusesABadCount) {
+  const auto spec = testing::tiny_spec("tiny");
+  auto groups = two_groups(spec);
+  const std::string none =
+      write_file(predictors_safetensors(groups, cost_model::DType::kF32, "tiny"), "sink0");
+  for (const auto& p : read_predictors(none, spec)) EXPECT_EQ(p.predictor.sink_rows, 0);
+  for (auto& g : groups) g.predictor.sink_rows = 4;
+  const std::string four =
+      write_file(predictors_safetensors(groups, cost_model::DType::kF32, "tiny"), "sink4");
+  for (const auto& p : read_predictors(four, spec)) EXPECT_EQ(p.predictor.sink_rows, 4);
+  groups[1].predictor.sink_rows = 1;  // one calibration, one count for all its groups
+  EXPECT_THROW(predictors_safetensors(groups, cost_model::DType::kF32, "tiny"), std::logic_error);
+  // A hand-edited count is refused by name.
+  std::ifstream in(four, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string good = "\"sink_rows\":\"4\"", edited = "\"sink_rows\":\"x\"";
+  const auto at = bytes.find(good);
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, good.size(), edited);  // same length: the header's size still holds
+  const std::string bad = write_file(bytes, "sinkx");
+  EXPECT_NE(message_of(bad, spec).find("__metadata__.sink_rows is \"x\""), std::string::npos)
+      << message_of(bad, spec);
+  for (const auto& f : {none, four, bad}) std::filesystem::remove(f);
 }
 
 TEST(PredictorFile, RefusesAFileForAnotherModel) {

@@ -70,6 +70,25 @@ TEST(Probe, ResumingWithAReconstructedCacheEqualsAFullForward) {
   EXPECT_THROW(probe.nll_with(rebuilt, 2), std::invalid_argument);  // layer 2 was not kept
 }
 
+TEST(Probe, APredictorWhoseSinkRowsCoverTheHistoryChangesNothing) {
+  const Model model(random_weights(spec(), 4));
+  const auto t = tokens(48, 2);
+  const std::span<const std::int32_t> hist(t.data(), 32), eval(t.data() + 32, 16);
+  const RequestProbe probe(model, hist, eval, {4});
+  const auto topo = cost_model::OmissionPlan::from_groups(8, {3});
+  GroupPredictor p = random_predictor(model.spec(), topo.groups().front(), 9);
+  const GroupPredictor* one[] = {&p};
+  const double exact = std::accumulate(probe.exact_nll().begin(), probe.exact_nll().end(), 0.0);
+  auto total = [](const std::vector<double>& v) {
+    return std::accumulate(v.begin(), v.end(), 0.0);
+  };
+  // Every cached row sent exact: the NLL is the exact one. One row fewer: it moves.
+  p.sink_rows = static_cast<int>(probe.exact_cache().tokens());
+  EXPECT_DOUBLE_EQ(total(rebuilt_nll(probe, one)), exact);
+  p.sink_rows -= 1;
+  EXPECT_NE(total(rebuilt_nll(probe, one)), exact);
+}
+
 TEST(Probe, BlockedHeadNllEqualsTheNllOverTheWholeLogits) {
   // A vocabulary that is not a multiple of the block, rows not a multiple of any tile. Small
   // integer entries keep every float logit exact whichever GEMM kernel path computes it, so
