@@ -147,6 +147,25 @@ TEST(TestbedCli, SyntheticRiskKvMovesReconstructWithSeededPredictors) {
   fs::remove_all(dir);
 }
 
+TEST(TestbedCli, ATopologyWithSinkRowsIsRefusedNotSentAsWholeLayers) {
+  const fs::path dir = scratch("sink");
+  std::ofstream(dir / "config.json") << R"({"hidden_size": 32, "intermediate_size": 48,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 8,
+    "vocab_size": 64, "max_position_embeddings": 256, "rms_norm_eps": 1e-5,
+    "rope_theta": 10000.0, "architectures": ["LlamaForCausalLM"], "model_type": "llama"})";
+  std::ofstream(dir / "topology.json") << R"({"omitted_groups": [2], "sink_rows": 1})";
+  std::ofstream(dir / "s.json") << scenario(
+      (dir / "config.json").string(), R"("risk_kv", "full_kv")", 4,
+      R"("risk_kv": {"topology": ")" + (dir / "topology.json").string() +
+          R"(", "delta_nll": 0.01},)",
+      false);
+  const auto r = run_kvshift("testbed " + (dir / "s.json").string() + " --moves 2 --out " +
+                             (dir / "out").string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("sink_rows 1: the testbed sends whole layers"), std::string::npos) << r.err;
+  fs::remove_all(dir);
+}
+
 void expect_input_error(const std::string& args, const std::string& part) {
   const auto r = run_kvshift(args);
   EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
