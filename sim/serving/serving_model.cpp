@@ -233,6 +233,8 @@ void ServingModel::Deployment::protect_with(ProtectionMode mode) {
       break;
     case ProtectionMode::kRiskKv:
       if (dep.risk_kv) {
+        // Per token: a topology's sink rows (the first few rows of the omitted layers, once per
+        // request) are left out of the stream, sink_rows/context of the omitted bytes.
         kept.layers = layers - dep.risk_kv->omission.omitted_layers();
         replica_kv = cost_model::SourceKv::kKeptLayers;
       }
