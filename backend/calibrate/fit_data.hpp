@@ -28,7 +28,7 @@ struct FitData {
 /// Runs the exact forwards over `histories` (one span per fit request) and collects the
 /// data; the last `held_out` requests are the validation rows. The first `sink_rows` rows of
 /// each request are left out: they are sent exact (GroupPredictor::sink_rows), and the BOS
-/// row's outsized keys would otherwise pull the fit towards a row it never rebuilds.
+/// row, which sees no context, would otherwise pull the fit towards a row it never rebuilds.
 FitData gather_fit_data(const Model& model,
                         const std::vector<std::span<const std::int32_t>>& histories, int held_out,
                         int threads, int sink_rows = 0);
