@@ -115,12 +115,17 @@ TEST(TestbedCli, ReplaysTheDrainWithEveryStrategyOnTheTinyFixture) {
   fs::remove_all(dir);
 }
 
-TEST(TestbedCli, SyntheticRiskKvMovesReconstructWithSeededPredictors) {
-  const fs::path dir = scratch("risk");
+/// An 8-layer Llama config.json in `dir` (seeded random weights: no weights file).
+void write_tiny_config(const fs::path& dir) {
   std::ofstream(dir / "config.json") << R"({"hidden_size": 32, "intermediate_size": 48,
     "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 8,
     "vocab_size": 64, "max_position_embeddings": 256, "rms_norm_eps": 1e-5,
     "rope_theta": 10000.0, "architectures": ["LlamaForCausalLM"], "model_type": "llama"})";
+}
+
+TEST(TestbedCli, SyntheticRiskKvMovesReconstructWithSeededPredictors) {
+  const fs::path dir = scratch("risk");
+  write_tiny_config(dir);
   std::ofstream(dir / "s.json") << scenario(
       (dir / "config.json").string(), R"("risk_kv", "full_kv")", 4,
       R"("risk_kv": {"topology": "G2", "delta_nll": 0.01},)", false);
@@ -149,10 +154,7 @@ TEST(TestbedCli, SyntheticRiskKvMovesReconstructWithSeededPredictors) {
 
 TEST(TestbedCli, ATopologyWithSinkRowsIsRefusedNotSentAsWholeLayers) {
   const fs::path dir = scratch("sink");
-  std::ofstream(dir / "config.json") << R"({"hidden_size": 32, "intermediate_size": 48,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 8,
-    "vocab_size": 64, "max_position_embeddings": 256, "rms_norm_eps": 1e-5,
-    "rope_theta": 10000.0, "architectures": ["LlamaForCausalLM"], "model_type": "llama"})";
+  write_tiny_config(dir);
   std::ofstream(dir / "topology.json") << R"({"omitted_groups": [2], "sink_rows": 1})";
   std::ofstream(dir / "s.json") << scenario(
       (dir / "config.json").string(), R"("risk_kv", "full_kv")", 4,
