@@ -39,6 +39,7 @@ struct CalibrateOptions {
   int resamples = cal::kMinResamples;
   int threads = 0;
   int group_width = 2, anchor_width = 2, sink_rows = 0;
+  std::string order = "risk-per-byte";
   bool force = false;
 };
 
@@ -68,6 +69,7 @@ cal::CalibrationOptions procedure_options(const CalibrateOptions& o,
   c.group_width = o.group_width;
   c.anchor_width = o.anchor_width;
   c.sink_rows = o.sink_rows;  // checked against --history by the procedure
+  c.order_rule = cal::parse_order_rule(o.order, "--order");
   if (!o.groups.empty()) {
     const cost_model::OmissionPlan candidates = [&] {
       try {
@@ -191,6 +193,10 @@ Action setup(CLI::App& sub) {
   sub.add_option("--sink-rows", o->sink_rows,
                  "First history rows of every omitted layer sent exact instead of rebuilt "
                  "(attention sinks; left out of the fit), default 0");
+  sub.add_option("--order", o->order,
+                 "How the candidates are ordered on the order set: risk-per-byte (each alone) "
+                 "or greedy (each next one measured beside those chosen; about twice the "
+                 "order set's passes)");
   sub.add_option("--seed", o->seed, "Seed for the request split and the bootstrap");
   sub.add_option("--resamples", o->resamples, "Bootstrap resamples (>= 2000)");
   sub.add_option("--threads", o->threads, "Worker threads (default: all cores)");

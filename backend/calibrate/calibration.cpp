@@ -170,7 +170,7 @@ class ProbeOracle final : public SelectionOracle {
         c_.progress.add();
       }
     });
-    (calls++ == 0 ? singles_seconds : prefixes_seconds) += seconds_since(t1);
+    call_seconds.push_back(seconds_since(t1));
     return d;
   }
   bool feasible(const std::vector<int>& groups) const override {
@@ -190,13 +190,13 @@ class ProbeOracle final : public SelectionOracle {
   /// Frees the requests' kept residuals (the pool is about to go).
   void forget() { chains_.clear(); }
 
-  double fit_seconds = 0.0, singles_seconds = 0.0, prefixes_seconds = 0.0;
+  double fit_seconds = 0.0;
+  std::vector<double> call_seconds;  ///< per measure(): the singles, the order's, the prefixes
 
  private:
   Context& c_;
   const Probes& pool_;
   std::vector<PassChain> chains_;  // per request of the pool: its last pass
-  int calls = 0;
 };
 
 /// Test-set quality of one topology, ε-independent parts.
@@ -354,11 +354,24 @@ void select_prefixes_on(Context& c, const RequestSets& sets, const std::vector<i
   in.eps_max = eps_grid.back();
   in.resamples = options.resamples;
   in.seed = options.seed;
+  in.order_rule = options.order_rule;
+  in.order_stop = 2 * in.eps_max;
   ProbeOracle oracle(c, pool, resume_layers(c, candidates));
   SelectionOutcome sel = select_prefixes(oracle, in);
+  const auto& calls = oracle.call_seconds;
+  const auto order_end =
+      calls.begin() + std::min<std::ptrdiff_t>(1 + sel.order_measurements,
+                                               static_cast<std::ptrdiff_t>(calls.size()));
   res.stage_seconds.emplace_back("select: fits", oracle.fit_seconds);
-  res.stage_seconds.emplace_back("select: singles", oracle.singles_seconds);
-  res.stage_seconds.emplace_back("select: prefixes", oracle.prefixes_seconds);
+  res.stage_seconds.emplace_back("select: singles", calls.empty() ? 0.0 : calls.front());
+  if (options.order_rule == OrderRule::kGreedy) {
+    res.stage_seconds.emplace_back("select: greedy order",
+                                   std::accumulate(calls.begin() + 1, order_end, 0.0));
+  }
+  res.stage_seconds.emplace_back("select: prefixes", std::accumulate(order_end, calls.end(), 0.0));
+  res.order_means = std::move(sel.order_means);
+  res.order_measurements = sel.order_measurements;
+  res.order_stop = in.order_stop;
   res.singles = std::move(sel.singles);
   res.single_deltas = std::move(sel.single_deltas);
   res.order = std::move(sel.order);
@@ -452,7 +465,10 @@ CalibrationResult run_calibration(const Model& model, std::span<const std::int32
   const auto& n = options.counts;
   const std::int64_t G = static_cast<std::int64_t>(candidates.size());
   const std::int64_t order_n = n.order > 0 ? n.order : n.select;
-  Progress progress(progress_fn, n.total() + 3 * G + order_n * G + (n.select + n.confirm) * G +
+  // The greedy order measures about one more topology per candidate on the order set.
+  const std::int64_t order_passes =
+      (options.order_rule == OrderRule::kGreedy ? 2 : 1) * order_n * G;
+  Progress progress(progress_fn, n.total() + 3 * G + order_passes + (n.select + n.confirm) * G +
                                      n.test * std::min<std::int64_t>(G, 6));
   Context c{model, options, corpus, progress, {}, {}};
   Stages timed(progress, res);

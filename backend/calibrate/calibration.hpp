@@ -44,6 +44,9 @@ struct CalibrationOptions {
   int anchor_width = 2;
   /// First rows of every request sent exact in omitted layers (GroupPredictor::sink_rows).
   int sink_rows = 0;
+  /// How the candidates are ordered on the order set (OrderRule::kGreedy: each next group
+  /// measured beside those chosen; about twice the order set's passes).
+  OrderRule order_rule = OrderRule::kRiskPerByte;
   int threads = 1;
   std::vector<double> alphas = default_alpha_grid();
 };
@@ -79,10 +82,13 @@ struct CalibrationResult {
   CalibrationOptions options;
   std::vector<SingleRisk> singles;                 ///< candidates alone (order set)
   std::vector<std::vector<double>> single_deltas;  ///< ΔNLL_r per single (order set)
-  std::vector<int> order;                          ///< π: groups by risk per saved byte
-  std::vector<PrefixOutcome> prefixes;             ///< {π1..πk} measured on the selection set
-  bool cross_fitted = false;                       ///< π from requests the gates never see
-  std::string stop_reason;                         ///< why longer prefixes were not measured
+  std::vector<int> order;                          ///< π, by options.order_rule
+  std::vector<double> order_means;  ///< kGreedy: mean ΔNLL of π1..πk on the order set
+  int order_measurements = 0;       ///< kGreedy: topologies measured for the order
+  double order_stop = 0.0;  ///< kGreedy: the order set's mean past which it stopped measuring
+  std::vector<PrefixOutcome> prefixes;  ///< {π1..πk} measured on the selection set
+  bool cross_fitted = false;            ///< π from requests the gates never see
+  std::string stop_reason;              ///< why longer prefixes were not measured
   /// The frontier: the chosen row (options.gate at options.eps) first, then every rule at
   /// every ε of the grid, rule by rule, ε ascending.
   std::vector<GateChoice> gates;

@@ -1,5 +1,7 @@
 // Cross-fitted selection; see crossfit.hpp.
 #include "backend/calibrate/crossfit.hpp"
+
+#include "cost_model/input_error.hpp"
 #include "cost_model/units.hpp"
 
 #include <algorithm>
@@ -7,6 +9,72 @@
 #include <stdexcept>
 
 namespace kvshift::backend::calibrate {
+
+std::string_view to_string(OrderRule r) {
+  return r == OrderRule::kGreedy ? "greedy" : "risk-per-byte";
+}
+
+OrderRule parse_order_rule(std::string_view name, const std::string& flag) {
+  if (name == "risk-per-byte") return OrderRule::kRiskPerByte;
+  if (name == "greedy") return OrderRule::kGreedy;
+  throw InputError(flag + ": expected risk-per-byte or greedy (got '" + std::string(name) + "')");
+}
+
+namespace {
+
+/// The lazy greedy order (OrderRule::kGreedy) on `order_set`, from the singles' costs.
+void greedy_order(SelectionOracle& oracle, const SelectionInput& in,
+                  const std::vector<std::size_t>& order_set, SelectionOutcome& out) {
+  struct Candidate {
+    int group = 0;
+    double key = 0.0;        ///< ΔNLL per saved byte beside the choice of size `beside`
+    double mean = 0.0;       ///< mean ΔNLL of the choice with it
+    std::size_t beside = 0;  ///< size of the choice it was measured beside
+  };
+  std::vector<Candidate> open;
+  for (const SingleRisk& s : out.singles) {
+    open.push_back({s.group, s.risk / std::max(s.saved_bytes, 1.0), s.risk, 0});
+  }
+  std::vector<int> chosen, dropped;
+  double chosen_mean = 0.0;  // nothing omitted: ΔNLL 0 by definition
+  auto cheapest = [&] {
+    return std::min_element(open.begin(), open.end(), [](const Candidate& a, const Candidate& b) {
+      return a.key != b.key ? a.key < b.key : a.group < b.group;
+    });
+  };
+  while (!open.empty() && chosen_mean <= in.order_stop) {
+    const auto top = cheapest();
+    if (top->beside == chosen.size()) {  // measured beside the current choice: take it
+      chosen.push_back(top->group);
+      chosen_mean = top->mean;
+      out.order_means.push_back(chosen_mean);
+      open.erase(top);
+      continue;
+    }
+    std::vector<int> with = chosen;
+    with.push_back(top->group);
+    if (!oracle.feasible(with)) {  // the choice only grows: it stays infeasible
+      dropped.push_back(top->group);
+      open.erase(top);
+      continue;
+    }
+    top->mean = mean_of(oracle.measure({with}, order_set).front());
+    ++out.order_measurements;
+    const double bytes = oracle.saved_bytes(with) - oracle.saved_bytes(chosen);
+    top->key = (top->mean - chosen_mean) / std::max(bytes, 1.0);
+    top->beside = chosen.size();
+  }
+  out.order = std::move(chosen);
+  // Past the stop, by the last cost measured; the infeasible ones last.
+  while (!open.empty()) {
+    const auto top = cheapest();
+    out.order.push_back(top->group);
+    open.erase(top);
+  }
+  out.order.insert(out.order.end(), dropped.begin(), dropped.end());
+}
+
+}  // namespace
 
 SelectionOutcome select_prefixes(SelectionOracle& oracle, const SelectionInput& in) {
   if (in.gate_requests.empty() || in.candidates.empty()) {
@@ -32,7 +100,11 @@ SelectionOutcome select_prefixes(SelectionOracle& oracle, const SelectionInput& 
     out.singles.push_back(
         {in.candidates[i], mean_of(out.single_deltas[i]), oracle.saved_bytes(singles[i])});
   }
-  out.order = order_by_risk_per_byte(out.singles);
+  if (in.order_rule == OrderRule::kGreedy) {
+    greedy_order(oracle, in, order_set, out);
+  } else {
+    out.order = order_by_risk_per_byte(out.singles);
+  }
 
   // Prefixes on the gate set (and the confirmation set), one k at a time.
   std::vector<std::size_t> requests = in.gate_requests;

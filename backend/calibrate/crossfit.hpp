@@ -21,7 +21,9 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "backend/calibrate/gates.hpp"
@@ -42,6 +44,24 @@ class SelectionOracle {
   virtual double saved_bytes(const std::vector<int>& groups) const = 0;
 };
 
+/// How the order π is formed on the order set.
+enum class OrderRule {
+  /// Each candidate measured alone, ascending risk per saved byte (ARCHITECTURE.md, Algorithm 1).
+  kRiskPerByte,
+  /// Greedy: each next group the one whose ΔNLL *beside the groups already chosen* costs least
+  /// per saved byte. Omitting neighbours costs more than their single risks add up to (a run of
+  /// omitted layers is rebuilt from anchors further away), which single risks cannot see. Lazy
+  /// (CELF): a group's cost beside fewer groups stands in until it reaches the top, then it is
+  /// measured beside the current choice; a cost measured beside the current choice is taken.
+  /// About two measurements per group on the order set instead of one.
+  kGreedy,
+};
+
+/// "risk-per-byte", "greedy".
+std::string_view to_string(OrderRule r);
+/// Parses to_string's names; InputError naming `flag` otherwise.
+OrderRule parse_order_rule(std::string_view name, const std::string& flag);
+
 struct SelectionInput {
   std::vector<int> candidates;                ///< 1-based groups
   std::vector<std::size_t> order_requests;    ///< empty: order on the gate set (in-sample)
@@ -52,15 +72,22 @@ struct SelectionInput {
   int resamples = kMinResamples;
   std::uint64_t seed = 1;
   int patience = 2;
+  OrderRule order_rule = OrderRule::kRiskPerByte;
+  /// kGreedy: once the chosen groups' mean ΔNLL on the order set exceeds this, the rest follow
+  /// by their last measured cost per byte, unmeasured beside the choice (they would not pass).
+  double order_stop = std::numeric_limits<double>::infinity();
 };
 
 struct SelectionOutcome {
   std::vector<SingleRisk> singles;                 ///< on the order set, in candidate order
   std::vector<std::vector<double>> single_deltas;  ///< ΔNLL_r per single (order set)
   std::vector<int> order;                          ///< π
-  std::vector<PrefixOutcome> prefixes;             ///< measured prefixes, k = 1..
-  bool cross_fitted = false;                       ///< order and gate sets disjoint
-  std::string stop_reason;                         ///< why no longer prefix was measured
+  /// kGreedy: mean ΔNLL of π1..πk together on the order set, k = 1.. as far as measured.
+  std::vector<double> order_means;
+  int order_measurements = 0;  ///< kGreedy: topologies measured beside a choice (order set)
+  std::vector<PrefixOutcome> prefixes;  ///< measured prefixes, k = 1..
+  bool cross_fitted = false;            ///< order and gate sets disjoint
+  std::string stop_reason;              ///< why no longer prefix was measured
 };
 
 /// Runs the selection. Throws std::invalid_argument if the order and gate sets overlap

@@ -200,6 +200,19 @@ json report_json(const CalibrationResult& r, const cost_model::ModelSpec& spec,
   }
   json stages = json::object();
   for (const auto& [stage, seconds] : r.stage_seconds) stages[stage] = seconds;
+  json selection = {{"cross_fitted", r.cross_fitted},
+                    {"order_set", r.cross_fitted ? "order" : "select (in-sample)"},
+                    {"exact_nll_mean", r.exact_nll_select},
+                    {"singles", singles},
+                    {"order", r.order},
+                    {"prefixes", prefixes},
+                    {"stop_reason", r.stop_reason},
+                    {"fitted_pairs", r.fits}};
+  if (o.order_rule == OrderRule::kGreedy) {
+    selection["order_means"] = r.order_means;
+    selection["order_measurements"] = r.order_measurements;
+    selection["order_stop"] = r.order_stop;
+  }
   return {{"model", spec.name},
           {"model_path", info.model_path},
           {"layers", spec.layers},
@@ -232,16 +245,9 @@ json report_json(const CalibrationResult& r, const cost_model::ModelSpec& spec,
             {"group_width", o.group_width},
             {"anchor_width", o.anchor_width},
             {"sink_rows", o.sink_rows},
+            {"order_rule", to_string(o.order_rule)},
             {"alpha_grid", o.alphas}}},
-          {"selection",
-           {{"cross_fitted", r.cross_fitted},
-            {"order_set", r.cross_fitted ? "order" : "select (in-sample)"},
-            {"exact_nll_mean", r.exact_nll_select},
-            {"singles", singles},
-            {"order", r.order},
-            {"prefixes", prefixes},
-            {"stop_reason", r.stop_reason},
-            {"fitted_pairs", r.fits}}},
+          {"selection", selection},
           {"predictors", fits},
           {"test", quality_json(c.test)},
           {"gates", gates},
@@ -310,8 +316,25 @@ void selection_markdown(std::ostringstream& md, const CalibrationResult& r) {
      << " set:\n\n| Group | mean ΔNLL |\n|---|---|\n";
   for (const SingleRisk& s : r.singles)
     md << "| G" << s.group << " | " << format_number("%+.5f", s.risk) << " |\n";
-  md << "\nPrefixes in order of risk per saved byte, on the selection set (exact NLL "
-     << format_number("%.4f", r.exact_nll_select) << " nats/token; " << r.stop_reason
+  if (o.order_rule == OrderRule::kGreedy) {
+    md << "\nGreedy order (each next group the one costing least per saved byte beside those "
+          "chosen, "
+       << r.order_measurements << " topologies measured beside a choice); the chosen groups "
+       << "together on the " << (r.cross_fitted ? "order" : "selection")
+       << " set:\n\n| k | adds | mean ΔNLL of π1..πk |\n|---|---|---|\n";
+    for (std::size_t k = 0; k < r.order_means.size(); ++k) {
+      md << "| " << k + 1 << " | G" << r.order[k] << " | "
+         << format_number("%+.5f", r.order_means[k]) << " |\n";
+    }
+    if (r.order_means.size() < r.order.size()) {
+      md << "\nThe rest follow by their last measured cost per byte (the choice's mean passed "
+         << format_number("%g", r.order_stop) << ").\n";
+    }
+  }
+  md << (o.order_rule == OrderRule::kGreedy ? "\nPrefixes of the greedy order"
+                                            : "\nPrefixes in order of risk per saved byte")
+     << ", on the selection set (exact NLL " << format_number("%.4f", r.exact_nll_select)
+     << " nats/token; " << r.stop_reason
      << "):\n\n| k | Groups | mean ΔNLL | Upper-90 | ΔNLL > ε |";
   const bool confirm = !r.prefixes.empty() && r.prefixes.front().confirm_upper90.has_value();
   md << (confirm ? " Upper-90 (confirm) |" : "") << " passes at ε = " << format_number("%g", o.eps)

@@ -4,10 +4,12 @@
 // options — exits 2 with a message naming the problem and writes nothing.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "tests/testing/file_digest.hpp"
 #include "tests/testing/model_folder.hpp"
@@ -113,6 +115,29 @@ TEST_F(CalibrateCli, GroupAndAnchorWidthsReachTheTopology) {
                                 (dir_ / "out" / "topology.json").string() + " --json");
   ASSERT_EQ(cost.exit_code, 0) << cost.err;
   EXPECT_NE(cost.out.find("G2,G3,G4,G5,G6,G7"), std::string::npos) << cost.out;
+}
+
+// The greedy order: every candidate once in the order, each prefix's mean on the order set in
+// report.json and report.md, and the prefixes gated are the order's.
+TEST_F(CalibrateCli, GreedyOrderMeasuresEachPrefixOnTheOrderSet) {
+  const auto r = run_kvshift(base() +
+                             " --history 24 --eval 12 --requests fit:3,order:2,select:3,test:2 "
+                             "--eps 1e9 --group-width 1 --anchor-width 1 --order greedy --out " +
+                             (dir_ / "out").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json rep = json::parse(slurp((dir_ / "out" / "report.json").string()));
+  EXPECT_EQ(rep["options"]["order_rule"], "greedy");
+  const json& sel = rep["selection"];
+  std::vector<int> order = sel["order"].get<std::vector<int>>();
+  ASSERT_EQ(sel["order_means"].size(), order.size());  // ε 1e9: nothing stops it
+  EXPECT_GE(sel["order_measurements"].get<int>(), static_cast<int>(order.size()) - 1);
+  std::sort(order.begin(), order.end());
+  EXPECT_EQ(order, (std::vector<int>{2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(sel["prefixes"][0]["groups"], json({sel["order"][0]}));
+  EXPECT_TRUE(rep["stage_seconds"].contains("select: greedy order"));
+  const std::string md = slurp((dir_ / "out" / "report.md").string());
+  EXPECT_NE(md.find("Greedy order"), std::string::npos);
+  EXPECT_NE(md.find("Prefixes of the greedy order"), std::string::npos);
 }
 
 // Sink rows: the count reaches the topology, the predictors and the bytes `kvshift cost` prices;
@@ -225,6 +250,7 @@ TEST_F(CalibrateCli, BadOptionsExitTwoNamingTheOption) {
        "--resamples"},
       {" --history 24 --eval 12 --sink-rows -1", "--sink-rows: must be in 0..23"},
       {" --history 24 --eval 12 --sink-rows 24", "--sink-rows: must be in 0..23"},
+      {" --order cheapest", "--order: expected risk-per-byte or greedy (got 'cheapest')"},
   };
   for (const auto& [args, needle] : cases) {
     const auto r = run_kvshift(base() + args + out);

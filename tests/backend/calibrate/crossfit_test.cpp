@@ -8,6 +8,7 @@
 #include <set>
 
 #include "backend/calibrate/crossfit.hpp"
+#include "cost_model/input_error.hpp"
 
 namespace kvshift::backend::calibrate {
 namespace {
@@ -131,6 +132,149 @@ TEST(CrossFit, OverlappingSetsAreRejected) {
   in = input();
   in.confirm_requests = {2};
   EXPECT_THROW(select_prefixes(o, in), std::invalid_argument);
+}
+
+/// ΔNLL of a topology on every request: the sum of its groups' risks plus `penalty` for every
+/// two neighbouring groups omitted together (a run rebuilt from anchors further away). Logs
+/// every topology measured and the requests it was measured on.
+class NeighbourOracle final : public SelectionOracle {
+ public:
+  std::map<int, double> risk;
+  double penalty = 0.0;
+  std::set<std::pair<int, int>> infeasible_pairs;
+  std::vector<std::vector<int>> measured;
+  std::vector<std::vector<std::size_t>> measured_on;
+
+  double cost(const std::vector<int>& groups) const {
+    double v = 0.0;
+    for (int g : groups) v += risk.at(g);
+    for (int a : groups) {
+      for (int b : groups) v += b == a + 1 ? penalty : 0.0;
+    }
+    return v;
+  }
+  std::vector<std::vector<double>> measure(const std::vector<std::vector<int>>& topologies,
+                                           const std::vector<std::size_t>& requests) override {
+    std::vector<std::vector<double>> d;
+    for (const auto& t : topologies) {
+      d.emplace_back(requests.size(), cost(t));
+      measured.push_back(t);
+      measured_on.push_back(requests);
+    }
+    return d;
+  }
+  bool feasible(const std::vector<int>& groups) const override {
+    for (int a : groups) {
+      for (int b : groups) {
+        if (infeasible_pairs.contains({a, b})) return false;
+      }
+    }
+    return true;
+  }
+  double saved_bytes(const std::vector<int>& groups) const override {
+    return 100.0 * static_cast<double>(groups.size());
+  }
+};
+
+SelectionInput greedy_input() {
+  SelectionInput in = input();
+  in.order_rule = OrderRule::kGreedy;
+  return in;
+}
+
+TEST(GreedyOrder, WithoutInteractionsItIsTheRiskPerByteOrderAtOneMeasurePerGroup) {
+  // Metamorphic: when joint costs add up, beside-the-choice costs equal the singles', so the
+  // lazy greedy takes the singles' order and re-measures each group once (the first is taken).
+  NeighbourOracle o;
+  o.risk = {{2, 0.0030}, {3, -0.0004}, {4, 0.0011}, {5, 0.0002}, {6, 0.0013}};
+  const SelectionOutcome s = select_prefixes(o, greedy_input());
+  EXPECT_EQ(s.order, order_by_risk_per_byte(s.singles));
+  EXPECT_EQ(s.order, (std::vector<int>{3, 5, 4, 6, 2}));
+  EXPECT_EQ(s.order_measurements, 4);
+  ASSERT_EQ(s.order_means.size(), 5u);
+  double sum = 0.0;
+  for (std::size_t k = 0; k < 5; ++k) {
+    sum += o.risk.at(s.order[k]);
+    EXPECT_NEAR(s.order_means[k], sum, 1e-15) << k;
+  }
+}
+
+TEST(GreedyOrder, NeighboursOmittedTogetherAreTakenLast) {
+  NeighbourOracle o;
+  o.risk = {{2, 0.0010}, {3, 0.0011}, {4, 0.0012}, {5, 0.0050}, {6, 0.0060}};
+  o.penalty = 0.01;
+  SelectionInput in = greedy_input();
+  in.order_stop = 1.0;
+  const SelectionOutcome s = select_prefixes(o, in);
+  EXPECT_EQ(order_by_risk_per_byte(s.singles), (std::vector<int>{2, 3, 4, 5, 6}));
+  // G3 beside G2 costs the penalty, G4 does not; then G5 beside G4 does, G6 does not; of the
+  // two left, G3 adds 0.0211 beside {2, 4, 6}, G5 0.025.
+  EXPECT_EQ(s.order, (std::vector<int>{2, 4, 6, 3, 5}));
+  ASSERT_EQ(s.order_means.size(), 5u);
+  for (std::size_t k = 0; k < 5; ++k) {
+    const std::vector<int> prefix(s.order.begin(), s.order.begin() + static_cast<long>(k) + 1);
+    EXPECT_NEAR(s.order_means[k], o.cost(prefix), 1e-15) << k;
+  }
+  // The gated prefixes are the greedy order's.
+  ASSERT_FALSE(s.prefixes.empty());
+  EXPECT_EQ(s.prefixes[1].groups, (std::vector<int>{2, 4}));
+  EXPECT_NEAR(s.prefixes[1].mean, o.cost({2, 4}), 1e-15);
+}
+
+TEST(GreedyOrder, OrdersOnTheOrderSetOnly) {
+  NeighbourOracle o;
+  o.risk = {{2, 0.0010}, {3, 0.0011}, {4, 0.0012}, {5, 0.0050}, {6, 0.0060}};
+  o.penalty = 0.01;
+  const SelectionInput in = greedy_input();
+  const SelectionOutcome s = select_prefixes(o, in);
+  // The singles, then the greedy's measurements: on the order requests; then the prefixes: on
+  // the gate requests.
+  const std::size_t ordering =
+      in.candidates.size() + static_cast<std::size_t>(s.order_measurements);
+  ASSERT_GT(o.measured_on.size(), ordering);
+  for (std::size_t i = 0; i < o.measured_on.size(); ++i) {
+    EXPECT_EQ(o.measured_on[i], i < ordering ? in.order_requests : in.gate_requests) << i;
+  }
+  EXPECT_TRUE(s.cross_fitted);
+}
+
+TEST(GreedyOrder, StopsMeasuringPastTheStopAndKeepsEveryCandidate) {
+  NeighbourOracle o;
+  o.risk = {{2, 0.0010}, {3, 0.0011}, {4, 0.0012}, {5, 0.0050}, {6, 0.0060}};
+  o.penalty = 0.01;
+  SelectionInput in = greedy_input();
+  in.order_stop = 0.002;  // passed once {2, 4} is chosen (0.0022)
+  const SelectionOutcome s = select_prefixes(o, in);
+  EXPECT_EQ(s.order_means.size(), 2u);
+  EXPECT_EQ(s.order_measurements, 2);  // G3 and G4 beside {2}
+  // The rest by their last measured cost per byte: G5 and G6 alone, G3 beside G2.
+  EXPECT_EQ(s.order, (std::vector<int>{2, 4, 5, 6, 3}));
+}
+
+TEST(GreedyOrder, InfeasibleGroupsGoLast) {
+  NeighbourOracle o;
+  o.risk = {{2, 0.0010}, {3, 0.0011}, {4, 0.0012}, {5, 0.0050}, {6, 0.0060}};
+  o.infeasible_pairs = {{2, 3}};
+  SelectionInput in = greedy_input();
+  in.order_stop = 1.0;
+  const SelectionOutcome s = select_prefixes(o, in);
+  EXPECT_EQ(s.order, (std::vector<int>{2, 4, 5, 6, 3}));
+  EXPECT_EQ(s.order_means.size(), 4u);
+  // Prefix 5 holds G2 and G3: the search stops there, as with the risk-per-byte order.
+  EXPECT_EQ(s.prefixes.size(), 4u);
+  EXPECT_NE(s.stop_reason.find("anchors"), std::string::npos) << s.stop_reason;
+}
+
+TEST(GreedyOrder, NamesParseAndBadOnesNameTheFlag) {
+  EXPECT_EQ(parse_order_rule("greedy", "--order"), OrderRule::kGreedy);
+  EXPECT_EQ(parse_order_rule("risk-per-byte", "--order"), OrderRule::kRiskPerByte);
+  EXPECT_EQ(to_string(OrderRule::kGreedy), "greedy");
+  try {
+    parse_order_rule("lazy", "--order");
+    FAIL() << "accepted";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("--order"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
