@@ -10,7 +10,7 @@
 # Workload classes (bench/network_flows_file.cpp): leaf-spine (local contention in drain
 # waves), fat-tree (every flow across the core, Poisson arrivals, Pareto sizes), incast
 # (bursts of 64 senders to one sink), wan (long-lived GB flows between 4 sites over WAN
-# links of 5..20 ms), each at every --sizes count. It also checks that the two simulators'
+# links of 10..17.5 ms), each at every --sizes count. It also checks that the two simulators'
 # finish times agree (worst relative difference) and reports kvshift's growth in time from
 # the smallest to the largest size. Usage:
 #   bench/flows_vs_simgrid.sh [--build DIR] [--sizes "20000 200000"] [--repeat 3]

@@ -7,7 +7,7 @@
 // however many transfers), fat-tree-overload (the in-process benchmark's 4,500
 // arrivals/s, 1.3× what core 0 drains: its backlog, and the cost of every
 // event with it, grows with the run's length), incast (bursts of senders to a
-// few sinks), wan (long-lived flows between sites over WAN links of 5..20 ms).
+// few sinks), wan (long-lived flows between sites over WAN links of 10..17.5 ms).
 // Usage:
 //   network_flows_file CLASS TRANSFERS OUT.json
 #include <cstdio>

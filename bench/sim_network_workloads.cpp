@@ -161,9 +161,13 @@ NetCase make_wan_case(const WanWorkload& w) {
       site_of.push_back(s);
     }
   }
+  // 10..17.5 ms: any two WAN hops take longer than the direct link, so (routing being by
+  // latency) every site pair's traffic takes its own link and each carries the load `rate`
+  // was set for. With 5..20 ms, 0-3 and 1-2 traffic detoured over the 5 ms link 1-3 and put
+  // it at 2.25× its capacity: the backlog grew without end.
   for (int a = 0; a < w.sites; ++a) {
     for (int b = a + 1; b < w.sites; ++b) {
-      const std::int64_t latency_ns = 5'000'000 + 5'000'000 * ((a + b) % 4);
+      const std::int64_t latency_ns = 10'000'000 + 2'500'000 * ((a + b) % 4);
       c.links.push_back({a * per_site, b * per_site, 400e9, latency_ns, false});
     }
   }

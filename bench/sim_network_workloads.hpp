@@ -59,7 +59,7 @@ struct WanWorkload {
   int transfers = 20'000;
   int sites = 4;
   int per_site = 16;
-  double rate = 36;  ///< arrivals per simulated second (about 0.75 of the WAN's capacity)
+  double rate = 36;  ///< arrivals per simulated second (0.75 of each WAN link's capacity)
 };
 
 /// 10 MB..400 MB transfers in waves, 100 Gbps hosts, oversubscription 2.
@@ -69,7 +69,7 @@ sim::testing::NetCase make_fat_tree_case(const FatTreeWorkload& w);
 /// Bursts of 1 MB..16 MB transfers from random nodes to one sink; 100 Gbps, 1 us links.
 sim::testing::NetCase make_incast_case(const IncastWorkload& w);
 /// 1 GB..50 GB (log-uniform) transfers between nodes of different sites; 100 Gbps, 1 us LAN
-/// links, 400 Gbps WAN links of 5..20 ms.
+/// links, 400 Gbps WAN links of 10..17.5 ms (each site pair's traffic on its own link).
 sim::testing::NetCase make_wan_case(const WanWorkload& w);
 /// Links of the fat-tree case that touch a core switch (for the concurrency figure).
 std::vector<bool> fat_tree_core_links(const sim::testing::NetCase& c, int k);
