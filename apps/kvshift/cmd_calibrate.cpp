@@ -195,8 +195,8 @@ Action setup(CLI::App& sub) {
                  "(attention sinks; left out of the fit), default 0");
   sub.add_option("--order", o->order,
                  "How the candidates are ordered on the order set: risk-per-byte (each alone) "
-                 "or greedy (each next one measured beside those chosen; about twice the "
-                 "order set's passes)");
+                 "or greedy (each next one measured beside those chosen; two to three times "
+                 "the order set's passes)");
   sub.add_option("--seed", o->seed, "Seed for the request split and the bootstrap");
   sub.add_option("--resamples", o->resamples, "Bootstrap resamples (>= 2000)");
   sub.add_option("--threads", o->threads, "Worker threads (default: all cores)");

@@ -45,7 +45,7 @@ struct CalibrationOptions {
   /// First rows of every request sent exact in omitted layers (GroupPredictor::sink_rows).
   int sink_rows = 0;
   /// How the candidates are ordered on the order set (OrderRule::kGreedy: each next group
-  /// measured beside those chosen; about twice the order set's passes).
+  /// measured beside those chosen; two to three times the order set's passes).
   OrderRule order_rule = OrderRule::kRiskPerByte;
   int threads = 1;
   std::vector<double> alphas = default_alpha_grid();

@@ -53,7 +53,7 @@ enum class OrderRule {
   /// omitted layers is rebuilt from anchors further away), which single risks cannot see. Lazy
   /// (CELF): a group's cost beside fewer groups stands in until it reaches the top, then it is
   /// measured beside the current choice; a cost measured beside the current choice is taken.
-  /// About two measurements per group on the order set instead of one.
+  /// Two to three measurements per group on the order set instead of one.
   kGreedy,
 };
 
