@@ -274,8 +274,14 @@ void print_quality(const cal::QualityResult& r, const cost_model::ModelSpec& spe
     if (row.recall) std::printf("  recall@K %.1f %%", 100.0 * *row.recall);
     if (row.kvzip_top_kept) std::printf("  top10 kept %.1f %%", 100.0 * *row.kvzip_top_kept);
     if (row.kvzip_share) std::printf("  KVZip recovered %.1f %%", 100.0 * *row.kvzip_share);
+    for (const cal::PairedDifference& d : r.paired) {
+      if (d.label != row.label || d.retention != row.retention) continue;
+      std::printf("  vs %s %+.4f [%+.4f, %+.4f]", d.leader.c_str(), d.mean, d.ci95_low,
+                  d.ci95_high);
+    }
     std::printf("\n");
   }
+  std::printf("result: %s\n", cal::quality_headline(r).c_str());
   for (const std::string& n : r.notes) std::printf("note: %s\n", n.c_str());
 }
 

@@ -424,6 +424,7 @@ QualityResult run_quality(const Model& target, std::span<const std::int32_t> cor
   });
   pool_requests(result, outcomes, q, policies, o);
   const bool any_share = add_kvzip_shares(result, o);
+  result.paired = paired_against_leader(result.rows, o.resamples, o.seed + 3);
   const bool prunes =
       std::any_of(policies.begin(), policies.end(), [](const KvPolicy& k) { return k.prunes(); });
   if (!any_share && prunes) {

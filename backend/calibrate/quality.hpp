@@ -89,12 +89,23 @@ struct QualityRow {
   std::vector<int> omitted_groups;
 };
 
+/// At one ratio, a method's ΔNLL minus the leader's, request by request: the leader is the
+/// non-oracle method (not kvzip) with the lowest mean ΔNLL there. Paired, so the noise the
+/// requests share cancels; a difference whose interval lies above zero is a clear loss.
+struct PairedDifference {
+  double retention = 0.0;
+  std::string leader;  ///< its label
+  std::string label;   ///< the method compared with it
+  double mean = 0.0, ci95_low = 0.0, ci95_high = 0.0;
+};
+
 struct QualityResult {
   QualityOptions options;
   std::vector<std::int64_t> starts;       ///< each request's first corpus token
   std::vector<double> exact_per_request;  ///< mean exact NLL per request
   double exact_nll = 0.0, exact_ci95_low = 0.0, exact_ci95_high = 0.0, ppl_exact = 0.0;
-  std::vector<QualityRow> rows;  ///< policy order, ratios ascending
+  std::vector<QualityRow> rows;          ///< policy order, ratios ascending
+  std::vector<PairedDifference> paired;  ///< every other row at each ratio against its leader
   /// Median wall seconds per request of each measured step (one core per request).
   std::map<std::string, double> timings_s;
   std::vector<std::string> notes;  ///< what a reader must know next to the numbers
@@ -127,5 +138,11 @@ std::pair<double, double> recovered_share_interval(const std::vector<double>& ra
                                                    const std::vector<double>& policy,
                                                    const std::vector<double>& oracle, int resamples,
                                                    std::uint64_t seed);
+
+/// Every row with a ratio, other than that ratio's leader, against the leader (the lowest mean
+/// ΔNLL among rows whose method is not kvzip), with a paired 95 % bootstrap interval of the
+/// mean difference; in row order. Ratios with no non-oracle row give nothing.
+std::vector<PairedDifference> paired_against_leader(const std::vector<QualityRow>& rows,
+                                                    int resamples, std::uint64_t seed);
 
 }  // namespace kvshift::backend::calibrate

@@ -3,7 +3,9 @@
 #include <cmath>
 #include <random>
 #include <stdexcept>
+#include <tuple>
 
+#include "backend/calibrate/gates.hpp"
 #include "backend/calibrate/quality.hpp"
 #include "util/percentile.hpp"
 
@@ -72,6 +74,38 @@ std::pair<double, double> recovered_share_interval(const std::vector<double>& ra
   std::sort(shares.begin(), shares.end());
   return {util::nearest_rank_percentile(shares, 0.025),
           util::nearest_rank_percentile(shares, 0.975)};
+}
+
+std::vector<PairedDifference> paired_against_leader(const std::vector<QualityRow>& rows,
+                                                    int resamples, std::uint64_t seed) {
+  std::vector<PairedDifference> out;
+  std::vector<double> seen;  // ratios done, in the order rows give them
+  for (const QualityRow& first : rows) {
+    if (!first.retention || std::find(seen.begin(), seen.end(), *first.retention) != seen.end())
+      continue;
+    const double rho = *first.retention;
+    seen.push_back(rho);
+    const QualityRow* leader = nullptr;
+    for (const QualityRow& row : rows) {
+      if (row.retention != rho || row.method == "kvzip") continue;
+      if (!leader || row.mean < leader->mean) leader = &row;
+    }
+    if (!leader) continue;
+    for (const QualityRow& row : rows) {
+      if (row.retention != rho || &row == leader) continue;
+      if (row.per_request.size() != leader->per_request.size()) {
+        throw std::invalid_argument("paired_against_leader: rows of different requests");
+      }
+      std::vector<double> diff(row.per_request.size());
+      for (std::size_t i = 0; i < diff.size(); ++i)
+        diff[i] = row.per_request[i] - leader->per_request[i];
+      PairedDifference d{.retention = rho, .leader = leader->label, .label = row.label};
+      d.mean = row.mean - leader->mean;
+      std::tie(d.ci95_low, d.ci95_high) = bootstrap_interval(diff, 0.95, resamples, seed);
+      out.push_back(std::move(d));
+    }
+  }
+  return out;
 }
 
 }  // namespace kvshift::backend::calibrate

@@ -36,12 +36,29 @@ std::optional<double> headline_ratio(const QualityResult& r) {
   });
 }
 
+/// Whether the row a paired difference compares is of a non-oracle method (not kvzip).
+bool method_is_not_oracle(const QualityResult& r, const PairedDifference& d) {
+  for (const QualityRow& row : r.rows) {
+    if (row.label == d.label && row.retention == d.retention) return row.method != "kvzip";
+  }
+  return false;
+}
+
+/// The paired difference of `row` against its ratio's leader, if it has one.
+const PairedDifference* paired_of(const QualityResult& r, const QualityRow& row) {
+  for (const PairedDifference& d : r.paired) {
+    if (d.label == row.label && d.retention == row.retention) return &d;
+  }
+  return nullptr;
+}
+
 std::string interval(double lo, double hi, const char* f) {
   return "[" + format_number(f, lo) + ", " + format_number(f, hi) + "]";
 }
 
-/// One sentence: which pruning method loses least at the headline ratio, and ProxyKV's share.
-std::string statement(const QualityResult& r) {
+}  // namespace
+
+std::string quality_headline(const QualityResult& r) {
   const auto rho = headline_ratio(r);
   if (!rho) return "exact NLL " + format_number("%.4f", r.exact_nll) + " nats/token";
   const QualityRow* best = nullptr;
@@ -53,9 +70,23 @@ std::string statement(const QualityResult& r) {
   }
   std::ostringstream s;
   s << "at ρ = " << *rho << ", ";
-  if (best)
+  if (best) {
     s << best->label << " loses least of the non-oracle methods (ΔNLL "
       << format_number("%+.4f", best->mean) << ")";
+    // Whether the lead is real: the others whose paired difference is not clearly above 0.
+    std::vector<std::string> level, others;
+    for (const PairedDifference& d : r.paired) {
+      if (d.retention != *rho || !method_is_not_oracle(r, d)) continue;
+      others.push_back(d.label);
+      if (!(d.ci95_low > 0.0)) level.push_back(d.label);
+    }
+    if (!others.empty() && level.empty()) s << ", clear of every other by a paired 95 % CI";
+    if (!level.empty()) {
+      s << ", not separated from ";
+      for (std::size_t i = 0; i < level.size(); ++i) s << (i ? ", " : "") << level[i];
+      s << " by a paired 95 % CI";
+    }
+  }
   for (const QualityRow* proxy : proxies) {
     s << "; ProxyKV" << (proxies.size() > 1 ? " (" + proxy->label + ")" : "") << " recovers "
       << pct(*proxy->kvzip_share) << " of KVZip's quality [95 % CI " << pct(proxy->kvzip_share_low)
@@ -64,13 +95,15 @@ std::string statement(const QualityResult& r) {
   return s.str();
 }
 
-}  // namespace
-
 json quality_json(const QualityResult& r, const cost_model::ModelSpec& spec,
                   const QualityRunInfo& info) {
   const QualityOptions& o = r.options;
   json rows = json::array();
   for (const QualityRow& row : r.rows) {
+    json paired = nullptr;
+    if (const PairedDifference* d = paired_of(r, row)) {
+      paired = {{"leader", d->leader}, {"mean", d->mean}, {"ci95", {d->ci95_low, d->ci95_high}}};
+    }
     json share = nullptr;
     if (row.kvzip_share) {
       share = {{"value", *row.kvzip_share}, {"ci95", {row.kvzip_share_low, row.kvzip_share_high}}};
@@ -91,6 +124,7 @@ json quality_json(const QualityResult& r, const cost_model::ModelSpec& spec,
                     {"recall_at_k_vs_kvzip", optional_number(row.recall)},
                     {"kvzip_top10_kept", optional_number(row.kvzip_top_kept)},
                     {"kvzip_share_recovered", share},
+                    {"paired_vs_leader", paired},
                     {"per_request", row.per_request}});
     if (!row.topology_digest.empty()) {
       rows.back()["topology"] = {{"digest", row.topology_digest},
@@ -146,7 +180,7 @@ std::string quality_markdown(const QualityResult& r, const cost_model::ModelSpec
   const QualityOptions& o = r.options;
   std::ostringstream md;
   md << "# KV policy quality: " << spec.name << "\n\n"
-     << "Result: **" << statement(r) << "**.\n\n"
+     << "Result: **" << quality_headline(r) << "**.\n\n"
      << "Corpus `" << info.corpus_path << "` (" << info.corpus_tokens << " tokens), span "
      << span_text(o.span) << "; " << r.starts.size() << " requests of " << o.history
      << " history + " << o.eval << " eval tokens. Exact NLL " << format_number("%.4f", r.exact_nll)
@@ -162,8 +196,10 @@ std::string quality_markdown(const QualityResult& r, const cost_model::ModelSpec
      << " resamples); \"> ε\": requests whose ΔNLL exceeds " << format_number("%g", o.eps)
      << " with a Clopper–Pearson 95 % interval; \"recall@K\": the share of a method's kept "
         "tokens that KVZip keeps at the same ρ; \"KVZip's top 10 % kept\": the share of the tokens "
-        "KVZip ranks in its top 10 % of a head (forced tokens left out) that the method keeps. "
-        "Wall time "
+        "KVZip ranks in its top 10 % of a head (forced tokens left out) that the method keeps; "
+        "the last column: the method's ΔNLL minus the leader's (the non-oracle method that loses "
+        "least at that ρ), request by request, with a paired interval: above 0 throughout, a "
+        "clear loss; reaching 0, the two are not separated by these requests. Wall time "
      << format_number("%.1f", info.wall_time_s) << " s with " << o.threads
      << " request(s) side by side.\n\n";
   bool lossless = false;
@@ -181,12 +217,18 @@ std::string quality_markdown(const QualityResult& r, const cost_model::ModelSpec
     md << "\n";
   }
   for (double rho : ratios(r)) {
+    std::string leader;
+    for (const PairedDifference& d : r.paired) {
+      if (d.retention == rho) leader = d.leader;
+    }
     md << "## ρ = " << rho
        << "\n\n| method | mean ΔNLL [95 % CI] | PPL | > ε [95 % CI] | "
-          "recall@K vs KVZip | KVZip's top 10 % kept | KVZip's quality recovered [95 % CI] "
-          "|\n|---|---|---|---|---|---|---|\n";
+          "recall@K vs KVZip | KVZip's top 10 % kept | KVZip's quality recovered [95 % CI] | "
+       << (leader.empty() ? "paired" : "− " + leader + "'s ΔNLL, paired")
+       << " [95 % CI] |\n|---|---|---|---|---|---|---|---|\n";
     for (const QualityRow& row : r.rows) {
       if (row.retention != rho) continue;
+      const PairedDifference* d = paired_of(r, row);
       md << "| " << row.label << " | " << format_number("%+.4f", row.mean) << " "
          << interval(row.ci95_low, row.ci95_high, "%+.4f") << " | "
          << format_number("%.3f", row.ppl) << " | " << pct(row.over_share) << " "
@@ -197,6 +239,11 @@ std::string quality_markdown(const QualityResult& r, const cost_model::ModelSpec
                  ? pct(*row.kvzip_share) + " " +
                        interval(100 * row.kvzip_share_low, 100 * row.kvzip_share_high, "%.0f")
                  : "—")
+         << " | "
+         << (d ? format_number("%+.4f", d->mean) + " " +
+                     interval(d->ci95_low, d->ci95_high, "%+.4f")
+             : row.label == leader ? "(leader)"
+                                   : "—")
          << " |\n";
     }
     md << "\n";

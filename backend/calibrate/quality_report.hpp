@@ -22,6 +22,11 @@ struct QualityRunInfo {
   double wall_time_s = 0.0;
 };
 
+/// One sentence: at the headline ratio (0.5, or the one nearest it), the non-oracle method that
+/// loses least and whether its lead is clear of every other by a paired 95 % CI, and each
+/// ProxyKV row's share of KVZip's quality recovered; with no ratio, the exact NLL.
+std::string quality_headline(const QualityResult& r);
+
 /// quality.json ("format": "kvshift-quality", "version": 1).
 nlohmann::json quality_json(const QualityResult& r, const cost_model::ModelSpec& spec,
                             const QualityRunInfo& info);

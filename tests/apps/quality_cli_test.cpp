@@ -85,6 +85,28 @@ TEST(QualityCli, MeasuresEveryPolicyAndKeepingEverythingIsExact) {
       EXPECT_GT(row["ppl"].get<double>(), 0.0);
     }
   }
+  // At each ratio every row but the leader (the lowest non-KVZip mean) carries its paired
+  // difference to the leader.
+  for (const double rho : {0.5, 1.0}) {
+    const json* leader = nullptr;
+    for (const json& row : q["rows"]) {
+      if (row["retention"] != rho || row["method"] == "kvzip") continue;
+      if (!leader || row["delta_nll_mean"] < (*leader)["delta_nll_mean"]) leader = &row;
+    }
+    ASSERT_NE(leader, nullptr);
+    EXPECT_TRUE((*leader)["paired_vs_leader"].is_null());
+    for (const json& row : q["rows"]) {
+      if (row["retention"] != rho || &row == leader) continue;
+      const json& p = row["paired_vs_leader"];
+      ASSERT_TRUE(p.is_object()) << row["label"];
+      EXPECT_EQ(p["leader"], (*leader)["label"]);
+      EXPECT_NEAR(p["mean"].get<double>(),
+                  row["delta_nll_mean"].get<double>() - (*leader)["delta_nll_mean"].get<double>(),
+                  1e-15);
+      EXPECT_LE(p["ci95"][0].get<double>(), p["ci95"][1].get<double>());
+    }
+  }
+  EXPECT_NE(r.out.find("by a paired 95 % CI"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("exact NLL"), std::string::npos) << r.out;
   // The kept positions: 8 requests × (2 layers · 2 KV heads) × K; 63 cached keys, at ρ 0.5 the
   // 36 forced tokens outnumber round(0.5·63), so K = 36; at ρ 1 every key.
@@ -162,7 +184,12 @@ TEST(QualityCli, APolicyGivenTwiceGetsItsOwnLabelAndFiles) {
   EXPECT_EQ(q["rows"][0]["per_request"], q["rows"][1]["per_request"]);  // same seed, same draw
   EXPECT_TRUE(fs::exists(w.dir / "out/kept/random-rho0.5.safetensors"));
   EXPECT_TRUE(fs::exists(w.dir / "out/kept/random-2-rho0.5.safetensors"));
-  EXPECT_NE(slurp((w.dir / "out/quality.md").string()).find("| random-2 |"), std::string::npos);
+  const std::string md = slurp((w.dir / "out/quality.md").string());
+  EXPECT_NE(md.find("| random-2 |"), std::string::npos);
+  // Equal on every request: the headline must not call the first one's lead real.
+  EXPECT_EQ(q["rows"][1]["paired_vs_leader"]["ci95"], json({0.0, 0.0}));
+  EXPECT_NE(md.find("random loses least of the non-oracle methods (ΔNLL "), std::string::npos);
+  EXPECT_NE(md.find("not separated from random-2 by a paired 95 % CI"), std::string::npos) << md;
 }
 
 TEST(QualityCli, ExactAloneAnswersThePlainQuestion) {

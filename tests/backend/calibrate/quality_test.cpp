@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <optional>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "backend/calibrate/quality.hpp"
 
@@ -72,6 +75,58 @@ TEST(Quality, RecoveredShareIntervalBracketsThePointEstimate) {
   EXPECT_LT(lo, point);
   EXPECT_GT(hi, point);
   EXPECT_GT(hi - lo, 0.05);  // real noise gives a real width
+}
+
+QualityRow row_of(std::string method, std::optional<double> rho, std::vector<double> per_request) {
+  QualityRow row;
+  row.method = row.label = std::move(method);
+  row.retention = rho;
+  row.per_request = std::move(per_request);
+  for (double d : row.per_request) row.mean += d / static_cast<double>(row.per_request.size());
+  return row;
+}
+
+TEST(Quality, PairedDifferencesAgainstTheLeaderCancelTheSharedNoise) {
+  // Per request a base cost that varies a lot (shared by every method); b pays exactly 0.01
+  // more than a everywhere, c ±0.02 around a, KVZip less than a.
+  std::mt19937_64 rng(3);
+  std::uniform_real_distribution<double> u(0.0, 0.2);
+  std::vector<double> base, b, c, kv;
+  for (int i = 0; i < 40; ++i) {
+    base.push_back(u(rng));
+    b.push_back(base.back() + 0.01);
+    c.push_back(base.back() + (i % 2 ? 0.02 : -0.02));
+    kv.push_back(base.back() - 0.005);
+  }
+  const std::vector<QualityRow> rows = {row_of("exact", std::nullopt, std::vector<double>(40)),
+                                        row_of("b", 0.5, b),
+                                        row_of("a", 0.5, base),
+                                        row_of("kvzip", 0.5, kv),
+                                        row_of("c", 0.5, c),
+                                        row_of("b", 0.3, b),
+                                        row_of("a", 0.3, b)};
+  const auto paired = paired_against_leader(rows, 2000, 1);
+  // At 0.5 the leader is a (KVZip, the oracle, is lower but never leads); at 0.3 it is the
+  // first of two equal rows.
+  ASSERT_EQ(paired.size(), 4u);
+  EXPECT_EQ(paired[0].label, "b");
+  EXPECT_EQ(paired[0].leader, "a");
+  EXPECT_NEAR(paired[0].mean, 0.01, 1e-12);
+  EXPECT_NEAR(paired[0].ci95_low, 0.01, 1e-12);  // the same gap on every request: no width
+  EXPECT_NEAR(paired[0].ci95_high, 0.01, 1e-12);
+  EXPECT_EQ(paired[1].label, "kvzip");
+  EXPECT_NEAR(paired[1].ci95_high, -0.005, 1e-12);
+  EXPECT_EQ(paired[2].label, "c");
+  EXPECT_NEAR(paired[2].mean, 0.0, 1e-12);
+  EXPECT_LT(paired[2].ci95_low, 0.0);
+  EXPECT_GT(paired[2].ci95_high, 0.0);
+  EXPECT_EQ(paired[3].retention, 0.3);
+  EXPECT_EQ(paired[3].leader, "b");
+  EXPECT_EQ(paired[3].label, "a");
+  EXPECT_EQ(paired[3].ci95_low, 0.0);
+  EXPECT_THROW(
+      paired_against_leader({row_of("a", 0.5, {0.1}), row_of("b", 0.5, {0.1, 0.2})}, 2000, 1),
+      std::invalid_argument);
 }
 
 }  // namespace
