@@ -95,5 +95,30 @@ expect 2 "\-\-kernel: must be odd" --dataset "$TMP/ds" --out "$TMP/o2" --kernel 
 expect 2 "\-\-budget" --dataset "$TMP/ds" --out "$TMP/o2" --budget uniform
 expect 3 "non-finite loss.*step 1" --dataset "$TMP/nan" --out "$TMP/o3" $TINY --epochs 1
 
+# tools/mapper_fit.py: exact on a mapper that is the label, then on the mapper trained above.
+"$PY" - "$SRC/tools" <<'PYEOF' || fail=1
+import sys
+sys.path.insert(0, sys.argv[1])
+import torch
+import mapper_fit as mf
+torch.manual_seed(0)
+label = torch.rand(3, 40)
+assert mf.fit_measures(label, label, 0.5, 2, 4) == (1.0, 1.0, 0.0)
+# The reverse order keeps none of KVZip's choice while the budget is below half of the tokens.
+r, m, w = mf.fit_measures(-label, label, 0.3, 0, 0)
+assert r == 0.0 and m < 1.0, (r, m)
+# All of head 0 above every other head: the whole budget goes to head 0 in KVZip's choice and
+# to head 2 in the mapper's, so every token of it is given to the wrong head.
+label = torch.tensor([[9.0] * 10, [1.0] * 10, [0.0] * 10])
+assert mf.fit_measures(label.flip(0), label, 0.2, 0, 0)[2] == 1.0
+PYEOF
+FIT="$PY $SRC/tools/mapper_fit.py"
+out=$($FIT --dataset "$TMP/ds" --mapper "$TMP/out" --validation-of 0 --sinks 1 --recent 2 2>&1)
+printf '%s' "$out" | grep -q "rho 0.50  recall" || { echo "FAIL: mapper_fit: $out"; fail=1; }
+$FIT --dataset "$TMP/ds" --mapper "$TMP/none" >/dev/null 2>&1
+[ $? = 2 ] || { echo "FAIL: mapper_fit without a mapper must exit 2"; fail=1; }
+$FIT --dataset "$TMP/ds" --mapper "$TMP/out" --sinks 40 --recent 40 >/dev/null 2>&1
+[ $? = 2 ] || { echo "FAIL: mapper_fit with nothing left to rank must exit 2"; fail=1; }
+
 [ "$fail" = 0 ] && echo "train_mapper smoke test passed"
 exit "$fail"
