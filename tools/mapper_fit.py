@@ -51,8 +51,9 @@ def main(argv):
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--mapper", action="append", required=True, help="a train_mapper.py --out")
     ap.add_argument("--validation-of", type=int, metavar="SEED",
-                    help="only the validation windows of train_mapper.py --seed SEED "
-                         "(default: every window, for a dataset outside the training span)")
+                    help="only the validation windows of train_mapper.py --seed SEED with its "
+                         "default --val-share 0.15 (default: every window, for a dataset "
+                         "outside the training span)")
     ap.add_argument("--ratios", default="0.3,0.5")
     ap.add_argument("--sinks", type=int, default=4)
     ap.add_argument("--recent", type=int, default=32)
