@@ -54,7 +54,7 @@ nlohmann::json manifest_json(const Model& proxy, const Model& target, const Data
   for (const ProxyWindow& w : windows) {
     pp.push_back(w.seconds.proxy_prefill);
     tp.push_back(w.seconds.target_prefill);
-    kz.push_back(w.seconds.kvzip_second_prefill);
+    kz.push_back(w.seconds.label_pass);
     all.push_back(w.seconds.total);
   }
   for (auto* v : {&pp, &tp, &kz, &all}) std::sort(v->begin(), v->end());
@@ -82,7 +82,10 @@ nlohmann::json manifest_json(const Model& proxy, const Model& target, const Data
           {"targets", t.layers * t.kv_heads},
           {"window_tokens", info.window_tokens},
           {"features", features_name(info.features)},
-          {"labels", "kvzip_max"},
+          {"labels", labels_name(info.labels)},
+          {"continuation_tokens", info.labels == Labels::kContinuationMax
+                                      ? nlohmann::json(info.continuation_tokens)
+                                      : nlohmann::json()},
           {"corpus",
            {{"file", std::filesystem::path(info.corpus_path).filename().string()},
             {"path", info.corpus_path},
@@ -93,7 +96,8 @@ nlohmann::json manifest_json(const Model& proxy, const Model& target, const Data
           {"timings_s",
            {{"proxy_prefill", util::percentile(pp, 0.5)},
             {"target_prefill", util::percentile(tp, 0.5)},
-            {"kvzip_second_prefill", util::percentile(kz, 0.5)},
+            {info.labels == Labels::kKvzipMax ? "kvzip_second_prefill" : "continuation_pass",
+             util::percentile(kz, 0.5)},
             {"per_window", util::percentile(all, 0.5)},
             {"total", total_s}}},
           {"shards", shards}};
@@ -101,9 +105,26 @@ nlohmann::json manifest_json(const Model& proxy, const Model& target, const Data
 
 }  // namespace
 
+const char* labels_name(Labels l) {
+  return l == Labels::kContinuationMax ? "continuation_max" : "kvzip_max";
+}
+
+std::optional<Labels> labels_of(std::string_view text) {
+  for (Labels l : {Labels::kKvzipMax, Labels::kContinuationMax}) {
+    if (text == labels_name(l)) return l;
+  }
+  return std::nullopt;
+}
+
 ProxyWindow proxy_window(const Model& proxy, const Model& target,
                          std::span<const std::int32_t> tokens,
-                         std::span<const std::int32_t> repeat_prompt, MapperFeatures features) {
+                         std::span<const std::int32_t> repeat_prompt, MapperFeatures features,
+                         Labels labels, std::span<const std::int32_t> continuation) {
+  if ((labels == Labels::kContinuationMax) == continuation.empty()) {
+    throw std::invalid_argument(
+        "proxy_window: continuation_max labels need a continuation, "
+        "and only they take one");
+  }
   ProxyWindow w;
   const auto t0 = Clock::now();
   w.features = proxy_features(proxy, tokens, features, repeat_prompt);
@@ -113,8 +134,9 @@ ProxyWindow proxy_window(const Model& proxy, const Model& target,
   target.forward(tokens, cache, {.logits = LogitsMode::kNone});
   w.seconds.target_prefill = since(t1);
   const auto t2 = Clock::now();
-  w.labels = kvzip_scores(target, tokens, cache, repeat_prompt);
-  w.seconds.kvzip_second_prefill = since(t2);
+  w.labels = labels == Labels::kKvzipMax ? kvzip_scores(target, tokens, cache, repeat_prompt)
+                                         : continuation_scores(target, cache, continuation);
+  w.seconds.label_pass = since(t2);
   w.seconds.total = since(t0);
   return w;
 }
@@ -163,9 +185,13 @@ ProxyDataset build_proxy_dataset(const Model& proxy, const Model& target,
                                  const DatasetOptions& options, const DatasetProgress& progress) {
   const auto t0 = Clock::now();
   const std::int64_t T = info.window_tokens;
+  const std::int64_t C = info.labels == Labels::kContinuationMax ? info.continuation_tokens : 0;
   if (starts.empty() || T < 1) throw std::invalid_argument("build_proxy_dataset: no windows");
+  if (info.labels == Labels::kContinuationMax && C < 1) {
+    throw std::invalid_argument("build_proxy_dataset: continuation_max needs continuation tokens");
+  }
   for (std::int64_t s : starts) {
-    if (s < 0 || s + T > static_cast<std::int64_t>(corpus.size())) {
+    if (s < 0 || s + T + C > static_cast<std::int64_t>(corpus.size())) {
       throw std::invalid_argument("build_proxy_dataset: a window lies outside the corpus");
     }
   }
@@ -174,8 +200,8 @@ ProxyDataset build_proxy_dataset(const Model& proxy, const Model& target,
   std::mutex progress_mutex;
   std::int64_t done = 0;
   parallel_for(order.size(), options.window_threads, [&](std::size_t i) {
-    windows[i] =
-        proxy_window(proxy, target, corpus.subspan(order[i], T), info.prompt.ids, info.features);
+    windows[i] = proxy_window(proxy, target, corpus.subspan(order[i], T), info.prompt.ids,
+                              info.features, info.labels, corpus.subspan(order[i] + T, C));
     windows[i].start = order[i];
     const std::lock_guard lock(progress_mutex);
     ++done;

@@ -1,9 +1,10 @@
 // The ProxyKV mapper's training data, from real models: for each window of a
 // token corpus, the proxy's features X = proxy_features of the chosen kind (per
-// proxy layer·query head and key; MapperFeatures) and the target's
-// labels Y = kvzip_scores (the maximum over every query of the repeat pass, prompt
-// included, of the attention the KV head's group pays each key, per target layer·KV
-// head), each op timed.
+// proxy layer·query head and key; MapperFeatures) and the target's labels Y of the
+// chosen kind (per target layer·KV head and key; Labels): kvzip_scores (the maximum
+// over every query of the repeat pass, prompt included, of the attention the KV
+// head's group pays each key) or continuation_scores (the same maximum over the
+// queries of the corpus tokens that follow the window), each op timed.
 // The windows run in parallel on std::threads; the result is a manifest and
 // shards of at most kWindowsPerShard windows ("features" F32 [n, in_channels, T],
 // "labels" F32 [n, targets, T], "starts" I64 [n]) as bytes, for the caller to write.
@@ -16,6 +17,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -29,12 +31,24 @@ namespace kvshift::backend {
 /// Windows per shard file.
 inline constexpr int kWindowsPerShard = 16;
 
+/// What the mapper learns to predict.
+///   kKvzipMax        "kvzip_max": kvzip_scores of the window, query-agnostic (the paper's).
+///   kContinuationMax "continuation_max": continuation_scores of the next tokens of the
+///                    corpus, what the text that follows the window actually reads.
+enum class Labels : std::uint8_t { kKvzipMax, kContinuationMax };
+
+const char* labels_name(Labels l);
+/// The labels a name gives (labels_name's inverse), or none.
+std::optional<Labels> labels_of(std::string_view text);
+
 /// Wall seconds of one window's ops.
 struct WindowTimings {
-  double proxy_prefill = 0;         ///< the proxy's features: its pass(es) + the transform
-  double target_prefill = 0;        ///< the target's prefill of the window
-  double kvzip_second_prefill = 0;  ///< repeat prompt + window again on the target's cache
-  double total = 0;                 ///< the whole window
+  double proxy_prefill = 0;   ///< the proxy's features: its pass(es) + the transform
+  double target_prefill = 0;  ///< the target's prefill of the window
+  /// The labels' pass on the target's cache: repeat prompt + window again (kvzip_max) or the
+  /// continuation (continuation_max).
+  double label_pass = 0;
+  double total = 0;  ///< the whole window
 };
 
 /// One training example.
@@ -46,11 +60,15 @@ struct ProxyWindow {
 };
 
 /// Features and labels of `tokens` (one window): proxy_features(proxy, tokens, features,
-/// repeat_prompt) and kvzip_scores(target, tokens, <target prefill of tokens>, repeat_prompt).
+/// repeat_prompt) and, on the target's prefill of tokens, kvzip_scores(…, repeat_prompt) or
+/// continuation_scores(…, continuation) (the tokens that follow; needed for, and only for,
+/// kContinuationMax: std::invalid_argument otherwise).
 ProxyWindow proxy_window(const Model& proxy, const Model& target,
                          std::span<const std::int32_t> tokens,
                          std::span<const std::int32_t> repeat_prompt,
-                         MapperFeatures features = MapperFeatures::kLogMeanAttention);
+                         MapperFeatures features = MapperFeatures::kLogMeanAttention,
+                         Labels labels = Labels::kKvzipMax,
+                         std::span<const std::int32_t> continuation = {});
 
 /// Checks that `proxy` can score for `target`: the same vocabulary (the same token ids mean
 /// the same text), the same family (Qwen2-style q/k/v biases or none, like the target) and no
@@ -70,6 +88,8 @@ struct DatasetInfo {
   std::uint64_t seed = 0;
   KvzipPrompt prompt;
   MapperFeatures features = MapperFeatures::kLogMeanAttention;
+  Labels labels = Labels::kKvzipMax;
+  std::int64_t continuation_tokens = 0;  ///< tokens after each window (kContinuationMax only)
 };
 
 struct DatasetOptions {
@@ -84,10 +104,11 @@ struct ProxyDataset {
   std::vector<std::string> shards;  ///< bytes of shard-00000.safetensors, …
 };
 
-/// The dataset of the windows of `corpus` starting at `starts` (each window_tokens long),
-/// in the order a seeded shuffle of `starts` (info.seed) gives them: shard i holds windows
-/// [16·i, 16·i + 16) of that order. Deterministic for a given input: the shards' bytes and
-/// the manifest without timings_s do not depend on the thread count.
+/// The dataset of the windows of `corpus` starting at `starts` (each window_tokens long,
+/// followed by continuation_tokens more for kContinuationMax), in the order a seeded shuffle of
+/// `starts` (info.seed) gives them: shard i holds windows [16·i, 16·i + 16) of that order.
+/// Deterministic for a given input: the shards' bytes and the manifest without timings_s do not
+/// depend on the thread count.
 ProxyDataset build_proxy_dataset(const Model& proxy, const Model& target,
                                  std::span<const std::int32_t> corpus,
                                  std::span<const std::int64_t> starts, const DatasetInfo& info,

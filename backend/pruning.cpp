@@ -206,4 +206,19 @@ Matrix kvzip_scores(const Model& model, std::span<const std::int32_t> context, K
                       m.kv_heads, kernels::Reduce::kMax);
 }
 
+Matrix continuation_scores(const Model& model, KvCache& cache,
+                           std::span<const std::int32_t> continuation) {
+  const auto& m = model.spec();
+  const std::int64_t n = cache.tokens();
+  if (continuation.empty() || n == 0 || !cache.key_mask.empty() || cache.evicted != 0) {
+    throw std::invalid_argument(
+        "continuation_scores: needs a continuation and a full, unpruned cache");
+  }
+  const ForwardResult r =
+      model.forward(continuation, cache, {.logits = LogitsMode::kNone, .stats = {.max = true}});
+  for (auto& k : cache.k) k.conservativeResize(n, Eigen::NoChange);
+  for (auto& v : cache.v) v.conservativeResize(n, Eigen::NoChange);
+  return group_reduce(r.stats.max.leftCols(n), m.q_heads, m.kv_heads, kernels::Reduce::kMax);
+}
+
 }  // namespace kvshift::backend

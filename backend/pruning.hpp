@@ -96,4 +96,11 @@ Matrix repeat_max_attention(const Model& model, std::span<const std::int32_t> co
 Matrix kvzip_scores(const Model& model, std::span<const std::int32_t> context, KvCache& cache,
                     std::span<const std::int32_t> repeat_prompt, std::int64_t chunk = 2048);
 
+/// What the text that follows reads [layers·kv_heads, n]: the largest attention weight each
+/// of the n keys held by `cache` (left unchanged) receives from any query of `continuation`
+/// fed after them, max over each GQA group. Query-aware where KVZip is not: an oracle at
+/// inference (it needs the future), a training label for a mapper that predicts it.
+Matrix continuation_scores(const Model& model, KvCache& cache,
+                           std::span<const std::int32_t> continuation);
+
 }  // namespace kvshift::backend

@@ -1,6 +1,6 @@
 // `kvshift proxykv <sub-command>`: ProxyKV on real models. `dataset` builds the
 // mapper's training data: evenly spread windows of a token corpus, the proxy's
-// features (--features) and the target's KVZip labels per window, written
+// features (--features) and the target's labels (--labels) per window, written
 // as manifest.json + shard-NNNNN.safetensors to a fresh folder (staged under a
 // temporary name and renamed, only after the whole run succeeded). The group
 // takes further sub-commands by adding an entry to kSubcommands.
@@ -41,6 +41,9 @@ struct DatasetCliOptions {
   std::string span = "0:0.8";
   std::string seed = "1";
   std::string features = "log_mean_attention";
+  std::string labels = "kvzip_max";
+  std::int64_t continuation = 128;
+  bool continuation_given = false;
   int threads = 0;
   bool force = false;
 };
@@ -65,6 +68,10 @@ void check_sizes(const DatasetCliOptions& o) {
     throw InputError("--windows: a dataset needs at least " + std::to_string(kMinWindows) +
                      " windows (got " + std::to_string(o.windows) + ")");
   }
+  if (o.continuation < 1) {
+    throw InputError("--continuation: must be >= 1 token (got " + std::to_string(o.continuation) +
+                     ")");
+  }
   if (o.threads < 0) {
     throw InputError("--threads: must be >= 1 (got " + std::to_string(o.threads) + ")");
   }
@@ -73,7 +80,7 @@ void check_sizes(const DatasetCliOptions& o) {
 /// Writes the shards and the manifest into `tmp`, renames it into place (a failure removes
 /// it), and prints the per-window medians.
 void publish_dataset(const backend::ProxyDataset& ds, const fs::path& tmp,
-                     const DatasetCliOptions& o, backend::MapperFeatures features,
+                     const DatasetCliOptions& o, const backend::DatasetInfo& info,
                      Clock::time_point build_start) {
   const fs::path out(o.out);
   try {
@@ -89,13 +96,15 @@ void publish_dataset(const backend::ProxyDataset& ds, const fs::path& tmp,
   }
   const auto& ts = ds.manifest["timings_s"];
   const double build_s = std::chrono::duration<double>(Clock::now() - build_start).count();
+  const bool kvzip = info.labels == backend::Labels::kKvzipMax;
   std::printf(
-      "median per window: proxy %s %.2f s, target prefill %.2f s, KVZip second prefill %.2f "
-      "s, window %.2f s; %.1f windows/min\n",
-      features == backend::MapperFeatures::kLogRepeatMax ? "prefill + repeat pass" : "prefill",
+      "median per window: proxy %s %.2f s, target prefill %.2f s, %s %.2f s, window %.2f s; "
+      "%.1f windows/min\n",
+      info.features == backend::MapperFeatures::kLogRepeatMax ? "prefill + repeat pass" : "prefill",
       ts["proxy_prefill"].get<double>(), ts["target_prefill"].get<double>(),
-      ts["kvzip_second_prefill"].get<double>(), ts["per_window"].get<double>(),
-      60.0 * o.windows / std::max(build_s, 1e-9));
+      kvzip ? "KVZip second prefill" : "continuation pass",
+      ts[kvzip ? "kvzip_second_prefill" : "continuation_pass"].get<double>(),
+      ts["per_window"].get<double>(), 60.0 * o.windows / std::max(build_s, 1e-9));
   std::printf("wrote %s/{manifest.json, %zu shard(s)} in %.1f s\n", o.out.c_str(), ds.shards.size(),
               ts["total"].get<double>());
 }
@@ -109,6 +118,18 @@ int run_dataset(const DatasetCliOptions& o, bool proxy_given) {
     throw InputError("--features: \"" + o.features +
                      "\": expected log_mean_attention or log_repeat_max_attention");
   }
+  const auto labels = backend::labels_of(o.labels);
+  if (!labels) {
+    throw InputError("--labels: \"" + o.labels + "\": expected kvzip_max or continuation_max");
+  }
+  const bool continuation_labels = *labels == backend::Labels::kContinuationMax;
+  if (o.continuation_given && !continuation_labels) {
+    throw InputError(
+        "--continuation: only --labels continuation_max reads the tokens after a "
+        "window (got --labels " +
+        o.labels + ")");
+  }
+  const std::int64_t after = continuation_labels ? o.continuation : 0;
   const std::uint64_t seed = parse_seed(o.seed, "--seed");
   const fs::path out(o.out);
   const fs::path tmp = reports::staging_folder(out, o.force, {o.target, o.proxy, o.corpus});
@@ -131,8 +152,9 @@ int run_dataset(const DatasetCliOptions& o, bool proxy_given) {
     if (proxy_given) cal::check_vocabulary(tokens, proxy.spec().vocab, o.corpus, o.proxy);
     return 0;
   });
+  // A continuation label reads the tokens after its window: they lie inside the span too.
   const std::vector<std::int64_t> starts =
-      cal::spread_windows(std::ssize(tokens), span, o.tokens, o.windows);
+      cal::spread_windows(std::ssize(tokens), span, o.tokens + after, o.windows);
 
   // Windows run in parallel, one core each (Eigen and the attention loops single-threaded).
   // Measured on the 2-core machine, 4 windows of 1,024 SmolLM2-135M tokens, proxy = first 8
@@ -153,7 +175,9 @@ int run_dataset(const DatasetCliOptions& o, bool proxy_given) {
                                   o.tokens,
                                   seed,
                                   prompt,
-                                  *features};
+                                  *features,
+                                  *labels,
+                                  after};
   std::fprintf(stderr,
                "proxykv dataset: %d windows of %lld tokens; proxy %s (%d layers) -> target %s (%d "
                "layers); %d window(s) at a time\n",
@@ -166,7 +190,7 @@ int run_dataset(const DatasetCliOptions& o, bool proxy_given) {
       proxy, target, tokens, starts, info, {.window_threads = cores},
       [&print](std::int64_t done, std::int64_t total) { print("windows", done, total); });
   ds.manifest["timings_s"]["total"] = std::chrono::duration<double>(Clock::now() - t0).count();
-  publish_dataset(ds, tmp, o, *features, build_start);
+  publish_dataset(ds, tmp, o, info, build_start);
   return 0;
 }
 
@@ -193,9 +217,21 @@ Action setup_dataset(CLI::App& sub) {
                  "The proxy's features: log_mean_attention (its prefill's mean attention per "
                  "key) or log_repeat_max_attention (KVZip's repeat pass on the proxy)")
       ->capture_default_str();
+  sub.add_option("--labels", o->labels,
+                 "What the mapper learns: kvzip_max (KVZip's repeat-pass scores, query-agnostic) "
+                 "or continuation_max (the largest attention each key gets from the --continuation "
+                 "tokens that follow the window)")
+      ->capture_default_str();
+  auto* continuation =
+      sub.add_option("--continuation", o->continuation,
+                     "Tokens after each window whose queries give continuation_max labels, >= 1")
+          ->capture_default_str();
   sub.add_option("--threads", o->threads, "Windows computed at once (default: all cores)");
   sub.add_flag("--force", o->force, "Replace an existing --out folder (atomically)");
-  return [o, proxy] { return run_dataset(*o, proxy->count() > 0); };
+  return [o, proxy, continuation] {
+    o->continuation_given = continuation->count() > 0;
+    return run_dataset(*o, proxy->count() > 0);
+  };
 }
 
 struct Subcommand {

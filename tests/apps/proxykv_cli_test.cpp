@@ -122,6 +122,25 @@ TEST_F(ProxykvCli, WritesTheManifestAndShardsWithWindowsInsideTheSpan) {
   }
 }
 
+TEST_F(ProxykvCli, ContinuationLabelsKeepEachWindowAndItsContinuationInsideTheSpan) {
+  const auto r = run_kvshift(base(6) +
+                             " --proxy-layers 1 --span 0.1:0.9 --labels continuation_max "
+                             "--continuation 40");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("continuation pass"), std::string::npos) << r.out;
+  const json m = json::parse(slurp((dir_ / "out/manifest.json").string()));
+  EXPECT_EQ(m["labels"], "continuation_max");
+  EXPECT_EQ(m["continuation_tokens"], 40);
+  EXPECT_EQ(m["window_tokens"], 64);
+  std::vector<std::int64_t> starts = shard_starts(dir_ / "out/shard-00000.safetensors");
+  ASSERT_EQ(starts.size(), 6u);
+  std::sort(starts.begin(), starts.end());
+  EXPECT_GE(starts.front(), 100);
+  EXPECT_LE(starts.back() + 64 + 40, 900);
+  // No window's continuation runs into the next window: the labels never read a window twice.
+  for (std::size_t i = 1; i < starts.size(); ++i) EXPECT_GE(starts[i], starts[i - 1] + 104);
+}
+
 TEST_F(ProxykvCli, AProxyFolderOfTheSameFamilyIsAccepted) {
   write_proxy(dir_ / "proxy", 96);
   const auto r = run_kvshift(base() + " --proxy " + (dir_ / "proxy").string());
@@ -165,6 +184,15 @@ TEST_F(ProxykvCli, BadInputExitsTwoNamingTheFlag) {
   expect_refused(base(20) + " --proxy-layers 1", "--corpus");  // 20 x 64 > 800 tokens
   expect_refused(base() + " --proxy-layers 1 --seed -3", "--seed");
   expect_refused(base() + " --proxy-layers 1 --features attention_mass", "--features");
+  expect_refused(base() + " --proxy-layers 1 --labels continuation", "--labels");
+  expect_refused(base() + " --proxy-layers 1 --labels continuation_max --continuation 0",
+                 "--continuation");
+  expect_refused(base() + " --proxy-layers 1 --continuation 64", "--continuation");  // kvzip_max
+  // 8 windows of 64 fit the 800-token span; with 64 continuation tokens each they do not.
+  EXPECT_EQ(run_kvshift(base(8) + " --proxy-layers 1 --force").exit_code, 0);
+  fs::remove_all(dir_ / "out");
+  expect_refused(base(8) + " --proxy-layers 1 --labels continuation_max --continuation 64",
+                 "--corpus");
   write_proxy(dir_ / "proxy120", 120);
   expect_refused(base() + " --proxy " + (dir_ / "proxy120").string(), "--proxy");
   const auto r = run_kvshift(base() + " --proxy " + (dir_ / "proxy120").string());

@@ -1,7 +1,8 @@
 // The ProxyKV dataset on the tiny fixture model (2 layers; proxy = its first layer):
 // shapes, features = the log-mean transform of the proxy's raw attention mass
-// (recomputed here), labels = kvzip_scores of the same window, the manifest,
-// determinism, truncate_layers and the repeat prompt file.
+// (recomputed here), labels = kvzip_scores of the same window or
+// continuation_scores of the tokens after it, the manifest, determinism,
+// truncate_layers and the repeat prompt file.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -141,6 +142,70 @@ TEST(ProxyWindow, LabelsAreKVZipScoresOfTheSameWindow) {
   EXPECT_GE(w.seconds.total, w.seconds.proxy_prefill + w.seconds.target_prefill);
 }
 
+TEST(ContinuationScores, AreTheGroupMaximumOfWhatTheNextQueriesPayEachKey) {
+  const auto text = corpus(kT + 6);
+  const auto window = std::span(text).first(kT);
+  const auto next = std::span(text).subspan(kT, 6);
+  KvCache cache = tiny().new_cache();
+  tiny().forward(window, cache, {.logits = LogitsMode::kNone});
+  const KvCache before = cache;
+  const Matrix got = continuation_scores(tiny(), cache, next);
+  // The cache is left as it was: the continuation's rows are dropped again.
+  ASSERT_EQ(cache.tokens(), kT);
+  for (int l = 0; l < 2; ++l) EXPECT_EQ(cache.k[l], before.k[l]) << l;
+  // Recomputed: the whole text's per-query-head maxima, the continuation's queries only.
+  KvCache fresh = tiny().new_cache();
+  tiny().forward(window, fresh, {.logits = LogitsMode::kNone});
+  const Matrix per_q =
+      tiny().forward(next, fresh, {.logits = LogitsMode::kNone, .stats = {.max = true}}).stats.max;
+  EXPECT_EQ(got, group_reduce(per_q.leftCols(kT), 4, 2, kernels::Reduce::kMax));
+  ASSERT_EQ(got.rows(), 2 * 2);
+  ASSERT_EQ(got.cols(), kT);
+  EXPECT_GE(got.minCoeff(), 0.0f);
+  EXPECT_LE(got.maxCoeff(), 1.0f);
+  // One query's weights over the window and itself sum to one per query head: a KV head's
+  // group of two query heads, maxed, sums to at most two over the window.
+  const Matrix one = continuation_scores(tiny(), cache, next.first(1));
+  for (Eigen::Index r = 0; r < one.rows(); ++r) {
+    EXPECT_GT(one.row(r).sum(), 0.0f) << r;
+    EXPECT_LE(one.row(r).sum(), 2.0f + 1e-5f) << r;
+  }
+  // Query-aware: another continuation reads the same window differently.
+  const std::vector<std::int32_t> other{1, 2, 3, 4, 5, 6};
+  EXPECT_NE(continuation_scores(tiny(), cache, other), got);
+  EXPECT_THROW(continuation_scores(tiny(), cache, {}), std::invalid_argument);
+}
+
+TEST(ProxyWindow, ContinuationLabelsAreWhatTheFollowingTokensRead) {
+  const auto text = corpus(kT + 5);
+  const auto window = std::span(text).first(kT);
+  const auto next = std::span(text).subspan(kT, 5);
+  const ProxyWindow w =
+      proxy_window(tiny_proxy(), tiny(), window, kPrompt, MapperFeatures::kLogMeanAttention,
+                   Labels::kContinuationMax, next);
+  KvCache cache = tiny().new_cache();
+  tiny().forward(window, cache, {.logits = LogitsMode::kNone});
+  EXPECT_EQ(w.labels, continuation_scores(tiny(), cache, next));
+  // The features do not see the continuation: the same as with KVZip's labels.
+  EXPECT_EQ(w.features, proxy_window(tiny_proxy(), tiny(), window, kPrompt).features);
+  EXPECT_GT(w.seconds.label_pass, 0.0);
+  // A continuation goes with continuation_max labels, and only with them.
+  EXPECT_THROW(proxy_window(tiny_proxy(), tiny(), window, kPrompt,
+                            MapperFeatures::kLogMeanAttention, Labels::kContinuationMax),
+               std::invalid_argument);
+  EXPECT_THROW(proxy_window(tiny_proxy(), tiny(), window, kPrompt,
+                            MapperFeatures::kLogMeanAttention, Labels::kKvzipMax, next),
+               std::invalid_argument);
+}
+
+TEST(Labels, NamesRoundTrip) {
+  for (Labels l : {Labels::kKvzipMax, Labels::kContinuationMax}) {
+    EXPECT_EQ(labels_of(labels_name(l)), l);
+  }
+  EXPECT_EQ(std::string(labels_name(Labels::kContinuationMax)), "continuation_max");
+  EXPECT_FALSE(labels_of("continuation").has_value());
+}
+
 TEST(ProxyWindow, RepeatFeaturesOfATruncatedProxyHoldTheTargetsFirstLayersExactly) {
   // The proxy is the target's first layer, and a layer reads only the layers below it: KVZip's
   // repeat pass run on the proxy, reduced over each GQA group, is the target's label of that
@@ -206,6 +271,7 @@ TEST(ProxyDataset, ManifestDescribesModelsCorpusPromptTimingsAndShards) {
   EXPECT_EQ(m["window_tokens"], kT);
   EXPECT_EQ(m["features"], "log_mean_attention");
   EXPECT_EQ(m["labels"], "kvzip_max");
+  EXPECT_TRUE(m["continuation_tokens"].is_null());
   EXPECT_EQ(m["corpus"]["file"], "x.tokens");
   EXPECT_EQ(m["corpus"]["path"], "data/x.tokens");
   EXPECT_EQ(m["corpus"]["tokens"], 200);
@@ -219,7 +285,37 @@ TEST(ProxyDataset, ManifestDescribesModelsCorpusPromptTimingsAndShards) {
   }
   EXPECT_EQ(m["shards"],
             nlohmann::json::parse(R"([{"file": "shard-00000.safetensors", "windows": 4}])"));
-  EXPECT_EQ(m.size(), 14u);  // no field beyond the documented ones
+  EXPECT_EQ(m.size(), 15u);  // no field beyond the documented ones
+}
+
+TEST(ProxyDataset, ContinuationLabelsReadTheTokensAfterEachWindowInsideTheCorpus) {
+  const auto text = corpus(200);
+  DatasetInfo ci = info(5);
+  ci.labels = Labels::kContinuationMax;
+  ci.continuation_tokens = 7;
+  const std::vector<std::int64_t> starts{0, 60, 173};  // 173 + 20 + 7 = 200: the last fits
+  const ProxyDataset ds = build_proxy_dataset(tiny_proxy(), tiny(), text, starts, ci);
+  const SafetensorsFile f = open_image(ds.shards[0]);
+  const Matrix labels = f.read("labels", {3, 4, kT});
+  const std::vector<std::int64_t> order = shuffled_starts(starts, 5);
+  for (int i = 0; i < 3; ++i) {
+    const auto s = static_cast<std::size_t>(order[i]);
+    const ProxyWindow w =
+        proxy_window(tiny_proxy(), tiny(), std::span(text).subspan(s, kT), kPrompt,
+                     MapperFeatures::kLogMeanAttention, Labels::kContinuationMax,
+                     std::span(text).subspan(s + kT, 7));
+    EXPECT_EQ(Eigen::Map<const Matrix>(labels.row(i).data(), 4, kT), w.labels) << i;
+  }
+  const nlohmann::json& m = ds.manifest;
+  EXPECT_EQ(m["labels"], "continuation_max");
+  EXPECT_EQ(m["continuation_tokens"], 7);
+  EXPECT_GT(m["timings_s"]["continuation_pass"].get<double>(), 0.0);
+  EXPECT_FALSE(m["timings_s"].contains("kvzip_second_prefill"));
+  // A window whose continuation would run past the corpus is refused, not cut short.
+  EXPECT_THROW(build_proxy_dataset(tiny_proxy(), tiny(), text, std::vector<std::int64_t>{174}, ci),
+               std::invalid_argument);
+  ci.continuation_tokens = 0;
+  EXPECT_THROW(build_proxy_dataset(tiny_proxy(), tiny(), text, starts, ci), std::invalid_argument);
 }
 
 TEST(ProxyDataset, SixteenWindowsPerShard) {
