@@ -180,14 +180,15 @@ TEST(ShippedScenarios, SmolLM2UsesTheCommittedCalibration) {
 
 TEST(ShippedScenarios, SmolLM2ProxyKvChargesTheCommittedMeasurement) {
   // ProxyKV's ΔNLL at ρ 0.5 is the one `kvshift quality` wrote for the best committed mapper
-  // (the one trained for one budget over all KV heads, rows labelled proxykv-2), measured at
-  // 512, 1,024 and 2,048 history tokens: each move pays the one of its context.
-  const std::string dir = std::string(KVSHIFT_SOURCE_DIR) + "/results/proxykv/smollm2-135m/";
+  // (the one trained on continuation labels, rows labelled proxykv), measured at 512, 1,024
+  // and 2,048 history tokens: each move pays the one of its context.
+  const std::string dir =
+      std::string(KVSHIFT_SOURCE_DIR) + "/results/proxykv/smollm2-135m-continuation/";
   auto measured = [&](const std::string& file) {
     std::ifstream in(dir + file);
     const nlohmann::json doc = nlohmann::json::parse(in);
     for (const auto& row : doc["rows"]) {
-      if (row["method"] == "proxykv" && row["label"] == "proxykv-2" && row["retention"] == 0.5) {
+      if (row["method"] == "proxykv" && row["label"] == "proxykv" && row["retention"] == 0.5) {
         return row["delta_nll_mean"].get<double>();
       }
     }
@@ -198,22 +199,21 @@ TEST(ShippedScenarios, SmolLM2ProxyKvChargesTheCommittedMeasurement) {
   EXPECT_EQ(s.proxy_kv->retention, 0.5);
   EXPECT_EQ(s.proxy_kv->proxy_model.layers, 8);
   ASSERT_EQ(s.proxy_kv->delta_nll_by_context.size(), 3u);
-  const std::pair<std::int64_t, std::string> files[] = {{512, "quality-kjv-global-h512.json"},
-                                                        {1024, "quality-kjv-global.json"},
-                                                        {2048, "quality-kjv-global-h2048.json"}};
+  const std::pair<std::int64_t, std::string> files[] = {
+      {512, "quality-kjv-h512.json"}, {1024, "quality-kjv.json"}, {2048, "quality-kjv-h2048.json"}};
   for (std::size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(s.proxy_kv->delta_nll_by_context[i].context, files[i].first);
     EXPECT_EQ(s.proxy_kv->delta_nll_by_context[i].delta_nll, measured(files[i].second))
         << files[i].second;
   }
-  EXPECT_EQ(s.proxy_kv->delta_nll, measured("quality-kjv-global-h512.json"));
-  EXPECT_NE(s.proxy_kv->delta_nll_source.find("quality-kjv-global-h512.json (fnv1a64:"),
-            std::string::npos)
+  EXPECT_EQ(s.proxy_kv->delta_nll, measured("quality-kjv-h512.json"));
+  EXPECT_NE(s.proxy_kv->delta_nll_source.find("quality-kjv-h512.json (fnv1a64:"), std::string::npos)
       << s.proxy_kv->delta_nll_source;
-  EXPECT_NE(s.proxy_kv->delta_nll_source.find(
-                "): proxykv-2 (prune:proxykv:results/proxykv/smollm2-135m/mapper-global/"
-                "mapper.safetensors) measured at ρ 0.5"),
-            std::string::npos)
+  EXPECT_NE(
+      s.proxy_kv->delta_nll_source.find(
+          "): proxykv (prune:proxykv:results/proxykv/smollm2-135m-continuation/mapper.safetensors) "
+          "measured at ρ 0.5"),
+      std::string::npos)
       << s.proxy_kv->delta_nll_source;
   EXPECT_NE(s.proxy_kv->delta_nll_source.find("measured at 512, 1024, 2048 history tokens"),
             std::string::npos)

@@ -96,18 +96,18 @@ TEST(DeltaNllSource, ProxyKvChargesTheNamedMapperOfAFileThatMeasuredSeveral) {
   ASSERT_TRUE(spec.proxy_kv);
   // Measured at 512, 1,024 and 2,048 history tokens; the figure given is the 512 one.
   ASSERT_EQ(spec.proxy_kv->delta_nll_by_context.size(), 3u);
-  EXPECT_NEAR(spec.proxy_kv->delta_nll_by_context[1].delta_nll, 0.0192508665461677, 1e-15);
+  EXPECT_NEAR(spec.proxy_kv->delta_nll_by_context[1].delta_nll, 0.0045324285049704975, 1e-15);
   EXPECT_EQ(spec.proxy_kv->delta_nll, spec.proxy_kv->delta_nll_by_context[0].delta_nll);
   ASSERT_TRUE(spec.proxy_kv->over_eps_share);
-  EXPECT_DOUBLE_EQ(*spec.proxy_kv->over_eps_share, 0.65625);  // 21 of 32 requests at 512
+  EXPECT_DOUBLE_EQ(*spec.proxy_kv->over_eps_share, 0.25);  // 8 of 32 requests at 512
   EXPECT_DOUBLE_EQ(spec.proxy_kv->eps, 0.01);
   EXPECT_TRUE(has(spec.proxy_kv->delta_nll_source, "measured at 512, 1024, 2048 history tokens"));
   const json summary = summary_of(spec);
   const json& q = summary["strategies"]["proxy_kv"]["quality"];
   const std::int64_t moves = q["proxy_kv_moves"];
   ASSERT_GT(moves, 0);
-  EXPECT_NEAR(q["proxy_kv_expected_requests_over_eps"].get<double>(), 0.65625 * moves, 1e-9);
-  EXPECT_TRUE(has(q["proxy_kv_over_eps_source"], "quality-kjv-global-h512.json (fnv1a64:"));
+  EXPECT_NEAR(q["proxy_kv_expected_requests_over_eps"].get<double>(), 0.25 * moves, 1e-9);
+  EXPECT_TRUE(has(q["proxy_kv_over_eps_source"], "quality-kjv-h512.json (fnv1a64:"));
 
   // One file that measured three mappers: the label picks one.
   json j = scenario_json("smollm2-proxykv.json");
