@@ -22,6 +22,7 @@ MODEL=models/smollm2-135m
 [ -f "$WORK/mapper-cont/mapper.safetensors" ] ||
   /usr/bin/python3 tools/train_mapper.py --dataset "$WORK/dataset-cont" \
     --out "$WORK/mapper-cont" --seed 1 --threads 2 --budget global --epochs 20 --rank-ratio 0.5
+cp "$WORK/dataset-cont/manifest.json" "$HERE/dataset-manifest.json"
 # The quality runs read the mapper from this folder, so that their files name it there.
 cp "$WORK/mapper-cont/mapper.json" "$WORK/mapper-cont/mapper.safetensors" \
   "$WORK/mapper-cont/train.log" "$HERE/"
