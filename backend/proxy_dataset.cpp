@@ -50,14 +50,14 @@ nlohmann::json manifest_json(const Model& proxy, const Model& target, const Data
                              const std::vector<ProxyWindow>& windows, double total_s) {
   const auto& t = target.spec();
   const auto& p = proxy.spec();
-  std::vector<double> pp, tp, kz, all;
+  std::vector<double> pp, tp, lp, all;
   for (const ProxyWindow& w : windows) {
     pp.push_back(w.seconds.proxy_prefill);
     tp.push_back(w.seconds.target_prefill);
-    kz.push_back(w.seconds.label_pass);
+    lp.push_back(w.seconds.label_pass);
     all.push_back(w.seconds.total);
   }
-  for (auto* v : {&pp, &tp, &kz, &all}) std::sort(v->begin(), v->end());
+  for (auto* v : {&pp, &tp, &lp, &all}) std::sort(v->begin(), v->end());
   nlohmann::json shards = nlohmann::json::array();
   for (std::size_t i = 0; i < windows.size(); i += kWindowsPerShard) {
     shards.push_back({{"file", shard_file_name(static_cast<int>(i / kWindowsPerShard))},
@@ -97,7 +97,7 @@ nlohmann::json manifest_json(const Model& proxy, const Model& target, const Data
            {{"proxy_prefill", util::percentile(pp, 0.5)},
             {"target_prefill", util::percentile(tp, 0.5)},
             {info.labels == Labels::kKvzipMax ? "kvzip_second_prefill" : "continuation_pass",
-             util::percentile(kz, 0.5)},
+             util::percentile(lp, 0.5)},
             {"per_window", util::percentile(all, 0.5)},
             {"total", total_s}}},
           {"shards", shards}};

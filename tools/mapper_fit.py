@@ -1,5 +1,8 @@
 #!/usr/bin/env python3
-"""How closely trained ProxyKV mappers fit KVZip's scores on a dataset's windows.
+"""How closely trained ProxyKV mappers fit a dataset's labels on its windows.
+
+"KVZip" below stands for the dataset's labels: KVZip's scores (`labels` kvzip_max) or the
+attention of the tokens after each window (continuation_max); the first line printed says which.
 
 Selection as `kvshift quality --budget global` makes it: the first --sinks and last --recent
 tokens are forced (left out here), and one budget of ⌈ρ·T·heads⌉ − forced·heads tokens is
@@ -66,15 +69,15 @@ def main(argv):
         raise mm.InputError("--ratios: each must be in (0, 1] (got %r)" % a.ratios)
     if a.sinks < 0 or a.recent < 0:
         raise mm.InputError("--sinks, --recent: must be >= 0")
-    _, x, y, _ = mm.read_dataset(a.dataset)
+    manifest, x, y, _ = mm.read_dataset(a.dataset)
     if a.sinks + a.recent >= y.shape[2]:
         raise mm.InputError("--sinks + --recent: must leave tokens of the %d-token windows"
                             % y.shape[2])
     idx = (np.arange(len(x)) if a.validation_of is None
            else tm.split_windows(len(x), 0.15, a.validation_of)[1])
     X, Y = torch.from_numpy(x[idx]), torch.from_numpy(y[idx])
-    print("%d windows of %s; forced: first %d, last %d" % (len(idx), a.dataset, a.sinks,
-                                                           a.recent))
+    print("%d windows of %s (labels %s); forced: first %d, last %d"
+          % (len(idx), a.dataset, manifest.get("labels", "kvzip_max"), a.sinks, a.recent))
     for folder in a.mapper:
         if not os.path.isfile(os.path.join(folder, "mapper.json")):
             raise mm.InputError("--mapper %s: no mapper.json" % folder)
